@@ -1,0 +1,156 @@
+use crate::error::FormatError;
+use crate::source::{u16_at, u32_at, u64_at};
+
+/// The first bytes of every raw file.
+pub const MAGIC: &[u8; 8] = b"KPROFRAW";
+/// The raw format version this crate writes and reads.
+pub const VERSION: u16 = 1;
+/// Header bytes before the QEMU version string.
+pub const HEADER_FIXED_LEN: usize = 41;
+
+/// Guest architecture of the samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    I386,
+    X86_64,
+}
+
+impl Arch {
+    pub fn code(self) -> u8 {
+        match self {
+            Arch::I386 => 1,
+            Arch::X86_64 => 2,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Option<Self> {
+        match c {
+            1 => Some(Arch::I386),
+            2 => Some(Arch::X86_64),
+            _ => None,
+        }
+    }
+
+    /// Pointer width in bytes.
+    pub fn ptr_width(self) -> u8 {
+        match self {
+            Arch::I386 => 4,
+            Arch::X86_64 => 8,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::I386 => "i386",
+            Arch::X86_64 => "x86_64",
+        }
+    }
+}
+
+/// How samples were triggered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplingMode {
+    /// Every `n` microseconds of host time per vCPU (`delay=n`).
+    DelayMicros(u64),
+    /// Every `n` guest instructions per vCPU (`period=n`).
+    PeriodInstructions(u64),
+}
+
+/// The raw file header (see FORMAT.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub arch: Arch,
+    pub sampling: SamplingMode,
+    /// `exact=on`: exact block counts follow at exit.
+    pub exact: bool,
+    pub vcpus: u32,
+    pub max_depth: u32,
+    /// Wall-clock start, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    pub qemu_version: String,
+}
+
+impl Header {
+    pub fn ptr_width(&self) -> usize {
+        self.arch.ptr_width() as usize
+    }
+
+    /// Appends the encoded header to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let version = self.qemu_version.as_bytes();
+        let vlen = version.len().min(255);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&((HEADER_FIXED_LEN + vlen) as u16).to_le_bytes());
+        out.push(self.arch.code());
+        out.push(self.arch.ptr_width());
+        let (mode, value) = match self.sampling {
+            SamplingMode::DelayMicros(v) => (1u8, v),
+            SamplingMode::PeriodInstructions(v) => (2u8, v),
+        };
+        out.push(mode);
+        out.push(self.exact as u8);
+        out.extend_from_slice(&value.to_le_bytes());
+        out.extend_from_slice(&self.vcpus.to_le_bytes());
+        out.extend_from_slice(&self.max_depth.to_le_bytes());
+        out.extend_from_slice(&self.start_unix_ns.to_le_bytes());
+        out.push(vlen as u8);
+        out.extend_from_slice(&version[..vlen]);
+    }
+
+    /// Decodes a header from the first `b.len()` bytes of a file; returns it and its length.
+    /// `b` must hold at least [`HEADER_FIXED_LEN`] bytes; the caller re-calls with more bytes
+    /// when `Ok(None)` says the header is longer.
+    pub(crate) fn decode(b: &[u8]) -> Result<Option<(Header, usize)>, FormatError> {
+        if b.len() < HEADER_FIXED_LEN {
+            return Err(FormatError::ShortHeader(b.len()));
+        }
+        if &b[..8] != MAGIC {
+            return Err(FormatError::BadMagic);
+        }
+        let version = u16_at(b, 8);
+        if version != VERSION {
+            return Err(FormatError::UnsupportedVersion(version));
+        }
+        let len = u16_at(b, 10) as usize;
+        let vlen = b[40] as usize;
+        if len < HEADER_FIXED_LEN + vlen {
+            return Err(FormatError::BadHeader(format!(
+                "header length {len} is shorter than its fields ({})",
+                HEADER_FIXED_LEN + vlen
+            )));
+        }
+        if b.len() < len {
+            return Ok(None);
+        }
+        let arch = Arch::from_code(b[12])
+            .ok_or_else(|| FormatError::BadHeader(format!("unknown architecture code {}", b[12])))?;
+        if b[13] != arch.ptr_width() {
+            return Err(FormatError::BadHeader(format!(
+                "pointer width {} does not fit architecture {}",
+                b[13],
+                arch.name()
+            )));
+        }
+        let value = u64_at(b, 16);
+        let sampling = match b[14] {
+            1 => SamplingMode::DelayMicros(value),
+            2 => SamplingMode::PeriodInstructions(value),
+            m => return Err(FormatError::BadHeader(format!("unknown sampling mode {m}"))),
+        };
+        let qemu_version = String::from_utf8_lossy(&b[HEADER_FIXED_LEN..HEADER_FIXED_LEN + vlen])
+            .into_owned();
+        Ok(Some((
+            Header {
+                arch,
+                sampling,
+                exact: b[15] & 1 != 0,
+                vcpus: u32_at(b, 24),
+                max_depth: u32_at(b, 28),
+                start_unix_ns: u64_at(b, 32),
+                qemu_version,
+            },
+            len,
+        )))
+    }
+}

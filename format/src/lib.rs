@@ -1,0 +1,56 @@
+//! kern-profile's record formats, defined once and shared by the recorder (the QEMU plugin)
+//! and the consumer (the aggregator). See `FORMAT.md` beside this crate for the byte layouts.
+//!
+//! Every reader streams: it holds one buffer, hands out records that borrow it, tells the
+//! byte offset of each, and reports a torn last record as a [`Truncation`] rather than an
+//! error, so that everything before the cut is used.
+
+mod error;
+mod header;
+mod legacy;
+pub mod memtrace;
+mod raw_reader;
+mod raw_writer;
+mod source;
+mod stop_reason;
+
+pub use error::FormatError;
+pub use header::{Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, VERSION};
+pub use legacy::{LegacyReader, LegacySample};
+pub use raw_reader::{ExactBlock, ExactBlocks, RawReader, Record, SampleRef, Stats};
+pub use raw_writer::{encode_exact_blocks, encode_sample, encode_stats, SampleRecord};
+pub use source::Truncation;
+pub use stop_reason::StopReason;
+
+/// Record kinds of the raw format.
+pub mod kind {
+    pub const SAMPLE: u8 = 1;
+    pub const EXACT_BLOCKS: u8 = 2;
+    pub const STATS: u8 = 3;
+}
+
+/// Sample flag bits.
+pub mod sample_flags {
+    /// The vCPU was in user mode (CPL 3).
+    pub const USER: u8 = 1;
+    /// The word at [SP] could be read.
+    pub const SP_WORD_VALID: u8 = 2;
+}
+
+/// Which of the two CPU sample formats a file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuFormat {
+    /// kern-profile's own format (starts with [`MAGIC`]).
+    Raw,
+    /// The original C plugin's headerless format.
+    Legacy,
+}
+
+/// Tells the format of a CPU sample file from its first bytes.
+pub fn detect(first_bytes: &[u8]) -> CpuFormat {
+    if first_bytes.starts_with(MAGIC) {
+        CpuFormat::Raw
+    } else {
+        CpuFormat::Legacy
+    }
+}

@@ -1,0 +1,305 @@
+//! Streaming reader of the raw format.
+
+use std::io::Read;
+
+use crate::error::FormatError;
+use crate::header::{Header, HEADER_FIXED_LEN};
+use crate::kind;
+use crate::source::{u16_at, u32_at, u64_at, word_at, Source, Truncation};
+use crate::stop_reason::StopReason;
+
+/// Records longer than this are taken as corruption rather than allocated.
+const MAX_RECORD: usize = 64 << 20;
+
+/// One sample, borrowing the reader's buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleRef<'a> {
+    pub vcpu: u32,
+    pub flags: u8,
+    /// The raw stop byte; see [`SampleRef::stop_reason`].
+    pub stop: u8,
+    pub time_ns: u64,
+    pub icount: u64,
+    pub pc: u64,
+    pub sp: u64,
+    sp_word: u64,
+    frames: &'a [u8],
+    width: usize,
+}
+
+impl<'a> SampleRef<'a> {
+    pub fn user(&self) -> bool {
+        self.flags & crate::sample_flags::USER != 0
+    }
+
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        StopReason::from_u8(self.stop)
+    }
+
+    /// The word at [SP], when the plugin could read it.
+    pub fn sp_word(&self) -> Option<u64> {
+        (self.flags & crate::sample_flags::SP_WORD_VALID != 0).then_some(self.sp_word)
+    }
+
+    pub fn frame_count(&self) -> usize {
+        self.frames.len() / self.width
+    }
+
+    /// Return addresses, innermost first.
+    pub fn frames(&self) -> impl ExactSizeIterator<Item = u64> + 'a {
+        let width = self.width;
+        self.frames
+            .chunks_exact(width)
+            .map(move |c| word_at(c, 0, width))
+    }
+}
+
+/// One translated block's exact count.
+#[derive(Debug, Clone, Copy)]
+pub struct ExactBlock<'a> {
+    pub executions: u64,
+    insns: &'a [u8],
+    width: usize,
+}
+
+impl<'a> ExactBlock<'a> {
+    /// The addresses of the block's instructions.
+    pub fn instructions(&self) -> impl ExactSizeIterator<Item = u64> + 'a {
+        let width = self.width;
+        self.insns.chunks_exact(width).map(move |c| word_at(c, 0, width))
+    }
+}
+
+/// A record of exact block counts, validated when read.
+#[derive(Debug, Clone, Copy)]
+pub struct ExactBlocks<'a> {
+    count: u32,
+    body: &'a [u8],
+    width: usize,
+}
+
+impl<'a> ExactBlocks<'a> {
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = ExactBlock<'a>> + 'a {
+        let (mut rest, width) = (self.body, self.width);
+        (0..self.count).map(move |_| {
+            let execs = u64_at(rest, 0);
+            let n = u16_at(rest, 8) as usize;
+            let insns = &rest[10..10 + n * width];
+            rest = &rest[10 + n * width..];
+            ExactBlock {
+                executions: execs,
+                insns,
+                width,
+            }
+        })
+    }
+}
+
+/// The statistics the plugin writes at exit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Stats {
+    pub samples: u64,
+    pub dropped: u64,
+    /// Unwind stops, indexed by [`StopReason`] byte.
+    pub stops: Vec<u64>,
+    /// Instructions executed, per vCPU.
+    pub vcpu_instructions: Vec<u64>,
+}
+
+/// One record of a raw file.
+#[derive(Debug)]
+pub enum Record<'a> {
+    Sample(SampleRef<'a>),
+    ExactBlocks(ExactBlocks<'a>),
+    Stats(Stats),
+    /// A record kind this version does not know; skipped.
+    Unknown { kind: u8, offset: u64 },
+}
+
+/// Streaming reader of a raw file: header first, then [`RawReader::next_record`].
+pub struct RawReader<R> {
+    src: Source<R>,
+    header: Header,
+    width: usize,
+    truncation: Option<Truncation>,
+    record_offset: u64,
+}
+
+impl<R: Read> RawReader<R> {
+    /// Reads and checks the header.
+    pub fn new(inner: R) -> Result<Self, FormatError> {
+        let mut src = Source::new(inner);
+        if !src.fill(HEADER_FIXED_LEN)? {
+            let n = src.available();
+            if n >= 8 && src.peek(8) != crate::MAGIC {
+                return Err(FormatError::BadMagic);
+            }
+            return Err(FormatError::ShortHeader(n));
+        }
+        let mut want = HEADER_FIXED_LEN;
+        let (header, len) = loop {
+            match Header::decode(src.peek(want))? {
+                Some(h) => break h,
+                None => {
+                    want = u16_at(src.peek(12), 10) as usize;
+                    if !src.fill(want)? {
+                        return Err(FormatError::ShortHeader(src.available()));
+                    }
+                }
+            }
+        };
+        src.consume(len);
+        let width = header.ptr_width();
+        Ok(RawReader {
+            src,
+            header,
+            width,
+            truncation: None,
+            record_offset: len as u64,
+        })
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Byte offset of the last record returned.
+    pub fn record_offset(&self) -> u64 {
+        self.record_offset
+    }
+
+    /// Byte offset of the next unread byte.
+    pub fn offset(&self) -> u64 {
+        self.src.offset()
+    }
+
+    /// Set once the reader met a torn last record.
+    pub fn truncation(&self) -> Option<Truncation> {
+        self.truncation
+    }
+
+    /// The next record, or `None` at the end of the file (see [`RawReader::truncation`]).
+    pub fn next_record(&mut self) -> Result<Option<Record<'_>>, FormatError> {
+        if self.truncation.is_some() || self.src.at_eof()? {
+            return Ok(None);
+        }
+        let offset = self.src.offset();
+        self.record_offset = offset;
+        if !self.src.fill(5)? {
+            self.truncation = Some(self.src.truncation(5));
+            return Ok(None);
+        }
+        let head = self.src.peek(5);
+        let kind = head[0];
+        let len = u32_at(head, 1) as usize;
+        if len > MAX_RECORD {
+            return Err(corrupt(offset, format!("record length {len} is implausible")));
+        }
+        if !self.src.fill(5 + len)? {
+            self.truncation = Some(self.src.truncation(5 + len));
+            return Ok(None);
+        }
+        self.src.consume(5 + len);
+        // The bytes stay in the buffer until the next fill, so borrow them from there.
+        let body = &self.src_slice_before(len);
+        let width = self.width;
+        let rec = match kind {
+            kind::SAMPLE => Record::Sample(decode_sample(body, width, offset)?),
+            kind::EXACT_BLOCKS => Record::ExactBlocks(decode_exact(body, width, offset)?),
+            kind::STATS => Record::Stats(decode_stats(body, offset)?),
+            other => Record::Unknown {
+                kind: other,
+                offset,
+            },
+        };
+        Ok(Some(rec))
+    }
+
+    fn src_slice_before(&self, len: usize) -> &[u8] {
+        self.src.consumed_tail(len)
+    }
+}
+
+fn corrupt(offset: u64, what: String) -> FormatError {
+    FormatError::Corrupt { offset, what }
+}
+
+fn decode_sample(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, FormatError> {
+    if b.len() < 24 + 3 * width {
+        return Err(corrupt(offset, format!("sample record of {} bytes is too short", b.len())));
+    }
+    let n = u16_at(b, 6) as usize;
+    let want = 24 + (3 + n) * width;
+    if b.len() != want {
+        return Err(corrupt(
+            offset,
+            format!("sample with {n} frames should be {want} bytes, record says {}", b.len()),
+        ));
+    }
+    Ok(SampleRef {
+        vcpu: u32_at(b, 0),
+        flags: b[4],
+        stop: b[5],
+        time_ns: u64_at(b, 8),
+        icount: u64_at(b, 16),
+        pc: word_at(b, 24, width),
+        sp: word_at(b, 24 + width, width),
+        sp_word: word_at(b, 24 + 2 * width, width),
+        frames: &b[24 + 3 * width..],
+        width,
+    })
+}
+
+fn decode_exact(b: &[u8], width: usize, offset: u64) -> Result<ExactBlocks<'_>, FormatError> {
+    if b.len() < 4 {
+        return Err(corrupt(offset, "exact-count record too short".into()));
+    }
+    let count = u32_at(b, 0);
+    let body = &b[4..];
+    // Validate once, so iteration can index without checks.
+    let mut at = 0usize;
+    for i in 0..count {
+        if body.len() < at + 10 {
+            return Err(corrupt(offset, format!("exact-count block {i} runs past the record")));
+        }
+        let n = u16_at(body, at + 8) as usize;
+        at += 10 + n * width;
+        if at > body.len() {
+            return Err(corrupt(offset, format!("exact-count block {i} runs past the record")));
+        }
+    }
+    if at != body.len() {
+        return Err(corrupt(offset, "exact-count record has trailing bytes".into()));
+    }
+    Ok(ExactBlocks { count, body, width })
+}
+
+fn decode_stats(b: &[u8], offset: u64) -> Result<Stats, FormatError> {
+    let short = || corrupt(offset, "statistics record too short".into());
+    if b.len() < 17 {
+        return Err(short());
+    }
+    let r = b[16] as usize;
+    let after_stops = 17 + 8 * r;
+    if b.len() < after_stops + 4 {
+        return Err(short());
+    }
+    let v = u32_at(b, after_stops) as usize;
+    if b.len() != after_stops + 4 + 8 * v {
+        return Err(corrupt(offset, "statistics record has the wrong length".into()));
+    }
+    Ok(Stats {
+        samples: u64_at(b, 0),
+        dropped: u64_at(b, 8),
+        stops: (0..r).map(|i| u64_at(b, 17 + 8 * i)).collect(),
+        vcpu_instructions: (0..v).map(|i| u64_at(b, after_stops + 4 + 8 * i)).collect(),
+    })
+}

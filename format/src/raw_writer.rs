@@ -1,0 +1,118 @@
+//! Encoders for the raw format's records. The plugin's writer thread calls these; they only
+//! append to a buffer, so the caller decides when bytes reach the file.
+
+use crate::kind;
+use crate::stop_reason::StopReason;
+
+/// One sample as the recorder has it, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleRecord<'a> {
+    pub vcpu: u32,
+    pub user: bool,
+    pub stop: StopReason,
+    pub time_ns: u64,
+    pub icount: u64,
+    pub pc: u64,
+    pub sp: u64,
+    /// The word at [SP], when it was readable.
+    pub sp_word: Option<u64>,
+    /// Return addresses, innermost first.
+    pub frames: &'a [u64],
+}
+
+fn push_word(out: &mut Vec<u8>, v: u64, width: usize) {
+    if width == 4 {
+        out.extend_from_slice(&(v as u32).to_le_bytes());
+    } else {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+fn begin(out: &mut Vec<u8>, kind: u8) -> usize {
+    out.push(kind);
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    at
+}
+
+fn finish(out: &mut [u8], len_at: usize) {
+    let len = (out.len() - len_at - 4) as u32;
+    out[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Appends one sample record. At most `u16::MAX` frames are kept.
+pub fn encode_sample(out: &mut Vec<u8>, ptr_width: usize, s: &SampleRecord<'_>) {
+    let frames = &s.frames[..s.frames.len().min(u16::MAX as usize)];
+    let at = begin(out, kind::SAMPLE);
+    out.extend_from_slice(&s.vcpu.to_le_bytes());
+    let mut flags = 0;
+    if s.user {
+        flags |= crate::sample_flags::USER;
+    }
+    if s.sp_word.is_some() {
+        flags |= crate::sample_flags::SP_WORD_VALID;
+    }
+    out.push(flags);
+    out.push(s.stop as u8);
+    out.extend_from_slice(&(frames.len() as u16).to_le_bytes());
+    out.extend_from_slice(&s.time_ns.to_le_bytes());
+    out.extend_from_slice(&s.icount.to_le_bytes());
+    push_word(out, s.pc, ptr_width);
+    push_word(out, s.sp, ptr_width);
+    push_word(out, s.sp_word.unwrap_or(0), ptr_width);
+    for &f in frames {
+        push_word(out, f, ptr_width);
+    }
+    finish(out, at);
+}
+
+/// Appends exact block-count records: `(executions, instruction addresses)` per translated
+/// block. Large inputs are split into several records of bounded size.
+pub fn encode_exact_blocks<'a, I>(out: &mut Vec<u8>, ptr_width: usize, blocks: I)
+where
+    I: IntoIterator<Item = (u64, &'a [u64])>,
+{
+    const PER_RECORD: u32 = 4096;
+    let mut it = blocks.into_iter().peekable();
+    while it.peek().is_some() {
+        let at = begin(out, kind::EXACT_BLOCKS);
+        let count_at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        let mut count = 0u32;
+        while count < PER_RECORD {
+            let Some((execs, insns)) = it.next() else { break };
+            let insns = &insns[..insns.len().min(u16::MAX as usize)];
+            out.extend_from_slice(&execs.to_le_bytes());
+            out.extend_from_slice(&(insns.len() as u16).to_le_bytes());
+            for &a in insns {
+                push_word(out, a, ptr_width);
+            }
+            count += 1;
+        }
+        out[count_at..count_at + 4].copy_from_slice(&count.to_le_bytes());
+        finish(out, at);
+    }
+}
+
+/// Appends the statistics record written at exit.
+pub fn encode_stats(
+    out: &mut Vec<u8>,
+    samples: u64,
+    dropped: u64,
+    stops: &[u64],
+    vcpu_instructions: &[u64],
+) {
+    let at = begin(out, kind::STATS);
+    out.extend_from_slice(&samples.to_le_bytes());
+    out.extend_from_slice(&dropped.to_le_bytes());
+    let stops = &stops[..stops.len().min(255)];
+    out.push(stops.len() as u8);
+    for s in stops {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out.extend_from_slice(&(vcpu_instructions.len() as u32).to_le_bytes());
+    for v in vcpu_instructions {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    finish(out, at);
+}
