@@ -123,8 +123,9 @@ impl Header {
         if b.len() < len {
             return Ok(None);
         }
-        let arch = Arch::from_code(b[12])
-            .ok_or_else(|| FormatError::BadHeader(format!("unknown architecture code {}", b[12])))?;
+        let arch = Arch::from_code(b[12]).ok_or_else(|| {
+            FormatError::BadHeader(format!("unknown architecture code {}", b[12]))
+        })?;
         if b[13] != arch.ptr_width() {
             return Err(FormatError::BadHeader(format!(
                 "pointer width {} does not fit architecture {}",
@@ -138,8 +139,8 @@ impl Header {
             2 => SamplingMode::PeriodInstructions(value),
             m => return Err(FormatError::BadHeader(format!("unknown sampling mode {m}"))),
         };
-        let qemu_version = String::from_utf8_lossy(&b[HEADER_FIXED_LEN..HEADER_FIXED_LEN + vlen])
-            .into_owned();
+        let qemu_version =
+            String::from_utf8_lossy(&b[HEADER_FIXED_LEN..HEADER_FIXED_LEN + vlen]).into_owned();
         Ok(Some((
             Header {
                 arch,

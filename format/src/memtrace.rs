@@ -68,9 +68,13 @@ pub struct MemtraceReader<R> {
 }
 
 enum Parse {
-    Ok { len: usize },
+    Ok {
+        len: usize,
+    },
     /// Not enough bytes left for the record announced here.
-    Short { needed: usize },
+    Short {
+        needed: usize,
+    },
     Bad(String),
 }
 

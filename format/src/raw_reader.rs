@@ -66,7 +66,9 @@ impl<'a> ExactBlock<'a> {
     /// The addresses of the block's instructions.
     pub fn instructions(&self) -> impl ExactSizeIterator<Item = u64> + 'a {
         let width = self.width;
-        self.insns.chunks_exact(width).map(move |c| word_at(c, 0, width))
+        self.insns
+            .chunks_exact(width)
+            .map(move |c| word_at(c, 0, width))
     }
 }
 
@@ -121,7 +123,10 @@ pub enum Record<'a> {
     ExactBlocks(ExactBlocks<'a>),
     Stats(Stats),
     /// A record kind this version does not know; skipped.
-    Unknown { kind: u8, offset: u64 },
+    Unknown {
+        kind: u8,
+        offset: u64,
+    },
 }
 
 /// Streaming reader of a raw file: header first, then [`RawReader::next_record`].
@@ -201,7 +206,10 @@ impl<R: Read> RawReader<R> {
         let kind = head[0];
         let len = u32_at(head, 1) as usize;
         if len > MAX_RECORD {
-            return Err(corrupt(offset, format!("record length {len} is implausible")));
+            return Err(corrupt(
+                offset,
+                format!("record length {len} is implausible"),
+            ));
         }
         if !self.src.fill(5 + len)? {
             self.truncation = Some(self.src.truncation(5 + len));
@@ -234,14 +242,20 @@ fn corrupt(offset: u64, what: String) -> FormatError {
 
 fn decode_sample(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, FormatError> {
     if b.len() < 24 + 3 * width {
-        return Err(corrupt(offset, format!("sample record of {} bytes is too short", b.len())));
+        return Err(corrupt(
+            offset,
+            format!("sample record of {} bytes is too short", b.len()),
+        ));
     }
     let n = u16_at(b, 6) as usize;
     let want = 24 + (3 + n) * width;
     if b.len() != want {
         return Err(corrupt(
             offset,
-            format!("sample with {n} frames should be {want} bytes, record says {}", b.len()),
+            format!(
+                "sample with {n} frames should be {want} bytes, record says {}",
+                b.len()
+            ),
         ));
     }
     Ok(SampleRef {
@@ -268,16 +282,25 @@ fn decode_exact(b: &[u8], width: usize, offset: u64) -> Result<ExactBlocks<'_>, 
     let mut at = 0usize;
     for i in 0..count {
         if body.len() < at + 10 {
-            return Err(corrupt(offset, format!("exact-count block {i} runs past the record")));
+            return Err(corrupt(
+                offset,
+                format!("exact-count block {i} runs past the record"),
+            ));
         }
         let n = u16_at(body, at + 8) as usize;
         at += 10 + n * width;
         if at > body.len() {
-            return Err(corrupt(offset, format!("exact-count block {i} runs past the record")));
+            return Err(corrupt(
+                offset,
+                format!("exact-count block {i} runs past the record"),
+            ));
         }
     }
     if at != body.len() {
-        return Err(corrupt(offset, "exact-count record has trailing bytes".into()));
+        return Err(corrupt(
+            offset,
+            "exact-count record has trailing bytes".into(),
+        ));
     }
     Ok(ExactBlocks { count, body, width })
 }
@@ -294,7 +317,10 @@ fn decode_stats(b: &[u8], offset: u64) -> Result<Stats, FormatError> {
     }
     let v = u32_at(b, after_stops) as usize;
     if b.len() != after_stops + 4 + 8 * v {
-        return Err(corrupt(offset, "statistics record has the wrong length".into()));
+        return Err(corrupt(
+            offset,
+            "statistics record has the wrong length".into(),
+        ));
     }
     Ok(Stats {
         samples: u64_at(b, 0),

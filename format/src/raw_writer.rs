@@ -80,7 +80,9 @@ where
         out.extend_from_slice(&[0; 4]);
         let mut count = 0u32;
         while count < PER_RECORD {
-            let Some((execs, insns)) = it.next() else { break };
+            let Some((execs, insns)) = it.next() else {
+                break;
+            };
             let insns = &insns[..insns.len().min(u16::MAX as usize)];
             out.extend_from_slice(&execs.to_le_bytes());
             out.extend_from_slice(&(insns.len() as u16).to_le_bytes());

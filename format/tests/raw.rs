@@ -1,0 +1,245 @@
+//! Round trips and damage handling of the raw CPU format, on real encoded bytes.
+
+use kern_profile_format::*;
+
+fn header(arch: Arch) -> Header {
+    Header {
+        arch,
+        sampling: SamplingMode::PeriodInstructions(10_000),
+        exact: true,
+        vcpus: 2,
+        max_depth: 64,
+        start_unix_ns: 1_700_000_000_000_000_000,
+        qemu_version: "10.0.2".into(),
+    }
+}
+
+fn sample(frames: &[u64]) -> SampleRecord<'_> {
+    SampleRecord {
+        vcpu: 1,
+        user: false,
+        stop: StopReason::NullFramePointer,
+        time_ns: 12_345,
+        icount: 99_999,
+        pc: 0x0010_2030,
+        sp: 0x0020_0000,
+        sp_word: Some(0x0010_1111),
+        frames,
+    }
+}
+
+fn file(arch: Arch, samples: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let h = header(arch);
+    h.encode(&mut out);
+    for i in 0..samples {
+        let frames = [0x0010_0000 + i as u64, 0x0010_0100];
+        encode_sample(&mut out, h.ptr_width(), &sample(&frames));
+    }
+    out
+}
+
+#[test]
+fn header_round_trips() {
+    for arch in [Arch::I386, Arch::X86_64] {
+        let bytes = file(arch, 0);
+        assert_eq!(&bytes[..8], MAGIC);
+        assert_eq!(bytes.len(), HEADER_FIXED_LEN + "10.0.2".len());
+        let r = RawReader::new(&bytes[..]).unwrap();
+        assert_eq!(r.header(), &header(arch));
+        assert_eq!(detect(&bytes), CpuFormat::Raw);
+    }
+}
+
+#[test]
+fn samples_round_trip_in_both_widths() {
+    for arch in [Arch::I386, Arch::X86_64] {
+        let bytes = file(arch, 3);
+        let mut r = RawReader::new(&bytes[..]).unwrap();
+        let mut n = 0;
+        while let Some(rec) = r.next_record().unwrap() {
+            let Record::Sample(s) = rec else {
+                panic!("expected a sample")
+            };
+            assert_eq!(s.vcpu, 1);
+            assert!(!s.user());
+            assert_eq!(s.stop_reason(), Some(StopReason::NullFramePointer));
+            assert_eq!((s.time_ns, s.icount), (12_345, 99_999));
+            assert_eq!(
+                (s.pc, s.sp, s.sp_word()),
+                (0x0010_2030, 0x0020_0000, Some(0x0010_1111))
+            );
+            let frames: Vec<u64> = s.frames().collect();
+            assert_eq!(frames, vec![0x0010_0000 + n, 0x0010_0100]);
+            n += 1;
+        }
+        assert_eq!(n, 3);
+        assert_eq!(r.truncation(), None);
+    }
+}
+
+#[test]
+fn i386_sample_is_compact() {
+    // 5 bytes of record head + 24 fixed + (3 + 2 frames) * 4.
+    let bytes = file(Arch::I386, 1);
+    assert_eq!(bytes.len() - (HEADER_FIXED_LEN + 6), 5 + 24 + 5 * 4);
+}
+
+#[test]
+fn exact_blocks_and_stats_round_trip() {
+    let h = header(Arch::I386);
+    let mut out = Vec::new();
+    h.encode(&mut out);
+    let blocks: Vec<(u64, Vec<u64>)> = (0..5000)
+        .map(|i| (i as u64 * 3, vec![0x1000 + i as u64, 0x1002 + i as u64]))
+        .collect();
+    encode_exact_blocks(&mut out, 4, blocks.iter().map(|(e, v)| (*e, v.as_slice())));
+    encode_stats(
+        &mut out,
+        10,
+        2,
+        &[7, 0, 1, 0, 2, 0],
+        &[1_000_000, 2_000_000],
+    );
+    let mut r = RawReader::new(&out[..]).unwrap();
+    let mut seen = Vec::new();
+    let mut records = 0;
+    let mut stats = None;
+    while let Some(rec) = r.next_record().unwrap() {
+        match rec {
+            Record::ExactBlocks(b) => {
+                records += 1;
+                for blk in b.iter() {
+                    seen.push((blk.executions, blk.instructions().collect::<Vec<_>>()));
+                }
+            }
+            Record::Stats(s) => stats = Some(s),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(records, 2, "5000 blocks split into records of 4096");
+    assert_eq!(seen, blocks);
+    let s = stats.unwrap();
+    assert_eq!((s.samples, s.dropped), (10, 2));
+    assert_eq!(s.stops, vec![7, 0, 1, 0, 2, 0]);
+    assert_eq!(s.vcpu_instructions, vec![1_000_000, 2_000_000]);
+}
+
+#[test]
+fn torn_last_record_keeps_everything_before_it() {
+    let bytes = file(Arch::I386, 10);
+    let record_len = 5 + 24 + 5 * 4;
+    for cut in 1..record_len {
+        let torn = &bytes[..bytes.len() - cut];
+        let mut r = RawReader::new(torn).unwrap();
+        let mut n = 0;
+        while r.next_record().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 9, "cut {cut}");
+        let t = r.truncation().expect("truncation reported");
+        assert_eq!(t.offset as usize, bytes.len() - record_len);
+        assert_eq!(t.available, record_len - cut);
+    }
+}
+
+#[test]
+fn corrupt_sample_names_its_offset() {
+    let mut bytes = file(Arch::I386, 3);
+    let second = HEADER_FIXED_LEN + 6 + 49;
+    // Claim 9 frames in the second sample: its length no longer fits.
+    bytes[second + 5 + 6] = 9;
+    let mut r = RawReader::new(&bytes[..]).unwrap();
+    assert!(r.next_record().unwrap().is_some());
+    match r.next_record() {
+        Err(FormatError::Corrupt { offset, what }) => {
+            assert_eq!(offset as usize, second);
+            assert!(what.contains("9 frames"), "{what}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_record_kinds_are_skipped() {
+    let mut bytes = file(Arch::I386, 1);
+    let at = bytes.len() as u64;
+    bytes.extend_from_slice(&[77, 3, 0, 0, 0, 1, 2, 3]);
+    encode_sample(&mut bytes, 4, &sample(&[]));
+    let mut r = RawReader::new(&bytes[..]).unwrap();
+    let mut kinds = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        kinds.push(match rec {
+            Record::Sample(_) => "sample".to_string(),
+            Record::Unknown { kind, offset } => format!("unknown {kind} at {offset}"),
+            _ => "other".into(),
+        });
+    }
+    assert_eq!(
+        kinds,
+        vec![
+            "sample".to_string(),
+            format!("unknown 77 at {at}"),
+            "sample".into()
+        ]
+    );
+}
+
+#[test]
+fn bad_headers_are_named() {
+    assert!(matches!(
+        RawReader::new(&b"KPROF"[..]),
+        Err(FormatError::ShortHeader(5))
+    ));
+    let mut bytes = file(Arch::I386, 0);
+    bytes[8] = 9;
+    assert!(matches!(
+        RawReader::new(&bytes[..]),
+        Err(FormatError::UnsupportedVersion(9))
+    ));
+    let mut bytes = file(Arch::I386, 0);
+    bytes[12] = 7;
+    let e = RawReader::new(&bytes[..]).err().unwrap().to_string();
+    assert!(e.contains("architecture code 7"), "{e}");
+    let mut bytes = file(Arch::I386, 0);
+    bytes[13] = 8;
+    let e = RawReader::new(&bytes[..]).err().unwrap().to_string();
+    assert!(e.contains("pointer width 8"), "{e}");
+}
+
+#[test]
+fn longer_headers_from_later_versions_are_accepted() {
+    let mut bytes = file(Arch::I386, 1);
+    let len = u16::from_le_bytes([bytes[10], bytes[11]]) as usize;
+    bytes.splice(len..len, [0xAA; 7]);
+    bytes[10..12].copy_from_slice(&((len + 7) as u16).to_le_bytes());
+    let mut r = RawReader::new(&bytes[..]).unwrap();
+    assert_eq!(r.header().qemu_version, "10.0.2");
+    assert!(matches!(r.next_record().unwrap(), Some(Record::Sample(_))));
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    // A small xorshift keeps this deterministic without a dependency.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let good = file(Arch::X86_64, 20);
+    for _ in 0..2000 {
+        let mut b = good.clone();
+        for _ in 0..(next() % 8 + 1) {
+            let i = (next() as usize) % b.len();
+            b[i] = next() as u8;
+        }
+        b.truncate((next() as usize) % (b.len() + 1));
+        if let Ok(mut r) = RawReader::new(&b[..]) {
+            while let Ok(Some(_)) = r.next_record() {}
+        }
+        let mut l = LegacyReader::new(&b[..]);
+        while let Ok(Some(_)) = l.next_sample() {}
+    }
+}
