@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds kern-profile in release: the aggregator (target/release/kern-profile), the QEMU
+# plugin (target/release/kern-profile.so) and the example kernel (target/examples/kernel.elf).
+. "$(dirname "$0")/lib.sh"
+cd "$KP_ROOT"
+say "building the aggregator and the plugin (release)"
+cargo build --release --locked -q -p kern-profile -p kern-profile-plugin
+# Cargo names a cdylib lib<name>.so; users and the original's docs say kern-profile.so.
+cp -f target/release/libkern_profile.so target/release/kern-profile.so
+bash scripts/build-kernel.sh >/dev/null
+say "built target/release/kern-profile, target/release/kern-profile.so, target/examples/kernel.elf"
