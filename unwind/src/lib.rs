@@ -1,1 +1,170 @@
+//! A frame-pointer stack walker for i386 and x86_64 guests.
+//!
+//! With frame pointers, every function starts with `push ebp; mov ebp, esp` (or the `rbp`
+//! equivalent), so the frame pointer (FP) points at a *frame record*:
+//!
+//! ```text
+//! FP + 0      saved FP of the caller
+//! FP + W      return address into the caller      (W = pointer width, 4 or 8)
+//! ```
+//!
+//! [`walk`] follows that chain through a caller-supplied memory reader, so it runs the same
+//! over a guest's memory (the QEMU plugin) and over a fake stack in a `Vec<u8>` (the tests).
+//! It never panics, whatever the reader returns, and a garbage frame pointer only costs a
+//! short stack: every step must move strictly upwards, so a walk ends after at most
+//! `max_depth` reads.
 
+use kern_profile_format::StopReason;
+
+/// Width of a guest pointer, which fixes the frame-record layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PtrWidth {
+    /// 4-byte pointers (i386).
+    W4,
+    /// 8-byte pointers (x86_64).
+    W8,
+}
+
+/// A pointer width other than 4 or 8 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("pointer width must be 4 or 8 bytes, not {0}")]
+pub struct BadWidth(pub usize);
+
+impl PtrWidth {
+    /// The width in bytes.
+    pub const fn bytes(self) -> usize {
+        match self {
+            PtrWidth::W4 => 4,
+            PtrWidth::W8 => 8,
+        }
+    }
+
+    /// The width for `n` bytes.
+    pub fn from_bytes(n: usize) -> Result<Self, BadWidth> {
+        match n {
+            4 => Ok(PtrWidth::W4),
+            8 => Ok(PtrWidth::W8),
+            other => Err(BadWidth(other)),
+        }
+    }
+
+    /// The highest address of the guest's address space.
+    pub const fn max_addr(self) -> u64 {
+        match self {
+            PtrWidth::W4 => u32::MAX as u64,
+            PtrWidth::W8 => u64::MAX,
+        }
+    }
+
+    /// Decodes one little-endian pointer from the start of `b` (missing bytes read as 0).
+    pub fn word(self, b: &[u8]) -> u64 {
+        let mut w = [0u8; 8];
+        let n = self.bytes().min(b.len());
+        w[..n].copy_from_slice(&b[..n]);
+        u64::from_le_bytes(w)
+    }
+}
+
+/// The outcome of a walk: how many return addresses were stored, and why it stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Walk {
+    pub frames: usize,
+    pub stop: StopReason,
+}
+
+/// Walks the frame-pointer chain starting at `fp`.
+///
+/// Stores return addresses, innermost first, into `out` and returns how many, with the
+/// reason the walk stopped. At most `min(max_depth, out.len())` frames are stored.
+///
+/// `read(addr, buf)` must fill `buf` with the guest bytes at `addr` and return `true`, or
+/// return `false` when that memory cannot be read. It is called once per frame record
+/// (`2 * width` bytes), never across the end of the address space.
+///
+/// The walk stops at, in this order of checks for each frame pointer:
+/// a null FP ([`StopReason::NullFramePointer`], the normal end), an FP not aligned to the
+/// pointer width ([`StopReason::Misaligned`]), an FP not above the previous one
+/// ([`StopReason::NotIncreasing`], which guards against loops), the depth cap
+/// ([`StopReason::DepthLimit`]), a record that cannot be read or would wrap past the end of
+/// the address space ([`StopReason::Unreadable`]), or a null return address
+/// ([`StopReason::NullReturnAddress`]).
+pub fn walk<R>(fp: u64, width: PtrWidth, max_depth: usize, read: R, out: &mut [u64]) -> Walk
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    walk_from(fp, None, width, max_depth, read, out)
+}
+
+/// Like [`walk`], but the first frame pointer must also be at or above `floor`, the stack
+/// pointer: a live frame record always lies above the stack pointer, so an FP below it is
+/// garbage (a function that uses its frame pointer register for something else), reported
+/// as [`StopReason::NotIncreasing`].
+pub fn walk_above<R>(
+    floor: u64,
+    fp: u64,
+    width: PtrWidth,
+    max_depth: usize,
+    read: R,
+    out: &mut [u64],
+) -> Walk
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    walk_from(fp, Some(floor), width, max_depth, read, out)
+}
+
+fn walk_from<R>(
+    mut fp: u64,
+    floor: Option<u64>,
+    width: PtrWidth,
+    max_depth: usize,
+    mut read: R,
+    out: &mut [u64],
+) -> Walk
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let w = width.bytes();
+    let cap = max_depth.min(out.len());
+    let mut record = [0u8; 16];
+    let record = &mut record[..2 * w];
+    // The lowest acceptable value of the next frame pointer.
+    let mut lowest = floor.unwrap_or(0);
+    let mut n = 0usize;
+    let stop = loop {
+        if fp == 0 {
+            break StopReason::NullFramePointer;
+        }
+        if fp % w as u64 != 0 {
+            break StopReason::Misaligned;
+        }
+        if fp < lowest {
+            break StopReason::NotIncreasing;
+        }
+        if n >= cap {
+            break StopReason::DepthLimit;
+        }
+        // The record [fp, fp + 2w) must fit in the address space.
+        match fp.checked_add(2 * w as u64 - 1) {
+            Some(last) if last <= width.max_addr() => {}
+            _ => break StopReason::Unreadable,
+        }
+        if !read(fp, record) {
+            break StopReason::Unreadable;
+        }
+        let saved_fp = width.word(&record[..w]);
+        let ret = width.word(&record[w..]);
+        if ret == 0 {
+            break StopReason::NullReturnAddress;
+        }
+        out[n] = ret;
+        n += 1;
+        // Strictly upwards: `fp + 1` cannot overflow since the record fitted above.
+        lowest = fp + 1;
+        fp = saved_fp;
+    };
+    Walk { frames: n, stop }
+}
+
+#[cfg(test)]
+mod tests;
