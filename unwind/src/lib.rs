@@ -135,7 +135,7 @@ where
         if fp == 0 {
             break StopReason::NullFramePointer;
         }
-        if fp % w as u64 != 0 {
+        if fp & (w as u64 - 1) != 0 {
             break StopReason::Misaligned;
         }
         if fp < lowest {

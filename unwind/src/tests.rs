@@ -287,7 +287,7 @@ fn garbage_never_panics_and_stays_short() {
                         *b = next() as u8;
                     }
                     // Mostly upward-ish garbage, sometimes unreadable.
-                    next() % 8 != 0
+                    !next().is_multiple_of(8)
                 },
                 &mut out,
             );
