@@ -26,6 +26,41 @@ impl Op {
             _ => None,
         }
     }
+
+    /// The op byte as written in a record.
+    pub fn as_u8(self) -> u8 {
+        match self {
+            Op::Alloc => 0,
+            Op::Realloc => 1,
+            Op::Free => 2,
+        }
+    }
+}
+
+/// Appends one record to `out`, byte for byte as Maestro writes it. Both lengths are one byte
+/// in the format, so at most 255 bytes of `allocator` and 255 of `frames` are written (Maestro
+/// itself writes at most [`MAX_FRAMES`]). Used by tests, benchmarks and the example kernel's
+/// host-side checks.
+pub fn encode_record(
+    out: &mut Vec<u8>,
+    allocator: &[u8],
+    op: Op,
+    ptr: u64,
+    size: u64,
+    frames: &[u64],
+) {
+    let name = &allocator[..allocator.len().min(u8::MAX as usize)];
+    let frames = &frames[..frames.len().min(u8::MAX as usize)];
+    out.reserve(19 + name.len() + 8 * frames.len());
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.push(op.as_u8());
+    out.extend_from_slice(&ptr.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    out.push(frames.len() as u8);
+    for f in frames {
+        out.extend_from_slice(&f.to_le_bytes());
+    }
 }
 
 /// One memtrace record, borrowing the reader's buffer.
