@@ -1,0 +1,224 @@
+//! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`.
+
+use std::path::PathBuf;
+
+use kern_profile_format::SamplingMode;
+
+/// Default `delay=` in host microseconds (the original C plugin's interface).
+pub const DEFAULT_DELAY_US: u64 = 10;
+/// Default `depth=`.
+pub const DEFAULT_DEPTH: u32 = 64;
+/// Largest accepted `depth=`.
+pub const MAX_DEPTH: u32 = 1024;
+/// Largest accepted `delay=` (one hour).
+pub const MAX_DELAY_US: u64 = 3_600_000_000;
+/// Largest accepted `period=` (keeps instruction budgets far from counter overflow).
+pub const MAX_PERIOD: u64 = 1 << 40;
+
+/// How samples are triggered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// One sample per vCPU every this many host microseconds.
+    DelayMicros(u64),
+    /// One sample per vCPU every this many guest instructions.
+    Period(u64),
+}
+
+impl Sampling {
+    pub fn mode(self) -> SamplingMode {
+        match self {
+            Sampling::DelayMicros(us) => SamplingMode::DelayMicros(us),
+            Sampling::Period(n) => SamplingMode::PeriodInstructions(n),
+        }
+    }
+}
+
+/// The parsed arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub out: PathBuf,
+    pub sampling: Sampling,
+    /// Maximum return addresses per sample.
+    pub depth: u32,
+    /// Also count every translated block's executions exactly.
+    pub exact: bool,
+}
+
+/// What is wrong with the arguments. Each message names the argument.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off)")]
+    Unknown(String),
+    #[error("argument '{0}' needs a value: {0}=...")]
+    NoValue(String),
+    #[error("argument '{0}' is given twice")]
+    Duplicate(&'static str),
+    #[error("{arg}={value}: {why}")]
+    BadValue {
+        arg: &'static str,
+        value: String,
+        why: String,
+    },
+    #[error("'delay' and 'period' exclude each other: sample by host time (delay=) or by guest instructions (period=)")]
+    DelayAndPeriod,
+    #[error("argument 'out' is required: out=PATH names the output file")]
+    NoOut,
+}
+
+fn bad(arg: &'static str, value: &str, why: impl Into<String>) -> ConfigError {
+    ConfigError::BadValue {
+        arg,
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+fn number(arg: &'static str, value: &str, min: u64, max: u64) -> Result<u64, ConfigError> {
+    let n: u64 = value
+        .parse()
+        .map_err(|_| bad(arg, value, "not a whole number"))?;
+    if n < min || n > max {
+        return Err(bad(arg, value, format!("must be between {min} and {max}")));
+    }
+    Ok(n)
+}
+
+fn boolean(arg: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value {
+        "on" | "yes" | "true" => Ok(true),
+        "off" | "no" | "false" => Ok(false),
+        _ => Err(bad(arg, value, "must be 'on' or 'off'")),
+    }
+}
+
+fn set<T>(slot: &mut Option<T>, name: &'static str, v: T) -> Result<(), ConfigError> {
+    if slot.replace(v).is_some() {
+        return Err(ConfigError::Duplicate(name));
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Parses QEMU's `key=value` plugin arguments.
+    pub fn parse<'a, I>(args: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = &'a str>,
+    {
+        let mut out = None;
+        let mut delay = None;
+        let mut period = None;
+        let mut depth = None;
+        let mut exact = None;
+        for arg in args {
+            let Some((key, value)) = arg.split_once('=') else {
+                return Err(match arg {
+                    "out" | "delay" | "period" | "depth" | "exact" => {
+                        ConfigError::NoValue(arg.to_string())
+                    }
+                    _ => ConfigError::Unknown(arg.to_string()),
+                });
+            };
+            match key {
+                "out" => {
+                    if value.is_empty() {
+                        return Err(bad("out", value, "the path is empty"));
+                    }
+                    set(&mut out, "out", PathBuf::from(value))?
+                }
+                "delay" => set(
+                    &mut delay,
+                    "delay",
+                    number("delay", value, 1, MAX_DELAY_US)?,
+                )?,
+                "period" => set(
+                    &mut period,
+                    "period",
+                    number("period", value, 1, MAX_PERIOD)?,
+                )?,
+                "depth" => set(
+                    &mut depth,
+                    "depth",
+                    number("depth", value, 1, MAX_DEPTH as u64)? as u32,
+                )?,
+                "exact" => set(&mut exact, "exact", boolean("exact", value)?)?,
+                _ => return Err(ConfigError::Unknown(arg.to_string())),
+            }
+        }
+        let sampling = match (delay, period) {
+            (Some(_), Some(_)) => return Err(ConfigError::DelayAndPeriod),
+            (None, Some(n)) => Sampling::Period(n),
+            (d, None) => Sampling::DelayMicros(d.unwrap_or(DEFAULT_DELAY_US)),
+        };
+        Ok(Config {
+            out: out.ok_or(ConfigError::NoOut)?,
+            sampling,
+            depth: depth.unwrap_or(DEFAULT_DEPTH),
+            exact: exact.unwrap_or(false),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Config, ConfigError> {
+        Config::parse(s.split(',').filter(|a| !a.is_empty()))
+    }
+
+    #[test]
+    fn original_interface_and_defaults() {
+        let c = parse("out=raw-data,delay=10").unwrap();
+        assert_eq!(
+            c,
+            Config {
+                out: "raw-data".into(),
+                sampling: Sampling::DelayMicros(10),
+                depth: 64,
+                exact: false
+            }
+        );
+        let c = parse("out=/tmp/x").unwrap();
+        assert_eq!(c.sampling, Sampling::DelayMicros(DEFAULT_DELAY_US));
+        assert_eq!(c.sampling.mode(), SamplingMode::DelayMicros(10));
+    }
+
+    #[test]
+    fn all_arguments() {
+        let c = parse("out=a=b,period=10000,depth=16,exact=on").unwrap();
+        assert_eq!(c.out, PathBuf::from("a=b"));
+        assert_eq!(c.sampling, Sampling::Period(10000));
+        assert_eq!(c.sampling.mode(), SamplingMode::PeriodInstructions(10000));
+        assert_eq!(c.depth, 16);
+        assert!(c.exact);
+        assert!(!parse("out=x,exact=off").unwrap().exact);
+        assert!(parse("out=x,exact=yes").unwrap().exact);
+        assert_eq!(parse("out=x,depth=1").unwrap().depth, 1);
+        assert_eq!(parse("out=x,depth=1024").unwrap().depth, 1024);
+    }
+
+    fn err(s: &str) -> String {
+        parse(s).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_argument() {
+        assert!(err("out=x,bogus=1").contains("unknown argument 'bogus=1'"));
+        assert!(err("out=x,verbose").contains("unknown argument 'verbose'"));
+        assert!(err("out=x,delay").contains("argument 'delay' needs a value"));
+        assert!(err("delay=5").contains("argument 'out' is required"));
+        assert!(err("out=").starts_with("out=: "));
+        assert!(err("out=x,delay=abc").starts_with("delay=abc: not a whole number"));
+        assert!(err("out=x,delay=-1").starts_with("delay=-1:"));
+        assert!(err("out=x,delay=0").starts_with("delay=0: must be between 1 and"));
+        assert!(err("out=x,period=0").starts_with("period=0:"));
+        assert!(err("out=x,period=1e6").starts_with("period=1e6:"));
+        assert!(err("out=x,depth=0").starts_with("depth=0: must be between 1 and 1024"));
+        assert!(err("out=x,depth=1025").starts_with("depth=1025:"));
+        assert!(err("out=x,exact=maybe").starts_with("exact=maybe: must be 'on' or 'off'"));
+        assert!(err("out=x,delay=10,period=100").contains("'delay' and 'period'"));
+        assert!(err("out=x,period=100,delay=10").contains("'delay' and 'period'"));
+        assert!(err("out=x,out=y").contains("argument 'out' is given twice"));
+        assert!(err("out=x,depth=3,depth=4").contains("'depth' is given twice"));
+    }
+}

@@ -1,0 +1,21 @@
+//! The parts of kern-profile's QEMU plugin that do not touch QEMU, so that they can be unit
+//! tested (a crate that links QEMU's plugin API cannot be linked into a test executable):
+//!
+//! - [`config`]: the `-plugin` arguments (`out=`, `delay=`, `period=`, `depth=`, `exact=`);
+//! - [`version`]: which QEMU and plugin API the plugin needs (from `qemu-version.txt`);
+//! - [`trigger`]: when a vCPU takes its next sample, as an instruction budget for QEMU's
+//!   conditional callback;
+//! - [`batch`]: a vCPU's buffer of encoded samples and when to hand it to the writer;
+//! - [`writer`]: the writer thread behind a bounded channel, which drops rather than blocks;
+//! - [`window`]: a small read-ahead cache over guest memory reads for the stack walk;
+//! - [`exact`]: counter slots for exact per-block instruction counts;
+//! - [`summary`]: the line printed at exit.
+
+pub mod batch;
+pub mod config;
+pub mod exact;
+pub mod summary;
+pub mod trigger;
+pub mod version;
+pub mod window;
+pub mod writer;
