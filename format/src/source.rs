@@ -47,16 +47,19 @@ impl<R: Read> Source<R> {
     }
 
     /// File offset of the next unread byte.
+    #[inline]
     pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
+    #[inline]
     pub fn available(&self) -> usize {
         self.end - self.pos
     }
 
     /// Makes `n` bytes available from the current position, reading as needed.
     /// Returns false when the file ends first.
+    #[inline]
     pub fn fill(&mut self, n: usize) -> io::Result<bool> {
         if self.end - self.pos >= n {
             return Ok(true);
@@ -82,16 +85,19 @@ impl<R: Read> Source<R> {
     }
 
     /// The next `n` bytes (after a successful `fill(n)`), without consuming them.
+    #[inline]
     pub fn peek(&self, n: usize) -> &[u8] {
         &self.buf[self.pos..self.pos + n]
     }
 
+    #[inline]
     pub fn consume(&mut self, n: usize) {
         debug_assert!(self.pos + n <= self.end);
         self.pos += n;
     }
 
     /// True when no byte is left.
+    #[inline]
     pub fn at_eof(&mut self) -> io::Result<bool> {
         Ok(!self.fill(1)?)
     }
@@ -107,19 +113,23 @@ impl<R: Read> Source<R> {
 }
 
 /// Little-endian field readers over a byte slice whose length was checked by the caller.
+#[inline]
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
 
+#[inline]
 pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
 }
 
+#[inline]
 pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }
 
 /// A pointer-width word (4 or 8 bytes).
+#[inline]
 pub(crate) fn word_at(b: &[u8], at: usize, width: usize) -> u64 {
     if width == 4 {
         u32_at(b, at) as u64
@@ -130,6 +140,7 @@ pub(crate) fn word_at(b: &[u8], at: usize, width: usize) -> u64 {
 
 impl<R> Source<R> {
     /// The `len` bytes just consumed. Valid until the next `fill`.
+    #[inline]
     pub fn consumed_tail(&self, len: usize) -> &[u8] {
         &self.buf[self.pos - len..self.pos]
     }
