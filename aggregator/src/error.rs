@@ -1,0 +1,33 @@
+//! Errors of the CPU profile path: reading samples, rendering, writing.
+
+use std::path::PathBuf;
+
+use kern_profile_format::FormatError;
+
+use crate::symbolize::SymbolError;
+
+/// What can go wrong between a raw file and an output.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("cannot read {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Format { path: PathBuf, source: FormatError },
+    #[error(transparent)]
+    Symbols(#[from] SymbolError),
+    #[error(
+        "{} holds no exact instruction counts: record with the plugin's `exact=on` to use --exact",
+        path.display()
+    )]
+    NoExactData { path: PathBuf },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("cannot write {what}: {source}")]
+    Write {
+        what: String,
+        source: std::io::Error,
+    },
+}

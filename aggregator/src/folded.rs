@@ -1,0 +1,109 @@
+//! Collapsed ("folded") stacks: `root;…;leaf COUNT`, the format speedscope, inferno and
+//! flamegraph.pl read. Different address stacks that name the same frames merge here.
+
+use std::io::{self, Write};
+use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
+
+use crate::stacks::{StackCounts, StackNamer};
+
+/// Named stacks with their counts, sorted by stack (the order inferno wants).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Folded {
+    /// `(frames joined by ';', count)`, sorted, without duplicates.
+    pub lines: Vec<(String, u64)>,
+    pub total: u64,
+}
+
+/// Accumulates named stacks.
+#[derive(Debug, Default)]
+pub struct FoldedBuilder {
+    map: FxHashMap<String, u64>,
+    buf: String,
+    total: u64,
+}
+
+impl FoldedBuilder {
+    /// Adds a stack given root first. Empty stacks are dropped.
+    pub fn add(&mut self, frames: &[Rc<str>], count: u64) {
+        if frames.is_empty() || count == 0 {
+            return;
+        }
+        self.buf.clear();
+        for (i, f) in frames.iter().enumerate() {
+            if i > 0 {
+                self.buf.push(';');
+            }
+            self.buf.push_str(f);
+        }
+        self.total += count;
+        if let Some(c) = self.map.get_mut(self.buf.as_str()) {
+            *c += count;
+        } else {
+            self.map.insert(self.buf.clone(), count);
+        }
+    }
+
+    pub fn finish(self) -> Folded {
+        let mut lines: Vec<(String, u64)> = self.map.into_iter().collect();
+        lines.sort_unstable();
+        Folded {
+            lines,
+            total: self.total,
+        }
+    }
+}
+
+impl Folded {
+    /// Names every interned CPU stack.
+    pub fn from_counts(counts: &StackCounts, namer: &mut StackNamer<'_>) -> Folded {
+        let mut b = FoldedBuilder::default();
+        let mut frames = Vec::new();
+        for (key, n) in counts.iter() {
+            namer.name_key(key, &mut frames);
+            b.add(&frames, n);
+        }
+        b.finish()
+    }
+
+    /// Writes `stack count` lines.
+    pub fn write(&self, mut out: impl Write) -> io::Result<()> {
+        for (stack, n) in &self.lines {
+            writeln!(out, "{stack} {n}")?;
+        }
+        Ok(())
+    }
+
+    /// The lines as inferno takes them.
+    pub fn line_strings(&self) -> Vec<String> {
+        self.lines.iter().map(|(s, n)| format!("{s} {n}")).collect()
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.write(&mut v).expect("writing to a Vec cannot fail");
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_and_sorts() {
+        let mut b = FoldedBuilder::default();
+        let f = |s: &str| -> Vec<Rc<str>> { s.split(';').map(Rc::from).collect() };
+        b.add(&f("b;c"), 2);
+        b.add(&f("a"), 1);
+        b.add(&f("b;c"), 3);
+        b.add(&[], 7);
+        let folded = b.finish();
+        assert_eq!(folded.total, 6);
+        assert_eq!(
+            String::from_utf8(folded.to_bytes()).unwrap(),
+            "a 1\nb;c 5\n"
+        );
+    }
+}

@@ -1,0 +1,200 @@
+//! Reading CPU sample files of either format, told apart by their first bytes, as one
+//! stream of [`Sample`]s.
+//!
+//! The legacy format (the original C plugin) has no header, no vCPU, no time and no mode:
+//! its samples read as vCPU 0, kernel mode, without time, the first address being the PC.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use kern_profile_format::{
+    detect, CpuFormat, FormatError, Header, LegacyReader, RawReader, Record, Stats, Truncation,
+};
+use rustc_hash::FxHashMap;
+
+use crate::error::ProfileError;
+use crate::progress::{self, ProgressReader};
+
+/// One sample, normalised across formats.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample<'a> {
+    pub vcpu: u32,
+    pub user: bool,
+    /// Host time since the plugin started (raw format only).
+    pub time_ns: Option<u64>,
+    /// The word at [SP], when it was read.
+    pub sp_word: Option<u64>,
+    /// Why the unwind stopped (raw format only).
+    pub stop: Option<u8>,
+    /// The PC, then return addresses, innermost first.
+    pub addrs: &'a [u64],
+}
+
+/// What reading a whole file found besides samples.
+#[derive(Debug, Clone, Default)]
+pub struct ReadSummary {
+    /// Samples read (before any filter).
+    pub samples: u64,
+    /// Legacy samples with no address at all (skipped).
+    pub empty_samples: u64,
+    /// The statistics record, when the run ended cleanly.
+    pub stats: Option<Stats>,
+    /// Where the file was cut, when it was.
+    pub truncation: Option<Truncation>,
+    /// Records of kinds this version does not know (skipped).
+    pub unknown_records: u64,
+    /// Unwind stops counted from the samples, indexed by reason byte.
+    pub sample_stops: Vec<u64>,
+    /// Whether the file holds exact block counts.
+    pub has_exact: bool,
+    /// Executions per instruction address (only when asked for).
+    pub exact: FxHashMap<u64, u64>,
+    /// Highest vCPU index seen.
+    pub max_vcpu: Option<u32>,
+}
+
+/// An opened CPU sample file, its header read.
+pub struct CpuInput {
+    pub path: PathBuf,
+    pub format: CpuFormat,
+    /// `None` for legacy files.
+    pub header: Option<Header>,
+    pub size: u64,
+    reader: Reader,
+}
+
+enum Reader {
+    Raw(RawReader<ProgressReader<File>>),
+    Legacy(LegacyReader<ProgressReader<File>>),
+}
+
+impl CpuInput {
+    /// Opens `path`, tells its format and reads the header. `progress` allows a bar.
+    pub fn open(path: &Path, progress: bool) -> Result<Self, ProfileError> {
+        let open_err = |source| ProfileError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = File::open(path).map_err(open_err)?;
+        let size = file.metadata().map_err(open_err)?.len();
+        if file.metadata().map_err(open_err)?.is_dir() {
+            return Err(open_err(std::io::Error::other("is a directory")));
+        }
+        let mut first = [0u8; 8];
+        let mut n = 0;
+        while n < first.len() {
+            match file.read(&mut first[n..]).map_err(open_err)? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        file.seek(SeekFrom::Start(0)).map_err(open_err)?;
+        let format = detect(&first[..n]);
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
+        let src = ProgressReader::new(file, progress::bar(progress, size, &name));
+        let format_err = |source| ProfileError::Format {
+            path: path.to_path_buf(),
+            source,
+        };
+        let (reader, header) = match format {
+            CpuFormat::Raw => {
+                let r = RawReader::new(src).map_err(format_err)?;
+                let h = r.header().clone();
+                (Reader::Raw(r), Some(h))
+            }
+            CpuFormat::Legacy => (Reader::Legacy(LegacyReader::new(src)), None),
+        };
+        Ok(CpuInput {
+            path: path.to_path_buf(),
+            format,
+            header,
+            size,
+            reader,
+        })
+    }
+
+    /// Streams every sample to `on_sample`; collects exact counts when `want_exact`.
+    pub fn for_each(
+        mut self,
+        want_exact: bool,
+        mut on_sample: impl FnMut(&Sample<'_>),
+    ) -> Result<ReadSummary, ProfileError> {
+        let path = self.path.clone();
+        let format_err = |source: FormatError| ProfileError::Format {
+            path: path.clone(),
+            source,
+        };
+        let mut sum = ReadSummary {
+            sample_stops: vec![0; 8],
+            ..ReadSummary::default()
+        };
+        let mut addrs: Vec<u64> = Vec::with_capacity(256);
+        match &mut self.reader {
+            Reader::Raw(r) => {
+                while let Some(rec) = r.next_record().map_err(format_err)? {
+                    match rec {
+                        Record::Sample(s) => {
+                            sum.samples += 1;
+                            addrs.clear();
+                            addrs.push(s.pc);
+                            addrs.extend(s.frames());
+                            let stop = s.stop as usize;
+                            if stop >= sum.sample_stops.len() {
+                                sum.sample_stops.resize(stop + 1, 0);
+                            }
+                            sum.sample_stops[stop] += 1;
+                            sum.max_vcpu = sum.max_vcpu.max(Some(s.vcpu));
+                            on_sample(&Sample {
+                                vcpu: s.vcpu,
+                                user: s.user(),
+                                time_ns: Some(s.time_ns),
+                                sp_word: s.sp_word(),
+                                stop: Some(s.stop),
+                                addrs: &addrs,
+                            });
+                        }
+                        Record::ExactBlocks(blocks) => {
+                            sum.has_exact = true;
+                            if want_exact {
+                                for b in blocks.iter() {
+                                    for a in b.instructions() {
+                                        *sum.exact.entry(a).or_insert(0) += b.executions;
+                                    }
+                                }
+                            }
+                        }
+                        Record::Stats(s) => sum.stats = Some(s),
+                        Record::Unknown { .. } => sum.unknown_records += 1,
+                    }
+                }
+                sum.truncation = r.truncation();
+            }
+            Reader::Legacy(r) => {
+                while let Some(s) = r.next_sample().map_err(format_err)? {
+                    sum.samples += 1;
+                    if s.is_empty() {
+                        sum.empty_samples += 1;
+                        continue;
+                    }
+                    addrs.clear();
+                    addrs.extend(s.addresses());
+                    sum.max_vcpu = Some(0);
+                    on_sample(&Sample {
+                        vcpu: 0,
+                        user: false,
+                        time_ns: None,
+                        sp_word: None,
+                        stop: None,
+                        addrs: &addrs,
+                    });
+                }
+                sum.truncation = r.truncation();
+            }
+        }
+        Ok(sum)
+    }
+}

@@ -1,0 +1,111 @@
+//! Options of the CPU path, with their defaults (see [`Options::default`]).
+
+use std::path::PathBuf;
+
+use crate::cpu_list::CpuList;
+
+/// What to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// An interactive flamegraph (inferno).
+    #[default]
+    Svg,
+    /// Collapsed stacks, `root;…;leaf COUNT`, one per line, sorted.
+    Folded,
+    /// A Firefox Profiler profile (JSON), one thread per vCPU, samples at their times.
+    Firefox,
+    /// A `perf report`-style table of the top functions.
+    Text,
+}
+
+impl OutputFormat {
+    /// The file written when no `-o` is given: `None` means standard output.
+    pub fn default_output(self) -> Option<&'static str> {
+        match self {
+            OutputFormat::Svg => Some("cpu.svg"),
+            OutputFormat::Folded => Some("cpu.folded"),
+            OutputFormat::Firefox => Some("profile.json"),
+            OutputFormat::Text => None,
+        }
+    }
+}
+
+/// Which privilege levels to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModeFilter {
+    /// Kernel samples by function; user samples grouped under one `[user]` frame.
+    #[default]
+    All,
+    KernelOnly,
+    UserOnly,
+}
+
+impl ModeFilter {
+    pub fn keeps(self, user: bool) -> bool {
+        match self {
+            ModeFilter::All => true,
+            ModeFilter::KernelOnly => !user,
+            ModeFilter::UserOnly => user,
+        }
+    }
+}
+
+/// Everything that shapes a CPU profile's output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Output format. Default: [`OutputFormat::Svg`].
+    pub format: OutputFormat,
+    /// Flamegraph title. Default: `None`, meaning "`<kernel>`: `<N>` samples".
+    pub title: Option<String>,
+    /// Reversed (icicle) flamegraph: leaves at the top, their callers below. Default: false.
+    pub reverse: bool,
+    /// Rows of the text report. Default: 20.
+    pub top: usize,
+    /// Keep only these vCPUs. Default: `None` (all).
+    pub cpus: Option<CpuList>,
+    /// A root frame `cpu N` per vCPU. Default: false.
+    pub per_cpu: bool,
+    /// Kernel/user filter. Default: [`ModeFilter::All`].
+    pub mode: ModeFilter,
+    /// Expand inlined functions into frames of their own (marked `_[i]`). Default: true.
+    pub inline: bool,
+    /// Append ` (file:line)` to frames. Default: false.
+    pub lines: bool,
+    /// Show unresolved addresses as `0x…` instead of one `[unknown]` frame, and user
+    /// samples' addresses under `[user]`. Default: false.
+    pub addresses: bool,
+    /// Report exact instruction counts (`exact=on` recordings) instead of samples.
+    /// Default: false.
+    pub exact: bool,
+    /// Draw a differential flamegraph against this base run. Default: `None`.
+    pub diff_base: Option<PathBuf>,
+    /// Differential: scale the base to this run's sample count. Default: false.
+    pub diff_normalize: bool,
+    /// A text symbol map (nm, System.map, /proc/kallsyms). Default: `None`.
+    pub symbols: Option<PathBuf>,
+    /// Allow a progress bar on stderr (drawn only for large inputs on a terminal).
+    /// Default: true.
+    pub progress: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            format: OutputFormat::Svg,
+            title: None,
+            reverse: false,
+            top: 20,
+            cpus: None,
+            per_cpu: false,
+            mode: ModeFilter::All,
+            inline: true,
+            lines: false,
+            addresses: false,
+            exact: false,
+            diff_base: None,
+            diff_normalize: false,
+            symbols: None,
+            progress: true,
+        }
+    }
+}

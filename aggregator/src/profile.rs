@@ -1,0 +1,207 @@
+//! A CPU profile collected from one sample file: interned address stacks with their counts,
+//! plus what the file said about its run (header, statistics, truncation).
+
+use std::path::{Path, PathBuf};
+
+use kern_profile_format::{CpuFormat, Header, SamplingMode, StopReason};
+use rustc_hash::FxHashMap;
+
+use crate::error::ProfileError;
+use crate::input::{CpuInput, ReadSummary};
+use crate::options::{ModeFilter, Options};
+use crate::output::text::pct;
+use crate::stacks::{KeyBuilder, StackCounts};
+use crate::symbolize::Symbolizer;
+
+/// Samples of one file, interned by address stack.
+#[derive(Debug)]
+pub struct CpuProfile {
+    pub path: PathBuf,
+    pub format: CpuFormat,
+    pub header: Option<Header>,
+    pub summary: ReadSummary,
+    pub counts: StackCounts,
+    /// Samples kept by the filters.
+    pub kept: u64,
+    /// Kept samples per vCPU, sorted by vCPU.
+    pub per_vcpu: Vec<(u32, u64)>,
+}
+
+impl CpuProfile {
+    /// Reads `path` (either format), checking its architecture against the symbolizer's ELF.
+    pub fn collect(
+        path: &Path,
+        sym: &mut Symbolizer,
+        opts: &Options,
+    ) -> Result<Self, ProfileError> {
+        let input = CpuInput::open(path, opts.progress)?;
+        if let Some(h) = &input.header {
+            sym.check_arch(h.arch)?;
+        }
+        let (format, header) = (input.format, input.header.clone());
+        let keys = KeyBuilder::new(opts);
+        let mut counts = StackCounts::default();
+        let mut key = Vec::with_capacity(256);
+        let mut per_vcpu: FxHashMap<u32, u64> = FxHashMap::default();
+        let mut kept = 0u64;
+        let summary = input.for_each(opts.exact, |s| {
+            if keys.build(s, sym, &mut key) {
+                counts.add(&key, 1);
+                kept += 1;
+                *per_vcpu.entry(s.vcpu).or_insert(0) += 1;
+            }
+        })?;
+        let mut per_vcpu: Vec<(u32, u64)> = per_vcpu.into_iter().collect();
+        per_vcpu.sort_unstable();
+        Ok(CpuProfile {
+            path: path.to_path_buf(),
+            format,
+            header,
+            summary,
+            counts,
+            kept,
+            per_vcpu,
+        })
+    }
+
+    /// Problems worth telling the user: a cut file, dropped samples, unknown records.
+    pub fn warnings(&self) -> Vec<String> {
+        input_warnings(&self.path, self.format, &self.summary)
+    }
+
+    /// Header lines of the text report.
+    pub fn describe(&self, kernel: &str, opts: &Options) -> Vec<String> {
+        let mut h = Vec::new();
+        let fmt = match self.format {
+            CpuFormat::Raw => "kern-profile raw format v1",
+            CpuFormat::Legacy => {
+                "legacy format of the original C plugin: no time, vCPU 0, kernel only"
+            }
+        };
+        h.push(format!(
+            "kern-profile CPU profile of {kernel}, from {} ({fmt})",
+            self.path.display()
+        ));
+        let s = &self.summary;
+        let mut line = format!("samples: {} read, {} kept", s.samples, self.kept);
+        let filters = filter_description(opts);
+        if !filters.is_empty() {
+            line.push_str(&format!(" ({filters})"));
+        }
+        if let Some(st) = &s.stats {
+            line.push_str(&format!("; {} dropped by the plugin", st.dropped));
+        }
+        h.push(line);
+        if let Some(hd) = &self.header {
+            h.push(format!(
+                "sampling: {}; {} vCPU{}; QEMU {}; unwind depth limit {}",
+                sampling_description(hd.sampling),
+                hd.vcpus,
+                if hd.vcpus == 1 { "" } else { "s" },
+                hd.qemu_version,
+                hd.max_depth
+            ));
+        }
+        if self.per_vcpu.len() > 1 {
+            let parts: Vec<String> = self
+                .per_vcpu
+                .iter()
+                .map(|(c, n)| format!("cpu {c} {n} ({:.1}%)", pct(*n, self.kept)))
+                .collect();
+            h.push(format!("per vCPU: {}", parts.join(", ")));
+        }
+        if self.format == CpuFormat::Raw {
+            let (stops, from) = match &s.stats {
+                Some(st) => (&st.stops, "statistics record"),
+                None => (
+                    &s.sample_stops,
+                    "counted from the samples: no statistics record",
+                ),
+            };
+            let total: u64 = stops.iter().sum();
+            let parts: Vec<String> = stops
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(i, &n)| {
+                    let name = StopReason::from_u8(i as u8)
+                        .map_or_else(|| format!("reason {i}"), |r| r.name().to_string());
+                    format!("{name} {n} ({:.1}%)", pct(n, total))
+                })
+                .collect();
+            if !parts.is_empty() {
+                h.push(format!("unwind stops ({from}): {}", parts.join(", ")));
+            }
+        }
+        h
+    }
+}
+
+/// Warnings about how a file was read.
+pub fn input_warnings(path: &Path, format: CpuFormat, s: &ReadSummary) -> Vec<String> {
+    let p = path.display();
+    let mut w = Vec::new();
+    if let Some(t) = &s.truncation {
+        w.push(format!("{p}: {t}"));
+    } else if format == CpuFormat::Raw && s.stats.is_none() {
+        w.push(format!(
+            "{p} has no statistics record: QEMU was stopped before the plugin finished \
+             (the samples are valid; dropped samples and unwind stops are not known)"
+        ));
+    }
+    if let Some(st) = &s.stats {
+        if st.dropped > 0 {
+            w.push(format!(
+                "{p}: the plugin dropped {} of {} samples (its writer fell behind)",
+                st.dropped,
+                st.dropped + st.samples
+            ));
+        }
+        if st.samples != s.samples && s.truncation.is_none() {
+            w.push(format!(
+                "{p}: the statistics record counts {} samples but the file holds {}",
+                st.samples, s.samples
+            ));
+        }
+    }
+    if s.unknown_records > 0 {
+        w.push(format!(
+            "{p}: skipped {} records of unknown kinds (written by a newer plugin?)",
+            s.unknown_records
+        ));
+    }
+    if s.empty_samples > 0 {
+        w.push(format!(
+            "{p}: skipped {} samples without any address",
+            s.empty_samples
+        ));
+    }
+    if s.samples == 0 {
+        w.push(format!("{p} holds no samples"));
+    }
+    w
+}
+
+/// `every 100000 guest instructions per vCPU`.
+pub fn sampling_description(m: SamplingMode) -> String {
+    match m {
+        SamplingMode::DelayMicros(us) => format!("every {us} µs of host time per vCPU (delay)"),
+        SamplingMode::PeriodInstructions(n) => {
+            format!("every {n} guest instructions per vCPU (period)")
+        }
+    }
+}
+
+/// The filters in force, for headers and subtitles (empty when none).
+pub fn filter_description(o: &Options) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = &o.cpus {
+        parts.push(format!("vCPUs {c}"));
+    }
+    match o.mode {
+        ModeFilter::All => {}
+        ModeFilter::KernelOnly => parts.push("kernel only".to_string()),
+        ModeFilter::UserOnly => parts.push("user only".to_string()),
+    }
+    parts.join(", ")
+}

@@ -1,0 +1,404 @@
+//! Samples → address stacks (interned and counted), and address stacks → frame names.
+//!
+//! Reading only interns *address* stacks: a key is `[meta, pc, return addresses…]` and
+//! counts go in a hash map keyed by it, so memory grows with the distinct stacks, not the
+//! samples. Names come at the end, each distinct address symbolized once.
+
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
+
+use crate::input::Sample;
+use crate::options::Options;
+use crate::symbolize::Symbolizer;
+
+/// `meta` bit: a user-mode sample.
+const META_USER: u64 = 1;
+
+/// The frame user-mode samples are grouped under.
+pub const USER_FRAME: &str = "[user]";
+/// The frame of addresses nothing knows (consecutive ones collapse into one).
+pub const UNKNOWN_FRAME: &str = "[unknown]";
+/// inferno's annotation of an inlined frame.
+pub const INLINE_SUFFIX: &str = "_[i]";
+
+/// Builds interning keys from samples, applying the filters.
+pub struct KeyBuilder<'o> {
+    opts: &'o Options,
+}
+
+impl<'o> KeyBuilder<'o> {
+    pub fn new(opts: &'o Options) -> Self {
+        KeyBuilder { opts }
+    }
+
+    /// Fills `key` for `s`; false when a filter drops the sample.
+    ///
+    /// The entry fix: when the PC is where the frame-pointer walk misses the caller (a
+    /// function's first instruction, before `push ebp`, or a `ret`, after `pop ebp`), the
+    /// word at [SP] is the caller's return address and goes in as the first return address.
+    pub fn build(&self, s: &Sample<'_>, sym: &mut Symbolizer, key: &mut Vec<u64>) -> bool {
+        if !self.opts.mode.keeps(s.user) {
+            return false;
+        }
+        if let Some(cpus) = &self.opts.cpus {
+            if !cpus.contains(s.vcpu) {
+                return false;
+            }
+        }
+        key.clear();
+        let mut meta = if s.user { META_USER } else { 0 };
+        if self.opts.per_cpu {
+            meta |= (s.vcpu as u64 + 1) << 1;
+        }
+        key.push(meta);
+        let Some((&pc, rets)) = s.addrs.split_first() else {
+            return true;
+        };
+        if s.user {
+            if self.opts.addresses {
+                key.extend_from_slice(s.addrs);
+            }
+            return true;
+        }
+        key.push(pc);
+        if let Some(w) = s.sp_word {
+            if rets.first() != Some(&w) && sym.caller_skipped(pc) {
+                key.push(w);
+            }
+        }
+        key.extend_from_slice(rets);
+        true
+    }
+}
+
+/// Counts per distinct key.
+#[derive(Debug, Default)]
+pub struct StackCounts {
+    map: FxHashMap<Box<[u64]>, u64>,
+    total: u64,
+}
+
+impl StackCounts {
+    pub fn add(&mut self, key: &[u64], n: u64) {
+        self.total += n;
+        if let Some(c) = self.map.get_mut(key) {
+            *c += n;
+        } else {
+            self.map.insert(key.into(), n);
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn distinct(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u64], u64)> {
+        self.map.iter().map(|(k, &v)| (&**k, v))
+    }
+}
+
+/// How frames are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NameStyle {
+    /// Expand inlined functions (else only the real function of each address).
+    pub inline: bool,
+    /// Append ` (file:line)`.
+    pub lines: bool,
+    /// Unknown addresses as `0x…` rather than `[unknown]`; user addresses shown.
+    pub addresses: bool,
+    /// Mark inlined frames with inferno's `_[i]`.
+    pub inline_suffix: bool,
+}
+
+impl NameStyle {
+    pub fn from_options(o: &Options, inline_suffix: bool) -> Self {
+        NameStyle {
+            inline: o.inline,
+            lines: o.lines,
+            addresses: o.addresses,
+            inline_suffix,
+        }
+    }
+}
+
+/// Names address stacks, root first; caches the names of each probe address.
+pub struct StackNamer<'s> {
+    sym: &'s mut Symbolizer,
+    style: NameStyle,
+    cache: FxHashMap<u64, Rc<[Rc<str>]>>,
+    unknown: Rc<str>,
+    user: Rc<str>,
+    cpus: FxHashMap<u64, Rc<str>>,
+}
+
+impl<'s> StackNamer<'s> {
+    pub fn new(sym: &'s mut Symbolizer, style: NameStyle) -> Self {
+        StackNamer {
+            sym,
+            style,
+            cache: FxHashMap::default(),
+            unknown: Rc::from(UNKNOWN_FRAME),
+            user: Rc::from(USER_FRAME),
+            cpus: FxHashMap::default(),
+        }
+    }
+
+    pub fn symbolizer(&mut self) -> &mut Symbolizer {
+        self.sym
+    }
+
+    /// Names a key built by [`KeyBuilder`], root first, into `out` (cleared first).
+    pub fn name_key(&mut self, key: &[u64], out: &mut Vec<Rc<str>>) {
+        out.clear();
+        let Some((&meta, addrs)) = key.split_first() else {
+            return;
+        };
+        let cpu_tag = meta >> 1;
+        if cpu_tag > 0 {
+            let n = self
+                .cpus
+                .entry(cpu_tag)
+                .or_insert_with(|| Rc::from(format!("cpu {}", cpu_tag - 1)))
+                .clone();
+            out.push(n);
+        }
+        if meta & META_USER != 0 {
+            out.push(self.user.clone());
+            for &a in addrs.iter().rev() {
+                out.push(Rc::from(format!("{a:#x}")));
+            }
+            return;
+        }
+        if addrs.is_empty() {
+            out.push(self.unknown.clone());
+            return;
+        }
+        self.name_addrs(addrs, true, out);
+    }
+
+    /// Appends the names of `addrs` (innermost first in the slice) root first. The first
+    /// address is looked up as is when `first_is_pc`; return addresses at `addr - 1`.
+    pub fn name_addrs(&mut self, addrs: &[u64], first_is_pc: bool, out: &mut Vec<Rc<str>>) {
+        for (i, &a) in addrs.iter().enumerate().rev() {
+            let probe = if i == 0 && first_is_pc {
+                a
+            } else {
+                a.wrapping_sub(1)
+            };
+            let names = self.probe_names(probe);
+            if !names.is_empty() {
+                out.extend(names.iter().cloned());
+            } else if self.style.addresses {
+                out.push(Rc::from(format!("{a:#x}")));
+            } else if out.last().map(|l| &**l) != Some(UNKNOWN_FRAME) {
+                out.push(self.unknown.clone());
+            }
+        }
+    }
+
+    /// The frame names at one probe address, outer function first.
+    pub fn probe_names(&mut self, probe: u64) -> Rc<[Rc<str>]> {
+        if let Some(n) = self.cache.get(&probe) {
+            return n.clone();
+        }
+        let frames = self.sym.frames(probe);
+        let style = self.style;
+        let mut names: Vec<Rc<str>> = Vec::with_capacity(frames.len());
+        for f in frames.iter().rev() {
+            if f.inlined && !style.inline {
+                continue;
+            }
+            // Each frame's own line: for a function with code inlined at the address, the
+            // line of the inlined call, so that it stays a line of that function.
+            let (file, line) = (&f.file, f.line);
+            let decorated = style.lines || (f.inlined && style.inline_suffix);
+            if !decorated {
+                names.push(f.function.clone());
+                continue;
+            }
+            let mut s = String::from(&*f.function);
+            if style.lines {
+                match (file, line) {
+                    (Some(file), Some(line)) => {
+                        let _ = write!(s, " ({}:{line})", short_path(file));
+                    }
+                    (Some(file), None) => {
+                        let _ = write!(s, " ({})", short_path(file));
+                    }
+                    _ => {}
+                }
+            }
+            if f.inlined && style.inline_suffix {
+                s.push_str(INLINE_SUFFIX);
+            }
+            names.push(Rc::from(s));
+        }
+        let names: Rc<[Rc<str>]> = names.into();
+        self.cache.insert(probe, names.clone());
+        names
+    }
+}
+
+/// Shortens source paths: the Rust standard library's `/rustc/<hash>/library/` and
+/// Cargo's registry prefixes go, leaving `core/src/…` or `crate-1.0/src/…`.
+pub fn short_path(path: &str) -> &str {
+    if let Some(i) = path.find("/rustc/") {
+        let rest = &path[i + "/rustc/".len()..];
+        if let Some(j) = rest.find('/') {
+            let rest = &rest[j + 1..];
+            return rest.strip_prefix("library/").unwrap_or(rest);
+        }
+    }
+    if let Some(i) = path.find("/registry/src/") {
+        let rest = &path[i + "/registry/src/".len()..];
+        if let Some(j) = rest.find('/') {
+            return &rest[j + 1..];
+        }
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu_list::CpuList;
+    use crate::options::ModeFilter;
+    use crate::symbolize::{symbol_map, SymbolTable};
+    use std::path::Path;
+
+    fn symbolizer() -> Symbolizer {
+        let map = SymbolTable::new(
+            symbol_map::parse(
+                "1000 T root\n1100 T middle\n1200 T leaf\n1300 T entered\n",
+                Path::new("m"),
+            )
+            .unwrap(),
+            |_| None,
+        );
+        Symbolizer::new(None, Some(map)).unwrap()
+    }
+
+    fn sample(addrs: &[u64]) -> Sample<'_> {
+        Sample {
+            vcpu: 0,
+            user: false,
+            time_ns: None,
+            sp_word: None,
+            stop: None,
+            addrs,
+        }
+    }
+
+    fn names(opts: &Options, s: &Sample<'_>) -> Option<String> {
+        let mut sym = symbolizer();
+        let mut key = Vec::new();
+        if !KeyBuilder::new(opts).build(s, &mut sym, &mut key) {
+            return None;
+        }
+        let mut namer = StackNamer::new(&mut sym, NameStyle::from_options(opts, true));
+        let mut out = Vec::new();
+        namer.name_key(&key, &mut out);
+        Some(out.iter().map(|s| &**s).collect::<Vec<_>>().join(";"))
+    }
+
+    #[test]
+    fn names_root_first_with_return_addresses_minus_one() {
+        let o = Options::default();
+        // 0x1100 as a return address is the call at its end of `root`.
+        assert_eq!(
+            names(&o, &sample(&[0x1204, 0x1150, 0x1100])).unwrap(),
+            "root;middle;leaf"
+        );
+    }
+
+    #[test]
+    fn entry_fix_inserts_the_sp_word() {
+        let o = Options::default();
+        let mut s = sample(&[0x1300, 0x1100]);
+        s.sp_word = Some(0x1210);
+        assert_eq!(names(&o, &s).unwrap(), "root;leaf;entered");
+        // Not at an entry: the word at [SP] is ignored.
+        s.addrs = &[0x1301, 0x1100];
+        assert_eq!(names(&o, &s).unwrap(), "root;entered");
+        // Already the first return address: not doubled.
+        s.addrs = &[0x1300, 0x1210, 0x1100];
+        assert_eq!(names(&o, &s).unwrap(), "root;leaf;entered");
+    }
+
+    #[test]
+    fn unknowns_collapse_or_show_as_addresses() {
+        let o = Options::default();
+        let s = sample(&[0x10, 0x20, 0x1050, 0x30, 0x40]);
+        assert_eq!(names(&o, &s).unwrap(), "[unknown];root;[unknown]");
+        let o = Options {
+            addresses: true,
+            ..Options::default()
+        };
+        assert_eq!(names(&o, &s).unwrap(), "0x40;0x30;root;0x20;0x10");
+    }
+
+    #[test]
+    fn user_samples_group_and_filters_apply() {
+        let mut s = sample(&[0x8048000, 0x8048100]);
+        s.user = true;
+        s.vcpu = 2;
+        assert_eq!(names(&Options::default(), &s).unwrap(), "[user]");
+        let addrs = Options {
+            addresses: true,
+            ..Options::default()
+        };
+        assert_eq!(names(&addrs, &s).unwrap(), "[user];0x8048100;0x8048000");
+        let kernel_only = Options {
+            mode: ModeFilter::KernelOnly,
+            ..Options::default()
+        };
+        assert!(names(&kernel_only, &s).is_none());
+        let user_only = Options {
+            mode: ModeFilter::UserOnly,
+            ..Options::default()
+        };
+        assert!(names(&user_only, &s).is_some());
+        assert!(names(&user_only, &sample(&[0x1000])).is_none());
+        let cpus = Options {
+            cpus: Some(CpuList::parse("0-1").unwrap()),
+            ..Options::default()
+        };
+        assert!(names(&cpus, &s).is_none());
+        let per_cpu = Options {
+            per_cpu: true,
+            ..Options::default()
+        };
+        assert_eq!(names(&per_cpu, &s).unwrap(), "cpu 2;[user]");
+    }
+
+    #[test]
+    fn counts_intern_keys() {
+        let mut c = StackCounts::default();
+        c.add(&[0, 1, 2], 1);
+        c.add(&[0, 1, 2], 2);
+        c.add(&[0, 1], 1);
+        assert_eq!(c.total(), 4);
+        assert_eq!(c.distinct(), 2);
+    }
+
+    #[test]
+    fn short_paths() {
+        assert_eq!(
+            short_path(
+                "/rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/core/src/ptr/mod.rs"
+            ),
+            "core/src/ptr/mod.rs"
+        );
+        assert_eq!(
+            short_path("/home/u/.cargo/registry/src/index.crates.io-6f17d22bba15001f/spin-0.9.8/src/mutex.rs"),
+            "spin-0.9.8/src/mutex.rs"
+        );
+        assert_eq!(short_path("src/main.rs"), "src/main.rs");
+    }
+}

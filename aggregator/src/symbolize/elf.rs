@@ -1,0 +1,195 @@
+//! Loading a kernel ELF: its architecture, code symbols, code bytes and DWARF.
+//!
+//! Everything is copied out of the file once, so the image owns its data (no borrowed
+//! buffers, no memory map held open).
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use kern_profile_format::Arch;
+use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind, SymbolSection};
+
+use super::table::{RawSymbol, SymbolTable};
+use super::SymbolError;
+
+/// The DWARF reader type: reference-counted, owned section data.
+pub type DwarfReader = gimli::EndianRcSlice<gimli::RunTimeEndian>;
+
+/// A loaded kernel image.
+pub struct ElfImage {
+    pub path: PathBuf,
+    /// `None` for an architecture samples never come from.
+    pub arch: Option<Arch>,
+    /// The ELF machine as object names it (for error messages).
+    pub machine: String,
+    pub symbols: SymbolTable,
+    pub dwarf: Option<addr2line::Context<DwarfReader>>,
+    /// Executable sections: start address and bytes.
+    code: Vec<(u64, Vec<u8>)>,
+    /// Problems that did not stop loading (e.g. unreadable DWARF).
+    pub warnings: Vec<String>,
+}
+
+impl ElfImage {
+    /// Loads an ELF file.
+    pub fn load(path: &Path) -> Result<Self, SymbolError> {
+        let data = std::fs::read(path).map_err(|source| SymbolError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&data, path)
+    }
+
+    /// Parses ELF bytes; `path` names the file in errors.
+    pub fn parse(data: &[u8], path: &Path) -> Result<Self, SymbolError> {
+        let not_elf = |reason: String| SymbolError::NotElf {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if data.starts_with(kern_profile_format::MAGIC) {
+            return Err(not_elf(
+                "this is a kern-profile raw sample file; the ELF comes second: \
+                 `kern-profile RAW ELF`"
+                    .into(),
+            ));
+        }
+        if !data.starts_with(b"\x7fELF") {
+            return Err(not_elf("no ELF magic (\\x7fELF) at offset 0".into()));
+        }
+        let file = object::File::parse(data).map_err(|e| not_elf(e.to_string()))?;
+        let arch = match file.architecture() {
+            object::Architecture::I386 => Some(Arch::I386),
+            object::Architecture::X86_64 | object::Architecture::X86_64_X32 => Some(Arch::X86_64),
+            _ => None,
+        };
+        let machine = format!("{:?}", file.architecture()).to_lowercase();
+
+        let mut code = Vec::new();
+        for s in file.sections() {
+            if s.kind() == SectionKind::Text && s.size() > 0 {
+                if let Ok(bytes) = s.data() {
+                    code.push((s.address(), bytes.to_vec()));
+                }
+            }
+        }
+        code.sort_by_key(|c| c.0);
+
+        let mut raw = collect_symbols(&file, file.symbols());
+        if raw.is_empty() {
+            raw = collect_symbols(&file, file.dynamic_symbols());
+        }
+        let code_ranges: Vec<(u64, u64)> =
+            code.iter().map(|(a, b)| (*a, a + b.len() as u64)).collect();
+        let symbols = SymbolTable::new(raw, |start| {
+            code_ranges
+                .iter()
+                .find(|(a, e)| *a <= start && start < *e)
+                .map(|(_, e)| *e)
+        });
+
+        let mut warnings = Vec::new();
+        let has_dwarf = file
+            .section_by_name(".debug_info")
+            .is_some_and(|s| s.size() > 0);
+        let dwarf = if has_dwarf {
+            match load_dwarf(&file) {
+                Ok(ctx) => Some(ctx),
+                Err(e) => {
+                    warnings.push(format!(
+                        "{}: unreadable DWARF ({e}); using the symbol table only",
+                        path.display()
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(ElfImage {
+            path: path.to_path_buf(),
+            arch,
+            machine,
+            symbols,
+            dwarf,
+            code,
+            warnings,
+        })
+    }
+
+    /// True when the image can name nothing: no code symbols and no DWARF.
+    pub fn is_stripped(&self) -> bool {
+        self.symbols.is_empty() && self.dwarf.is_none()
+    }
+
+    /// The code bytes at `addr`, up to `n`, when `addr` is in an executable section.
+    pub fn code_at(&self, addr: u64, n: usize) -> Option<&[u8]> {
+        let i = self
+            .code
+            .partition_point(|(a, _)| *a <= addr)
+            .checked_sub(1)?;
+        let (start, bytes) = &self.code[i];
+        let off = usize::try_from(addr - start).ok()?;
+        if off >= bytes.len() {
+            return None;
+        }
+        Some(&bytes[off..(off + n).min(bytes.len())])
+    }
+}
+
+fn collect_symbols<'data, 'file>(
+    file: &'file object::File<'data>,
+    syms: object::read::SymbolIterator<'data, 'file>,
+) -> Vec<RawSymbol> {
+    let mut raw = Vec::new();
+    for sym in syms {
+        if sym.is_undefined() {
+            continue;
+        }
+        let is_function = match sym.kind() {
+            SymbolKind::Text => true,
+            SymbolKind::Unknown | SymbolKind::Label => false,
+            _ => continue,
+        };
+        // Untyped labels count only inside executable sections.
+        let in_code = match sym.section() {
+            SymbolSection::Section(idx) => file
+                .section_by_index(idx)
+                .is_ok_and(|s| s.kind() == SectionKind::Text),
+            _ => false,
+        };
+        if !is_function && !in_code {
+            continue;
+        }
+        let Ok(name) = sym.name() else { continue };
+        if name.is_empty() || name.starts_with(".L") || name.starts_with('$') {
+            continue;
+        }
+        raw.push(RawSymbol {
+            start: sym.address(),
+            size: Some(sym.size()).filter(|&s| s > 0),
+            name: name.to_string(),
+            is_function,
+        });
+    }
+    raw
+}
+
+fn load_dwarf(file: &object::File<'_>) -> Result<addr2line::Context<DwarfReader>, gimli::Error> {
+    let endian = if file.is_little_endian() {
+        gimli::RunTimeEndian::Little
+    } else {
+        gimli::RunTimeEndian::Big
+    };
+    let load = |id: gimli::SectionId| -> Result<DwarfReader, gimli::Error> {
+        let data: Rc<[u8]> = match file.section_by_name(id.name()) {
+            Some(s) => match s.uncompressed_data() {
+                Ok(d) => Rc::from(&*d),
+                Err(_) => Rc::from(&[][..]),
+            },
+            None => Rc::from(&[][..]),
+        };
+        Ok(gimli::EndianRcSlice::new(data, endian))
+    };
+    let dwarf = gimli::Dwarf::load(load)?;
+    addr2line::Context::from_dwarf(dwarf)
+}

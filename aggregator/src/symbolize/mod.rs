@@ -1,0 +1,308 @@
+//! Address → function frames, from DWARF (with inlined functions), the ELF symbol table,
+//! or a text symbol map; each distinct address resolved once and cached.
+//!
+//! Resolution order for one address:
+//! 1. DWARF (`addr2line`): the chain of inlined functions at the address, innermost first,
+//!    each with its file and line. The outermost (real) function takes its name from the
+//!    symbol table when a symbol covers the address (the linker name is the full path, where
+//!    DWARF may only hold the last path segment), else from DWARF.
+//! 2. The ELF symbol table.
+//! 3. The `--symbols` map.
+//!
+//! Callers pass *probe* addresses: the sampled PC as is, a return address minus one (so
+//! that the call instruction, not the one after it, is looked up).
+
+mod demangle;
+pub mod elf;
+pub mod symbol_map;
+pub mod table;
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use kern_profile_format::Arch;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+pub use demangle::{demangle, sanitize};
+pub use elf::ElfImage;
+pub use table::{Symbol, SymbolTable};
+
+/// What can go wrong when loading symbols.
+#[derive(Debug, thiserror::Error)]
+pub enum SymbolError {
+    #[error("cannot read {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not an ELF file: {reason}", path.display())]
+    NotElf { path: PathBuf, reason: String },
+    #[error(
+        "{} is an ELF for {elf}, but the samples come from an {samples} guest; \
+         pass the kernel that ran",
+        path.display()
+    )]
+    ArchMismatch {
+        path: PathBuf,
+        elf: String,
+        samples: &'static str,
+    },
+    #[error(
+        "{} has no symbols and no debug information (stripped?): nothing can be named. \
+         Build the kernel with `-C force-frame-pointers=yes` and debug info (`-g`, or \
+         `debug = true` in its Cargo profile), don't strip it, or pass a symbol map with \
+         `--symbols System.map`",
+        path.display()
+    )]
+    Stripped { path: PathBuf },
+    #[error("{}:{line}: {what}", path.display())]
+    BadSymbolMap {
+        path: PathBuf,
+        line: usize,
+        what: String,
+    },
+    #[error(
+        "{} holds no code symbols (expected `nm`, System.map or /proc/kallsyms lines like \
+         `c0100000 T name`)",
+        path.display()
+    )]
+    EmptySymbolMap { path: PathBuf },
+    #[error(
+        "{}: every address is 0 (/proc/kallsyms read without privileges: read it as root, or \
+         set kernel.kptr_restrict=0)",
+        path.display()
+    )]
+    ZeroAddresses { path: PathBuf },
+    #[error("no symbol source: give the kernel ELF, or a symbol map with --symbols")]
+    NoSource,
+}
+
+/// One function frame at an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// Demangled function name (without hash), safe for the folded format.
+    pub function: Rc<str>,
+    /// Inlined into the frame after it (its caller).
+    pub inlined: bool,
+    pub file: Option<Rc<str>>,
+    pub line: Option<u32>,
+}
+
+/// Resolves addresses to frames, caching each probe address.
+pub struct Symbolizer {
+    elf: Option<ElfImage>,
+    map: Option<SymbolTable>,
+    /// Probe address → frames, innermost first.
+    cache: FxHashMap<u64, Rc<[Frame]>>,
+    /// Function start addresses (from every symbol source).
+    starts: FxHashSet<u64>,
+    /// PC → "the walk skipped the caller" memo.
+    skip_memo: FxHashMap<u64, bool>,
+    names: FxHashMap<Box<str>, Rc<str>>,
+}
+
+impl Symbolizer {
+    /// A symbolizer over an ELF and/or a symbol map. Fails when neither can name anything.
+    pub fn new(elf: Option<ElfImage>, map: Option<SymbolTable>) -> Result<Self, SymbolError> {
+        match (&elf, &map) {
+            (None, None) => return Err(SymbolError::NoSource),
+            (Some(e), None) if e.is_stripped() => {
+                return Err(SymbolError::Stripped {
+                    path: e.path.clone(),
+                })
+            }
+            _ => {}
+        }
+        let mut starts = FxHashSet::default();
+        if let Some(e) = &elf {
+            starts.extend(e.symbols.starts());
+        }
+        if let Some(m) = &map {
+            starts.extend(m.starts());
+        }
+        Ok(Symbolizer {
+            elf,
+            map,
+            cache: FxHashMap::default(),
+            starts,
+            skip_memo: FxHashMap::default(),
+            names: FxHashMap::default(),
+        })
+    }
+
+    /// Loads `elf` and/or the symbol map `symbols`.
+    pub fn load(elf: Option<&Path>, symbols: Option<&Path>) -> Result<Self, SymbolError> {
+        let elf = elf.map(ElfImage::load).transpose()?;
+        let map = symbols.map(symbol_map::load).transpose()?;
+        Self::new(elf, map)
+    }
+
+    pub fn elf(&self) -> Option<&ElfImage> {
+        self.elf.as_ref()
+    }
+
+    /// Warnings from loading (e.g. unreadable DWARF).
+    pub fn warnings(&self) -> &[String] {
+        self.elf.as_ref().map_or(&[], |e| &e.warnings)
+    }
+
+    /// Checks that the ELF (if any) is of the samples' architecture.
+    pub fn check_arch(&self, samples: Arch) -> Result<(), SymbolError> {
+        if let Some(e) = &self.elf {
+            if e.arch != Some(samples) {
+                return Err(SymbolError::ArchMismatch {
+                    path: e.path.clone(),
+                    elf: e.machine.clone(),
+                    samples: samples.name(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Frames at `probe`, innermost (most inlined) first, the real function last. Empty when
+    /// nothing knows the address.
+    pub fn frames(&mut self, probe: u64) -> Rc<[Frame]> {
+        if let Some(f) = self.cache.get(&probe) {
+            return f.clone();
+        }
+        let f: Rc<[Frame]> = self.resolve(probe).into();
+        self.cache.insert(probe, f.clone());
+        f
+    }
+
+    /// Number of distinct addresses resolved so far.
+    pub fn resolved(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// True when a sample at `pc` was taken where the frame-pointer walk misses the
+    /// caller, whose return address is then the word at [SP]: at a function's first
+    /// instruction (before `push ebp`), or at a `ret` (after `pop ebp`).
+    pub fn caller_skipped(&mut self, pc: u64) -> bool {
+        if let Some(&b) = self.skip_memo.get(&pc) {
+            return b;
+        }
+        let b = self.starts.contains(&pc)
+            || self
+                .elf
+                .as_ref()
+                .and_then(|e| e.code_at(pc, 2))
+                .is_some_and(is_ret);
+        self.skip_memo.insert(pc, b);
+        b
+    }
+
+    fn intern(&mut self, name: &str) -> Rc<str> {
+        if let Some(n) = self.names.get(name) {
+            return n.clone();
+        }
+        let n: Rc<str> = Rc::from(name);
+        self.names.insert(name.into(), n.clone());
+        n
+    }
+
+    fn symbol_name(&self, probe: u64) -> Option<&str> {
+        let from_elf = self.elf.as_ref().and_then(|e| e.symbols.lookup(probe));
+        from_elf
+            .or_else(|| self.map.as_ref().and_then(|m| m.lookup(probe)))
+            .map(|s| &*s.name)
+    }
+
+    fn resolve(&mut self, probe: u64) -> Vec<Frame> {
+        // (name, file, line), innermost first.
+        let mut raw: Vec<(Option<String>, Option<String>, Option<u32>)> = Vec::new();
+        // addr2line looks at `probe + 1`: the top address (a null return address minus
+        // one) must not reach it.
+        let dwarf = self.elf.as_ref().and_then(|e| e.dwarf.as_ref());
+        if let Some(ctx) = dwarf.filter(|_| probe != u64::MAX) {
+            if let Ok(mut it) = ctx.find_frames(probe).skip_all_loads() {
+                while let Ok(Some(f)) = it.next() {
+                    let name = f
+                        .function
+                        .as_ref()
+                        .and_then(|n| n.demangle().ok())
+                        .map(|n| sanitize(&n).into_owned());
+                    let (file, line) = match &f.location {
+                        Some(l) => (l.file.map(str::to_string), l.line),
+                        None => (None, None),
+                    };
+                    raw.push((name, file, line));
+                }
+            }
+        }
+        let sym = self.symbol_name(probe).map(str::to_string);
+        if raw.iter().all(|r| r.0.is_none()) {
+            // No DWARF function here: the symbol table names it, DWARF may still place it.
+            let Some(name) = sym else { return Vec::new() };
+            let (file, line) = raw.first().map_or((None, None), |r| (r.1.clone(), r.2));
+            return vec![self.frame(&name, false, file, line)];
+        }
+        let n = raw.len();
+        let mut frames = Vec::with_capacity(n);
+        for (i, (name, file, line)) in raw.into_iter().enumerate() {
+            let outer = i + 1 == n;
+            let name = if outer { sym.clone().or(name) } else { name };
+            let name = name.unwrap_or_else(|| "[unknown]".to_string());
+            frames.push(self.frame(&name, !outer, file, line));
+        }
+        frames
+    }
+
+    fn frame(
+        &mut self,
+        name: &str,
+        inlined: bool,
+        file: Option<String>,
+        line: Option<u32>,
+    ) -> Frame {
+        Frame {
+            function: self.intern(name),
+            inlined,
+            file: file.map(|f| self.intern(&f)),
+            line,
+        }
+    }
+}
+
+/// `ret`, `ret imm16`, or `rep ret`.
+fn is_ret(code: &[u8]) -> bool {
+    matches!(code, [0xc3, ..] | [0xc2, ..] | [0xf3, 0xc3, ..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ret_detection() {
+        assert!(is_ret(&[0xc3]));
+        assert!(is_ret(&[0xc2, 4]));
+        assert!(is_ret(&[0xf3, 0xc3]));
+        assert!(!is_ret(&[0xf3]));
+        assert!(!is_ret(&[0x55, 0x89]));
+        assert!(!is_ret(&[]));
+    }
+
+    #[test]
+    fn map_only_symbolizer() {
+        let map = SymbolTable::new(
+            symbol_map::parse("1000 T start\n1010 T other\n", Path::new("m")).unwrap(),
+            |_| None,
+        );
+        let mut s = Symbolizer::new(None, Some(map)).unwrap();
+        assert_eq!(&*s.frames(0x1004)[0].function, "start");
+        assert!(s.frames(0x10).is_empty());
+        assert!(s.caller_skipped(0x1010));
+        assert!(!s.caller_skipped(0x1011));
+        assert!(s.check_arch(Arch::X86_64).is_ok());
+    }
+
+    #[test]
+    fn needs_a_source() {
+        assert!(matches!(
+            Symbolizer::new(None, None),
+            Err(SymbolError::NoSource)
+        ));
+    }
+}

@@ -1,0 +1,452 @@
+//! The CPU path end to end on synthetic files against tests/data/tiny.elf: every output
+//! format (golden files; `KP_BLESS=1` rewrites them), filters, fixes, both input formats,
+//! and errors.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::tiny::*;
+use kern_profile::{run_cpu, CpuList, ModeFilter, Options, OutputFormat, ProfileError, RunReport};
+
+fn raw_file(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = common::temp_dir(name);
+    common::write(&dir, "raw", bytes)
+}
+
+fn run(raw: &Path, opts: &Options) -> (String, RunReport) {
+    let mut out = Vec::new();
+    let report =
+        run_cpu(raw, Some(&common::tiny_elf()), opts, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    (String::from_utf8(out).unwrap(), report)
+}
+
+fn folded_opts() -> Options {
+    Options {
+        format: OutputFormat::Folded,
+        progress: false,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn folded_golden() {
+    let raw = raw_file("folded", &common::synthetic_raw(false));
+    let (out, report) = run(&raw, &folded_opts());
+    common::golden("synthetic.folded", out.as_bytes());
+    assert!(
+        out.contains("_start;kernel::work;middle;leaf;square_[i] 20\n"),
+        "{out}"
+    );
+    // The entry and ret fixes put middle back: 10 in leaf's loop plus the two fixed samples.
+    assert!(
+        out.contains("_start;kernel::work;middle;leaf 12\n"),
+        "{out}"
+    );
+    assert!(out.contains("_start;kernel::work;[unknown] 1\n"), "{out}");
+    assert!(out.contains("[user] 2\n"), "{out}");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+}
+
+#[test]
+fn text_golden() {
+    let raw = raw_file("text", &common::synthetic_raw(false));
+    let opts = Options {
+        format: OutputFormat::Text,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &opts);
+    let dir = raw.parent().unwrap().display().to_string();
+    common::golden("synthetic.txt", out.replace(&dir, "$DIR").as_bytes());
+    assert!(
+        out.contains("samples: 45 read, 45 kept; 0 dropped by the plugin"),
+        "{out}"
+    );
+    assert!(
+        out.contains("unwind stops (statistics record): null frame pointer 44"),
+        "{out}"
+    );
+    assert!(
+        out.contains("per vCPU: cpu 0 22 (48.9%), cpu 1 23 (51.1%)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn svg_goldens_are_deterministic() {
+    let raw = raw_file("svg", &common::synthetic_raw(false));
+    let opts = Options {
+        format: OutputFormat::Svg,
+        ..folded_opts()
+    };
+    let (a, _) = run(&raw, &opts);
+    let (b, _) = run(&raw, &opts);
+    assert_eq!(a, b);
+    assert!(a.contains("tiny.elf: 45 samples"));
+    common::golden("synthetic.svg", a.as_bytes());
+    let reverse = Options {
+        reverse: true,
+        title: Some("reversed".into()),
+        ..opts
+    };
+    let (r, _) = run(&raw, &reverse);
+    assert!(r.contains(">reversed<"));
+    common::golden("synthetic-reverse.svg", r.as_bytes());
+}
+
+#[test]
+fn per_cpu_filters_and_naming_options() {
+    let raw = raw_file("percpu", &common::synthetic_raw(false));
+    let per_cpu = Options {
+        per_cpu: true,
+        cpus: Some(CpuList::parse("1").unwrap()),
+        mode: ModeFilter::KernelOnly,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &per_cpu);
+    common::golden("synthetic-cpu1-kernel.folded", out.as_bytes());
+    assert!(out.lines().all(|l| l.starts_with("cpu 1;")), "{out}");
+    assert!(!out.contains("[user]"));
+
+    let user = Options {
+        mode: ModeFilter::UserOnly,
+        addresses: true,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &user);
+    assert_eq!(
+        out,
+        "[user];0x8049000;0x8048000 1\n[user];0x8049000;0x8048001 1\n"
+    );
+
+    let misc = Options {
+        inline: false,
+        lines: true,
+        addresses: true,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &misc);
+    common::golden("synthetic-noinline-lines-addresses.folded", out.as_bytes());
+    assert!(!out.contains("square"), "{out}");
+    assert!(out.contains("0x5678;0x1234 1"), "{out}");
+}
+
+#[test]
+fn firefox_profile_has_one_thread_per_vcpu() {
+    let raw = raw_file("firefox", &common::synthetic_raw(false));
+    let opts = Options {
+        format: OutputFormat::Firefox,
+        ..folded_opts()
+    };
+    let (out, report) = run(&raw, &opts);
+    assert!(
+        report.summary.contains("45 of 45 samples"),
+        "{}",
+        report.summary
+    );
+    let (again, _) = run(&raw, &opts);
+    assert_eq!(out, again, "the profile must be deterministic");
+    common::golden("synthetic.json", out.as_bytes());
+
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let meta = &v["meta"];
+    assert!(meta["interval"].as_f64().unwrap() > 0.0);
+    assert_eq!(meta["product"], "tiny.elf");
+    assert_eq!(meta["startTime"].as_f64().unwrap(), 1_700_000_000_000.0);
+    assert!(meta["categories"].as_array().unwrap().len() >= 3);
+    let threads = v["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2);
+    let mut total = 0;
+    for (i, t) in threads.iter().enumerate() {
+        assert_eq!(t["name"], format!("vCPU {i}"));
+        let samples = &t["samples"];
+        let n = samples["length"].as_u64().unwrap() as usize;
+        assert_eq!(samples["stack"].as_array().unwrap().len(), n);
+        assert_eq!(samples["time"].as_array().map_or(n, Vec::len), n);
+        total += samples["weight"]
+            .as_array()
+            .map_or(n as i64, |w| w.iter().map(|x| x.as_i64().unwrap()).sum());
+        let stacks = &t["stackTable"];
+        let ns = stacks["length"].as_u64().unwrap() as usize;
+        assert_eq!(stacks["frame"].as_array().unwrap().len(), ns);
+        assert_eq!(stacks["prefix"].as_array().unwrap().len(), ns);
+        let frames = &t["frameTable"];
+        let nf = frames["length"].as_u64().unwrap() as usize;
+        assert_eq!(frames["func"].as_array().unwrap().len(), nf);
+        let funcs = &t["funcTable"];
+        let nfn = funcs["length"].as_u64().unwrap() as usize;
+        let names = funcs["name"].as_array().unwrap();
+        assert_eq!(names.len(), nfn);
+        let strings = t["stringArray"].as_array().unwrap();
+        let func_names: Vec<&str> = names
+            .iter()
+            .map(|i| strings[i.as_u64().unwrap() as usize].as_str().unwrap())
+            .collect();
+        assert!(func_names.contains(&"leaf"), "{func_names:?}");
+        assert!(func_names.contains(&"kernel::work"), "{func_names:?}");
+        // Every stack's frame, every frame's func: in range.
+        for f in stacks["frame"].as_array().unwrap() {
+            assert!((f.as_u64().unwrap() as usize) < nf);
+        }
+        for f in frames["func"].as_array().unwrap() {
+            assert!((f.as_u64().unwrap() as usize) < nfn);
+        }
+    }
+    assert_eq!(total, 45);
+}
+
+#[test]
+fn exact_flat_profile() {
+    let raw = raw_file("exact", &common::synthetic_raw(true));
+    let text = Options {
+        exact: true,
+        format: OutputFormat::Text,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &text);
+    let dir = raw.parent().unwrap().display().to_string();
+    common::golden("synthetic-exact.txt", out.replace(&dir, "$DIR").as_bytes());
+    let folded = Options {
+        exact: true,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &folded);
+    common::golden("synthetic-exact.folded", out.as_bytes());
+    // 10 instructions of leaf's loop, 1000 times: square's and leaf's own.
+    let total: u64 = out
+        .lines()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, 10 * 1000 + 5 * 10 + 2 + 5);
+    assert!(out.contains("leaf;square_[i] "), "{out}");
+    assert!(out.contains("middle 55\n"), "{out}");
+    let no_inline = Options {
+        exact: true,
+        inline: false,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &no_inline);
+    assert!(out.contains("leaf 10000\n"), "{out}");
+    let svg = Options {
+        exact: true,
+        format: OutputFormat::Svg,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &svg);
+    common::golden("synthetic-exact.svg", out.as_bytes());
+
+    // Without exact data: a clear error.
+    let plain = raw_file("exact-none", &common::synthetic_raw(false));
+    let e = run_cpu(&plain, Some(&common::tiny_elf()), &folded, &mut Vec::new()).unwrap_err();
+    assert!(matches!(e, ProfileError::NoExactData { .. }), "{e}");
+    assert!(e.to_string().contains("exact=on"));
+}
+
+#[test]
+fn differential_against_a_base() {
+    let dir = common::temp_dir("diff");
+    let this = common::write(&dir, "new.raw", &common::synthetic_raw(false));
+    let mut base = Vec::new();
+    common::header(1, false).encode(&mut base);
+    let full = [RET_MIDDLE, RET_WORK, RET_START];
+    for t in 0..10 {
+        let pc = if t < 8 { LEAF_LOOP } else { START_LOOP };
+        let frames: &[u64] = if t < 8 { &full } else { &[] };
+        kern_profile_format::encode_sample(&mut base, 4, &common::sample(0, t, pc, frames));
+    }
+    let base = common::write(&dir, "old.raw", &base);
+    let folded = Options {
+        diff_base: Some(base.clone()),
+        ..folded_opts()
+    };
+    let (out, _) = run(&this, &folded);
+    common::golden("diff.folded", out.as_bytes());
+    assert!(
+        out.contains("_start;kernel::work;middle;leaf 8 12\n"),
+        "{out}"
+    );
+    assert!(out.contains("_start 2 5\n"), "{out}");
+    let svg = Options {
+        diff_base: Some(base),
+        format: OutputFormat::Svg,
+        ..folded_opts()
+    };
+    let (out, _) = run(&this, &svg);
+    common::golden("diff.svg", out.as_bytes());
+}
+
+#[test]
+fn legacy_files_are_detected_and_read() {
+    let bytes = common::legacy(&[
+        &[LEAF_SQUARE, RET_MIDDLE, RET_WORK, RET_START],
+        &[LEAF_SQUARE, RET_MIDDLE, RET_WORK, RET_START],
+        // An interrupt frame in the middle: not split, one [unknown] frame.
+        &[LEAF_LOOP, 0x0000_0042, RET_WORK, RET_START],
+        &[],
+    ]);
+    let raw = raw_file("legacy", &bytes);
+    let (out, report) = run(&raw, &folded_opts());
+    common::golden("legacy.folded", out.as_bytes());
+    assert_eq!(
+        out,
+        "_start;kernel::work;[unknown];leaf 1\n_start;kernel::work;middle;leaf;square_[i] 2\n"
+    );
+    assert!(report
+        .warnings
+        .iter()
+        .any(|w| w.contains("without any address")));
+    // Cut in the middle of the last sample: the complete ones are used, with a warning.
+    let raw = raw_file("legacy-cut", &bytes[..bytes.len() - 12]);
+    let (out, report) = run(&raw, &folded_opts());
+    assert!(out.contains("square_[i] 2\n"), "{out}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("ends inside a record")),
+        "{:?}",
+        report.warnings
+    );
+}
+
+#[test]
+fn truncated_raw_files_keep_complete_records() {
+    let bytes = common::synthetic_raw(false);
+    // Cut inside the statistics record: every sample is there.
+    let raw = raw_file("cut", &bytes[..bytes.len() - 3]);
+    let (out, report) = run(&raw, &folded_opts());
+    let (full, _) = run(&raw_file("uncut", &bytes), &folded_opts());
+    assert_eq!(out, full);
+    let w = report.warnings.join("\n");
+    assert!(w.contains("ends inside a record at byte offset"), "{w}");
+    // No statistics record at all (QEMU killed between records).
+    let cut = bytes.len() - 3 - 60;
+    let (_, report) = run(&raw_file("nostats", &bytes[..cut]), &folded_opts());
+    assert!(!report.warnings.is_empty());
+}
+
+#[test]
+fn corrupt_records_name_their_offset() {
+    let mut bytes = common::synthetic_raw(false);
+    let header_len = {
+        let mut h = Vec::new();
+        common::header(2, false).encode(&mut h);
+        h.len()
+    };
+    // The first sample's frame count no longer fits its length.
+    bytes[header_len + 5 + 6] = 9;
+    let raw = raw_file("corrupt", &bytes);
+    let e = run_cpu(
+        &raw,
+        Some(&common::tiny_elf()),
+        &folded_opts(),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    let m = e.to_string();
+    assert!(m.contains(&format!("byte offset {header_len}")), "{m}");
+    assert!(m.contains("/raw"), "{m}");
+}
+
+#[test]
+fn wrong_inputs_are_errors_not_panics() {
+    let dir = common::temp_dir("wrong");
+    let e = run_cpu(
+        &dir.join("missing.raw"),
+        Some(&common::tiny_elf()),
+        &folded_opts(),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, ProfileError::Open { .. }) && e.to_string().contains("missing.raw"));
+    // An x86_64 run against the i386 ELF.
+    let mut bytes = Vec::new();
+    let mut h = common::header(1, false);
+    h.arch = kern_profile_format::Arch::X86_64;
+    h.encode(&mut bytes);
+    let raw = common::write(&dir, "x64.raw", &bytes);
+    let e = run_cpu(
+        &raw,
+        Some(&common::tiny_elf()),
+        &folded_opts(),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("x86_64"), "{e}");
+    // The firefox output does not do --exact.
+    let opts = Options {
+        format: OutputFormat::Firefox,
+        exact: true,
+        ..folded_opts()
+    };
+    let raw = common::write(&dir, "ok.raw", &common::synthetic_raw(true));
+    assert!(matches!(
+        run_cpu(&raw, Some(&common::tiny_elf()), &opts, &mut Vec::new()),
+        Err(ProfileError::Unsupported(_))
+    ));
+}
+
+#[test]
+fn symbol_map_instead_of_an_elf() {
+    let dir = common::temp_dir("map");
+    let raw = common::write(&dir, "raw", &common::synthetic_raw(false));
+    let map = common::write(
+        &dir,
+        "System.map",
+        b"c0100000 T leaf\nc0100040 T middle\nc0100060 T _ZN6kernel4work17h0123456789abcdefE\nc0100080 T _start\nc0101000 T _end\n",
+    );
+    let opts = Options {
+        symbols: Some(map),
+        ..folded_opts()
+    };
+    let mut out = Vec::new();
+    run_cpu(&raw, None, &opts, &mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    // No DWARF: no inline frame; the entry fix still works from the map's starts.
+    assert!(
+        out.contains("_start;kernel::work;middle;leaf 31\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn random_and_cut_inputs_never_panic() {
+    let dir = common::temp_dir("fuzz");
+    let good = common::synthetic_raw(true);
+    let mut x = 0x2545_f491u32;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    };
+    let formats = [
+        OutputFormat::Folded,
+        OutputFormat::Text,
+        OutputFormat::Firefox,
+    ];
+    for round in 0..120 {
+        let bytes: Vec<u8> = match round % 3 {
+            // Cut anywhere.
+            0 => good[..next() as usize % good.len()].to_vec(),
+            // A few bytes flipped.
+            1 => {
+                let mut b = good.clone();
+                for _ in 0..4 {
+                    let i = next() as usize % b.len();
+                    b[i] = next() as u8;
+                }
+                b
+            }
+            // Noise (read as the legacy format).
+            _ => (0..next() % 2000).map(|_| next() as u8).collect(),
+        };
+        let raw = common::write(&dir, "fuzz.raw", &bytes);
+        let opts = Options {
+            format: formats[round % formats.len()],
+            exact: round % 5 == 0,
+            ..folded_opts()
+        };
+        let _ = run_cpu(&raw, Some(&common::tiny_elf()), &opts, &mut Vec::new());
+    }
+}

@@ -1,0 +1,160 @@
+//! Symbolization against tests/data/tiny.elf: DWARF inline frames, the symbol table's Rust
+//! names, lines, and loading errors.
+
+mod common;
+
+use std::path::Path;
+
+use common::tiny::*;
+use kern_profile::stacks::{NameStyle, StackNamer};
+use kern_profile::symbolize::{ElfImage, SymbolError, Symbolizer};
+use kern_profile_format::Arch;
+
+fn names(style: NameStyle, addrs: &[u64], first_is_pc: bool) -> String {
+    let mut sym = Symbolizer::load(Some(&common::tiny_elf()), None).unwrap();
+    let mut namer = StackNamer::new(&mut sym, style);
+    let mut out = Vec::new();
+    namer.name_addrs(addrs, first_is_pc, &mut out);
+    out.iter().map(|s| &**s).collect::<Vec<_>>().join(";")
+}
+
+const DEFAULT: NameStyle = NameStyle {
+    inline: true,
+    lines: false,
+    addresses: false,
+    inline_suffix: true,
+};
+
+#[test]
+fn dwarf_inline_frames_and_rust_names() {
+    assert_eq!(
+        names(
+            DEFAULT,
+            &[LEAF_SQUARE, RET_MIDDLE, RET_WORK, RET_START],
+            true
+        ),
+        "_start;kernel::work;middle;leaf;square_[i]"
+    );
+    let plain = NameStyle {
+        inline_suffix: false,
+        ..DEFAULT
+    };
+    assert_eq!(names(plain, &[LEAF_SQUARE], true), "leaf;square");
+    let no_inline = NameStyle {
+        inline: false,
+        ..DEFAULT
+    };
+    assert_eq!(
+        names(no_inline, &[LEAF_SQUARE, RET_MIDDLE], true),
+        "middle;leaf"
+    );
+}
+
+#[test]
+fn return_addresses_are_looked_up_before_the_call() {
+    // 0xc0100060 is work's first byte; as a return address it belongs to the call before
+    // it, the end of middle (padding there) or nothing, never kernel::work.
+    let s = names(DEFAULT, &[RET_WORK], false);
+    assert_eq!(s, "kernel::work");
+    assert_eq!(names(DEFAULT, &[0xc010_0060], true), "kernel::work");
+    assert_ne!(names(DEFAULT, &[0xc010_0060], false), "kernel::work");
+}
+
+#[test]
+fn lines_come_from_dwarf() {
+    let lines = NameStyle {
+        lines: true,
+        ..DEFAULT
+    };
+    let s = names(lines, &[LEAF_SQUARE], true);
+    let re_ok = s.starts_with("leaf (") && s.contains("tiny.c:") && s.ends_with(")_[i]");
+    assert!(re_ok, "{s}");
+    assert!(s.contains(";square ("), "{s}");
+}
+
+#[test]
+fn elf_facts_and_the_entry_points() {
+    let mut sym = Symbolizer::load(Some(&common::tiny_elf()), None).unwrap();
+    assert_eq!(sym.elf().unwrap().arch, Some(Arch::I386));
+    assert!(sym.check_arch(Arch::I386).is_ok());
+    match sym.check_arch(Arch::X86_64) {
+        Err(e @ SymbolError::ArchMismatch { .. }) => {
+            let m = e.to_string();
+            assert!(
+                m.contains("tiny.elf") && m.contains("x86_64") && m.contains("i386"),
+                "{m}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(sym.caller_skipped(LEAF));
+    assert!(sym.caller_skipped(LEAF_RET));
+    assert!(!sym.caller_skipped(LEAF_LOOP));
+}
+
+#[test]
+fn loading_errors_name_the_file_and_the_problem() {
+    let dir = common::temp_dir("symerr");
+    let missing = dir.join("nope.elf");
+    let e = Symbolizer::load(Some(&missing), None).err().unwrap();
+    assert!(matches!(e, SymbolError::Open { .. }) && e.to_string().contains("nope.elf"));
+
+    let text = common::write(&dir, "text.elf", b"hello, world");
+    let e = ElfImage::load(&text).err().unwrap();
+    assert!(matches!(e, SymbolError::NotElf { .. }), "{e}");
+    assert!(e.to_string().contains("text.elf"));
+
+    let raw = common::write(&dir, "raw", &common::synthetic_raw(false));
+    let e = ElfImage::load(&raw).err().unwrap();
+    assert!(e.to_string().contains("the ELF comes second"), "{e}");
+
+    // A stripped copy: no symbols, no DWARF.
+    let stripped = dir.join("stripped.elf");
+    let ok = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(common::tiny_elf())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        let e = Symbolizer::load(Some(&stripped), None).err().unwrap();
+        assert!(matches!(e, SymbolError::Stripped { .. }), "{e}");
+        assert!(e.to_string().contains("force-frame-pointers"));
+        // A symbol map rescues it.
+        let map = common::write(&dir, "System.map", b"c0100000 T leaf\nc0100040 T middle\n");
+        let mut sym = Symbolizer::load(Some(&stripped), Some(&map)).unwrap();
+        assert_eq!(&*sym.frames(0xc010_0010)[0].function, "leaf");
+    }
+    let _ = Path::new("");
+}
+
+#[test]
+fn truncated_elves_never_panic() {
+    let bytes = std::fs::read(common::tiny_elf()).unwrap();
+    for cut in (0..bytes.len()).step_by(97) {
+        let _ = ElfImage::parse(&bytes[..cut], Path::new("cut.elf"));
+    }
+    let mut x = 0x9e37_79b9u32;
+    let rounds = std::env::var("KP_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    for _ in 0..rounds {
+        let mut b = bytes.clone();
+        for _ in 0..16 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let i = x as usize % b.len();
+            b[i] = (x >> 8) as u8;
+        }
+        if let Ok(img) = ElfImage::parse(&b, Path::new("fuzzed.elf")) {
+            if let Ok(mut s) = Symbolizer::new(Some(img), None) {
+                for a in [LEAF_SQUARE, RET_WORK, RET_START - 1, LEAF, 0, u64::MAX] {
+                    let _ = s.frames(a);
+                    let _ = s.caller_skipped(a);
+                }
+            }
+        }
+    }
+}
