@@ -60,10 +60,10 @@ impl Folded {
     pub fn from_counts(counts: &StackCounts, namer: &mut StackNamer<'_>) -> Folded {
         let mut b = FoldedBuilder::default();
         let mut frames = Vec::new();
-        for (key, n) in counts.iter() {
+        counts.for_each(|key, n| {
             namer.name_key(key, &mut frames);
             b.add(&frames, n);
-        }
+        });
         b.finish()
     }
 

@@ -10,7 +10,7 @@ use crate::error::ProfileError;
 use crate::input::{CpuInput, ReadSummary};
 use crate::options::{ModeFilter, Options};
 use crate::output::text::pct;
-use crate::stacks::{KeyBuilder, StackCounts};
+use crate::stacks::{KeyBuilder, RunCoalescer, StackCounts};
 use crate::symbolize::Symbolizer;
 
 /// Samples of one file, interned by address stack.
@@ -44,13 +44,15 @@ impl CpuProfile {
         let mut key = Vec::with_capacity(256);
         let mut per_vcpu: FxHashMap<u32, u64> = FxHashMap::default();
         let mut kept = 0u64;
+        let mut runs = RunCoalescer::default();
         let summary = input.for_each(opts.exact, |s| {
             if keys.build(s, sym, &mut key) {
-                counts.add(&key, 1);
+                runs.add(s.vcpu, &key, &mut counts);
                 kept += 1;
                 *per_vcpu.entry(s.vcpu).or_insert(0) += 1;
             }
         })?;
+        runs.flush(&mut counts);
         let mut per_vcpu: Vec<(u32, u64)> = per_vcpu.into_iter().collect();
         per_vcpu.sort_unstable();
         Ok(CpuProfile {
