@@ -90,7 +90,13 @@ impl CpuInput {
             }
         }
         file.seek(SeekFrom::Start(0)).map_err(open_err)?;
-        let format = detect(&first[..n]);
+        // A file shorter than the magic but starting like it is a cut raw file, not legacy.
+        let format =
+            if n > 0 && n < first.len() && kern_profile_format::MAGIC.starts_with(&first[..n]) {
+                CpuFormat::Raw
+            } else {
+                detect(&first[..n])
+            };
         let name = path.file_name().map_or_else(
             || path.display().to_string(),
             |n| n.to_string_lossy().into(),

@@ -36,6 +36,8 @@ pub mod symbolize;
 use std::io::Write;
 use std::path::Path;
 
+use kern_profile_format::CpuFormat;
+
 pub use cpu_list::{CpuList, CpuListError};
 pub use error::ProfileError;
 pub use folded::Folded;
@@ -147,7 +149,12 @@ pub fn run_cpu(
         let mut namer = StackNamer::new(&mut sym, style);
         let this_f = Folded::from_counts(&profile.counts, &mut namer);
         let base_f = Folded::from_counts(&base.counts, &mut namer);
-        warnings.extend(unknown_warning(&this_f, &kernel, opts));
+        warnings.extend(unknown_warning(
+            &this_f,
+            &kernel,
+            opts,
+            Some(profile.format),
+        ));
         if opts.format == OutputFormat::Folded {
             output::diff::write_diff_folded(&base_f, &this_f, opts.diff_normalize, &mut *out)
                 .map_err(write_err)?;
@@ -186,7 +193,12 @@ pub fn run_cpu(
 
     let mut namer = StackNamer::new(&mut sym, style);
     let folded = Folded::from_counts(&profile.counts, &mut namer);
-    warnings.extend(unknown_warning(&folded, &kernel, opts));
+    warnings.extend(unknown_warning(
+        &folded,
+        &kernel,
+        opts,
+        Some(profile.format),
+    ));
     match opts.format {
         OutputFormat::Folded => output::folded::write_folded(&folded, &mut *out),
         OutputFormat::Text => {
@@ -242,7 +254,12 @@ fn subtitle(p: &CpuProfile, opts: &Options) -> Option<String> {
 }
 
 /// A warning when most samples fall in no known function: probably the wrong ELF.
-fn unknown_warning(folded: &Folded, kernel: &str, opts: &Options) -> Option<String> {
+fn unknown_warning(
+    folded: &Folded,
+    kernel: &str,
+    opts: &Options,
+    format: Option<CpuFormat>,
+) -> Option<String> {
     if opts.addresses || folded.total == 0 {
         return None;
     }
@@ -254,9 +271,15 @@ fn unknown_warning(folded: &Folded, kernel: &str, opts: &Options) -> Option<Stri
         .sum();
     let share = output::text::pct(unknown, folded.total);
     (share > 50.0).then(|| {
+        let legacy = if format == Some(CpuFormat::Legacy) {
+            " (RAW has no kern-profile header, so it was read in the original plugin's \
+             legacy format: is it a CPU sample file at all?)"
+        } else {
+            ""
+        };
         format!(
             "{share:.0}% of the samples are in no function {kernel} knows: is it the very \
-             kernel build that ran?"
+             kernel build that ran?{legacy}"
         )
     })
 }

@@ -31,9 +31,19 @@ Examples:
   kern-profile --alloc memtrace kernel.elf --view peak --timeline -o mem/
       mem/mem-<allocator>.svg (+ -timeline.svg) per allocator of a Maestro memtrace
 
-RAW files of both the kern-profile plugin and the original C plugin are read; the format
-is told from the first bytes. A file cut short (QEMU killed) is used up to its last
-complete record, with a warning.";
+Notes:
+  RAW files of both the kern-profile plugin and the original C plugin are read; the format
+  is told from the first bytes. A file cut short (QEMU killed) is used up to its last
+  complete record, with a warning.
+  Return addresses are looked up at addr-1 (the call instruction), the sampled PC as is. A
+  sample at a function's first instruction or at a `ret` takes its caller from the word the
+  plugin read at [SP]: the frame-pointer walk misses the caller there. Addresses no symbol
+  covers make one `[unknown]` frame (see --addresses); user-mode samples are grouped under
+  one `[user]` frame (see --kernel-only, --user-only).
+  Legacy files have no time, vCPU or mode: they read as vCPU 0, kernel mode. The original
+  tool split a stack wherever an address did not resolve (interrupt frames), counting one
+  sample several times and cutting handlers off from the code they interrupted; here such
+  an address is one `[unknown]` frame inside the sample's single stack.";
 
 /// Output formats on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -51,13 +61,14 @@ enum FormatArg {
 /// Allocation views on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ViewArg {
-    /// Bytes still allocated at the end of the trace, by allocating stack (leaks)
+    /// Units (bytes; pages for a page allocator) still allocated at the end of the trace, by
+    /// allocating stack: leaks
     Live,
-    /// Bytes allocated over the whole trace
+    /// Units allocated over the whole trace (allocations and reallocations' new sizes)
     Allocated,
-    /// Number of allocations
+    /// Number of allocations and reallocations
     Count,
-    /// Bytes live at the moment the allocator's usage peaked
+    /// Units live when the allocator's usage peaked, by allocating stack
     Peak,
 }
 
@@ -87,7 +98,7 @@ struct Cli {
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
 
-    /// Output format
+    /// Output format [default: svg]
     #[arg(short, long, value_enum, value_name = "FORMAT")]
     format: Option<FormatArg>,
 

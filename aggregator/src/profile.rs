@@ -42,6 +42,8 @@ impl CpuProfile {
         let keys = KeyBuilder::new(opts);
         let mut counts = StackCounts::default();
         let mut key = Vec::with_capacity(256);
+        // Kept samples per vCPU: an array for the usual indices, a map for the rest.
+        let mut per_vcpu_low = vec![0u64; 256];
         let mut per_vcpu: FxHashMap<u32, u64> = FxHashMap::default();
         let mut kept = 0u64;
         let mut runs = RunCoalescer::default();
@@ -49,11 +51,15 @@ impl CpuProfile {
             if keys.build(s, sym, &mut key) {
                 runs.add(s.vcpu, &key, &mut counts);
                 kept += 1;
-                *per_vcpu.entry(s.vcpu).or_insert(0) += 1;
+                match per_vcpu_low.get_mut(s.vcpu as usize) {
+                    Some(n) => *n += 1,
+                    None => *per_vcpu.entry(s.vcpu).or_insert(0) += 1,
+                }
             }
         })?;
         runs.flush(&mut counts);
         let mut per_vcpu: Vec<(u32, u64)> = per_vcpu.into_iter().collect();
+        per_vcpu.extend((0u32..).zip(per_vcpu_low).filter(|&(_, n)| n > 0));
         per_vcpu.sort_unstable();
         Ok(CpuProfile {
             path: path.to_path_buf(),

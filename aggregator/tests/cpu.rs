@@ -450,3 +450,47 @@ fn random_and_cut_inputs_never_panic() {
         let _ = run_cpu(&raw, Some(&common::tiny_elf()), &opts, &mut Vec::new());
     }
 }
+
+#[test]
+fn suspicious_inputs_are_flagged() {
+    let dir = common::temp_dir("suspicious");
+    // A memtrace passed as CPU samples reads as legacy garbage: flagged.
+    let memtrace = common::data("example/memtrace");
+    let mut out = Vec::new();
+    let r = run_cpu(
+        &memtrace,
+        Some(&common::tiny_elf()),
+        &folded_opts(),
+        &mut out,
+    )
+    .unwrap();
+    let w = r.warnings.join("\n");
+    assert!(
+        w.contains("legacy format") && w.contains("no function tiny.elf knows"),
+        "{w}"
+    );
+    // A raw file cut inside its magic is a raw file with a short header.
+    let raw = common::write(&dir, "cut", b"KPROF");
+    let e = run_cpu(
+        &raw,
+        Some(&common::tiny_elf()),
+        &folded_opts(),
+        &mut Vec::new(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("too short for a header"), "{e}");
+    // An empty file: no samples, a warning, a valid empty SVG.
+    let raw = common::write(&dir, "empty", b"");
+    let svg = Options {
+        format: OutputFormat::Svg,
+        ..folded_opts()
+    };
+    let mut out = Vec::new();
+    let r = run_cpu(&raw, Some(&common::tiny_elf()), &svg, &mut out).unwrap();
+    assert!(r.warnings.iter().any(|w| w.contains("holds no samples")));
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.starts_with("<?xml") && out.contains("no samples to draw"),
+        "{out}"
+    );
+}

@@ -1,0 +1,194 @@
+//! The `kern-profile` binary: defaults, output files, exit codes and error messages.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn kp(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kern-profile"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_explains_every_option_with_examples() {
+    let o = kp(Path::new("."), &["--help"]);
+    assert!(o.status.success());
+    let help = String::from_utf8(o.stdout).unwrap();
+    for opt in [
+        "--output",
+        "--format",
+        "--title",
+        "--reverse",
+        "--top",
+        "--cpu",
+        "--per-cpu",
+        "--kernel-only",
+        "--user-only",
+        "--no-inline",
+        "--lines",
+        "--addresses",
+        "--symbols",
+        "--exact",
+        "--diff",
+        "--alloc",
+        "--view",
+        "--timeline",
+        "--lenient",
+        "Examples:",
+        "kern-profile raw-data kernel.elf",
+        "Legacy files",
+    ] {
+        assert!(help.contains(opt), "--help lacks {opt}");
+    }
+}
+
+#[test]
+fn default_run_writes_cpu_svg() {
+    let dir = common::temp_dir("cli-default");
+    common::write(&dir, "raw-data", &common::synthetic_raw(false));
+    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    let o = kp(&dir, &["raw-data", "kernel.elf"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(dir.join("cpu.svg")).unwrap();
+    assert!(svg.contains("kernel.elf: 45 samples"));
+    assert!(stderr(&o).contains("wrote cpu.svg"), "{}", stderr(&o));
+
+    let o = kp(&dir, &["raw-data", "kernel.elf", "-f", "folded", "-o", "-"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("_start;kernel::work;middle;leaf 12\n"));
+
+    let o = kp(
+        &dir,
+        &["raw-data", "kernel.elf", "-f", "text", "--top", "2"],
+    );
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("Top 2 functions by self samples"), "{text}");
+
+    let o = kp(&dir, &["raw-data", "kernel.elf", "-f", "firefox"]);
+    assert!(o.status.success());
+    assert!(dir.join("profile.json").exists());
+
+    let o = kp(
+        &dir,
+        &[
+            "raw-data",
+            "kernel.elf",
+            "--cpu",
+            "1",
+            "--per-cpu",
+            "-f",
+            "folded",
+        ],
+    );
+    assert!(o.status.success());
+    let folded = std::fs::read_to_string(dir.join("cpu.folded")).unwrap();
+    assert!(folded.lines().all(|l| l.starts_with("cpu 1;")), "{folded}");
+}
+
+#[test]
+fn errors_exit_non_zero_and_leave_no_output() {
+    let dir = common::temp_dir("cli-errors");
+    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    let o = kp(&dir, &["missing.raw", "kernel.elf"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("missing.raw"), "{}", stderr(&o));
+    assert!(
+        !dir.join("cpu.svg").exists(),
+        "a failed run must not leave cpu.svg"
+    );
+
+    common::write(&dir, "raw-data", &common::synthetic_raw(false));
+    // Arguments swapped.
+    let o = kp(&dir, &["kernel.elf", "raw-data"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("the ELF comes second"),
+        "{}",
+        stderr(&o)
+    );
+    // No ELF, no symbols.
+    let o = kp(&dir, &["raw-data"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--symbols"), "{}", stderr(&o));
+    // Bad --cpu list: a usage error.
+    let o = kp(&dir, &["raw-data", "kernel.elf", "--cpu", "3-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("backwards"), "{}", stderr(&o));
+    let o = kp(
+        &dir,
+        &["raw-data", "kernel.elf", "--kernel-only", "--user-only"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    // A truncated file: output plus a warning.
+    let bytes = common::synthetic_raw(false);
+    common::write(&dir, "cut.raw", &bytes[..bytes.len() - 5]);
+    let o = kp(&dir, &["cut.raw", "kernel.elf", "-o", "cut.svg"]);
+    assert!(o.status.success());
+    assert!(
+        stderr(&o).contains("warning:") && stderr(&o).contains("byte offset"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn alloc_mode_writes_per_allocator_files() {
+    let dir = common::temp_dir("cli-alloc");
+    let memtrace = common::data("example/memtrace");
+    let elf = common::data("example/kernel.elf");
+    let out = dir.join("mem");
+    let o = kp(
+        &dir,
+        &[
+            "--alloc",
+            memtrace.to_str().unwrap(),
+            elf.to_str().unwrap(),
+            "--timeline",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in [
+        "mem-kmalloc.svg",
+        "mem-pages.svg",
+        "mem-kmalloc-timeline.svg",
+        "mem-pages-timeline.svg",
+    ] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    let o = kp(
+        &dir,
+        &[
+            "--alloc",
+            memtrace.to_str().unwrap(),
+            elf.to_str().unwrap(),
+            "-f",
+            "text",
+        ],
+    );
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("allocator `kmalloc`"));
+    let o = kp(
+        &dir,
+        &[
+            "--alloc",
+            memtrace.to_str().unwrap(),
+            elf.to_str().unwrap(),
+            "-f",
+            "firefox",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let o = kp(&dir, &["raw", elf.to_str().unwrap(), "--view", "peak"]);
+    assert_eq!(o.status.code(), Some(2), "--view needs --alloc");
+}
