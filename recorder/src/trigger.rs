@@ -12,9 +12,11 @@
 //! - `period=N`: exactly at the first block entry at or after every multiple of N
 //!   instructions (deterministic);
 //! - `delay=N`: host time. The budget is the number of instructions the vCPU is expected to
-//!   run until the next sample is due, from its recently measured speed; when the callback
-//!   fires it reads the host clock and samples if the time has come, else re-arms for the
-//!   rest. Mis-estimates cost an extra clock read, never a missed sample.
+//!   run in *half* the time left until the next sample is due, from its recently measured
+//!   speed; when the callback fires it reads the host clock and samples if the sample is due
+//!   within an eighth of the delay, else re-arms for half the rest. Aiming at half copes with
+//!   a guest that slows down twofold mid-way (kernel code changes speed several-fold within
+//!   microseconds); it costs about three clock reads per sample at a steady speed.
 
 use crate::config::Sampling;
 
@@ -157,6 +159,8 @@ pub struct DelayTrigger {
 const INITIAL_RATE: f64 = 0.05;
 /// Speed is measured over at least this much host time.
 const MIN_MEASURE_NS: u64 = 2_000;
+/// The fraction of the time left that a budget aims at.
+const AIM: f64 = 0.5;
 
 impl DelayTrigger {
     pub fn new(delay_ns: u64, now_ns: u64) -> Self {
@@ -173,7 +177,7 @@ impl DelayTrigger {
 
     fn budget(&self, remaining_ns: u64) -> u64 {
         // `as` saturates and maps NaN to 0; the clamp does the rest.
-        ((self.rate * remaining_ns.max(1) as f64) as u64).clamp(MIN_BUDGET, MAX_BUDGET)
+        ((self.rate * AIM * remaining_ns.max(1) as f64) as u64).clamp(MIN_BUDGET, MAX_BUDGET)
     }
 
     pub fn check(&mut self, icount: u64, now_ns: u64) -> Check {
@@ -323,9 +327,9 @@ mod tests {
         let s = spacing(&samples);
         let mean = s.iter().sum::<u64>() / s.len() as u64;
         assert!((9_500..=10_500).contains(&mean), "mean spacing {mean}");
-        assert!(s.iter().all(|&d| (8_000..=12_500).contains(&d)), "{s:?}");
+        assert!(s.iter().all(|&d| (8_500..=11_500).contains(&d)), "{s:?}");
         // Calibrated: few callbacks per sample.
-        assert!(calls < samples.len() as u64 * 2, "{calls} callbacks");
+        assert!(calls < samples.len() as u64 * 5, "{calls} callbacks");
     }
 
     #[test]
@@ -341,10 +345,23 @@ mod tests {
         let mean = s.iter().sum::<u64>() / s.len() as u64;
         assert!((9_500..=10_500).contains(&mean), "mean spacing {mean}");
         assert!(
-            calls < samples.len() as u64 * 2,
+            calls < samples.len() as u64 * 5,
             "{calls} callbacks for {}",
             samples.len()
         );
+        let on_time = s.iter().filter(|&&d| (8_500..=11_500).contains(&d)).count();
+        assert!(on_time * 100 >= s.len() * 98, "{on_time} of {}", s.len());
+        // Speed changing five-fold every few microseconds, as in real kernel code.
+        let (samples, _) = simulate(
+            Trigger::new(Sampling::DelayMicros(10), 0),
+            4_000_000,
+            |b| 3 + b % 17,
+            |b| [0.55, 1.1, 2.8][((b / 700) * 7 % 3) as usize],
+        );
+        let mut s = spacing(&samples);
+        s.sort();
+        let (p10, p90) = (s[s.len() / 10], s[s.len() * 9 / 10]);
+        assert!(p10 >= 7_000 && p90 <= 13_000, "p10 {p10} p90 {p90}");
         // A 25-fold slowdown: the first sample after it comes late, the next ones on time.
         let (samples, _) = simulate(
             Trigger::new(Sampling::DelayMicros(50), 0),
