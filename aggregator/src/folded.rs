@@ -6,7 +6,8 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
-use crate::stacks::{StackCounts, StackNamer};
+use crate::counts::StackCounts;
+use crate::stacks::StackNamer;
 
 /// Named stacks with their counts, sorted by stack (the order inferno wants).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

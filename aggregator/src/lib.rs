@@ -21,6 +21,7 @@
 //! ```
 
 pub mod alloc_cmd;
+pub mod counts;
 pub mod cpu_list;
 mod error;
 pub mod exact;
@@ -221,9 +222,11 @@ pub fn run_cpu(
     .map_err(write_err)?;
     Ok(RunReport {
         summary: format!(
-            "{} of {} samples, {} distinct stacks, {} addresses symbolized",
+            "{} of {} samples, {} distinct address stacks named as {} stacks, {} addresses \
+             symbolized",
             profile.kept,
             profile.summary.samples,
+            profile.counts.distinct(),
             folded.lines.len(),
             sym.resolved()
         ),

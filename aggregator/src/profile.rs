@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use kern_profile_format::{CpuFormat, Header, SamplingMode, StopReason};
 use rustc_hash::FxHashMap;
 
+use crate::counts::{RunCoalescer, StackCounts};
 use crate::error::ProfileError;
 use crate::input::{CpuInput, ReadSummary};
 use crate::options::{ModeFilter, Options};
 use crate::output::text::pct;
-use crate::stacks::{KeyBuilder, RunCoalescer, StackCounts};
+use crate::stacks::KeyBuilder;
 use crate::symbolize::Symbolizer;
 
 /// Samples of one file, interned by address stack.
@@ -58,6 +59,7 @@ impl CpuProfile {
             }
         })?;
         runs.flush(&mut counts);
+        counts.flush();
         let mut per_vcpu: Vec<(u32, u64)> = per_vcpu.into_iter().collect();
         per_vcpu.extend((0u32..).zip(per_vcpu_low).filter(|&(_, n)| n > 0));
         per_vcpu.sort_unstable();

@@ -1,4 +1,5 @@
-//! Samples → address stacks (interned and counted), and address stacks → frame names.
+//! Samples → address stacks (the keys [`crate::counts::StackCounts`] counts), and address
+//! stacks → frame names.
 //!
 //! Reading only interns *address* stacks: a key is `[meta, pc, return addresses…]` and
 //! counts go in a hash map keyed by it, so memory grows with the distinct stacks, not the
@@ -70,108 +71,6 @@ impl<'o> KeyBuilder<'o> {
         }
         key.extend_from_slice(rets);
         true
-    }
-}
-
-/// Counts per distinct key.
-///
-/// Keys whose words all fit in 32 bits (every i386 stack) are stored at half the size, so
-/// that more of the table stays in cache: lookups are most of the reading time.
-#[derive(Debug, Default)]
-pub struct StackCounts {
-    narrow: FxHashMap<Box<[u32]>, u64>,
-    wide: FxHashMap<Box<[u64]>, u64>,
-    scratch: Vec<u32>,
-    total: u64,
-}
-
-impl StackCounts {
-    pub fn add(&mut self, key: &[u64], n: u64) {
-        self.total += n;
-        self.scratch.clear();
-        let mut fits = true;
-        for &w in key {
-            fits &= w <= u32::MAX as u64;
-            self.scratch.push(w as u32);
-        }
-        if fits {
-            if let Some(c) = self.narrow.get_mut(&self.scratch[..]) {
-                *c += n;
-            } else {
-                self.narrow.insert(self.scratch.as_slice().into(), n);
-            }
-        } else if let Some(c) = self.wide.get_mut(key) {
-            *c += n;
-        } else {
-            self.wide.insert(key.into(), n);
-        }
-    }
-
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-
-    pub fn distinct(&self) -> usize {
-        self.narrow.len() + self.wide.len()
-    }
-
-    /// Every key with its count (keys widened back to 64 bits), in no particular order.
-    pub fn for_each(&self, mut f: impl FnMut(&[u64], u64)) {
-        let mut buf: Vec<u64> = Vec::new();
-        for (k, &v) in &self.narrow {
-            buf.clear();
-            buf.extend(k.iter().map(|&w| w as u64));
-            f(&buf, v);
-        }
-        for (k, &v) in &self.wide {
-            f(k, v);
-        }
-    }
-}
-
-/// Coalesces runs of identical keys per vCPU before they reach [`StackCounts`]: a vCPU
-/// sampled in a loop (or idle in `hlt`) repeats its stack, and comparing with the previous
-/// key, still in cache, is much cheaper than a hash-table lookup.
-#[derive(Debug, Default)]
-pub struct RunCoalescer {
-    /// Per vCPU (the first [`RunCoalescer::MAX_VCPUS`]): the current run's key and length.
-    runs: Vec<(Vec<u64>, u64)>,
-}
-
-impl RunCoalescer {
-    /// vCPUs above this go straight to the counts.
-    pub const MAX_VCPUS: usize = 256;
-
-    pub fn add(&mut self, vcpu: u32, key: &[u64], counts: &mut StackCounts) {
-        let v = vcpu as usize;
-        if v >= Self::MAX_VCPUS {
-            counts.add(key, 1);
-            return;
-        }
-        if v >= self.runs.len() {
-            self.runs.resize_with(v + 1, Default::default);
-        }
-        let (run, n) = &mut self.runs[v];
-        if *n > 0 && run.as_slice() == key {
-            *n += 1;
-            return;
-        }
-        if *n > 0 {
-            counts.add(run, *n);
-        }
-        run.clear();
-        run.extend_from_slice(key);
-        *n = 1;
-    }
-
-    /// Adds the pending runs to `counts`.
-    pub fn flush(&mut self, counts: &mut StackCounts) {
-        for (run, n) in &mut self.runs {
-            if *n > 0 {
-                counts.add(run, *n);
-                *n = 0;
-            }
-        }
     }
 }
 
@@ -447,40 +346,6 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(names(&per_cpu, &s).unwrap(), "cpu 2;[user]");
-    }
-
-    #[test]
-    fn counts_intern_keys() {
-        let mut c = StackCounts::default();
-        c.add(&[0, 1, 2], 1);
-        c.add(&[0, 1, 2], 2);
-        c.add(&[0, 1], 1);
-        c.add(&[0, u64::MAX], 1);
-        c.add(&[0, u64::MAX], 1);
-        assert_eq!(c.total(), 6);
-        assert_eq!(c.distinct(), 3);
-        let mut seen = Vec::new();
-        c.for_each(|k, n| seen.push((k.to_vec(), n)));
-        seen.sort();
-        assert_eq!(
-            seen,
-            [(vec![0, 1], 1), (vec![0, 1, 2], 3), (vec![0, u64::MAX], 2)]
-        );
-    }
-
-    #[test]
-    fn runs_coalesce_per_vcpu() {
-        let mut c = StackCounts::default();
-        let mut r = RunCoalescer::default();
-        for (cpu, key) in [(0, 1), (1, 2), (0, 1), (0, 1), (1, 3), (0, 2), (300, 2)] {
-            r.add(cpu, &[0, key], &mut c);
-        }
-        r.flush(&mut c);
-        let mut seen = Vec::new();
-        c.for_each(|k, n| seen.push((k[1], n)));
-        seen.sort();
-        assert_eq!(seen, [(1, 3), (2, 3), (3, 1)]);
-        assert_eq!(c.total(), 7);
     }
 
     #[test]
