@@ -92,7 +92,8 @@ struct Cli {
     elf: Option<PathBuf>,
 
     /// Output file; `-` for standard output. Default: cpu.svg, cpu.folded or profile.json
-    /// by format; the text report goes to standard output. With --alloc: the directory
+    /// by format (cpu-diff.* with --diff, exact.* with --exact); the text report goes to
+    /// standard output. With --alloc: the directory
     /// the mem-<allocator> files go to (created if needed; default: the current one; the
     /// text report then goes to DIR/mem-report.txt instead of standard output)
     #[arg(short, long, value_name = "PATH")]
@@ -241,7 +242,7 @@ fn run(cli: Cli) -> Result<()> {
     let target = match &cli.output {
         Some(p) if p.as_os_str() == "-" => None,
         Some(p) => Some(p.clone()),
-        None => format.default_output().map(PathBuf::from),
+        None => opts.default_output().map(PathBuf::from),
     };
     let mut out = LazyOutput::new(target.clone());
     let report = kern_profile::run_cpu(&cli.raw, cli.elf.as_deref(), &opts, &mut out);
@@ -288,6 +289,12 @@ fn run_alloc(cli: Cli) -> Result<()> {
     };
     // The text report goes to standard output unless -o names a directory for it.
     let report = match &cli.output {
+        Some(dir) if dir.as_os_str() == "-" => {
+            if format != AllocFormat::Text {
+                bail!("--alloc writes one file per allocator: -o takes a directory (`-` only with -f text)");
+            }
+            alloc_cmd::run_alloc(&cli.raw, cli.elf.as_deref(), Path::new("."), &opts)?
+        }
         Some(dir) => alloc_cmd::run_alloc_to(&cli.raw, cli.elf.as_deref(), dir, &opts, None)?,
         None => alloc_cmd::run_alloc(&cli.raw, cli.elf.as_deref(), Path::new("."), &opts)?,
     };

@@ -88,6 +88,23 @@ pub struct Options {
     pub progress: bool,
 }
 
+impl Options {
+    /// The file written when no output is named: `None` means standard output. `cpu.svg`
+    /// (as the original tool), `cpu.folded`, `profile.json`; `cpu-diff.*` with a diff base,
+    /// `exact.*` for exact counts; the text report goes to standard output.
+    pub fn default_output(&self) -> Option<&'static str> {
+        match (self.format, self.exact, self.diff_base.is_some()) {
+            (OutputFormat::Text, _, _) => None,
+            (OutputFormat::Firefox, _, _) => Some("profile.json"),
+            (OutputFormat::Svg, true, _) => Some("exact.svg"),
+            (OutputFormat::Folded, true, _) => Some("exact.folded"),
+            (OutputFormat::Svg, _, true) => Some("cpu-diff.svg"),
+            (OutputFormat::Folded, _, true) => Some("cpu-diff.folded"),
+            (f, _, _) => f.default_output(),
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Options {

@@ -64,8 +64,10 @@ impl<'o> KeyBuilder<'o> {
             return true;
         }
         key.push(pc);
+        // (Even when the word equals the first return address: in a recursion the caller
+        // and the caller's caller return to the same place.)
         if let Some(w) = s.sp_word {
-            if rets.first() != Some(&w) && sym.caller_skipped(pc) {
+            if sym.caller_skipped(pc) {
                 key.push(w);
             }
         }
@@ -297,9 +299,9 @@ mod tests {
         // Not at an entry: the word at [SP] is ignored.
         s.addrs = &[0x1301, 0x1100];
         assert_eq!(names(&o, &s).unwrap(), "root;entered");
-        // Already the first return address: not doubled.
+        // Recursion: the caller and its caller return to the same place, both kept.
         s.addrs = &[0x1300, 0x1210, 0x1100];
-        assert_eq!(names(&o, &s).unwrap(), "root;leaf;entered");
+        assert_eq!(names(&o, &s).unwrap(), "root;leaf;leaf;entered");
     }
 
     #[test]
