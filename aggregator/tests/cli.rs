@@ -77,6 +77,14 @@ fn default_run_writes_cpu_svg() {
     assert!(o.status.success());
     assert!(dir.join("profile.json").exists());
 
+    common::write(&dir, "exact.raw", &common::synthetic_raw(true));
+    let o = kp(&dir, &["exact.raw", "kernel.elf", "--exact"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("exact.svg").exists());
+    let o = kp(&dir, &["exact.raw", "kernel.elf", "--diff", "raw-data"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("cpu-diff.svg").exists());
+
     let o = kp(
         &dir,
         &[
