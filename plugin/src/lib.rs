@@ -28,6 +28,7 @@ use kern_profile_format::{
 use kern_profile_recorder::batch::SampleBuffer;
 use kern_profile_recorder::config::Config;
 use kern_profile_recorder::exact::{slot_location, ExactTable, CHUNK_SLOTS};
+use kern_profile_recorder::qemu_args::{single_threaded_tcg, split_cmdline};
 use kern_profile_recorder::summary::{summary_line, StopCounts};
 use kern_profile_recorder::trigger::{Counter, Trigger, THRESHOLD};
 use kern_profile_recorder::version::{check_api, parse_qemu_version};
@@ -87,6 +88,8 @@ struct Plugin {
     exiting: AtomicBool,
     /// Samples lost to vCPUs still busy at exit.
     lost_at_exit: AtomicU64,
+    /// The host thread each vCPU was initialised on, to detect single-threaded TCG.
+    vcpu_threads: Mutex<Vec<(u32, std::thread::ThreadId)>>,
 }
 
 impl Plugin {
@@ -195,6 +198,16 @@ unsafe fn install(
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).map_err(|e| e.to_string())?;
     let smp = info.__bindgen_anon_1.system.smp_vcpus.max(1) as usize;
     let max = (info.__bindgen_anon_1.system.max_vcpus.max(0) as usize).clamp(smp, 4096);
+    if smp > 1 {
+        let raw = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+        let args = split_cmdline(&raw);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if let Some(opt) = single_threaded_tcg(&args) {
+            return Err(format!(
+                "-smp {smp} with '{opt}' runs all vCPUs on one host thread, where QEMU credits each translated block's counters to the vCPU that translated it (wrong counts and stacks per vCPU; guests were seen to crash): use -accel tcg,thread=multi (QEMU's default) and no -icount"
+            ));
+        }
+    }
 
     let mut file = File::create(&cfg.out).map_err(|e| {
         format!(
@@ -259,6 +272,7 @@ unsafe fn install(
         start,
         exiting: AtomicBool::new(false),
         lost_at_exit: AtomicU64::new(0),
+        vcpu_threads: Mutex::new(Vec::new()),
     };
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
@@ -301,6 +315,15 @@ fn vcpu_init(idx: u32) {
     if v.ready {
         // Called again (a vCPU reset): keep the counts.
         return;
+    }
+    if let Ok(mut threads) = p.vcpu_threads.lock() {
+        let me = std::thread::current().id();
+        if let Some(&(other, _)) = threads.iter().find(|(_, t)| *t == me) {
+            stderr_line(&format!(
+                "kern-profile: warning: vCPUs {other} and {idx} run on one host thread (single-threaded TCG): QEMU credits their counters and samples to the wrong vCPU; use -accel tcg,thread=multi"
+            ));
+        }
+        threads.push((idx, me));
     }
     let regs = qemu::registers();
     let find = |names: &[&str]| {

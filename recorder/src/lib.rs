@@ -9,11 +9,13 @@
 //! - [`writer`]: the writer thread behind a bounded channel, which drops rather than blocks;
 //! - [`window`]: a small read-ahead cache over guest memory reads for the stack walk;
 //! - [`exact`]: counter slots for exact per-block instruction counts;
+//! - [`qemu_args`]: QEMU command-line settings the plugin cannot work under;
 //! - [`summary`]: the line printed at exit.
 
 pub mod batch;
 pub mod config;
 pub mod exact;
+pub mod qemu_args;
 pub mod summary;
 pub mod trigger;
 pub mod version;
