@@ -79,7 +79,10 @@ mod tests {
 
     #[test]
     fn cmdline() {
-        assert_eq!(split_cmdline(b"qemu\0-smp\04\0"), vec!["qemu", "-smp", "4"]);
+        assert_eq!(
+            split_cmdline(b"qemu\x00-smp\x004\x00"),
+            vec!["qemu", "-smp", "4"]
+        );
         assert!(split_cmdline(b"").is_empty());
     }
 }
