@@ -52,7 +52,7 @@ impl Partition {
                 e.hash == hash && e.len as usize == len && &arena[e.off..e.off + len] == key
             });
             match found {
-                Some(e) => e.count += count,
+                Some(e) => e.count = e.count.saturating_add(count),
                 None => {
                     let off = arena.len();
                     arena.extend_from_slice(key);
@@ -126,10 +126,10 @@ impl Default for StackCounts {
 
 impl StackCounts {
     pub fn add(&mut self, key: &[u64], n: u64) {
-        self.total += n;
+        self.total = self.total.saturating_add(n);
         if key.len() > u32::MAX as usize || key.iter().any(|&w| w > u32::MAX as u64) {
             if let Some(c) = self.wide.get_mut(key) {
-                *c += n;
+                *c = c.saturating_add(n);
             } else {
                 self.wide.insert(key.into(), n);
             }

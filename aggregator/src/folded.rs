@@ -38,9 +38,9 @@ impl FoldedBuilder {
             }
             self.buf.push_str(f);
         }
-        self.total += count;
+        self.total = self.total.saturating_add(count);
         if let Some(c) = self.map.get_mut(self.buf.as_str()) {
-            *c += count;
+            *c = c.saturating_add(count);
         } else {
             self.map.insert(self.buf.clone(), count);
         }

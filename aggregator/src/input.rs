@@ -168,7 +168,8 @@ impl CpuInput {
                             if want_exact {
                                 for b in blocks.iter() {
                                     for a in b.instructions() {
-                                        *sum.exact.entry(a).or_insert(0) += b.executions;
+                                        let c = sum.exact.entry(a).or_insert(0);
+                                        *c = c.saturating_add(b.executions);
                                     }
                                 }
                             }

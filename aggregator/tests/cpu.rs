@@ -424,8 +424,13 @@ fn random_and_cut_inputs_never_panic() {
         OutputFormat::Folded,
         OutputFormat::Text,
         OutputFormat::Firefox,
+        OutputFormat::Svg,
     ];
-    for round in 0..120 {
+    let rounds = std::env::var("KP_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(120);
+    for round in 0..rounds {
         let bytes: Vec<u8> = match round % 3 {
             // Cut anywhere.
             0 => good[..next() as usize % good.len()].to_vec(),

@@ -147,7 +147,10 @@ pub fn write_firefox(
             threads
                 .values()
                 .fold((0u64, 0u64), |(s, g), t| match (t.first_ns, t.last_ns) {
-                    (Some(a), Some(b)) if t.samples > 1 => (s + (b - a), g + t.samples - 1),
+                    (Some(a), Some(b)) if t.samples > 1 => (
+                        s.saturating_add(b.saturating_sub(a)),
+                        g.saturating_add(t.samples - 1),
+                    ),
                     _ => (s, g),
                 });
         if gaps > 0 && span > 0 {

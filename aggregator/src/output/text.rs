@@ -29,10 +29,12 @@ pub fn function_rows(folded: &Folded) -> Vec<FunctionRow> {
             last = f;
             if !seen.contains(&f) {
                 seen.push(f);
-                *total_c.entry(f).or_insert(0) += n;
+                let c = total_c.entry(f).or_insert(0);
+                *c = c.saturating_add(*n);
             }
         }
-        *self_c.entry(last).or_insert(0) += n;
+        let c = self_c.entry(last).or_insert(0);
+        *c = c.saturating_add(*n);
     }
     let mut rows: Vec<FunctionRow> = total_c
         .into_iter()
