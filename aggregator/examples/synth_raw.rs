@@ -3,7 +3,7 @@
 //!
 //! Stacks are 4000 random call chains (depth 4 to 24) over the ELF's function symbols, each
 //! sample picking one with a skewed distribution and a PC among 16 places of its leaf
-//! function, on 4 vCPUs: about 60k distinct address stacks, as a busy kernel gives.
+//! function, on 4 vCPUs: about 48k distinct address stacks, as a busy kernel gives.
 
 use std::io::{BufWriter, Write};
 
