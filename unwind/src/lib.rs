@@ -57,11 +57,21 @@ impl PtrWidth {
     }
 
     /// Decodes one little-endian pointer from the start of `b` (missing bytes read as 0).
+    #[inline]
     pub fn word(self, b: &[u8]) -> u64 {
-        let mut w = [0u8; 8];
-        let n = self.bytes().min(b.len());
-        w[..n].copy_from_slice(&b[..n]);
-        u64::from_le_bytes(w)
+        // Fixed-size copies (no memcpy call): this runs twice per frame.
+        match (self, b) {
+            (PtrWidth::W4, [b0, b1, b2, b3, ..]) => u32::from_le_bytes([*b0, *b1, *b2, *b3]) as u64,
+            (PtrWidth::W8, [b0, b1, b2, b3, b4, b5, b6, b7, ..]) => {
+                u64::from_le_bytes([*b0, *b1, *b2, *b3, *b4, *b5, *b6, *b7])
+            }
+            _ => {
+                let mut w = [0u8; 8];
+                let n = self.bytes().min(b.len());
+                w[..n].copy_from_slice(&b[..n]);
+                u64::from_le_bytes(w)
+            }
+        }
     }
 }
 
