@@ -1,1 +1,218 @@
-//! End-to-end test support; the tests live in tests/.
+//! Support for the end-to-end tests: the built artefacts, QEMU runs of the example kernel
+//! with the real plugin, the aggregator's outputs, and the kernel's documented expectations
+//! (`examples/kernel/expected.toml`).
+//!
+//! The artefacts come from `scripts/build.sh` (which `scripts/test.sh` runs first); their
+//! paths can be overridden with `KP_PLUGIN`, `KP_KERNEL` and `KP_BIN`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn artefact(var: &str, default: &str) -> PathBuf {
+    let p = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(default));
+    assert!(
+        p.exists(),
+        "{} not found ({var}): run scripts/test.sh, or scripts/build.sh first",
+        p.display()
+    );
+    p
+}
+
+pub fn plugin() -> PathBuf {
+    artefact("KP_PLUGIN", "target/release/kern-profile.so")
+}
+
+pub fn kernel() -> PathBuf {
+    artefact("KP_KERNEL", "target/examples/kernel.elf")
+}
+
+pub fn bin() -> PathBuf {
+    artefact("KP_BIN", "target/release/kern-profile")
+}
+
+/// A fresh directory under target/e2e for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = root()
+        .join("target/e2e")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// What a QEMU run left behind.
+pub struct Run {
+    pub dir: PathBuf,
+    pub raw: PathBuf,
+    pub memtrace: PathBuf,
+    pub com1: String,
+    pub status: Option<i32>,
+    pub stderr: String,
+}
+
+/// The QEMU command booting the example kernel, COM1 and COM2 to files in `dir`.
+pub fn qemu(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
+    let mut c = Command::new("qemu-system-i386");
+    c.args(["-m", "128M", "-display", "none", "-no-reboot", "-monitor", "none"])
+        .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
+        .arg("-kernel")
+        .arg(kernel())
+        .arg("-serial")
+        .arg(format!("file:{}", dir.join("com1").display()))
+        .arg("-serial")
+        .arg(format!("file:{}", dir.join("memtrace").display()));
+    if !append.is_empty() {
+        c.args(["-append", append]);
+    }
+    if let Some(args) = plugin_args {
+        c.arg("-plugin").arg(format!(
+            "{},out={},{args}",
+            plugin().display(),
+            dir.join("raw").display()
+        ));
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+/// Boots the example kernel with the plugin (`plugin_args` after `out=`) and waits for it.
+pub fn boot(name: &str, plugin_args: &str, append: &str) -> Run {
+    let dir = scratch(name);
+    let out = output_with_timeout(qemu(&dir, Some(plugin_args), append), Duration::from_secs(300));
+    let run = Run {
+        raw: dir.join("raw"),
+        memtrace: dir.join("memtrace"),
+        com1: std::fs::read_to_string(dir.join("com1")).unwrap_or_default(),
+        status: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        dir,
+    };
+    assert_eq!(
+        run.status,
+        Some(33),
+        "the kernel did not exit with success (33)\nstderr: {}\nCOM1: {}",
+        run.stderr,
+        run.com1
+    );
+    run
+}
+
+/// Runs a command, killing it after `limit` (a hung QEMU must fail the test, not CI).
+pub fn output_with_timeout(mut c: Command, limit: Duration) -> Output {
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("qemu-system-i386 not found: run scripts/setup.sh");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "command timed out after {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs the `kern-profile` binary; panics with its stderr when it fails.
+pub fn kern_profile(args: &[&str]) -> String {
+    let out = Command::new(bin()).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "kern-profile {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Collapsed stacks (`a;b;c N`) as (frames root first, count).
+pub fn parse_folded(text: &str) -> Vec<(Vec<String>, u64)> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').expect("folded line has a count");
+            (
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().expect("folded count"),
+            )
+        })
+        .collect()
+}
+
+/// Self counts per leaf frame name (inline marker `_[i]` removed).
+pub fn self_counts(folded: &[(Vec<String>, u64)]) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for (stack, n) in folded {
+        let leaf = stack.last().unwrap().trim_end_matches("_[i]").to_string();
+        *m.entry(leaf).or_insert(0) += n;
+    }
+    m
+}
+
+pub fn expected() -> toml::Table {
+    let text = std::fs::read_to_string(root().join("examples/kernel/expected.toml")).unwrap();
+    text.parse().expect("expected.toml parses")
+}
+
+/// A documented function of the CPU workload (`[[cpu.function]]`).
+pub struct ExpectedFunction {
+    pub symbol: String,
+    pub per_round: u64,
+    pub fixed: u64,
+    pub per_round_inline: u64,
+    pub fixed_inline: u64,
+    pub self_share_inline: f64,
+}
+
+pub fn expected_functions() -> Vec<ExpectedFunction> {
+    let e = expected();
+    let int = |t: &toml::Value, k: &str| t[k].as_integer().unwrap() as u64;
+    e["cpu"]["function"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| ExpectedFunction {
+            symbol: f["symbol"].as_str().unwrap().to_string(),
+            per_round: int(f, "per_round"),
+            fixed: int(f, "fixed"),
+            per_round_inline: int(f, "per_round_inline"),
+            fixed_inline: int(f, "fixed_inline"),
+            self_share_inline: f["self_share_inline"].as_float().unwrap(),
+        })
+        .collect()
+}
+
+/// The documented call edges (parent, child) of the CPU phase.
+pub fn call_tree() -> Vec<(String, String)> {
+    expected()["kernel"]["call_tree"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let e = e.as_array().unwrap();
+            (
+                e[0].as_str().unwrap().to_string(),
+                e[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+pub fn hottest() -> String {
+    expected()["kernel"]["hottest"].as_str().unwrap().to_string()
+}

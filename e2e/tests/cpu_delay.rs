@@ -1,0 +1,24 @@
+//! The original's `delay=` mode (host time) on the example kernel.
+
+use kern_profile_e2e::*;
+
+#[test]
+fn delay_mode_hot_leaf_share_matches_documentation() {
+    let run = boot("delay", "delay=10", "");
+    let k = kernel();
+    let text = kern_profile(&[run.raw.to_str().unwrap(), k.to_str().unwrap(), "-f", "folded", "-o", "-"]);
+    let stacks = parse_folded(&text);
+    let counts = self_counts(&stacks);
+    let total: u64 = counts.values().sum();
+    assert!(total > 20_000, "only {total} samples at delay=10 over a ~1 s run");
+    let hot = hottest();
+    let doc = expected_functions().into_iter().find(|f| f.symbol == hot).unwrap();
+    let got = counts[&hot] as f64 / total as f64;
+    assert!(
+        (got - doc.self_share_inline).abs() < 0.02,
+        "{hot}: {got:.4} sampled, {:.4} documented",
+        doc.self_share_inline
+    );
+    // The plugin said what it did on stderr at exit.
+    assert!(run.stderr.contains("samples written"), "{}", run.stderr);
+}

@@ -1,0 +1,158 @@
+//! `period=N` runs of the example kernel with the real plugin in a real QEMU: sample counts,
+//! shares, callers, exact counts and reproducibility against examples/kernel/expected.toml.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use kern_profile_e2e::*;
+use kern_profile_format::{RawReader, Record};
+
+const PERIOD: u64 = 10_000;
+
+fn rounds() -> u64 {
+    expected()["kernel"]["default_rounds"].as_integer().unwrap() as u64
+}
+
+/// One exact=on period run, shared by the tests of this file.
+fn run() -> &'static Run {
+    static RUN: OnceLock<Run> = OnceLock::new();
+    RUN.get_or_init(|| boot("period-exact", &format!("period={PERIOD},exact=on"), ""))
+}
+
+fn folded(raw: &std::path::Path, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
+    let (raw, k) = (raw.to_str().unwrap(), kernel());
+    let mut args = vec![raw, k.to_str().unwrap(), "-f", "folded", "-o", "-"];
+    args.extend_from_slice(extra);
+    parse_folded(&kern_profile(&args))
+}
+
+fn share(counts: &BTreeMap<String, u64>, name: &str) -> f64 {
+    counts.get(name).copied().unwrap_or(0) as f64 / counts.values().sum::<u64>() as f64
+}
+
+#[test]
+fn sample_count_is_instructions_over_period() {
+    let mut r = RawReader::new(std::fs::File::open(&run().raw).unwrap()).unwrap();
+    let (mut samples, mut stats) = (0u64, None);
+    while let Some(rec) = r.next_record().unwrap() {
+        match rec {
+            Record::Sample(_) => samples += 1,
+            Record::Stats(s) => stats = Some(s),
+            _ => {}
+        }
+    }
+    assert!(r.truncation().is_none());
+    let stats = stats.expect("a statistics record at exit");
+    assert_eq!(stats.samples, samples, "every written sample is in the file");
+    assert_eq!(stats.dropped, 0);
+    let insns: u64 = stats.vcpu_instructions.iter().sum();
+    let want = insns as f64 / PERIOD as f64;
+    let err = (samples as f64 - want).abs() / want;
+    assert!(err < 0.01, "{samples} samples vs {want:.0} expected ({insns} instructions)");
+    // The kernel's own work dominates: the documented instruction count is all but firmware.
+    let kernel_insns = expected()["cpu"]["kernel_insns"].as_integer().unwrap() as f64;
+    assert!((insns as f64) > kernel_insns && (insns as f64) < kernel_insns * 1.02);
+}
+
+#[test]
+fn hot_leaf_self_share_matches_documentation() {
+    let counts = self_counts(&folded(&run().raw, &[]));
+    let hot = hottest();
+    let doc = expected_functions()
+        .into_iter()
+        .find(|f| f.symbol == hot)
+        .unwrap()
+        .self_share_inline;
+    let got = share(&counts, &hot);
+    assert!((got - doc).abs() < 0.02, "{hot}: {got:.4} sampled, {doc:.4} documented");
+    let top = counts.iter().max_by_key(|(_, n)| **n).unwrap().0;
+    assert_eq!(top, &hot, "the hot leaf is the hottest function");
+}
+
+#[test]
+fn text_report_shows_hot_leaf_share() {
+    let raw = run().raw.to_str().unwrap().to_string();
+    let k = kernel();
+    let text = kern_profile(&[&raw, k.to_str().unwrap(), "-f", "text"]);
+    let hot = hottest();
+    let row = text
+        .lines()
+        .find(|l| l.trim_end().ends_with(&format!(" {hot}")))
+        .unwrap_or_else(|| panic!("no row for {hot} in\n{text}"));
+    let pct: f64 = row.split_whitespace().nth(1).unwrap().trim_end_matches('%').parse().unwrap();
+    let doc = expected_functions().into_iter().find(|f| f.symbol == hot).unwrap();
+    assert!((pct / 100.0 - doc.self_share_inline).abs() < 0.02, "{row}");
+}
+
+#[test]
+fn no_sample_skips_a_caller() {
+    let edges = call_tree();
+    let children: Vec<&String> = edges.iter().map(|(_, c)| c).collect();
+    let stacks = folded(&run().raw, &[]);
+    let mut checked = 0;
+    for (stack, n) in &stacks {
+        let names: Vec<&str> = stack.iter().map(|s| s.trim_end_matches("_[i]")).collect();
+        for w in names.windows(2) {
+            if children.iter().any(|c| c.as_str() == w[1]) {
+                assert!(
+                    edges.iter().any(|(p, c)| p == w[0] && c == w[1]),
+                    "{} sample(s) with {} called from {}: {}",
+                    n,
+                    w[1],
+                    w[0],
+                    names.join(";")
+                );
+                checked += n;
+            }
+        }
+        if names.iter().any(|f| f.starts_with("kernel::workload::")) {
+            assert_eq!(&names[..2], ["_start", "kmain"], "{}", names.join(";"));
+        }
+    }
+    assert!(checked > 100_000, "only {checked} frames checked");
+}
+
+#[test]
+fn exact_counts_match_documentation() {
+    let r = rounds();
+    let inline = self_counts(&folded(&run().raw, &["--exact"]));
+    let outer = self_counts(&folded(&run().raw, &["--exact", "--no-inline"]));
+    for f in expected_functions() {
+        let want_inline = f.per_round_inline * r + f.fixed_inline;
+        let want_outer = f.per_round * r + f.fixed;
+        assert_eq!(inline.get(&f.symbol).copied().unwrap_or(0), want_inline, "{} (inline)", f.symbol);
+        assert_eq!(outer.get(&f.symbol).copied().unwrap_or(0), want_outer, "{} (--no-inline)", f.symbol);
+    }
+}
+
+#[test]
+fn inlined_function_is_a_frame_of_its_own_unless_no_inline() {
+    let e = expected();
+    let inl = &e["kernel"]["inlined"];
+    let (func, into) = (inl["function"].as_str().unwrap(), inl["into"].as_str().unwrap());
+    let with = folded(&run().raw, &[]);
+    assert!(
+        with.iter().any(|(s, _)| s.ends_with(&[into.to_string(), format!("{func}_[i]")])),
+        "no stack ends in {into};{func}_[i]"
+    );
+    let without = folded(&run().raw, &["--no-inline"]);
+    assert!(without.iter().all(|(s, _)| s.iter().all(|f| !f.contains(func))));
+    // Its samples went to the function it was inlined into.
+    let c = self_counts(&without);
+    assert!(share(&c, into) > share(&self_counts(&with), into));
+}
+
+#[test]
+fn period_runs_are_reproducible() {
+    let a = self_counts(&folded(&run().raw, &[]));
+    let second = boot("period-again", &format!("period={PERIOD}"), "");
+    let b = self_counts(&folded(&second.raw, &[]));
+    let total: u64 = a.values().sum();
+    for name in a.keys().chain(b.keys()) {
+        let (x, y) = (a.get(name).copied().unwrap_or(0), b.get(name).copied().unwrap_or(0));
+        assert!(
+            x.abs_diff(y) as f64 <= 0.001 * total as f64,
+            "{name}: {x} vs {y} of {total} samples"
+        );
+    }
+}

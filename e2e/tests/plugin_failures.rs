@@ -1,0 +1,59 @@
+//! The plugin refuses bad arguments before the guest runs, and a killed QEMU leaves a
+//! readable file.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use kern_profile_e2e::*;
+use kern_profile_format::{RawReader, Record};
+
+fn refused(args: &str, needle: &str) {
+    let dir = scratch("bad-args");
+    let mut c = qemu(&dir, None, "");
+    c.arg("-plugin").arg(format!("{},{args}", plugin().display()));
+    let out = output_with_timeout(c, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(33), "QEMU ran the guest with `{args}`");
+    assert!(!out.status.success(), "`{args}` accepted");
+    assert!(stderr.contains(needle), "`{args}`: stderr does not name `{needle}`: {stderr}");
+}
+
+#[test]
+fn bad_arguments_stop_qemu_with_a_message() {
+    let out = scratch("bad-args-out").join("raw");
+    let out = out.display();
+    refused(&format!("out={out},bogus=1"), "bogus");
+    refused(&format!("out={out},delay=ten"), "delay");
+    refused(&format!("out={out},period=0"), "period");
+    refused(&format!("out={out},delay=10,period=1000"), "period");
+    refused(&format!("out={out},depth=-3"), "depth");
+    refused(&format!("out={out},exact=maybe"), "exact");
+    refused("delay=10", "out");
+    refused("out=/nonexistent-dir/raw", "/nonexistent-dir/raw");
+}
+
+#[test]
+fn sigkill_leaves_a_readable_file() {
+    let dir = scratch("sigkill");
+    // A long run (rounds=200000, ~11 s bare), killed after 3 s.
+    let mut c = qemu(&dir, Some("period=10000"), "rounds=200000");
+    let mut child = c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let raw = dir.join("raw");
+    let mut r = RawReader::new(std::fs::File::open(&raw).unwrap()).unwrap();
+    let mut samples = 0u64;
+    while let Some(rec) = r.next_record().unwrap() {
+        match rec {
+            Record::Sample(_) => samples += 1,
+            Record::Stats(_) => panic!("no statistics record after SIGKILL"),
+            _ => {}
+        }
+    }
+    assert!(samples > 1000, "only {samples} samples flushed before the kill");
+    // The aggregator uses it (a torn last record only warns).
+    let k = kernel();
+    let text = kern_profile(&[raw.to_str().unwrap(), k.to_str().unwrap(), "-f", "text"]);
+    assert!(text.contains(&hottest()), "{text}");
+}
