@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the example guest kernel (examples/kernel) with Debian's rustc for i686 into
+# target/examples/kernel.elf, only when its sources, this script or its flags changed,
+# and prints the ELF's path on stdout.
+#
+# usage: scripts/build-kernel.sh [--force]
+#
+# No Cargo and no crates: one `rustc` call on examples/kernel/src/main.rs with `core` only,
+# linked by GNU ld with examples/kernel/linker.ld. The toolchain comes from scripts/setup.sh.
+. "$(dirname "$0")/lib.sh"
+
+force=0
+for a in "$@"; do
+    case "$a" in
+        --force) force=1 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        *) die "unknown argument '$a' (see --help)" ;;
+    esac
+done
+
+SRC="$KP_ROOT/examples/kernel"
+OUT_DIR="$KP_ROOT/target/examples"
+ELF="$OUT_DIR/kernel.elf"
+STAMP="$OUT_DIR/kernel.flags"
+
+[ -x "$GUEST_RUSTC" ] ||
+    die "$GUEST_RUSTC not found: the guest-kernel toolchain is missing; run scripts/setup.sh"
+compgen -G "$GUEST_RUSTLIB_I686/libcore-*.rlib" >/dev/null ||
+    die "no i686 core in $GUEST_RUSTLIB_I686: the guest-kernel toolchain is incomplete; run scripts/setup.sh"
+command -v ld >/dev/null || die "GNU ld not found (binutils); run scripts/setup.sh"
+
+# Every flag matters to the tests: frame pointers for the EBP walks, opt-level 2 so that
+# mix_inlined is really inlined, full debug info (DWARF inline records), a static non-PIE
+# image at 1 MiB, overflow checks off (the workload relies on wrapping arithmetic without
+# core method calls), one codegen unit for a stable layout.
+FLAGS=(
+    --edition 2021 --crate-type bin --crate-name kernel
+    --target i686-unknown-linux-gnu
+    -C opt-level=2 -C debuginfo=2 -C force-frame-pointers=yes
+    -C panic=abort -C relocation-model=static
+    -C overflow-checks=off -C debug-assertions=off -C codegen-units=1
+    -C linker=ld -C linker-flavor=ld
+    -C link-arg=-melf_i386 -C link-arg=-nostdlib -C link-arg=-static
+    -C link-arg=--build-id=none -C link-arg=-zmax-page-size=0x1000
+    -C "link-arg=-T$SRC/linker.ld"
+    # Paths in DWARF relative to the repository, whatever the checkout's location.
+    --remap-path-prefix "$KP_ROOT/="
+)
+
+mkdir -p "$OUT_DIR"
+# Tests may build concurrently: one build at a time, the others then find it up to date.
+exec 9>"$OUT_DIR/.kernel.lock"
+flock 9
+
+want_flags="$("$GUEST_RUSTC" --version) ${FLAGS[*]}"
+stale=$force
+if [ ! -f "$ELF" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want_flags" ]; then
+    stale=1
+elif [ -n "$(find "$SRC/src" "$SRC/linker.ld" "$KP_ROOT/scripts/build-kernel.sh" -newer "$ELF" -print -quit)" ]; then
+    stale=1
+fi
+
+if [ "$stale" = 1 ]; then
+    say "building examples/kernel with $("$GUEST_RUSTC" --version)"
+    tmp="$(mktemp -d "$OUT_DIR/.build.XXXXXX")"
+    trap 'rm -rf "$tmp"' EXIT
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${FLAGS[@]}" -o "$tmp/kernel.elf" "$SRC/src/main.rs") ||
+        die "rustc failed to build examples/kernel"
+    mv -f "$tmp/kernel.elf" "$ELF"
+    printf '%s\n' "$want_flags" >"$STAMP"
+fi
+printf '%s\n' "$ELF"

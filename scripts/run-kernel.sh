@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Boots the example guest kernel in qemu-system-i386 (TCG).
+#
+# usage: scripts/run-kernel.sh [OPTIONS] [QEMU ARGS...]
+#
+#   --kernel ELF        kernel to boot (default: target/examples/kernel.elf, built or
+#                       refreshed first by scripts/build-kernel.sh)
+#   --com1 FILE|-       progress text of COM1 (default: -, stdout)
+#   --memtrace FILE     memtrace of COM2 (default: target/examples/memtrace.bin);
+#                       "none" attaches no COM2 device at all (the kernel does not mind)
+#   --rounds N          CPU workload rounds         (kernel default 10000; 80000 >= 2 s)
+#   --alloc-rounds N    allocation churn rounds     (kernel default 32, 279 records)
+#   --timeout SECS      kill QEMU after SECS seconds (default: none)
+#   --dry-run           print the QEMU command line instead of running it
+#   -h, --help          this text
+#
+# Any other argument goes to QEMU unchanged, e.g. `-plugin path/libkern_profile.so,...`,
+# `-accel tcg,one-insn-per-tb=on`, or `-append "rounds=40000 alloc_rounds=0"` (instead of
+# --rounds/--alloc-rounds, not with them). $QEMU overrides the QEMU binary.
+#
+# Always passed: -m 128M -display none -no-reboot -monitor none
+#                -device isa-debug-exit,iobase=0xf4,iosize=0x04
+#
+# Exit status: 0 when the kernel finished and wrote 0x10 to isa-debug-exit (QEMU status 33);
+# 1 when it panicked (QEMU 35) or took a CPU exception (QEMU 37); 2 for anything else
+# (QEMU 0: it stopped without isa-debug-exit, e.g. a triple fault; QEMU's own errors; a
+# timeout; a usage error), with a message on stderr.
+. "$(dirname "$0")/lib.sh"
+
+# The header comment is the help text.
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+# Usage and setup errors exit 2, so that 1 always means "the kernel failed".
+die() { printf '[kern-profile] error: %s\n' "$*" >&2; exit 2; }
+
+kernel=""
+com1="-"
+memtrace="$KP_ROOT/target/examples/memtrace.bin"
+rounds=""
+alloc_rounds=""
+timeout_s=""
+dry=0
+qemu_args=()
+user_append=0
+
+need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --kernel) need "$@"; kernel="$2"; shift 2 ;;
+        --com1) need "$@"; com1="$2"; shift 2 ;;
+        --memtrace) need "$@"; memtrace="$2"; shift 2 ;;
+        --rounds) need "$@"; rounds="$2"; shift 2 ;;
+        --alloc-rounds) need "$@"; alloc_rounds="$2"; shift 2 ;;
+        --timeout) need "$@"; timeout_s="$2"; shift 2 ;;
+        --dry-run) dry=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        -append) need "$@"; user_append=1; qemu_args+=("$1" "$2"); shift 2 ;;
+        *) qemu_args+=("$1"); shift ;;
+    esac
+done
+
+for v in "$rounds" "$alloc_rounds" "$timeout_s"; do
+    [ -z "$v" ] || [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a number"
+done
+
+if [ -z "$kernel" ]; then
+    kernel="$("$KP_ROOT/scripts/build-kernel.sh")" || die "could not build the kernel"
+fi
+[ -f "$kernel" ] || die "no kernel at $kernel (build it with scripts/build-kernel.sh)"
+
+append=""
+[ -z "$rounds" ] || append="rounds=$rounds"
+[ -z "$alloc_rounds" ] || append="${append:+$append }alloc_rounds=$alloc_rounds"
+if [ -n "$append" ]; then
+    [ "$user_append" = 0 ] || die "give either --rounds/--alloc-rounds or -append, not both"
+    qemu_args+=(-append "$append")
+fi
+
+QEMU="${QEMU:-qemu-system-i386}"
+command -v "$QEMU" >/dev/null || die "$QEMU not found; run scripts/setup.sh"
+
+# The first -serial is COM1, the second COM2.
+serial=()
+if [ "$com1" = "-" ]; then
+    serial+=(-serial stdio)
+else
+    serial+=(-serial "file:$com1")
+fi
+if [ "$memtrace" != none ]; then
+    mkdir -p "$(dirname "$memtrace")"
+    serial+=(-serial "file:$memtrace")
+fi
+
+cmd=("$QEMU" -kernel "$kernel" -m 128M -display none -no-reboot -monitor none
+     "${serial[@]}" -device isa-debug-exit,iobase=0xf4,iosize=0x04 "${qemu_args[@]}")
+[ -z "$timeout_s" ] || cmd=(timeout "$timeout_s" "${cmd[@]}")
+
+if [ "$dry" = 1 ]; then
+    printf '%q ' "${cmd[@]}"
+    printf '\n'
+    exit 0
+fi
+
+set +e
+if [ "$com1" = "-" ]; then
+    # stdio chardev: keep QEMU off the terminal's input.
+    "${cmd[@]}" </dev/null
+else
+    "${cmd[@]}"
+fi
+status=$?
+set -e
+
+case "$status" in
+    33) exit 0 ;;
+    35) say "the kernel panicked (QEMU exit status 35; message on COM1)"; exit 1 ;;
+    37) say "the kernel took a CPU exception (QEMU exit status 37; details on COM1)"; exit 1 ;;
+    0) say "QEMU stopped without the kernel writing to isa-debug-exit (triple fault?)"; exit 2 ;;
+    124) say "timed out after ${timeout_s}s"; exit 2 ;;
+    *) say "QEMU failed with exit status $status"; exit 2 ;;
+esac
