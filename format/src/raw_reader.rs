@@ -32,6 +32,11 @@ impl<'a> SampleRef<'a> {
         self.flags & crate::sample_flags::USER != 0
     }
 
+    /// The recorder resolved frameless entries itself: apply no [SP] fix.
+    pub fn entry_resolved(&self) -> bool {
+        self.flags & crate::sample_flags::ENTRY_RESOLVED != 0
+    }
+
     pub fn stop_reason(&self) -> Option<StopReason> {
         StopReason::from_u8(self.stop)
     }

@@ -18,6 +18,8 @@ pub struct SampleRecord<'a> {
     pub sp_word: Option<u64>,
     /// Return addresses, innermost first.
     pub frames: &'a [u64],
+    /// See [`crate::sample_flags::ENTRY_RESOLVED`].
+    pub entry_resolved: bool,
 }
 
 fn push_word(out: &mut Vec<u8>, v: u64, width: usize) {
@@ -51,6 +53,9 @@ pub fn encode_sample(out: &mut Vec<u8>, ptr_width: usize, s: &SampleRecord<'_>) 
     }
     if s.sp_word.is_some() {
         flags |= crate::sample_flags::SP_WORD_VALID;
+    }
+    if s.entry_resolved {
+        flags |= crate::sample_flags::ENTRY_RESOLVED;
     }
     out.push(flags);
     out.push(s.stop as u8);

@@ -25,6 +25,7 @@ fn sample(frames: &[u64]) -> SampleRecord<'_> {
         sp: 0x0020_0000,
         sp_word: Some(0x0010_1111),
         frames,
+        entry_resolved: true,
     }
 }
 
@@ -63,6 +64,7 @@ fn samples_round_trip_in_both_widths() {
             };
             assert_eq!(s.vcpu, 1);
             assert!(!s.user());
+            assert!(s.entry_resolved());
             assert_eq!(s.stop_reason(), Some(StopReason::NullFramePointer));
             assert_eq!((s.time_ns, s.icount), (12_345, 99_999));
             assert_eq!(
