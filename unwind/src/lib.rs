@@ -16,6 +16,10 @@
 
 use kern_profile_format::StopReason;
 
+mod entry;
+
+pub use entry::{sampled_index, EntryState};
+
 /// Width of a guest pointer, which fixes the frame-record layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PtrWidth {
