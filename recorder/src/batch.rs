@@ -84,6 +84,7 @@ mod tests {
             sp: 0x9000,
             sp_word: Some(0xc000_2000),
             frames,
+            entry_resolved: true,
         }
     }
 
