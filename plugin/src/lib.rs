@@ -13,6 +13,7 @@
 
 mod qemu;
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::fs::File;
 use std::io::Write;
@@ -30,11 +31,11 @@ use kern_profile_recorder::config::Config;
 use kern_profile_recorder::exact::{slot_location, ExactTable, CHUNK_SLOTS};
 use kern_profile_recorder::qemu_args::{single_threaded_tcg, split_cmdline};
 use kern_profile_recorder::summary::{summary_line, StopCounts};
-use kern_profile_recorder::trigger::{Counter, Trigger, THRESHOLD};
+use kern_profile_recorder::trigger::{fire, Counter, Trigger, THRESHOLD};
 use kern_profile_recorder::version::{check_api, parse_qemu_version};
 use kern_profile_recorder::window::WindowReader;
 use kern_profile_recorder::writer::{Writer, WriterConfig};
-use kern_profile_unwind::{walk_above, PtrWidth};
+use kern_profile_unwind::{walk_above, EntryState, PtrWidth};
 use qemu_plugin_sys as sys;
 
 use qemu::{ByteArray, Register, U64Entry};
@@ -69,6 +70,17 @@ struct Vcpu {
     stops: StopCounts,
 }
 
+/// What the sampler needs to know of a translated block: its instructions' addresses (a
+/// sample lands on the one its budget ran out at) and its frame state at entry.
+struct BlockInfo {
+    insns: Box<[u64]>,
+    entry: EntryState,
+}
+
+/// Blocks are retranslated (after a flush, or in another vCPU's TB cache): one `BlockInfo`
+/// per distinct block, kept for the plugin's lifetime, so memory is bounded by the code run.
+type BlockTable = HashMap<(Box<[u64]>, EntryState), &'static BlockInfo>;
+
 struct ExactState {
     table: ExactTable,
     chunks: Vec<U64Entry>,
@@ -84,6 +96,7 @@ struct Plugin {
     acc: U64Entry,
     writer: Writer<File>,
     exact: Option<Mutex<ExactState>>,
+    blocks: Mutex<BlockTable>,
     start: Instant,
     exiting: AtomicBool,
     /// Samples lost to vCPUs still busy at exit.
@@ -250,7 +263,8 @@ unsafe fn install(
                 trigger: Trigger::new(cfg.sampling, 0),
                 buffer: SampleBuffer::new(Vec::new()),
                 window: WindowReader::new(width.max_addr()),
-                frames: vec![0; cfg.depth as usize].into_boxed_slice(),
+                // One more than the depth: room for a caller read from the stack.
+                frames: vec![0; cfg.depth as usize + 1].into_boxed_slice(),
                 stops: StopCounts::default(),
             }))
         })
@@ -269,6 +283,7 @@ unsafe fn install(
         acc,
         writer,
         exact,
+        blocks: Mutex::new(HashMap::new()),
         start,
         exiting: AtomicBool::new(false),
         lost_at_exit: AtomicU64::new(0),
@@ -384,8 +399,28 @@ unsafe extern "C" fn on_tb_trans(_id: sys::qemu_plugin_id_t, tb: *mut sys::qemu_
 unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
     let Some(p) = PLUGIN.get() else { return };
     let n = sys::qemu_plugin_tb_n_insns(tb);
-    let pc = sys::qemu_plugin_tb_vaddr(tb);
-    // The sampler first, so a sample's instruction count excludes the block it enters.
+    let insns: Vec<u64> = (0..n)
+        .map(|i| sys::qemu_plugin_insn_vaddr(sys::qemu_plugin_tb_get_insn(tb, i)))
+        .collect();
+    let mut first = [0u8; 4];
+    let got = if n > 0 {
+        let insn = sys::qemu_plugin_tb_get_insn(tb, 0);
+        sys::qemu_plugin_insn_data(insn, first.as_mut_ptr() as *mut c_void, first.len())
+    } else {
+        0
+    };
+    let entry = EntryState::classify(&first[..got.min(first.len())], p.width);
+    let Some(info) = intern_block(p, &insns, entry) else {
+        return;
+    };
+    // The count first, then the sampler: the callback sees the block's instructions counted
+    // and works out which of them the budget ran out at.
+    sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+        tb,
+        sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
+        p.acc.0,
+        n as u64,
+    );
     sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
         tb,
         Some(on_sample),
@@ -393,18 +428,9 @@ unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
         sys::qemu_plugin_cond::QEMU_PLUGIN_COND_GE,
         p.acc.0,
         THRESHOLD,
-        pc as usize as *mut c_void,
-    );
-    sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
-        tb,
-        sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
-        p.acc.0,
-        n as u64,
+        info as *const BlockInfo as *mut c_void,
     );
     if let Some(exact) = &p.exact {
-        let insns: Vec<u64> = (0..n)
-            .map(|i| sys::qemu_plugin_insn_vaddr(sys::qemu_plugin_tb_get_insn(tb, i)))
-            .collect();
         let Ok(mut e) = exact.lock() else { return };
         let Some((slot, _)) = e.table.slot(&insns) else {
             return;
@@ -427,12 +453,29 @@ unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
     }
 }
 
-unsafe extern "C" fn on_sample(vcpu: c_uint, userdata: *mut c_void) {
-    guard(|| sample(vcpu, userdata as usize as u64));
+/// The block's interned description, made once per distinct block.
+fn intern_block(p: &Plugin, insns: &[u64], entry: EntryState) -> Option<&'static BlockInfo> {
+    let mut table = p.blocks.lock().ok()?;
+    let key = (Box::from(insns), entry);
+    if let Some(info) = table.get(&key) {
+        return Some(info);
+    }
+    let info: &'static BlockInfo = Box::leak(Box::new(BlockInfo {
+        insns: key.0.clone(),
+        entry,
+    }));
+    table.insert(key, info);
+    Some(info)
 }
 
-/// The conditional callback: the vCPU's instruction budget is spent.
-fn sample(idx: u32, pc: u64) {
+unsafe extern "C" fn on_sample(vcpu: c_uint, userdata: *mut c_void) {
+    // SAFETY: userdata is the `&'static BlockInfo` registered with this callback.
+    let info = unsafe { &*(userdata as *const BlockInfo) };
+    guard(|| sample(vcpu, info));
+}
+
+/// The conditional callback: the vCPU's instruction budget ran out inside this block.
+fn sample(idx: u32, block: &BlockInfo) {
     let Some(p) = PLUGIN.get() else { return };
     if p.exiting.load(Ordering::Relaxed) {
         return;
@@ -443,24 +486,36 @@ fn sample(idx: u32, pc: u64) {
     if !v.ready {
         return;
     }
-    let icount = v.counter.instructions(p.acc.get(idx));
-    let mut now = if v.trigger.needs_clock() {
+    let now = if v.trigger.needs_clock() {
         p.now_ns()
     } else {
         0
     };
-    let check = v.trigger.check(icount, now);
-    if check.sample {
-        if now == 0 {
-            now = p.now_ns();
-        }
-        take_sample(p, &mut v, idx, pc, icount, now);
+    let v = &mut *v;
+    let fired = fire(
+        &mut v.counter,
+        &mut v.trigger,
+        p.acc.get(idx),
+        block.insns.len(),
+        now,
+    );
+    if let Some((index, icount)) = fired.sample {
+        let now = if now == 0 { p.now_ns() } else { now };
+        let pc = block.insns.get(index).copied().unwrap_or(0);
+        take_sample(p, v, idx, pc, block.entry, icount, now);
     }
-    let armed = v.counter.arm(icount, check.budget);
-    p.acc.set(idx, armed);
+    p.acc.set(idx, fired.rearm);
 }
 
-fn take_sample(p: &Plugin, v: &mut Vcpu, idx: u32, pc: u64, icount: u64, now: u64) {
+fn take_sample(
+    p: &Plugin,
+    v: &mut Vcpu,
+    idx: u32,
+    pc: u64,
+    entry: EntryState,
+    icount: u64,
+    now: u64,
+) {
     let width = p.width;
     let w = width.bytes();
     let Vcpu {
@@ -480,6 +535,7 @@ fn take_sample(p: &Plugin, v: &mut Vcpu, idx: u32, pc: u64, icount: u64, now: u6
         user = buf.read_register(r.cs).is_some_and(|cs| cs & 3 == 3);
     }
     window.invalidate();
+    let mut resolved = false;
     let (sp_word, walk) = match membuf.as_mut() {
         Some(mem) if regs.is_some() => {
             let mut fetch = |addr: u64, out: &mut [u8]| mem.read_memory(addr, out);
@@ -487,14 +543,29 @@ fn take_sample(p: &Plugin, v: &mut Vcpu, idx: u32, pc: u64, icount: u64, now: u6
             let sp_word = window
                 .read(sp, &mut word[..w], &mut fetch)
                 .then(|| width.word(&word));
-            let walk = walk_above(
+            // A block entered without its own frame record: the caller's return address is
+            // on the stack, and the walk from FP starts at the caller's caller.
+            let caller = entry.caller_offset(width).and_then(|off| match off {
+                0 => sp_word,
+                off => window
+                    .read(sp.wrapping_add(off), &mut word[..w], &mut fetch)
+                    .then(|| width.word(&word)),
+            });
+            resolved = caller.is_some();
+            let skip = resolved as usize;
+            if let Some(ret) = caller {
+                frames[0] = ret;
+            }
+            let depth = frames.len() - 1;
+            let mut walk = walk_above(
                 sp,
                 fp,
                 width,
-                frames.len(),
+                depth - skip,
                 |addr, out| window.read(addr, out, &mut fetch),
-                frames,
+                &mut frames[skip..],
             );
+            walk.frames += skip;
             (sp_word, walk)
         }
         _ => (
@@ -516,6 +587,7 @@ fn take_sample(p: &Plugin, v: &mut Vcpu, idx: u32, pc: u64, icount: u64, now: u6
         sp,
         sp_word,
         frames: &frames[..walk.frames],
+        entry_resolved: resolved,
     };
     if buffer.push(w, &rec) {
         send(p, v);
