@@ -83,6 +83,7 @@ fn main() -> anyhow::Result<()> {
                 sp: 0,
                 sp_word: None,
                 frames: &stack[1..],
+                entry_resolved: true,
             },
         );
         if buf.len() > (1 << 20) - 512 {

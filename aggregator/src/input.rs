@@ -158,7 +158,9 @@ impl CpuInput {
                                 vcpu: s.vcpu,
                                 user: s.user(),
                                 time_ns: Some(s.time_ns),
-                                sp_word: s.sp_word(),
+                                // The plugin resolved frameless entries itself:
+                                // the [SP] fix is only for older recordings.
+                                sp_word: s.sp_word().filter(|_| !s.entry_resolved()),
                                 stop: Some(s.stop),
                                 addrs: &addrs,
                             });

@@ -67,7 +67,7 @@ impl<'o> KeyBuilder<'o> {
         // (Even when the word equals the first return address: in a recursion the caller
         // and the caller's caller return to the same place.)
         if let Some(w) = s.sp_word {
-            if sym.caller_skipped(pc) {
+            if sym.caller_skipped(pc, w) {
                 key.push(w);
             }
         }

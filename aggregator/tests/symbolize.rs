@@ -87,9 +87,19 @@ fn elf_facts_and_the_entry_points() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(sym.caller_skipped(LEAF));
-    assert!(sym.caller_skipped(LEAF_RET));
-    assert!(!sym.caller_skipped(LEAF_LOOP));
+    assert!(sym.caller_skipped(LEAF, RET_MIDDLE));
+    assert!(!sym.caller_skipped(LEAF, 0), "0 is no return address");
+    assert!(sym.caller_skipped(LEAF_RET, RET_MIDDLE));
+    assert!(
+        !sym.caller_skipped(LEAF_RET, LEAF_LOOP),
+        "a local, not a return address"
+    );
+    assert!(!sym.caller_skipped(LEAF_LOOP, 0));
+    // Near the start, [SP] holding the return address of a direct call of `leaf` means
+    // the frame is not set up yet (a shrink-wrapped prologue); any other word does not.
+    assert!(sym.caller_skipped(LEAF_LOOP, RET_MIDDLE));
+    assert!(!sym.caller_skipped(LEAF_LOOP, RET_WORK));
+    assert!(!sym.caller_skipped(RET_WORK, RET_MIDDLE));
 }
 
 #[test]
@@ -152,7 +162,7 @@ fn truncated_elves_never_panic() {
             if let Ok(mut s) = Symbolizer::new(Some(img), None) {
                 for a in [LEAF_SQUARE, RET_WORK, RET_START - 1, LEAF, 0, u64::MAX] {
                     let _ = s.frames(a);
-                    let _ = s.caller_skipped(a);
+                    let _ = s.caller_skipped(a, a);
                 }
             }
         }

@@ -96,8 +96,8 @@ pub struct Symbolizer {
     cache: FxHashMap<u64, Rc<[Frame]>>,
     /// Function start addresses (from every symbol source).
     starts: FxHashSet<u64>,
-    /// PC → "the walk skipped the caller" memo.
-    skip_memo: FxHashMap<u64, bool>,
+    /// PC → where it stands in its function's frame set-up.
+    skip_memo: FxHashMap<u64, FrameSetup>,
     names: FxHashMap<Box<str>, Rc<str>>,
 }
 
@@ -176,21 +176,70 @@ impl Symbolizer {
         self.cache.len()
     }
 
-    /// True when a sample at `pc` was taken where the frame-pointer walk misses the
-    /// caller, whose return address is then the word at [SP]: at a function's first
-    /// instruction (before `push ebp`), or at a `ret` (after `pop ebp`).
-    pub fn caller_skipped(&mut self, pc: u64) -> bool {
-        if let Some(&b) = self.skip_memo.get(&pc) {
-            return b;
+    /// True when a sample at `pc`, with `sp_word` at [SP], was taken where the frame-pointer
+    /// walk misses the caller, whose return address is then the word at [SP]: at a
+    /// function's first instruction (before `push ebp`), at a `ret` (after `pop ebp`), or
+    /// near a function's start (shrink-wrapped prologues run an early-exit test before
+    /// `push ebp`). In each case the word must also be a return address: it follows a call
+    /// of this function (a direct `call` to its start; at its start or a `ret`, also an
+    /// indirect call). The plugin reads SP at the entry of the block it samples in, which
+    /// may be a few instructions before the PC: the check keeps a `ret` sampled inside a
+    /// block (`add esp, 8; pop ebp; ret`) from taking a local variable for a caller.
+    pub fn caller_skipped(&mut self, pc: u64, sp_word: u64) -> bool {
+        let setup = match self.skip_memo.get(&pc) {
+            Some(&s) => s,
+            None => {
+                let s = self.frame_setup(pc);
+                self.skip_memo.insert(pc, s);
+                s
+            }
+        };
+        match setup {
+            FrameSetup::Done => false,
+            FrameSetup::Missing { start } => self.follows_call(sp_word, start, true),
+            FrameSetup::MaybeMissing { start } => self.follows_call(sp_word, Some(start), false),
         }
-        let b = self.starts.contains(&pc)
-            || self
-                .elf
-                .as_ref()
-                .and_then(|e| e.code_at(pc, 2))
-                .is_some_and(is_ret);
-        self.skip_memo.insert(pc, b);
-        b
+    }
+
+    fn frame_setup(&self, pc: u64) -> FrameSetup {
+        if self.starts.contains(&pc) {
+            return FrameSetup::Missing { start: Some(pc) };
+        }
+        let Some(elf) = self.elf.as_ref() else {
+            return FrameSetup::Done;
+        };
+        if elf.code_at(pc, 2).is_some_and(is_ret) {
+            let start = elf.symbols.lookup(pc).map(|s| s.start);
+            return FrameSetup::Missing { start };
+        }
+        match elf.symbols.lookup(pc) {
+            Some(sym) if pc - sym.start < PROLOGUE_WINDOW => {
+                FrameSetup::MaybeMissing { start: sym.start }
+            }
+            _ => FrameSetup::Done,
+        }
+    }
+
+    /// True when `ret` is the address right after a call: a `call rel32` to `start` (to
+    /// anywhere when `start` is unknown), or with `indirect`, a `call r/m` (`FF /2`), whose
+    /// target the code does not tell.
+    fn follows_call(&self, ret: u64, start: Option<u64>, indirect: bool) -> bool {
+        let Some(elf) = self.elf.as_ref() else {
+            // A symbol map alone: no code to check; trust a sample at a function's start.
+            return indirect;
+        };
+        let before = |n: u64| {
+            ret.checked_sub(n)
+                .and_then(|at| elf.code_at(at, n as usize))
+        };
+        if let Some(&[0xe8, a, b, c, d]) = before(5) {
+            let target = ret.wrapping_add(i32::from_le_bytes([a, b, c, d]) as i64 as u64);
+            // An i386 target wraps at 4 GiB.
+            if start.is_none_or(|s| target == s || target & 0xffff_ffff == s) {
+                return true;
+            }
+        }
+        indirect && (2..=7).any(|n| before(n).is_some_and(is_indirect_call))
     }
 
     fn intern(&mut self, name: &str) -> Rc<str> {
@@ -266,6 +315,44 @@ impl Symbolizer {
 }
 
 /// `ret`, `ret imm16`, or `rep ret`.
+/// How far into a function code may run before its `push ebp` (shrink-wrapping).
+const PROLOGUE_WINDOW: u64 = 64;
+
+/// Where an instruction stands in its function's frame set-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FrameSetup {
+    /// The frame record is not (or no longer) there: function start, `ret`.
+    Missing { start: Option<u64> },
+    /// Near the start: missing if [SP] holds a return address from a call of this function.
+    MaybeMissing { start: u64 },
+    /// The function's own frame record is at FP.
+    Done,
+}
+
+/// `FF /2`, `call r/m`, exactly filling `code` (ModRM, optional SIB and displacement).
+fn is_indirect_call(code: &[u8]) -> bool {
+    let [0xff, modrm, rest @ ..] = code else {
+        return false;
+    };
+    if modrm & 0x38 != 0x10 {
+        return false;
+    }
+    let (md, rm) = (modrm >> 6, modrm & 7);
+    let sib = usize::from(md != 3 && rm == 4);
+    let disp = match md {
+        0 if rm == 5 => 4,
+        0 => match rest.first() {
+            // A SIB with base 5 and mod 0 takes a 32-bit displacement.
+            Some(s) if sib == 1 && s & 7 == 5 => 4,
+            _ => 0,
+        },
+        1 => 1,
+        2 => 4,
+        _ => 0,
+    };
+    rest.len() == sib + disp
+}
+
 fn is_ret(code: &[u8]) -> bool {
     matches!(code, [0xc3, ..] | [0xc2, ..] | [0xf3, 0xc3, ..])
 }
@@ -285,6 +372,19 @@ mod tests {
     }
 
     #[test]
+    fn indirect_calls() {
+        assert!(is_indirect_call(&[0xff, 0xd0])); // call eax
+        assert!(is_indirect_call(&[0xff, 0x10])); // call [eax]
+        assert!(is_indirect_call(&[0xff, 0x50, 0x08])); // call [eax+8]
+        assert!(is_indirect_call(&[0xff, 0x15, 1, 2, 3, 4])); // call [disp32]
+        assert!(is_indirect_call(&[0xff, 0x14, 0x85, 1, 2, 3, 4])); // call [eax*4+disp32]
+        assert!(is_indirect_call(&[0xff, 0x54, 0x24, 0x04])); // call [esp+4]
+        assert!(!is_indirect_call(&[0xff, 0xe0])); // jmp eax
+        assert!(!is_indirect_call(&[0xff, 0x50])); // displacement missing
+        assert!(!is_indirect_call(&[0xe8, 0, 0, 0, 0]));
+    }
+
+    #[test]
     fn map_only_symbolizer() {
         let map = SymbolTable::new(
             symbol_map::parse("1000 T start\n1010 T other\n", Path::new("m")).unwrap(),
@@ -293,8 +393,11 @@ mod tests {
         let mut s = Symbolizer::new(None, Some(map)).unwrap();
         assert_eq!(&*s.frames(0x1004)[0].function, "start");
         assert!(s.frames(0x10).is_empty());
-        assert!(s.caller_skipped(0x1010));
-        assert!(!s.caller_skipped(0x1011));
+        assert!(
+            s.caller_skipped(0x1010, 0),
+            "no code to check: trusted at a start"
+        );
+        assert!(!s.caller_skipped(0x1011, 0));
         assert!(s.check_arch(Arch::X86_64).is_ok());
     }
 

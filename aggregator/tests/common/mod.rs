@@ -66,6 +66,7 @@ pub fn sample(vcpu: u32, t: u64, pc: u64, frames: &[u64]) -> SampleRecord<'_> {
         sp: 0xc020_0000,
         sp_word: None,
         frames,
+        entry_resolved: false,
     }
 }
 
