@@ -11,7 +11,10 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn artefact(var: &str, default: &str) -> PathBuf {
@@ -61,14 +64,22 @@ pub struct Run {
 /// The QEMU command booting the example kernel, COM1 and COM2 to files in `dir`.
 pub fn qemu(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
     let mut c = Command::new("qemu-system-i386");
-    c.args(["-m", "128M", "-display", "none", "-no-reboot", "-monitor", "none"])
-        .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
-        .arg("-kernel")
-        .arg(kernel())
-        .arg("-serial")
-        .arg(format!("file:{}", dir.join("com1").display()))
-        .arg("-serial")
-        .arg(format!("file:{}", dir.join("memtrace").display()));
+    c.args([
+        "-m",
+        "128M",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-monitor",
+        "none",
+    ])
+    .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
+    .arg("-kernel")
+    .arg(kernel())
+    .arg("-serial")
+    .arg(format!("file:{}", dir.join("com1").display()))
+    .arg("-serial")
+    .arg(format!("file:{}", dir.join("memtrace").display()));
     if !append.is_empty() {
         c.args(["-append", append]);
     }
@@ -86,7 +97,10 @@ pub fn qemu(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
 /// Boots the example kernel with the plugin (`plugin_args` after `out=`) and waits for it.
 pub fn boot(name: &str, plugin_args: &str, append: &str) -> Run {
     let dir = scratch(name);
-    let out = output_with_timeout(qemu(&dir, Some(plugin_args), append), Duration::from_secs(300));
+    let out = output_with_timeout(
+        qemu(&dir, Some(plugin_args), append),
+        Duration::from_secs(300),
+    );
     let run = Run {
         raw: dir.join("raw"),
         memtrace: dir.join("memtrace"),
@@ -154,6 +168,15 @@ pub fn parse_folded(text: &str) -> Vec<(Vec<String>, u64)> {
         .collect()
 }
 
+/// Self counts per leaf frame name (inline marker `_[i]` removed) of the samples taken in the
+/// kernel's code: the documented shares count instructions at PCs in kernel.elf's `.text`,
+/// so samples in the firmware (SeaBIOS, the multiboot loader: `[unknown]`) are left out.
+pub fn kernel_self_counts(folded: &[(Vec<String>, u64)]) -> BTreeMap<String, u64> {
+    let mut m = self_counts(folded);
+    m.remove("[unknown]");
+    m
+}
+
 /// Self counts per leaf frame name (inline marker `_[i]` removed).
 pub fn self_counts(folded: &[(Vec<String>, u64)]) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
@@ -214,5 +237,8 @@ pub fn call_tree() -> Vec<(String, String)> {
 }
 
 pub fn hottest() -> String {
-    expected()["kernel"]["hottest"].as_str().unwrap().to_string()
+    expected()["kernel"]["hottest"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }

@@ -26,7 +26,15 @@ fn memtrace_gives_documented_totals() {
     let allocators = e["memtrace"]["allocator"].as_table().unwrap();
     assert_eq!(allocators.len(), 2);
     let folded_dir = run.dir.join("folded");
-    kern_profile(&["--alloc", mt, k, "-f", "folded", "-o", folded_dir.to_str().unwrap()]);
+    kern_profile(&[
+        "--alloc",
+        mt,
+        k,
+        "-f",
+        "folded",
+        "-o",
+        folded_dir.to_str().unwrap(),
+    ]);
     for (name, want) in allocators {
         let int = |k: &str| want[k].as_integer().unwrap() as u64;
         let block = report
@@ -34,10 +42,18 @@ fn memtrace_gives_documented_totals() {
             .find(|b| b.starts_with(&format!("{name}`")))
             .unwrap_or_else(|| panic!("no allocator {name} in\n{report}"));
         assert_eq!(report_value(block, "allocations"), int("alloc"), "{name}");
-        assert_eq!(report_value(block, "reallocations"), int("realloc"), "{name}");
+        assert_eq!(
+            report_value(block, "reallocations"),
+            int("realloc"),
+            "{name}"
+        );
         assert_eq!(report_value(block, "frees"), int("free"), "{name}");
         assert_eq!(report_value(block, "peak live"), int("peak_live"), "{name}");
-        assert_eq!(report_value(block, "live at end"), int("live_at_end"), "{name}");
+        assert_eq!(
+            report_value(block, "live at end"),
+            int("live_at_end"),
+            "{name}"
+        );
         assert_eq!(report_value(block, "double frees"), 0, "{name}");
         // The leak view puts every leaked unit under the leaking function.
         let folded =
@@ -57,11 +73,26 @@ fn default_alloc_run_draws_one_svg_per_allocator() {
     let run = boot("alloc-svg", "period=1000000", "");
     let k = kernel();
     let out = run.dir.join("svg");
-    kern_profile(&["--alloc", run.memtrace.to_str().unwrap(), k.to_str().unwrap(), "-o", out.to_str().unwrap(), "--timeline"]);
-    for name in expected()["memtrace"]["allocator"].as_table().unwrap().keys() {
+    kern_profile(&[
+        "--alloc",
+        run.memtrace.to_str().unwrap(),
+        k.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--timeline",
+    ]);
+    for name in expected()["memtrace"]["allocator"]
+        .as_table()
+        .unwrap()
+        .keys()
+    {
         let svg = std::fs::read_to_string(out.join(format!("mem-{name}.svg"))).unwrap();
-        assert!(svg.contains("leaky_cache_fill"), "mem-{name}.svg lacks the leaking function");
-        let timeline = std::fs::read_to_string(out.join(format!("mem-{name}-timeline.svg"))).unwrap();
+        assert!(
+            svg.contains("leaky_cache_fill"),
+            "mem-{name}.svg lacks the leaking function"
+        );
+        let timeline =
+            std::fs::read_to_string(out.join(format!("mem-{name}-timeline.svg"))).unwrap();
         assert!(timeline.contains(name.as_str()));
     }
 }

@@ -6,13 +6,28 @@ use kern_profile_e2e::*;
 fn delay_mode_hot_leaf_share_matches_documentation() {
     let run = boot("delay", "delay=10", "");
     let k = kernel();
-    let text = kern_profile(&[run.raw.to_str().unwrap(), k.to_str().unwrap(), "-f", "folded", "-o", "-"]);
+    let text = kern_profile(&[
+        run.raw.to_str().unwrap(),
+        k.to_str().unwrap(),
+        "-f",
+        "folded",
+        "-o",
+        "-",
+    ]);
     let stacks = parse_folded(&text);
-    let counts = self_counts(&stacks);
+    // Firmware runs slowly under TCG (port I/O), so by host time it holds about a tenth of
+    // the samples; the documented shares are of the kernel's own instructions.
+    let counts = kernel_self_counts(&stacks);
     let total: u64 = counts.values().sum();
-    assert!(total > 20_000, "only {total} samples at delay=10 over a ~1 s run");
+    assert!(
+        total > 20_000,
+        "only {total} samples at delay=10 over a ~1 s run"
+    );
     let hot = hottest();
-    let doc = expected_functions().into_iter().find(|f| f.symbol == hot).unwrap();
+    let doc = expected_functions()
+        .into_iter()
+        .find(|f| f.symbol == hot)
+        .unwrap();
     let got = counts[&hot] as f64 / total as f64;
     assert!(
         (got - doc.self_share_inline).abs() < 0.02,

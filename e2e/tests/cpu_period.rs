@@ -43,12 +43,18 @@ fn sample_count_is_instructions_over_period() {
     }
     assert!(r.truncation().is_none());
     let stats = stats.expect("a statistics record at exit");
-    assert_eq!(stats.samples, samples, "every written sample is in the file");
+    assert_eq!(
+        stats.samples, samples,
+        "every written sample is in the file"
+    );
     assert_eq!(stats.dropped, 0);
     let insns: u64 = stats.vcpu_instructions.iter().sum();
     let want = insns as f64 / PERIOD as f64;
     let err = (samples as f64 - want).abs() / want;
-    assert!(err < 0.01, "{samples} samples vs {want:.0} expected ({insns} instructions)");
+    assert!(
+        err < 0.01,
+        "{samples} samples vs {want:.0} expected ({insns} instructions)"
+    );
     // The kernel's own work dominates: the documented instruction count is all but firmware.
     let kernel_insns = expected()["cpu"]["kernel_insns"].as_integer().unwrap() as f64;
     assert!((insns as f64) > kernel_insns && (insns as f64) < kernel_insns * 1.02);
@@ -56,7 +62,7 @@ fn sample_count_is_instructions_over_period() {
 
 #[test]
 fn hot_leaf_self_share_matches_documentation() {
-    let counts = self_counts(&folded(&run().raw, &[]));
+    let counts = kernel_self_counts(&folded(&run().raw, &[]));
     let hot = hottest();
     let doc = expected_functions()
         .into_iter()
@@ -64,7 +70,10 @@ fn hot_leaf_self_share_matches_documentation() {
         .unwrap()
         .self_share_inline;
     let got = share(&counts, &hot);
-    assert!((got - doc).abs() < 0.02, "{hot}: {got:.4} sampled, {doc:.4} documented");
+    assert!(
+        (got - doc).abs() < 0.02,
+        "{hot}: {got:.4} sampled, {doc:.4} documented"
+    );
     let top = counts.iter().max_by_key(|(_, n)| **n).unwrap().0;
     assert_eq!(top, &hot, "the hot leaf is the hottest function");
 }
@@ -79,8 +88,17 @@ fn text_report_shows_hot_leaf_share() {
         .lines()
         .find(|l| l.trim_end().ends_with(&format!(" {hot}")))
         .unwrap_or_else(|| panic!("no row for {hot} in\n{text}"));
-    let pct: f64 = row.split_whitespace().nth(1).unwrap().trim_end_matches('%').parse().unwrap();
-    let doc = expected_functions().into_iter().find(|f| f.symbol == hot).unwrap();
+    let pct: f64 = row
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    let doc = expected_functions()
+        .into_iter()
+        .find(|f| f.symbol == hot)
+        .unwrap();
     assert!((pct / 100.0 - doc.self_share_inline).abs() < 0.02, "{row}");
 }
 
@@ -120,8 +138,18 @@ fn exact_counts_match_documentation() {
     for f in expected_functions() {
         let want_inline = f.per_round_inline * r + f.fixed_inline;
         let want_outer = f.per_round * r + f.fixed;
-        assert_eq!(inline.get(&f.symbol).copied().unwrap_or(0), want_inline, "{} (inline)", f.symbol);
-        assert_eq!(outer.get(&f.symbol).copied().unwrap_or(0), want_outer, "{} (--no-inline)", f.symbol);
+        assert_eq!(
+            inline.get(&f.symbol).copied().unwrap_or(0),
+            want_inline,
+            "{} (inline)",
+            f.symbol
+        );
+        assert_eq!(
+            outer.get(&f.symbol).copied().unwrap_or(0),
+            want_outer,
+            "{} (--no-inline)",
+            f.symbol
+        );
     }
 }
 
@@ -129,14 +157,20 @@ fn exact_counts_match_documentation() {
 fn inlined_function_is_a_frame_of_its_own_unless_no_inline() {
     let e = expected();
     let inl = &e["kernel"]["inlined"];
-    let (func, into) = (inl["function"].as_str().unwrap(), inl["into"].as_str().unwrap());
+    let (func, into) = (
+        inl["function"].as_str().unwrap(),
+        inl["into"].as_str().unwrap(),
+    );
     let with = folded(&run().raw, &[]);
     assert!(
-        with.iter().any(|(s, _)| s.ends_with(&[into.to_string(), format!("{func}_[i]")])),
+        with.iter()
+            .any(|(s, _)| s.ends_with(&[into.to_string(), format!("{func}_[i]")])),
         "no stack ends in {into};{func}_[i]"
     );
     let without = folded(&run().raw, &["--no-inline"]);
-    assert!(without.iter().all(|(s, _)| s.iter().all(|f| !f.contains(func))));
+    assert!(without
+        .iter()
+        .all(|(s, _)| s.iter().all(|f| !f.contains(func))));
     // Its samples went to the function it was inlined into.
     let c = self_counts(&without);
     assert!(share(&c, into) > share(&self_counts(&with), into));
@@ -149,7 +183,10 @@ fn period_runs_are_reproducible() {
     let b = self_counts(&folded(&second.raw, &[]));
     let total: u64 = a.values().sum();
     for name in a.keys().chain(b.keys()) {
-        let (x, y) = (a.get(name).copied().unwrap_or(0), b.get(name).copied().unwrap_or(0));
+        let (x, y) = (
+            a.get(name).copied().unwrap_or(0),
+            b.get(name).copied().unwrap_or(0),
+        );
         assert!(
             x.abs_diff(y) as f64 <= 0.001 * total as f64,
             "{name}: {x} vs {y} of {total} samples"

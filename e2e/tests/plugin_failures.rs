@@ -10,12 +10,20 @@ use kern_profile_format::{RawReader, Record};
 fn refused(args: &str, needle: &str) {
     let dir = scratch("bad-args");
     let mut c = qemu(&dir, None, "");
-    c.arg("-plugin").arg(format!("{},{args}", plugin().display()));
+    c.arg("-plugin")
+        .arg(format!("{},{args}", plugin().display()));
     let out = output_with_timeout(c, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_ne!(out.status.code(), Some(33), "QEMU ran the guest with `{args}`");
+    assert_ne!(
+        out.status.code(),
+        Some(33),
+        "QEMU ran the guest with `{args}`"
+    );
     assert!(!out.status.success(), "`{args}` accepted");
-    assert!(stderr.contains(needle), "`{args}`: stderr does not name `{needle}`: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "`{args}`: stderr does not name `{needle}`: {stderr}"
+    );
 }
 
 #[test]
@@ -37,7 +45,11 @@ fn sigkill_leaves_a_readable_file() {
     let dir = scratch("sigkill");
     // A long run (rounds=200000, ~11 s bare), killed after 3 s.
     let mut c = qemu(&dir, Some("period=10000"), "rounds=200000");
-    let mut child = c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_secs(3));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -51,7 +63,10 @@ fn sigkill_leaves_a_readable_file() {
             _ => {}
         }
     }
-    assert!(samples > 1000, "only {samples} samples flushed before the kill");
+    assert!(
+        samples > 1000,
+        "only {samples} samples flushed before the kill"
+    );
     // The aggregator uses it (a torn last record only warns).
     let k = kernel();
     let text = kern_profile(&[raw.to_str().unwrap(), k.to_str().unwrap(), "-f", "text"]);
