@@ -1,5 +1,6 @@
 //! The text report: per allocator, its counters and the stacks still holding memory.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use crate::analyze::{AllocatorProfile, Analysis};
@@ -134,21 +135,27 @@ fn write_allocator(
     if top == 0 || p.live_stacks.is_empty() {
         return Ok(());
     }
-    let mut stacks: Vec<(&Vec<u64>, u64)> = p.live_stacks.iter().map(|(k, &v)| (k, v)).collect();
-    stacks.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    // Distinct address stacks often name the same (call sites on one line, several loop
+    // iterations): merge them by name, as the flamegraph does.
+    let mut named: HashMap<String, u64> = HashMap::new();
+    for (frames, &units) in &p.live_stacks {
+        *named.entry(name_stack(frames)).or_insert(0) += units;
+    }
+    let mut stacks: Vec<(String, u64)> = named.into_iter().collect();
+    stacks.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let shown = stacks.len().min(top);
     writeln!(
         out,
         "  top {shown} of {} stack(s) still holding memory:",
         stacks.len()
     )?;
-    for (frames, units) in stacks.into_iter().take(top) {
+    for (name, units) in stacks.into_iter().take(top) {
         let pct = if s.live_at_end > 0 {
             100.0 * units as f64 / s.live_at_end as f64
         } else {
             0.0
         };
-        writeln!(out, "  {units:>14} {pct:>6.1}%  {}", name_stack(frames))?;
+        writeln!(out, "  {units:>14} {pct:>6.1}%  {name}")?;
     }
     Ok(())
 }

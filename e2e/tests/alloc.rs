@@ -55,6 +55,19 @@ fn memtrace_gives_documented_totals() {
             "{name}"
         );
         assert_eq!(report_value(block, "double frees"), 0, "{name}");
+        // Stacks are listed once per name, as the flamegraph draws them.
+        let rows: Vec<&str> = block.lines().filter(|l| l.contains("%  ")).collect();
+        let mut names: Vec<&str> = rows
+            .iter()
+            .map(|l| l.rsplit("%  ").next().unwrap())
+            .collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            rows.len(),
+            "{name}: a stack listed twice:\n{block}"
+        );
         // The leak view puts every leaked unit under the leaking function.
         let folded =
             std::fs::read_to_string(folded_dir.join(format!("mem-{name}.folded"))).unwrap();
