@@ -72,3 +72,42 @@ fn sigkill_leaves_a_readable_file() {
     let text = kern_profile(&[raw.to_str().unwrap(), k.to_str().unwrap(), "-f", "text"]);
     assert!(text.contains(&hottest()), "{text}");
 }
+
+#[test]
+fn sigterm_and_sigint_end_the_file_cleanly() {
+    for signal in ["TERM", "INT"] {
+        let dir = scratch(&format!("sig{signal}"));
+        let mut c = qemu(&dir, Some("period=10000"), "rounds=200000");
+        let child = c
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        let killed = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("samples written"),
+            "SIG{signal}: no summary: {stderr}"
+        );
+        let mut r = RawReader::new(std::fs::File::open(dir.join("raw")).unwrap()).unwrap();
+        let (mut samples, mut stats) = (0u64, None);
+        while let Some(rec) = r.next_record().unwrap() {
+            match rec {
+                Record::Sample(_) => samples += 1,
+                Record::Stats(s) => stats = Some(s),
+                _ => {}
+            }
+        }
+        assert!(r.truncation().is_none(), "SIG{signal}: torn file");
+        let stats = stats.unwrap_or_else(|| panic!("SIG{signal}: no statistics record"));
+        assert_eq!(stats.samples, samples, "SIG{signal}");
+        assert!(samples > 1000, "SIG{signal}: {samples} samples");
+    }
+}
