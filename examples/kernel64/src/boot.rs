@@ -1,0 +1,306 @@
+//! Multiboot v1 header (address fields), the 32-bit bootstrap that enters long mode, the
+//! higher-half `_start`, an IDT that turns every CPU exception into a message and a failure
+//! exit (never a silent triple fault), and QEMU's `isa-debug-exit`.
+//!
+//! Boot path, in physical memory at 1 MiB (section `.boot`, linked where it runs):
+//!
+//! 1. `boot32` (32-bit protected mode, paging off, as the multiboot loader leaves it): checks
+//!    for long mode, maps the first GiB twice with 2 MiB pages — identity, and at
+//!    0xffffffff80000000 (PML4[511] → PDPT[510]) — enables PAE, EFER.LME and paging, loads a
+//!    GDT with a 64-bit code segment and far-returns into it;
+//! 2. `boot64` (64-bit mode, still at its physical address): loads the data segments and
+//!    jumps to the higher half;
+//! 3. `_start` (0xffffffff80xxxxxx, section `.text`): kernel stack, `.bss` zeroed, x87/SSE
+//!    on, RBP = 0, `call kmain`.
+//!
+//! The identity map stays: the multiboot information (command line) lies in low memory.
+
+use crate::serial::Com1;
+use core::arch::{asm, global_asm};
+
+/// Values written to `isa-debug-exit` (iobase 0xf4). QEMU exits with `(value << 1) | 1`.
+pub const EXIT_SUCCESS: u32 = 0x10; // QEMU exit status 33
+pub const EXIT_PANIC: u32 = 0x11; // 35
+pub const EXIT_EXCEPTION: u32 = 0x12; // 37
+
+global_asm!(
+    r#"
+    /* Multiboot v1 header with the address fields (flag bit 16): QEMU loads only 32-bit
+       ELFs as such, and this one is an ELF64. Every address is physical. */
+    .section .multiboot, "a"
+    .balign 8
+multiboot_header:
+    .long 0x1BADB002                /* magic */
+    .long 0x00010003                /* flags: page-align modules, memory info, address fields */
+    .long -(0x1BADB002 + 0x00010003)
+    .long multiboot_header          /* header_addr */
+    .long __boot_start              /* load_addr: the file from here is loaded ... */
+    .long __load_end_phys           /* load_end_addr: ... up to the end of .data */
+    .long __bss_end_phys            /* bss_end_addr: zeroed up to the end of the stack */
+    .long boot32                    /* entry_addr */
+
+    .section .boot.text, "ax"
+    .code32
+    .global boot32
+    .type boot32, @function
+boot32:
+    cli
+    cld
+    mov esp, offset boot_stack_top
+    mov edi, eax                    /* multiboot magic: kmain's 1st argument (RDI) */
+    mov esi, ebx                    /* multiboot information: its 2nd argument (RSI) */
+
+    /* Long mode? (CPUID clobbers EBX, saved above.) */
+    mov eax, 0x80000000
+    cpuid
+    cmp eax, 0x80000001
+    jb .Lno_long_mode
+    mov eax, 0x80000001
+    cpuid
+    test edx, 1 << 29
+    jz .Lno_long_mode
+
+    /* boot_pd: 512 present, writable 2 MiB pages over the first GiB. The tables are zeros
+       in the file: only the entries in use are written. */
+    mov eax, 0x83
+    mov edx, offset boot_pd
+    mov ecx, 512
+.Lfill_pd:
+    mov dword ptr [edx], eax
+    add eax, 0x200000
+    add edx, 8
+    dec ecx
+    jnz .Lfill_pd
+    mov eax, offset boot_pd
+    or eax, 3
+    mov dword ptr [boot_pdpt_low], eax              /* 0 .. 1 GiB */
+    mov dword ptr [boot_pdpt_high + 510 * 8], eax   /* 0xffffffff80000000 .. +1 GiB */
+    mov eax, offset boot_pdpt_low
+    or eax, 3
+    mov dword ptr [boot_pml4], eax
+    mov eax, offset boot_pdpt_high
+    or eax, 3
+    mov dword ptr [boot_pml4 + 511 * 8], eax
+
+    mov eax, offset boot_pml4
+    mov cr3, eax
+    mov eax, cr4
+    or eax, 1 << 5                  /* PAE */
+    mov cr4, eax
+    mov ecx, 0xC0000080             /* EFER */
+    rdmsr
+    or eax, 1 << 8                  /* LME */
+    wrmsr
+    mov eax, cr0
+    or eax, 0x80000001              /* PG, PE */
+    mov cr0, eax                    /* long mode, compatibility submode */
+
+    lgdt [boot_gdt_desc]
+    push 0x08
+    mov eax, offset boot64
+    push eax
+    retf                            /* into the 64-bit code segment */
+
+.Lno_long_mode:
+    mov esi, offset .Lno_lm_msg
+    mov dx, 0x3F8
+.Lmsg_byte:
+    lodsb
+    test al, al
+    jz .Lmsg_done
+    out dx, al
+    jmp .Lmsg_byte
+.Lmsg_done:
+    mov dx, 0xf4
+    mov eax, 0x12                   /* EXIT_EXCEPTION: QEMU exits with 37 */
+    out dx, eax
+.Lhang32:
+    hlt
+    jmp .Lhang32
+    .size boot32, . - boot32
+
+    .code64
+    .global boot64
+    .type boot64, @function
+boot64:
+    mov ax, 0x10
+    mov ds, ax
+    mov es, ax
+    mov ss, ax
+    xor eax, eax
+    mov fs, ax
+    mov gs, ax
+    movabs rax, offset _start
+    jmp rax
+    .size boot64, . - boot64
+
+    .section .boot.data, "aw"
+    .balign 4096
+boot_pml4:
+    .zero 4096
+boot_pdpt_low:
+    .zero 4096
+boot_pdpt_high:
+    .zero 4096
+boot_pd:
+    .zero 4096
+    /* null, 0x08 = 64-bit ring-0 code, 0x10 = ring-0 data */
+    .balign 16
+boot_gdt:
+    .quad 0
+    .quad 0x00AF9A000000FFFF
+    .quad 0x00CF92000000FFFF
+boot_gdt_desc:
+    .word boot_gdt_desc - boot_gdt - 1
+    .quad boot_gdt
+.Lno_lm_msg:
+    .asciz "kern-profile example kernel64: this CPU has no long mode (use qemu-system-x86_64)\r\n"
+    .balign 16
+    .zero 512
+boot_stack_top:
+
+    /* The higher-half entry. EBP = 0 ends every frame-pointer walk at kmain, whose return
+       address is in _start. */
+    .section .text._start, "ax"
+    .global _start
+    .type _start, @function
+_start:
+    movabs rsp, offset __stack_top
+    mov r12d, edi                   /* magic */
+    mov r13d, esi                   /* multiboot information (physical, identity-mapped) */
+
+    /* Zero .bss (the stack is outside it). */
+    movabs rdi, offset __bss_start
+    movabs rcx, offset __bss_end
+    sub rcx, rdi
+    shr rcx, 3
+    xor eax, eax
+    rep stosq
+
+    /* rustc's x86_64 target uses SSE2 anywhere: enable x87 and SSE. */
+    fninit
+    mov rax, cr0
+    and rax, ~(1 << 2)              /* EM = 0 */
+    or rax, 1 << 1                  /* MP = 1 */
+    mov cr0, rax
+    mov rax, cr4
+    or rax, (1 << 9) | (1 << 10)    /* OSFXSR, OSXMMEXCPT */
+    mov cr4, rax
+
+    mov edi, r12d
+    mov esi, r13d
+    xor ebp, ebp
+    call kmain
+.Lhang:
+    hlt
+    jmp .Lhang
+    .size _start, . - _start
+
+    /* One 16-byte stub per exception vector 0..31, pushing a dummy error code where the CPU
+       pushes none, then the vector number. */
+    .section .text.isr, "ax"
+    .balign 16
+    .global isr_stubs
+    .type isr_stubs, @function
+isr_stubs:
+    .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    .balign 16
+    .if (\n == 8) || (\n == 10) || (\n == 11) || (\n == 12) || (\n == 13) || (\n == 14) || (\n == 17) || (\n == 21) || (\n == 29) || (\n == 30)
+    .else
+    push 0
+    .endif
+    push \n
+    jmp isr_common
+    .endr
+    .size isr_stubs, . - isr_stubs
+    .type isr_common, @function
+isr_common:
+    mov rdi, rsp                    /* &ExceptionFrame */
+    and rsp, -16
+    call {handler}
+    .size isr_common, . - isr_common
+    "#,
+    handler = sym exception_handler,
+);
+
+#[repr(C, packed)]
+struct DescriptorPtr {
+    limit: u16,
+    base: u64,
+}
+
+static mut IDT: [[u64; 2]; 32] = [[0; 2]; 32];
+
+extern "C" {
+    static isr_stubs: u8;
+}
+
+/// Masks every line of both 8259 PICs. Interrupts are off anyway, but a pending IRQ (the
+/// PIT's) still makes QEMU leave and re-enter translated code, which shows up as noise in
+/// `-d exec` instruction logs (examples/kernel64/measure-shares.py).
+pub fn mask_pic() {
+    crate::serial::outb(0x21, 0xFF);
+    crate::serial::outb(0xA1, 0xFF);
+}
+
+/// Fills the IDT with 64-bit interrupt gates to the 32 exception stubs and loads it.
+pub fn init_idt() {
+    unsafe {
+        let base = &isr_stubs as *const u8 as u64;
+        let idt = &raw mut IDT;
+        for n in 0..32u64 {
+            let off = base + 16 * n;
+            // Present, DPL 0, 64-bit interrupt gate, selector 0x08, no IST.
+            let low = (off & 0xFFFF) | (0x08u64 << 16) | (0x8Eu64 << 40) | (((off >> 16) & 0xFFFF) << 48);
+            (*idt)[n as usize] = [low, off >> 32];
+        }
+        let ptr = DescriptorPtr { limit: (32 * 16 - 1) as u16, base: idt as u64 };
+        asm!("lidt [{}]", in(reg) &ptr, options(readonly, nostack, preserves_flags));
+    }
+}
+
+#[repr(C)]
+struct ExceptionFrame {
+    vector: u64,
+    error: u64,
+    rip: u64,
+    cs: u64,
+    rflags: u64,
+    rsp: u64,
+    ss: u64,
+}
+
+extern "C" fn exception_handler(frame: &ExceptionFrame) -> ! {
+    let mut out = Com1;
+    out.str("\nCPU EXCEPTION ");
+    out.dec(frame.vector);
+    out.str(" error ");
+    out.hex(frame.error);
+    out.str(" at rip ");
+    out.hex(frame.rip);
+    out.str(" rsp ");
+    out.hex(frame.rsp);
+    out.str("\n");
+    exit(EXIT_EXCEPTION)
+}
+
+/// Ends the run through `isa-debug-exit`.
+pub fn exit(code: u32) -> ! {
+    // isa-debug-exit has no read side: a read gives 0 when it is there and all ones (an
+    // unassigned port) when it is not.
+    let probe: u32;
+    unsafe { asm!("in eax, dx", out("eax") probe, in("dx") 0xf4u16, options(nomem, nostack)) };
+    if probe != 0xFFFF_FFFF {
+        unsafe {
+            asm!("out dx, eax", in("dx") 0xf4u16, in("eax") code, options(nomem, nostack));
+            // QEMU stops the vCPU a little after the write, not at once: halt with
+            // interrupts off so that no further instruction runs (exact counts stay exact).
+            asm!("cli", "2:", "hlt", "jmp 2b", options(noreturn));
+        }
+    }
+    Com1.str("no isa-debug-exit device at 0xf4: triple-faulting (QEMU -no-reboot exits with 0)\n");
+    unsafe {
+        let null = DescriptorPtr { limit: 0, base: 0 };
+        asm!("lidt [{}]", "int3", in(reg) &null, options(noreturn));
+    }
+}
