@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds kern-profile in release: the aggregator (target/release/kern-profile), the QEMU
-# plugin (target/release/kern-profile.so) and the example kernel (target/examples/kernel.elf).
+# plugin (target/release/kern-profile.so) and the example kernels (target/examples/kernel.elf
+# for i386, target/examples/kernel64.elf for x86_64).
 . "$(dirname "$0")/lib.sh"
 cd "$KP_ROOT"
 say "building the aggregator and the plugin (release)"
@@ -8,4 +9,5 @@ cargo build --release --locked -q -p kern-profile -p kern-profile-plugin
 # Cargo names a cdylib lib<name>.so; users and the original's docs say kern-profile.so.
 cp -f target/release/libkern_profile.so target/release/kern-profile.so
 bash scripts/build-kernel.sh >/dev/null
-say "built target/release/kern-profile, target/release/kern-profile.so, target/examples/kernel.elf"
+bash scripts/build-kernel64.sh >/dev/null
+say "built target/release/kern-profile, target/release/kern-profile.so, target/examples/kernel.elf, target/examples/kernel64.elf"
