@@ -61,8 +61,8 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
 fn panic(info: &PanicInfo) -> ! {
     use core::fmt::Write;
     let mut out = Com1;
-    // core::fmt only here: the precompiled `core` has no frame pointers, which does not
-    // matter on this path.
+    // core::fmt only here (rustup's precompiled x86_64 `core` is built with frame pointers,
+    // so even its frames show in stacks).
     let _ = write!(out, "\nPANIC: {}", info.message());
     if let Some(loc) = info.location() {
         let _ = write!(out, " at {}:{}", loc.file(), loc.line());

@@ -1,6 +1,6 @@
 //! The 16550 UART COM1 (0x3F8): progress text.
-//! No core::fmt on the normal paths: the precompiled `core` has no frame pointers, and these
-//! small printers keep the instruction counts of the run easy to reason about.
+//! No core::fmt on the normal paths: these small printers keep the instruction counts of the
+//! run easy to reason about (and the same as the i386 kernel's, whose `core` lacks frame pointers).
 
 use core::arch::asm;
 
