@@ -242,3 +242,129 @@ pub fn hottest() -> String {
         .unwrap()
         .to_string()
 }
+
+// ---- The x86_64 example kernel (examples/kernel64) ----
+
+/// The x86_64 example kernel: `KP_KERNEL64`, or target/examples/kernel64.elf built (or found
+/// up to date) by scripts/build-kernel64.sh, once per test process.
+pub fn kernel64() -> PathBuf {
+    static ELF: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ELF.get_or_init(|| {
+        if let Some(p) = std::env::var_os("KP_KERNEL64") {
+            let p = PathBuf::from(p);
+            assert!(p.exists(), "{} not found (KP_KERNEL64)", p.display());
+            return p;
+        }
+        let out = Command::new("bash")
+            .arg(root().join("scripts/build-kernel64.sh"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("bash not found");
+        assert!(
+            out.status.success(),
+            "scripts/build-kernel64.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
+}
+
+/// The QEMU command booting the x86_64 example kernel in `qemu-system-x86_64`, COM1 to a file
+/// in `dir` (the kernel has no COM2 output).
+pub fn qemu64(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
+    let mut c = Command::new("qemu-system-x86_64");
+    c.args([
+        "-m",
+        "128M",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-monitor",
+        "none",
+    ])
+    .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
+    .arg("-kernel")
+    .arg(kernel64())
+    .arg("-serial")
+    .arg(format!("file:{}", dir.join("com1").display()));
+    if !append.is_empty() {
+        c.args(["-append", append]);
+    }
+    if let Some(args) = plugin_args {
+        c.arg("-plugin").arg(format!(
+            "{},out={},{args}",
+            plugin().display(),
+            dir.join("raw").display()
+        ));
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+/// Boots the x86_64 example kernel with the plugin (`plugin_args` after `out=`) and waits for
+/// it; it must exit with success (33). `Run::memtrace` names no file (no COM2 here).
+pub fn boot64(name: &str, plugin_args: &str, append: &str) -> Run {
+    let dir = scratch(name);
+    let out = output_with_timeout(
+        qemu64(&dir, Some(plugin_args), append),
+        Duration::from_secs(300),
+    );
+    let run = Run {
+        raw: dir.join("raw"),
+        memtrace: dir.join("memtrace"),
+        com1: std::fs::read_to_string(dir.join("com1")).unwrap_or_default(),
+        status: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        dir,
+    };
+    assert_eq!(
+        run.status,
+        Some(33),
+        "the x86_64 kernel did not exit with success (33)\nstderr: {}\nCOM1: {}",
+        run.stderr,
+        run.com1
+    );
+    run
+}
+
+/// examples/kernel64/expected.toml.
+pub fn expected64() -> toml::Table {
+    let text = std::fs::read_to_string(root().join("examples/kernel64/expected.toml")).unwrap();
+    text.parse()
+        .expect("examples/kernel64/expected.toml parses")
+}
+
+/// The documented functions (`[[cpu.function]]`) of an expectations table.
+pub fn expected_functions_of(e: &toml::Table) -> Vec<ExpectedFunction> {
+    let int = |t: &toml::Value, k: &str| t[k].as_integer().unwrap() as u64;
+    e["cpu"]["function"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| ExpectedFunction {
+            symbol: f["symbol"].as_str().unwrap().to_string(),
+            per_round: int(f, "per_round"),
+            fixed: int(f, "fixed"),
+            per_round_inline: int(f, "per_round_inline"),
+            fixed_inline: int(f, "fixed_inline"),
+            self_share_inline: f["self_share_inline"].as_float().unwrap(),
+        })
+        .collect()
+}
+
+/// The documented call edges (parent, child) of an expectations table.
+pub fn call_tree_of(e: &toml::Table) -> Vec<(String, String)> {
+    e["kernel"]["call_tree"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let e = e.as_array().unwrap();
+            (
+                e[0].as_str().unwrap().to_string(),
+                e[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
