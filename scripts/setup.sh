@@ -96,10 +96,18 @@ install_guest_toolchain() {
     # fetch the i386 std by hand (installing it through apt fails on multiarch
     # Breaks).
     local ver tmp
-    ver="$( (apt-cache madison libstd-rust-web-dev; apt-cache madison libstd-rust-web-dev:i386) |
+    local both want
+    both="$( (apt-cache madison libstd-rust-web-dev; apt-cache madison libstd-rust-web-dev:i386) |
         awk -F' [|] ' '$3 ~ / amd64 / { a[$2] = 1 } $3 ~ / i386 / { i[$2] = 1 }
-                      END { for (v in a) if (v in i) print v }' | sort -V | tail -n1)"
-    [ -n "$ver" ] || die "apt offers no libstd-rust-web-dev version for both amd64 and i386"
+                      END { for (v in a) if (v in i) print v }' | sort -V)"
+    want="$(sed -n 's/^rustc_web=//p' "$KP_ROOT/examples/kernel/rustc-version.txt")"
+    if grep -qxF "$want" <<<"$both"; then
+        ver="$want"
+    else
+        ver="$(tail -n1 <<<"$both")"
+        [ -n "$ver" ] || die "apt offers no libstd-rust-web-dev version for both amd64 and i386"
+        say "warning: rustc-web $want (examples/kernel/rustc-version.txt) is not offered; using $ver: the example kernel's exact instruction counts may differ"
+    fi
     say "installing Debian's rustc-web $ver and binutils"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
         --allow-downgrades "rustc-web=$ver" "libstd-rust-web-dev=$ver" binutils >/dev/null
