@@ -8,15 +8,20 @@
 #   --com1 FILE|-       progress text of COM1 (default: -, stdout)
 #   --memtrace FILE     memtrace of COM2 (default: target/examples/memtrace.bin);
 #                       "none" attaches no COM2 device at all (the kernel does not mind)
-#   --rounds N          CPU workload rounds         (kernel default 10000; 80000 >= 2 s)
+#   --rounds N          CPU workload rounds         (kernel default 10000; 80000 >= 2 s;
+#                       5000 with --smp or --user)
 #   --alloc-rounds N    allocation churn rounds     (kernel default 32, 279 records)
+#   --smp N             N vCPUs (`-smp N`, multi-threaded TCG) and `smp=on`: every CPU
+#                       runs its own workload (examples/kernel/README.md, "SMP mode")
+#   --user              `user=on`: the CPU phase runs the ring-3 program of
+#                       target/examples/user.elf, with system calls ("User mode")
 #   --timeout SECS      kill QEMU after SECS seconds (default: none)
 #   --dry-run           print the QEMU command line instead of running it
 #   -h, --help          this text
 #
 # Any other argument goes to QEMU unchanged, e.g. `-plugin path/libkern_profile.so,...`,
 # `-accel tcg,one-insn-per-tb=on`, or `-append "rounds=40000 alloc_rounds=0"` (instead of
-# --rounds/--alloc-rounds, not with them). $QEMU overrides the QEMU binary.
+# --rounds/--alloc-rounds/--smp/--user, not with them). $QEMU overrides the QEMU binary.
 #
 # Always passed: -m 128M -display none -no-reboot -monitor none
 #                -device isa-debug-exit,iobase=0xf4,iosize=0x04
@@ -37,6 +42,8 @@ com1="-"
 memtrace="$KP_ROOT/target/examples/memtrace.bin"
 rounds=""
 alloc_rounds=""
+smp=""
+user_mode=0
 timeout_s=""
 dry=0
 qemu_args=()
@@ -50,6 +57,8 @@ while [ $# -gt 0 ]; do
         --memtrace) need "$@"; memtrace="$2"; shift 2 ;;
         --rounds) need "$@"; rounds="$2"; shift 2 ;;
         --alloc-rounds) need "$@"; alloc_rounds="$2"; shift 2 ;;
+        --smp) need "$@"; smp="$2"; shift 2 ;;
+        --user) user_mode=1; shift ;;
         --timeout) need "$@"; timeout_s="$2"; shift 2 ;;
         --dry-run) dry=1; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -58,9 +67,10 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-for v in "$rounds" "$alloc_rounds" "$timeout_s"; do
+for v in "$rounds" "$alloc_rounds" "$smp" "$timeout_s"; do
     [ -z "$v" ] || [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a number"
 done
+[ -z "$smp" ] || [ "$user_mode" = 0 ] || die "--smp and --user do not combine"
 
 if [ -z "$kernel" ]; then
     kernel="$("$KP_ROOT/scripts/build-kernel.sh")" || die "could not build the kernel"
@@ -70,10 +80,14 @@ fi
 append=""
 [ -z "$rounds" ] || append="rounds=$rounds"
 [ -z "$alloc_rounds" ] || append="${append:+$append }alloc_rounds=$alloc_rounds"
+[ -z "$smp" ] || append="${append:+$append }smp=on"
+[ "$user_mode" = 0 ] || append="${append:+$append }user=on"
 if [ -n "$append" ]; then
-    [ "$user_append" = 0 ] || die "give either --rounds/--alloc-rounds or -append, not both"
+    [ "$user_append" = 0 ] ||
+        die "give either --rounds/--alloc-rounds/--smp/--user or -append, not both"
     qemu_args+=(-append "$append")
 fi
+[ -z "$smp" ] || qemu_args+=(-smp "$smp" -accel tcg,thread=multi)
 
 QEMU="${QEMU:-qemu-system-i386}"
 command -v "$QEMU" >/dev/null || die "$QEMU not found; run scripts/setup.sh"

@@ -100,13 +100,23 @@ isr_common:
     call {handler}
     .size isr_common, . - isr_common
 
-    /* null, 0x08 = flat 32-bit ring-0 code, 0x10 = flat 32-bit ring-0 data */
-    .section .rodata.gdt, "a"
+    /* null, 0x08 = flat 32-bit ring-0 code, 0x10 = flat 32-bit ring-0 data,
+       0x18 = flat 32-bit ring-3 code, 0x20 = flat 32-bit ring-3 data (user=on),
+       0x28 = the TSS (user=on; filled in by src/user.rs). Writable: the CPU marks the TSS
+       descriptor busy. Global: the APs' trampoline (src/smp.rs) loads the same GDT. */
+    .section .data.gdt, "aw"
     .balign 8
+    .global kernel_gdt
+kernel_gdt:
 .Lgdt:
     .quad 0
     .quad 0x00CF9A000000FFFF
     .quad 0x00CF92000000FFFF
+    .quad 0x00CFFA000000FFFF
+    .quad 0x00CFF2000000FFFF
+    .quad 0
+    .global kernel_gdt_desc
+kernel_gdt_desc:
 .Lgdt_desc:
     .word .Lgdt_desc - .Lgdt - 1
     .long .Lgdt
@@ -149,6 +159,61 @@ pub fn init_idt() {
             (*idt)[n as usize] = gate;
         }
         let ptr = DescriptorPtr { limit: (32 * 8 - 1) as u16, base: idt as u32 };
+        asm!("lidt [{}]", in(reg) &ptr, options(readonly, nostack, preserves_flags));
+    }
+}
+
+/// Selectors of the GDT above.
+pub const KERNEL_CS: u16 = 0x08;
+pub const KERNEL_DS: u16 = 0x10;
+pub const USER_CS: u16 = 0x18 | 3;
+pub const USER_DS: u16 = 0x20 | 3;
+pub const TSS_SEL: u16 = 0x28;
+
+extern "C" {
+    static mut kernel_gdt: [u64; 6];
+}
+
+/// Writes GDT entry `index` (src/user.rs puts its TSS descriptor at index 5).
+pub fn set_gdt_entry(index: usize, desc: u64) {
+    unsafe { (*(&raw mut kernel_gdt))[index] = desc };
+}
+
+/// All 256 vectors, for the SMP and user modes, which need interrupt vectors above the 32
+/// exceptions (IPIs, the APIC's spurious vector, `int 0x80`). The default run keeps its
+/// 32-entry IDT: this one lives in .data, not .bss, so the default run's boot (which zeroes
+/// .bss) executes the very same instructions.
+#[link_section = ".data.idt_full"]
+static mut IDT_FULL: [u64; 256] = [0; 256];
+
+/// A present 32-bit interrupt gate to `handler` (selector 0x08), callable from ring `dpl`
+/// with `int n`.
+fn gate(handler: u32, dpl: u8) -> u64 {
+    (handler as u64 & 0xFFFF)
+        | ((KERNEL_CS as u64) << 16)
+        | (((0x8E | (dpl as u64) << 5) as u64) << 40)
+        | (((handler as u64) >> 16) << 48)
+}
+
+/// Copies the 32 exception gates into the full IDT. Once, on the boot CPU, after init_idt.
+pub fn init_full_idt() {
+    unsafe {
+        let (small, full) = (&raw const IDT, &raw mut IDT_FULL);
+        for n in 0..32 {
+            (*full)[n] = (*small)[n];
+        }
+    }
+}
+
+/// Points vector `vector` of the full IDT at `handler`.
+pub fn set_gate(vector: u8, handler: u32, dpl: u8) {
+    unsafe { (*(&raw mut IDT_FULL))[vector as usize] = gate(handler, dpl) };
+}
+
+/// Loads the full IDT on this CPU.
+pub fn load_full_idt() {
+    unsafe {
+        let ptr = DescriptorPtr { limit: (256 * 8 - 1) as u16, base: &raw const IDT_FULL as u32 };
         asm!("lidt [{}]", in(reg) &ptr, options(readonly, nostack, preserves_flags));
     }
 }

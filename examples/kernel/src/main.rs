@@ -8,13 +8,17 @@
 #![no_std]
 #![no_main]
 
+mod acpi;
 mod alloc_phase;
+mod apic;
 mod boot;
 mod kalloc;
 mod mem;
 mod memtrace;
 mod multiboot;
 mod serial;
+mod smp;
+mod user;
 mod workload;
 
 use core::panic::PanicInfo;
@@ -44,6 +48,11 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     out.dec(cfg.rounds as u64);
     out.str(" alloc_rounds=");
     out.dec(cfg.alloc_rounds as u64);
+    match cfg.mode {
+        multiboot::Mode::Kernel => {}
+        multiboot::Mode::Smp => out.str(" smp=on"),
+        multiboot::Mode::User => out.str(" user=on"),
+    }
     out.str("\n");
 
     match cfg.crash {
@@ -54,11 +63,31 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
 
     // The two phases run one after the other, never interleaved, so that the CPU profile
     // and the allocation trace each have a clean, known shape.
-    out.str("phase cpu: start\n");
-    let checksum = workload::run_workload(cfg.rounds);
-    out.str("phase cpu: done, checksum ");
-    out.hex(checksum as u64);
-    out.str("\n");
+    // The CPU phase runs one of three workloads (README.md): the kernel's own (default),
+    // one per CPU (smp=on), or a user program with system calls (user=on).
+    match cfg.mode {
+        multiboot::Mode::Kernel => {
+            out.str("phase cpu: start\n");
+            let checksum = workload::run_workload(cfg.rounds);
+            out.str("phase cpu: done, checksum ");
+            out.hex(checksum as u64);
+            out.str("\n");
+        }
+        multiboot::Mode::Smp => {
+            out.str("phase cpu: start (smp)\n");
+            let checksum = smp::run(cfg.rounds, &mut out);
+            out.str("phase cpu: done, checksum ");
+            out.hex(checksum as u64);
+            out.str("\n");
+        }
+        multiboot::Mode::User => {
+            out.str("phase user: start\n");
+            let code = user::run(cfg.rounds, cfg.mem_end, &mut out);
+            out.str("phase user: done, exit code ");
+            out.dec(code as u64);
+            out.str("\n");
+        }
+    }
 
     out.str("phase alloc: start\n");
     alloc_phase::run(cfg.alloc_rounds);
