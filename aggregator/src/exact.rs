@@ -5,7 +5,8 @@
 //! As folded stacks, an address gives a one-level stack (its function) or, with inline
 //! expansion, the function with its inline chain (`outer;inlined_[i]`), so a flamegraph
 //! shows inlined code inside the function it was inlined into and self counts go to the
-//! innermost function.
+//! innermost function. With user programs (`--user`), an address the kernel does not name
+//! but a user binary's segments hold is that program's: `[user] NAME;function`.
 
 use std::rc::Rc;
 
@@ -26,8 +27,22 @@ pub fn exact_folded(
     for (&addr, &n) in exact {
         frames.clear();
         let names = namer.probe_names(addr);
+        let user = if names.is_empty() {
+            namer.user_names(addr)
+        } else {
+            None
+        };
         if !names.is_empty() {
             frames.extend(names.iter().cloned());
+        } else if let Some((root, names)) = user {
+            frames.push(root);
+            if !names.is_empty() {
+                frames.extend(names.iter().cloned());
+            } else if addresses {
+                frames.push(Rc::from(format!("{addr:#x}")));
+            } else {
+                frames.push(unknown.clone());
+            }
         } else if addresses {
             frames.push(Rc::from(format!("{addr:#x}")));
         } else {

@@ -90,8 +90,11 @@ pub fn run_cpu(
     out: &mut dyn Write,
 ) -> Result<RunReport, ProfileError> {
     let mut sym = Symbolizer::load(elf, opts.symbols.as_deref())?;
+    for u in &opts.user_binaries {
+        sym.add_user_binary(u)?;
+    }
     let kernel = kernel_name(elf, opts.symbols.as_deref());
-    let mut warnings = sym.warnings().to_vec();
+    let mut warnings = sym.warnings();
 
     if opts.format == OutputFormat::Firefox {
         if opts.exact || opts.diff_base.is_some() {
@@ -118,7 +121,8 @@ pub fn run_cpu(
         });
     }
 
-    // The text report has its own per-vCPU line; `cpu N` frames would only skew totals.
+    // The text report has its own per-vCPU lines; `cpu N` frames would only skew totals.
+    let per_cpu_lines = opts.per_cpu;
     let mut eff = opts.clone();
     if opts.format == OutputFormat::Text {
         eff.per_cpu = false;
@@ -203,7 +207,8 @@ pub fn run_cpu(
     match opts.format {
         OutputFormat::Folded => output::folded::write_folded(&folded, &mut *out),
         OutputFormat::Text => {
-            let header = profile.describe(&kernel, opts);
+            let split = profile.user_samples_read > 0 || sym.has_user_binaries();
+            let header = profile.describe(&kernel, opts, split, per_cpu_lines);
             output::text::write_report(&folded, &header, opts.top, "samples", &mut *out)
         }
         _ => {

@@ -26,6 +26,9 @@ Examples:
       differential flamegraph: red grew since old.raw, blue shrank
   kern-profile raw-data kernel.elf --exact -f text
       exact instruction counts per function (recorded with exact=on)
+  kern-profile raw-data kernel.elf --user init.elf,sh.elf -f text
+      user-mode samples named from the user programs' ELFs, under `[user] init.elf` etc.,
+      and the kernel/user split in the header
   kern-profile raw-data --symbols System.map
       no ELF at hand: names from nm output, System.map or /proc/kallsyms
   kern-profile --alloc memtrace kernel.elf --view peak --timeline -o mem/
@@ -39,7 +42,18 @@ Notes:
   sample at a function's first instruction or at a `ret` takes its caller from the word the
   plugin read at [SP]: the frame-pointer walk misses the caller there. Addresses no symbol
   covers make one `[unknown]` frame (see --addresses); user-mode samples are grouped under
-  one `[user]` frame (see --kernel-only, --user-only).
+  one `[user]` frame (see --kernel-only, --user-only), or named with --user.
+  User programs (--user): a user-mode sample's addresses are named from the binary whose
+  loadable segments (PT_LOAD) hold them (the first given, if several), the PC as is,
+  return addresses at addr-1, inlined functions from DWARF as for the kernel; its stack is
+  rooted at `[user] NAME` (NAME: the binary's file name). A sample taken in the kernel
+  during a system call whose frame-pointer walk went on into the user program's stack
+  (through a frame record the entry stub builds from the user's EBP and EIP) is named
+  kernel frames first, then user binaries, and rooted the same way:
+  `[user] prog.elf;_start;main;write;syscall_entry;sys_write`; it still counts as kernel
+  time. The text report's header gives the kernel/user split (by the mode each sample was
+  taken in; per vCPU with --per-cpu) whenever the recording holds user-mode samples or
+  --user is given.
   Legacy files have no time, vCPU or mode: they read as vCPU 0, kernel mode. The original
   tool split a stack wherever an address did not resolve (interrupt frames), counting one
   sample several times and cutting handlers off from the code they interrupted; here such
@@ -149,6 +163,12 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     symbols: Option<PathBuf>,
 
+    /// User programs' ELFs (comma-separated, or --user repeated): user-mode frames are
+    /// named from the binary whose loadable segments hold them, under `[user] NAME`
+    /// (see Notes). Without it, user samples are one `[user]` frame
+    #[arg(long, value_name = "ELF[,ELF...]", value_delimiter = ',', action = clap::ArgAction::Append)]
+    user: Vec<PathBuf>,
+
     /// Report the exact instruction counts of an `exact=on` recording instead of samples:
     /// instructions per function (innermost inlined function; real function with
     /// --no-inline)
@@ -237,6 +257,7 @@ fn run(cli: Cli) -> Result<()> {
         diff_base: cli.diff,
         diff_normalize: cli.normalize,
         symbols: cli.symbols,
+        user_binaries: cli.user,
         progress: !cli.no_progress,
     };
     let target = match &cli.output {
@@ -265,8 +286,8 @@ fn run_alloc(cli: Cli) -> Result<()> {
         FormatArg::Text => AllocFormat::Text,
         FormatArg::Firefox => bail!("--alloc writes svg, folded or text (not firefox)"),
     };
-    if cli.exact || cli.diff.is_some() || cli.cpu.is_some() || cli.per_cpu {
-        bail!("--exact, --diff, --cpu and --per-cpu are CPU-profile options; --alloc takes --view, --timeline, --lenient");
+    if cli.exact || cli.diff.is_some() || cli.cpu.is_some() || cli.per_cpu || !cli.user.is_empty() {
+        bail!("--exact, --diff, --cpu, --per-cpu and --user are CPU-profile options; --alloc takes --view, --timeline, --lenient");
     }
     let opts = AllocOptions {
         view: match cli.view {

@@ -33,7 +33,8 @@ impl OutputFormat {
 /// Which privilege levels to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ModeFilter {
-    /// Kernel samples by function; user samples grouped under one `[user]` frame.
+    /// Kernel samples by function; user samples grouped under one `[user]` frame (by
+    /// function under `[user] NAME` with user binaries).
     #[default]
     All,
     KernelOnly,
@@ -83,6 +84,10 @@ pub struct Options {
     pub diff_normalize: bool,
     /// A text symbol map (nm, System.map, /proc/kallsyms). Default: `None`.
     pub symbols: Option<PathBuf>,
+    /// User programs' ELFs (`--user`): user-mode frames are named from the binary whose
+    /// loadable segments hold them, under a `[user] NAME` root. Default: none (user
+    /// samples grouped under one `[user]` frame).
+    pub user_binaries: Vec<PathBuf>,
     /// Allow a progress bar on stderr (drawn only for large inputs on a terminal).
     /// Default: true.
     pub progress: bool,
@@ -122,6 +127,7 @@ impl Default for Options {
             diff_base: None,
             diff_normalize: false,
             symbols: None,
+            user_binaries: Vec::new(),
             progress: true,
         }
     }

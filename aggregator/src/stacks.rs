@@ -6,6 +6,7 @@
 //! samples. Names come at the end, each distinct address symbolized once.
 
 use std::fmt::Write as _;
+use std::ops::Range;
 use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
@@ -17,7 +18,8 @@ use crate::symbolize::Symbolizer;
 /// `meta` bit: a user-mode sample.
 const META_USER: u64 = 1;
 
-/// The frame user-mode samples are grouped under.
+/// The frame user-mode samples are grouped under; with `--user`, followed by the name of
+/// the binary (`[user] user.elf`).
 pub const USER_FRAME: &str = "[user]";
 /// The frame of addresses nothing knows (consecutive ones collapse into one).
 pub const UNKNOWN_FRAME: &str = "[unknown]";
@@ -57,7 +59,7 @@ impl<'o> KeyBuilder<'o> {
         let Some((&pc, rets)) = s.addrs.split_first() else {
             return true;
         };
-        if s.user {
+        if s.user && !sym.has_user_binaries() {
             if self.opts.addresses {
                 key.extend_from_slice(s.addrs);
             }
@@ -67,7 +69,13 @@ impl<'o> KeyBuilder<'o> {
         // (Even when the word equals the first return address: in a recursion the caller
         // and the caller's caller return to the same place.)
         if let Some(w) = s.sp_word {
-            if sym.caller_skipped(pc, w) {
+            let skipped = if s.user {
+                sym.user_binary_of(pc)
+                    .is_some_and(|i| sym.user_symbolizer(i).caller_skipped(pc, w))
+            } else {
+                sym.caller_skipped(pc, w)
+            };
+            if skipped {
                 key.push(w);
             }
         }
@@ -105,9 +113,24 @@ pub struct StackNamer<'s> {
     sym: &'s mut Symbolizer,
     style: NameStyle,
     cache: FxHashMap<u64, Rc<[Rc<str>]>>,
+    /// (user binary, probe) → names.
+    user_cache: FxHashMap<(usize, u64), Rc<[Rc<str>]>>,
     unknown: Rc<str>,
     user: Rc<str>,
+    /// `[user] NAME` per user binary.
+    user_roots: Vec<Rc<str>>,
     cpus: FxHashMap<u64, Rc<str>>,
+}
+
+/// The names of an address's frames, outer function first.
+pub type Names = Rc<[Rc<str>]>;
+
+/// Where an address of a stack belongs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Space {
+    Kernel,
+    User(usize),
+    Unknown,
 }
 
 impl<'s> StackNamer<'s> {
@@ -116,8 +139,10 @@ impl<'s> StackNamer<'s> {
             sym,
             style,
             cache: FxHashMap::default(),
+            user_cache: FxHashMap::default(),
             unknown: Rc::from(UNKNOWN_FRAME),
             user: Rc::from(USER_FRAME),
+            user_roots: Vec::new(),
             cpus: FxHashMap::default(),
         }
     }
@@ -128,9 +153,17 @@ impl<'s> StackNamer<'s> {
 
     /// Names a key built by [`KeyBuilder`], root first, into `out` (cleared first).
     pub fn name_key(&mut self, key: &[u64], out: &mut Vec<Rc<str>>) {
+        self.name_key_spaces(key, out);
+    }
+
+    /// Like [`StackNamer::name_key`], and returns where the user-space names are in `out`:
+    /// the `[user]` root and the user frames after it (empty for a kernel stack). Kernel
+    /// frames may follow them: a system call sampled in the kernel, whose walk went on
+    /// into the user program's frames (`[user] prog;main;…;syscall_entry;…;sys_work`).
+    pub fn name_key_spaces(&mut self, key: &[u64], out: &mut Vec<Rc<str>>) -> Range<usize> {
         out.clear();
         let Some((&meta, addrs)) = key.split_first() else {
-            return;
+            return 0..0;
         };
         let cpu_tag = meta >> 1;
         if cpu_tag > 0 {
@@ -141,18 +174,115 @@ impl<'s> StackNamer<'s> {
                 .clone();
             out.push(n);
         }
-        if meta & META_USER != 0 {
+        let user_mode = meta & META_USER != 0;
+        if self.sym.has_user_binaries() && !addrs.is_empty() {
+            return self.name_spaces(addrs, user_mode, out);
+        }
+        if user_mode {
+            let start = out.len();
             out.push(self.user.clone());
             for &a in addrs.iter().rev() {
                 out.push(Rc::from(format!("{a:#x}")));
             }
-            return;
+            return start..out.len();
         }
         if addrs.is_empty() {
             out.push(self.unknown.clone());
-            return;
+            return 0..0;
         }
         self.name_addrs(addrs, true, out);
+        0..0
+    }
+
+    /// Names a stack (PC first) when user programs are known: each address from the kernel
+    /// (kernel-mode samples only) or else from the user binary whose segments hold it. A
+    /// stack whose outermost known frame is a user program's is rooted at `[user] NAME`;
+    /// a user-mode sample always is (`[user]` alone when no binary holds its addresses).
+    fn name_spaces(
+        &mut self,
+        addrs: &[u64],
+        user_mode: bool,
+        out: &mut Vec<Rc<str>>,
+    ) -> Range<usize> {
+        let resolved: Vec<(Space, Rc<[Rc<str>]>)> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| {
+                let probe = if i == 0 { a } else { a.wrapping_sub(1) };
+                self.resolve_space(probe, user_mode)
+            })
+            .collect();
+        let root = resolved
+            .iter()
+            .rev()
+            .map(|r| r.0)
+            .find(|s| *s != Space::Unknown);
+        let start = out.len();
+        match root {
+            Some(Space::User(b)) => out.push(self.user_root(b)),
+            _ if user_mode => out.push(self.user.clone()),
+            _ => {}
+        }
+        let mut user_end = out.len();
+        for (i, (space, names)) in resolved.iter().enumerate().rev() {
+            if !names.is_empty() {
+                out.extend(names.iter().cloned());
+            } else if self.style.addresses {
+                out.push(Rc::from(format!("{:#x}", addrs[i])));
+            } else if out.last().map(|l| &**l) != Some(UNKNOWN_FRAME) {
+                out.push(self.unknown.clone());
+            }
+            if user_mode || matches!(space, Space::User(_)) {
+                user_end = out.len();
+            }
+        }
+        if user_end > start {
+            start..user_end
+        } else {
+            0..0
+        }
+    }
+
+    fn resolve_space(&mut self, probe: u64, user_mode: bool) -> (Space, Rc<[Rc<str>]>) {
+        if !user_mode {
+            let k = self.probe_names(probe);
+            if !k.is_empty() {
+                return (Space::Kernel, k);
+            }
+        }
+        match self.sym.user_binary_of(probe) {
+            Some(b) => (Space::User(b), self.user_probe_names(b, probe)),
+            None => (Space::Unknown, Rc::from([])),
+        }
+    }
+
+    /// `[user] NAME` for user binary `b`.
+    fn user_root(&mut self, b: usize) -> Rc<str> {
+        while self.user_roots.len() <= b {
+            let i = self.user_roots.len();
+            let name = self.sym.user_binary_name(i);
+            self.user_roots
+                .push(Rc::from(format!("{USER_FRAME} {name}")));
+        }
+        self.user_roots[b].clone()
+    }
+
+    /// For an address the kernel does not name: the `[user] NAME` root of the user binary
+    /// whose segments hold it, and its frames there (outer first; empty when no symbol
+    /// covers it). `None` when no user binary holds it.
+    pub fn user_names(&mut self, probe: u64) -> Option<(Rc<str>, Names)> {
+        let b = self.sym.user_binary_of(probe)?;
+        Some((self.user_root(b), self.user_probe_names(b, probe)))
+    }
+
+    fn user_probe_names(&mut self, b: usize, probe: u64) -> Rc<[Rc<str>]> {
+        if let Some(n) = self.user_cache.get(&(b, probe)) {
+            return n.clone();
+        }
+        let frames = self.sym.user_symbolizer(b).frames(probe);
+        let names = frame_names(&frames, self.style);
+        self.user_cache.insert((b, probe), names.clone());
+        names
     }
 
     /// Appends the names of `addrs` (innermost first in the slice) root first. The first
@@ -175,47 +305,51 @@ impl<'s> StackNamer<'s> {
         }
     }
 
-    /// The frame names at one probe address, outer function first.
+    /// The frame names at one probe address (kernel), outer function first.
     pub fn probe_names(&mut self, probe: u64) -> Rc<[Rc<str>]> {
         if let Some(n) = self.cache.get(&probe) {
             return n.clone();
         }
         let frames = self.sym.frames(probe);
-        let style = self.style;
-        let mut names: Vec<Rc<str>> = Vec::with_capacity(frames.len());
-        for f in frames.iter().rev() {
-            if f.inlined && !style.inline {
-                continue;
-            }
-            // Each frame's own line: for a function with code inlined at the address, the
-            // line of the inlined call, so that it stays a line of that function.
-            let (file, line) = (&f.file, f.line);
-            let decorated = style.lines || (f.inlined && style.inline_suffix);
-            if !decorated {
-                names.push(f.function.clone());
-                continue;
-            }
-            let mut s = String::from(&*f.function);
-            if style.lines {
-                match (file, line) {
-                    (Some(file), Some(line)) => {
-                        let _ = write!(s, " ({}:{line})", short_path(file));
-                    }
-                    (Some(file), None) => {
-                        let _ = write!(s, " ({})", short_path(file));
-                    }
-                    _ => {}
-                }
-            }
-            if f.inlined && style.inline_suffix {
-                s.push_str(INLINE_SUFFIX);
-            }
-            names.push(Rc::from(s));
-        }
-        let names: Rc<[Rc<str>]> = names.into();
+        let names = frame_names(&frames, self.style);
         self.cache.insert(probe, names.clone());
         names
     }
+}
+
+/// The names of an address's frames (innermost first in `frames`), outer function first.
+fn frame_names(frames: &[crate::symbolize::Frame], style: NameStyle) -> Rc<[Rc<str>]> {
+    let mut names: Vec<Rc<str>> = Vec::with_capacity(frames.len());
+    for f in frames.iter().rev() {
+        if f.inlined && !style.inline {
+            continue;
+        }
+        // Each frame's own line: for a function with code inlined at the address, the
+        // line of the inlined call, so that it stays a line of that function.
+        let (file, line) = (&f.file, f.line);
+        let decorated = style.lines || (f.inlined && style.inline_suffix);
+        if !decorated {
+            names.push(f.function.clone());
+            continue;
+        }
+        let mut s = String::from(&*f.function);
+        if style.lines {
+            match (file, line) {
+                (Some(file), Some(line)) => {
+                    let _ = write!(s, " ({}:{line})", short_path(file));
+                }
+                (Some(file), None) => {
+                    let _ = write!(s, " ({})", short_path(file));
+                }
+                _ => {}
+            }
+        }
+        if f.inlined && style.inline_suffix {
+            s.push_str(INLINE_SUFFIX);
+        }
+        names.push(Rc::from(s));
+    }
+    names.into()
 }
 
 /// Shortens source paths: the Rust standard library's `/rustc/<hash>/library/` and

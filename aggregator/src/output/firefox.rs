@@ -105,14 +105,17 @@ pub fn write_firefox(
         let stack = match t.stacks.get(&key[..]) {
             Some(h) => *h,
             None => {
-                namer.name_key(&key, &mut names);
-                let cat = if s.user { user_cat } else { kernel_cat };
+                // User frames (of a user-mode sample, or the user part of a system call's
+                // stack sampled in the kernel) in the User category.
+                let user_part = namer.name_key_spaces(&key, &mut names);
                 infos.clear();
-                for n in &names {
+                for (i, n) in names.iter().enumerate() {
                     let category = if &**n == UNKNOWN_FRAME {
                         CategoryHandle::OTHER
+                    } else if s.user || user_part.contains(&i) {
+                        user_cat
                     } else {
-                        cat
+                        kernel_cat
                     };
                     infos.push(FrameInfo {
                         frame: Frame::Label(profile.intern_string(n)),

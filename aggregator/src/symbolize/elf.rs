@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use kern_profile_format::Arch;
-use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind, SymbolSection};
+use object::{
+    Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind, SymbolSection,
+};
 
 use super::table::{RawSymbol, SymbolTable};
 use super::SymbolError;
@@ -26,6 +28,8 @@ pub struct ElfImage {
     pub dwarf: Option<addr2line::Context<DwarfReader>>,
     /// Executable sections: start address and bytes.
     code: Vec<(u64, Vec<u8>)>,
+    /// Loadable segments (PT_LOAD): `[start, end)` in memory, sorted.
+    segments: Vec<(u64, u64)>,
     /// Problems that did not stop loading (e.g. unreadable DWARF).
     pub warnings: Vec<String>,
 }
@@ -74,6 +78,13 @@ impl ElfImage {
         }
         code.sort_by_key(|c| c.0);
 
+        let mut segments: Vec<(u64, u64)> = file
+            .segments()
+            .filter(|s| s.size() > 0)
+            .map(|s| (s.address(), s.address().saturating_add(s.size())))
+            .collect();
+        segments.sort_unstable();
+
         let mut raw = collect_symbols(&file, file.symbols());
         if raw.is_empty() {
             raw = collect_symbols(&file, file.dynamic_symbols());
@@ -112,6 +123,7 @@ impl ElfImage {
             symbols,
             dwarf,
             code,
+            segments,
             warnings,
         })
     }
@@ -119,6 +131,17 @@ impl ElfImage {
     /// True when the image can name nothing: no code symbols and no DWARF.
     pub fn is_stripped(&self) -> bool {
         self.symbols.is_empty() && self.dwarf.is_none()
+    }
+
+    /// True when a loadable segment (PT_LOAD) of the image holds `addr` in memory.
+    pub fn loads(&self, addr: u64) -> bool {
+        let i = self.segments.partition_point(|(a, _)| *a <= addr);
+        self.segments[..i].iter().any(|&(_, end)| addr < end)
+    }
+
+    /// The loadable segments, `[start, end)`, sorted by start.
+    pub fn segments(&self) -> &[(u64, u64)] {
+        &self.segments
     }
 
     /// The code bytes at `addr`, up to `n`, when `addr` is in an executable section.

@@ -11,6 +11,10 @@
 //!
 //! Callers pass *probe* addresses: the sampled PC as is, a return address minus one (so
 //! that the call instruction, not the one after it, is looked up).
+//!
+//! User programs (`--user`): each binary gets a symbolizer of its own, the same resolution
+//! order over its ELF; an address belongs to the first binary whose loadable segments
+//! (PT_LOAD) hold it ([`Symbolizer::user_binary_of`]).
 
 mod demangle;
 pub mod elf;
@@ -99,6 +103,15 @@ pub struct Symbolizer {
     /// PC → where it stands in its function's frame set-up.
     skip_memo: FxHashMap<u64, FrameSetup>,
     names: FxHashMap<Box<str>, Rc<str>>,
+    /// User programs (`--user`), in the order given.
+    users: Vec<UserBinary>,
+}
+
+/// A user program's ELF and its own symbolizer.
+struct UserBinary {
+    /// The name its stacks are shown under (the file name).
+    name: Rc<str>,
+    sym: Symbolizer,
 }
 
 impl Symbolizer {
@@ -127,7 +140,63 @@ impl Symbolizer {
             starts,
             skip_memo: FxHashMap::default(),
             names: FxHashMap::default(),
+            users: Vec::new(),
         })
+    }
+
+    /// Adds a user program: user-mode addresses in its loadable segments are named from it.
+    /// Its name (the file name, or the path when two binaries share a file name) roots its
+    /// stacks as `[user] NAME`.
+    pub fn add_user_binary(&mut self, path: &Path) -> Result<(), SymbolError> {
+        let elf = ElfImage::load(path)?;
+        if elf.segments().is_empty() {
+            return Err(SymbolError::NotElf {
+                path: path.to_path_buf(),
+                reason: "no loadable segment (PT_LOAD): not an executable for --user".into(),
+            });
+        }
+        let file = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let name = if self.users.iter().any(|u| *u.name == *file) {
+            path.display().to_string()
+        } else {
+            file
+        };
+        let sym = Symbolizer::new(Some(elf), None)?;
+        self.users.push(UserBinary {
+            name: Rc::from(sanitize(&name).into_owned()),
+            sym,
+        });
+        Ok(())
+    }
+
+    /// True when user programs were given (`--user`).
+    pub fn has_user_binaries(&self) -> bool {
+        !self.users.is_empty()
+    }
+
+    /// The user program whose loadable segments hold `addr` (the first given, if several).
+    pub fn user_binary_of(&self, addr: u64) -> Option<usize> {
+        self.users
+            .iter()
+            .position(|u| u.sym.elf.as_ref().is_some_and(|e| e.loads(addr)))
+    }
+
+    /// The name of user program `i`.
+    pub fn user_binary_name(&self, i: usize) -> Rc<str> {
+        self.users[i].name.clone()
+    }
+
+    /// The symbolizer of user program `i`.
+    pub fn user_symbolizer(&mut self, i: usize) -> &mut Symbolizer {
+        &mut self.users[i].sym
+    }
+
+    /// True when the kernel ELF's loadable segments hold `addr`.
+    pub fn kernel_loads(&self, addr: u64) -> bool {
+        self.elf.as_ref().is_some_and(|e| e.loads(addr))
     }
 
     /// Loads `elf` and/or the symbol map `symbols`.
@@ -141,13 +210,20 @@ impl Symbolizer {
         self.elf.as_ref()
     }
 
-    /// Warnings from loading (e.g. unreadable DWARF).
-    pub fn warnings(&self) -> &[String] {
-        self.elf.as_ref().map_or(&[], |e| &e.warnings)
+    /// Warnings from loading (e.g. unreadable DWARF), the user programs' included.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w: Vec<String> = self.elf.as_ref().map_or(Vec::new(), |e| e.warnings.clone());
+        for u in &self.users {
+            w.extend(u.sym.warnings());
+        }
+        w
     }
 
-    /// Checks that the ELF (if any) is of the samples' architecture.
+    /// Checks that the ELFs (if any; user programs too) are of the samples' architecture.
     pub fn check_arch(&self, samples: Arch) -> Result<(), SymbolError> {
+        for u in &self.users {
+            u.sym.check_arch(samples)?;
+        }
         if let Some(e) = &self.elf {
             if e.arch != Some(samples) {
                 return Err(SymbolError::ArchMismatch {
@@ -171,9 +247,9 @@ impl Symbolizer {
         f
     }
 
-    /// Number of distinct addresses resolved so far.
+    /// Number of distinct addresses resolved so far (user programs' included).
     pub fn resolved(&self) -> usize {
-        self.cache.len()
+        self.cache.len() + self.users.iter().map(|u| u.sym.resolved()).sum::<usize>()
     }
 
     /// True when a sample at `pc`, with `sp_word` at [SP], was taken where the frame-pointer

@@ -1,0 +1,389 @@
+//! User programs (`--user`): user-mode frames named from the user binaries under
+//! `[user] NAME`, system-call stacks that cross from the kernel into the user program, the
+//! kernel/user split in the text report, exact counts, Firefox categories, and the CLI.
+//!
+//! The "kernel" is a symbol map at 1 MiB (so that its addresses and the user binary's
+//! cannot be confused); the "user program" is tests/data/tiny.elf (0xc0100000).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::tiny::*;
+use kern_profile::{run_cpu, Options, OutputFormat, RunReport};
+use kern_profile_format::{encode_exact_blocks, encode_sample, encode_stats, SampleRecord};
+
+const KERNEL_MAP: &str = "\
+00100000 T _start
+00100100 T kmain
+00100200 T syscall_entry
+00100300 T sys_work
+";
+/// Inside sys_work, kmain, and a return address into syscall_entry and _start.
+const SYS_WORK_PC: u64 = 0x0010_0310;
+const KMAIN_PC: u64 = 0x0010_0150;
+const RET_SYSCALL_ENTRY: u64 = 0x0010_0210;
+const RET_KSTART: u64 = 0x0010_0010;
+
+struct Fixture {
+    dir: PathBuf,
+    raw: PathBuf,
+    map: PathBuf,
+}
+
+/// 12 samples: 5 in user mode (4 of them in tiny.elf), 7 in kernel mode (2 of them in a
+/// system call whose walk went on into tiny.elf's frames); exact counts on both sides.
+fn fixture(name: &str) -> Fixture {
+    let dir = common::temp_dir(name);
+    let mut out = Vec::new();
+    common::header(2, true).encode(&mut out);
+    let push = |out: &mut Vec<u8>, s: SampleRecord<'_>| encode_sample(out, 4, &s);
+    let user_stack = [RET_MIDDLE, RET_WORK, RET_START];
+    let mut t = 0;
+    let mut next = || {
+        t += 1000;
+        t
+    };
+    for _ in 0..3 {
+        let mut s = common::sample(1, next(), LEAF_SQUARE, &user_stack);
+        s.user = true;
+        push(&mut out, s);
+    }
+    // At leaf's first instruction: the walk skipped middle, the word at [SP] has it.
+    let mut s = common::sample(1, next(), LEAF, &user_stack[1..]);
+    s.user = true;
+    s.sp_word = Some(RET_MIDDLE);
+    push(&mut out, s);
+    // A user PC in no binary.
+    let mut s = common::sample(0, next(), 0x0804_8000, &[]);
+    s.user = true;
+    push(&mut out, s);
+    // System calls: sys_work <- syscall_entry <- the user's middle <- work <- _start.
+    let syscall = [RET_SYSCALL_ENTRY, RET_MIDDLE, RET_WORK, RET_START];
+    for _ in 0..2 {
+        push(&mut out, common::sample(1, next(), SYS_WORK_PC, &syscall));
+    }
+    for _ in 0..5 {
+        push(&mut out, common::sample(0, next(), KMAIN_PC, &[RET_KSTART]));
+    }
+    let blocks: Vec<(u64, Vec<u64>)> = vec![
+        (10, vec![SYS_WORK_PC]),
+        (7, vec![LEAF_SQUARE]),
+        (1, vec![0x0001_2345]),
+    ];
+    encode_exact_blocks(&mut out, 4, blocks.iter().map(|(n, v)| (*n, v.as_slice())));
+    encode_stats(&mut out, 12, 0, &[12, 0, 0, 0, 0, 0], &[600_000, 600_000]);
+    let raw = common::write(&dir, "raw", &out);
+    let map = common::write(&dir, "kernel.map", KERNEL_MAP.as_bytes());
+    Fixture { dir, raw, map }
+}
+
+fn run(f: &Fixture, opts: &Options) -> (String, RunReport) {
+    let opts = Options {
+        symbols: Some(f.map.clone()),
+        progress: false,
+        ..opts.clone()
+    };
+    let mut out = Vec::new();
+    let report = run_cpu(&f.raw, None, &opts, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    (String::from_utf8(out).unwrap(), report)
+}
+
+fn with_user(format: OutputFormat) -> Options {
+    Options {
+        format,
+        user_binaries: vec![common::tiny_elf()],
+        ..Options::default()
+    }
+}
+
+fn lines(s: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = s.lines().collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn user_frames_are_named_from_the_user_binary() {
+    let f = fixture("user-folded");
+    let (out, report) = run(&f, &with_user(OutputFormat::Folded));
+    assert_eq!(
+        lines(&out),
+        [
+            "[user] tiny.elf;_start;kernel::work;middle;leaf 1",
+            "[user] tiny.elf;_start;kernel::work;middle;leaf;square_[i] 3",
+            "[user] tiny.elf;_start;kernel::work;middle;syscall_entry;sys_work 2",
+            "[user];[unknown] 1",
+            "_start;kmain 5",
+        ],
+        "{out}"
+    );
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+
+    // With addresses: the unknown user PC shows.
+    let addrs = Options {
+        addresses: true,
+        ..with_user(OutputFormat::Folded)
+    };
+    let (out, _) = run(&f, &addrs);
+    assert!(out.contains("[user];0x8048000 1\n"), "{out}");
+    // Inline frames and lines come from the user binary's DWARF, as for the kernel.
+    let no_inline = Options {
+        inline: false,
+        lines: true,
+        ..with_user(OutputFormat::Folded)
+    };
+    let (out, _) = run(&f, &no_inline);
+    assert!(!out.contains("square"), "{out}");
+    assert!(out.contains("tiny.c:20);leaf ("), "{out}");
+}
+
+#[test]
+fn without_user_binaries_user_samples_stay_one_frame() {
+    let f = fixture("user-none");
+    let opts = Options {
+        format: OutputFormat::Folded,
+        ..Options::default()
+    };
+    let (out, _) = run(&f, &opts);
+    assert_eq!(
+        lines(&out),
+        [
+            "[unknown];syscall_entry;sys_work 2",
+            "[user] 5",
+            "_start;kmain 5"
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn filters_and_per_cpu_roots_apply_to_user_stacks() {
+    let f = fixture("user-filters");
+    let kernel_only = Options {
+        mode: kern_profile::ModeFilter::KernelOnly,
+        per_cpu: true,
+        ..with_user(OutputFormat::Folded)
+    };
+    let (out, _) = run(&f, &kernel_only);
+    assert_eq!(
+        lines(&out),
+        [
+            "cpu 0;_start;kmain 5",
+            "cpu 1;[user] tiny.elf;_start;kernel::work;middle;syscall_entry;sys_work 2",
+        ],
+        "{out}"
+    );
+    let user_only = Options {
+        mode: kern_profile::ModeFilter::UserOnly,
+        cpus: Some(kern_profile::CpuList::parse("1").unwrap()),
+        ..with_user(OutputFormat::Folded)
+    };
+    let (out, _) = run(&f, &user_only);
+    assert!(
+        out.lines().all(|l| l.starts_with("[user] tiny.elf;")),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 2, "{out}");
+}
+
+#[test]
+fn text_report_shows_the_kernel_user_split() {
+    let f = fixture("user-text");
+    let opts = Options {
+        per_cpu: true,
+        ..with_user(OutputFormat::Text)
+    };
+    let (out, _) = run(&f, &opts);
+    let dir = f.dir.display().to_string();
+    common::golden("user.txt", out.replace(&dir, "$DIR").as_bytes());
+    assert!(
+        out.contains("# kernel/user split: kernel 58.33% (7), user 41.67% (5)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# kernel/user split, cpu 0: kernel 83.33% (5), user 16.67% (1)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# kernel/user split, cpu 1: kernel 33.33% (2), user 66.67% (4)\n"),
+        "{out}"
+    );
+    // The system call's user frames count in the user program's total, its time in the
+    // kernel's (the split is by the mode each sample was taken in).
+    assert!(out.contains("  [user] tiny.elf\n"), "{out}");
+    // Without --user too: the split is there whenever there are user samples.
+    let plain = Options {
+        format: OutputFormat::Text,
+        ..Options::default()
+    };
+    let (out, _) = run(&f, &plain);
+    assert!(out.contains("# kernel/user split: kernel 58.33% (7), user 41.67% (5)\n"));
+    assert!(!out.contains("split, cpu"), "{out}");
+}
+
+#[test]
+fn exact_counts_of_user_code() {
+    let f = fixture("user-exact");
+    let opts = Options {
+        exact: true,
+        ..with_user(OutputFormat::Folded)
+    };
+    let (out, _) = run(&f, &opts);
+    assert_eq!(
+        lines(&out),
+        [
+            "[unknown] 1",
+            "[user] tiny.elf;leaf;square_[i] 7",
+            "sys_work 10"
+        ],
+        "{out}"
+    );
+    let plain = Options {
+        exact: true,
+        format: OutputFormat::Folded,
+        ..Options::default()
+    };
+    let (out, _) = run(&f, &plain);
+    assert_eq!(lines(&out), ["[unknown] 8", "sys_work 10"], "{out}");
+}
+
+#[test]
+fn firefox_puts_user_frames_in_the_user_category() {
+    let f = fixture("user-firefox");
+    let (out, _) = run(&f, &with_user(OutputFormat::Firefox));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let cats: Vec<&str> = v["meta"]["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    let user = cats.iter().position(|c| *c == "User").unwrap() as u64;
+    let kernel = cats.iter().position(|c| *c == "Kernel").unwrap() as u64;
+    let t = &v["threads"][1];
+    let strings = t["stringArray"].as_array().unwrap();
+    let func_names = t["funcTable"]["name"].as_array().unwrap();
+    let frames = &t["frameTable"];
+    let mut seen = 0;
+    for (i, func) in frames["func"].as_array().unwrap().iter().enumerate() {
+        let name = strings[func_names[func.as_u64().unwrap() as usize]
+            .as_u64()
+            .unwrap() as usize]
+            .as_str()
+            .unwrap();
+        let cat = frames["category"][i].as_u64().unwrap();
+        match name {
+            "middle" | "[user] tiny.elf" => assert_eq!(cat, user, "{name}"),
+            "sys_work" | "syscall_entry" => assert_eq!(cat, kernel, "{name}"),
+            _ => continue,
+        }
+        seen += 1;
+    }
+    assert!(seen >= 4, "{seen}");
+}
+
+#[test]
+fn several_user_binaries_and_errors() {
+    let f = fixture("user-several");
+    // Two binaries with one file name: the second is named by its path; the first given
+    // wins where both hold an address.
+    let other = f.dir.join("b");
+    std::fs::create_dir_all(&other).unwrap();
+    let copy = other.join("tiny.elf");
+    std::fs::copy(common::tiny_elf(), &copy).unwrap();
+    let opts = Options {
+        user_binaries: vec![copy.clone(), common::tiny_elf()],
+        ..with_user(OutputFormat::Folded)
+    };
+    let (out, _) = run(&f, &opts);
+    assert!(
+        out.contains("[user] tiny.elf;_start;kernel::work;middle;leaf 1"),
+        "{out}"
+    );
+    assert!(!out.contains(&copy.display().to_string()), "{out}");
+
+    let bad = Options {
+        user_binaries: vec![f.map.clone()],
+        symbols: Some(f.map.clone()),
+        ..with_user(OutputFormat::Folded)
+    };
+    let err = run_cpu(&f.raw, None, &bad, &mut Vec::new()).unwrap_err();
+    assert!(err.to_string().contains("kernel.map"), "{err}");
+    let missing = Options {
+        user_binaries: vec![f.dir.join("nope.elf")],
+        symbols: Some(f.map.clone()),
+        ..with_user(OutputFormat::Folded)
+    };
+    let err = run_cpu(&f.raw, None, &missing, &mut Vec::new()).unwrap_err();
+    assert!(err.to_string().contains("nope.elf"), "{err}");
+}
+
+fn kp(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kern-profile"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn command_line() {
+    let f = fixture("user-cli");
+    std::fs::copy(common::tiny_elf(), f.dir.join("u.elf")).unwrap();
+    let o = kp(
+        &f.dir,
+        &[
+            "raw",
+            "--symbols",
+            "kernel.map",
+            "--user",
+            "u.elf,u.elf",
+            "-f",
+            "folded",
+            "-o",
+            "-",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        out.contains("[user] u.elf;_start;kernel::work;middle;leaf 1"),
+        "{out}"
+    );
+    // Repeated --user adds binaries too.
+    let o = kp(
+        &f.dir,
+        &[
+            "raw",
+            "--symbols",
+            "kernel.map",
+            "--user",
+            "u.elf",
+            "--user",
+            "missing.elf",
+            "-f",
+            "text",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing.elf"));
+    // --user is a CPU-profile option.
+    let o = kp(
+        &f.dir,
+        &[
+            "--alloc",
+            "raw",
+            "--symbols",
+            "kernel.map",
+            "--user",
+            "u.elf",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--user"));
+    let help = String::from_utf8(kp(&f.dir, &["--help"]).stdout).unwrap();
+    assert!(help.contains("--user <ELF[,ELF...]>"), "{help}");
+    assert!(help.contains("[user] NAME"), "{help}");
+}
