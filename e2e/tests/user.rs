@@ -1,0 +1,285 @@
+//! `user=on`: the example kernel's ring-3 program, profiled with the real plugin and named
+//! with `--user target/examples/user.elf`, against examples/kernel/expected.toml (`[user]`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use kern_profile_e2e::*;
+use kern_profile_format::{RawReader, Record};
+
+/// Prime, so that no loop of the workload can alias with it.
+const PERIOD: u64 = 10_007;
+
+/// The user program with its symbols and DWARF (`KP_USER_ELF` overrides it).
+fn user_elf() -> PathBuf {
+    let p = std::env::var_os("KP_USER_ELF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/examples/user.elf"));
+    assert!(
+        p.exists(),
+        "{} not found: run scripts/build.sh (scripts/build-kernel.sh builds it)",
+        p.display()
+    );
+    p
+}
+
+/// One exact=on period run of `user=on` at the documented rounds, shared by the tests.
+fn run() -> &'static Run {
+    static RUN: OnceLock<Run> = OnceLock::new();
+    RUN.get_or_init(|| boot("user", &format!("period={PERIOD},exact=on"), "user=on"))
+}
+
+fn profile(raw: &Path, extra: &[&str]) -> String {
+    let (k, u) = (kernel(), user_elf());
+    let mut args = vec![raw.to_str().unwrap(), k.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let with_user = ["--user", u.to_str().unwrap()];
+    if !extra.contains(&"--no-user") {
+        args.extend_from_slice(&with_user);
+    }
+    args.retain(|a| *a != "--no-user");
+    kern_profile(&args)
+}
+
+fn folded(extra: &[&str]) -> Vec<(Vec<String>, u64)> {
+    let mut args = vec!["-f", "folded", "-o", "-"];
+    args.extend_from_slice(extra);
+    parse_folded(&profile(&run().raw, &args))
+}
+
+struct Doc {
+    rounds: u64,
+    user_share: f64,
+    user_share_all: f64,
+    /// symbol -> (self_share, per_round, fixed)
+    functions: BTreeMap<String, (f64, u64, u64)>,
+}
+
+fn documented() -> Doc {
+    let e = expected();
+    let u = &e["user"];
+    let functions = u["function"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["symbol"].as_str().unwrap().to_string(),
+                (
+                    f["self_share"].as_float().unwrap(),
+                    f["per_round"].as_integer().unwrap() as u64,
+                    f["fixed"].as_integer().unwrap() as u64,
+                ),
+            )
+        })
+        .collect();
+    Doc {
+        rounds: u["rounds"].as_integer().unwrap() as u64,
+        user_share: u["user_share"].as_float().unwrap(),
+        user_share_all: u["user_share_all"].as_float().unwrap(),
+        functions,
+    }
+}
+
+fn share(counts: &BTreeMap<String, u64>, name: &str) -> f64 {
+    counts.get(name).copied().unwrap_or(0) as f64 / counts.values().sum::<u64>() as f64
+}
+
+#[test]
+fn user_functions_are_symbolized_with_documented_shares() {
+    let doc = documented();
+    let stacks = folded(&[]);
+    // The documented shares are of the instructions in kernel.elf and user.elf: samples
+    // in the firmware ([unknown]) are left out.
+    let counts = kernel_self_counts(&stacks);
+    for name in [
+        "user::user_hot",
+        "user::user_cold",
+        "kernel::user::sys_work",
+    ] {
+        let (want, _, _) = doc.functions[name];
+        let got = share(&counts, name);
+        assert!(
+            (got - want).abs() < 0.02,
+            "{name}: {got:.4} sampled, {want:.4} documented"
+        );
+    }
+    let top = counts.iter().max_by_key(|(_, n)| **n).unwrap().0;
+    assert_eq!(top, "user::user_hot");
+    // Named from user.elf, under its root, with the program's call chain.
+    let hot = [
+        "[user] user.elf",
+        "_start",
+        "user_main",
+        "user::run",
+        "user::round",
+        "user::user_hot",
+    ];
+    let n: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.iter().map(String::as_str).eq(hot))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        n as f64 > 0.9 * counts["user::user_hot"] as f64,
+        "{n} samples with the full stack {}",
+        hot.join(";")
+    );
+    // The user-mode share of the kernel-and-user samples, as documented.
+    let user: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.last().is_some_and(|l| l.starts_with("user::")))
+        .map(|(_, n)| n)
+        .sum();
+    let all: u64 = counts.values().sum();
+    let got = user as f64 / all as f64;
+    assert!(
+        (got - doc.user_share).abs() < 0.02,
+        "{got:.4} vs {:.4}",
+        doc.user_share
+    );
+}
+
+/// `kernel 41.31% (…), user 58.69% (…)` → the user percentage.
+fn split_user_pct(line: &str) -> f64 {
+    let user = line.split("user ").last().unwrap();
+    user.split('%').next().unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn text_split_matches_documentation() {
+    let doc = documented();
+    let text = profile(&run().raw, &["-f", "text", "--per-cpu"]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("# kernel/user split: "))
+        .unwrap_or_else(|| panic!("no split line in\n{text}"));
+    let pct = split_user_pct(line);
+    assert!(
+        (pct / 100.0 - doc.user_share_all).abs() < 0.02,
+        "{line}: documented user share {:.4} (firmware counted as kernel)",
+        doc.user_share_all
+    );
+    let cpu0 = text
+        .lines()
+        .find(|l| l.starts_with("# kernel/user split, cpu 0: "))
+        .unwrap_or_else(|| panic!("no per-vCPU split line in\n{text}"));
+    assert!((split_user_pct(cpu0) - pct).abs() < 1e-9, "{cpu0}");
+    // The table names user functions.
+    assert!(text.contains("  user::user_hot\n"), "{text}");
+    // Without --user the split is shown all the same.
+    let plain = profile(&run().raw, &["-f", "text", "--no-user"]);
+    assert!(plain.contains(line), "{plain}");
+}
+
+#[test]
+fn without_user_binaries_user_samples_are_one_frame() {
+    let stacks = folded(&["--no-user"]);
+    let user: Vec<&(Vec<String>, u64)> = stacks.iter().filter(|(s, _)| s[0] == "[user]").collect();
+    assert_eq!(user.len(), 1, "{user:?}");
+    assert_eq!(user[0].0.len(), 1);
+    assert!(stacks
+        .iter()
+        .all(|(s, _)| s.iter().all(|f| !f.starts_with("user::"))));
+}
+
+#[test]
+fn system_calls_are_shown_inside_the_user_program() {
+    let stacks = folded(&[]);
+    let e = expected();
+    let chain: Vec<&str> = e["kernel"]["user"]["syscall_chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(chain.last(), Some(&"kernel::user::sys_work"));
+    let sys_work: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.last().map(String::as_str) == Some("kernel::user::sys_work"))
+        .map(|(_, n)| n)
+        .sum();
+    let full: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.iter().map(String::as_str).eq(chain.iter().copied()))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(sys_work > 1000, "{sys_work}");
+    assert!(
+        full as f64 > 0.95 * sys_work as f64,
+        "{full} of {sys_work} sys_work samples have the stack {}",
+        chain.join(";")
+    );
+    // They are kernel time: --kernel-only keeps them, --user-only drops them.
+    let kernel_only = folded(&["--kernel-only"]);
+    assert!(kernel_only
+        .iter()
+        .any(|(s, _)| s.iter().map(String::as_str).eq(chain.iter().copied())));
+    let user_only = folded(&["--user-only"]);
+    assert!(user_only
+        .iter()
+        .all(|(s, _)| s.iter().all(|f| f != "kernel::user::sys_work")));
+}
+
+#[test]
+fn exact_counts_of_the_user_program_match_documentation() {
+    let doc = documented();
+    let exact = folded(&["--exact"]);
+    let counts = self_counts(&exact);
+    for (name, (_, per_round, fixed)) in &doc.functions {
+        assert_eq!(
+            counts.get(name).copied().unwrap_or(0),
+            per_round * doc.rounds + fixed,
+            "{name}"
+        );
+    }
+    // User code's exact counts sit under the program's root.
+    assert!(exact
+        .iter()
+        .any(|(s, _)| s == &["[user] user.elf", "user::user_hot"]));
+}
+
+#[test]
+fn samples_follow_the_instructions_and_the_modes() {
+    let mut r = RawReader::new(std::fs::File::open(&run().raw).unwrap()).unwrap();
+    let (mut samples, mut user, mut stats) = (0u64, 0u64, None);
+    while let Some(rec) = r.next_record().unwrap() {
+        match rec {
+            Record::Sample(s) => {
+                samples += 1;
+                user += s.user() as u64;
+            }
+            Record::Stats(s) => stats = Some(s),
+            _ => {}
+        }
+    }
+    let stats = stats.expect("a statistics record");
+    assert_eq!(stats.dropped, 0);
+    let insns: u64 = stats.vcpu_instructions.iter().sum();
+    let want = insns as f64 / PERIOD as f64;
+    assert!(
+        (samples as f64 - want).abs() / want < 0.01,
+        "{samples} vs {want:.0}"
+    );
+    let e = expected();
+    let user_insns = e["user"]["user_insns"].as_integer().unwrap() as f64;
+    let want_user = user_insns / PERIOD as f64;
+    assert!(
+        (user as f64 - want_user).abs() / want_user < 0.01,
+        "{user} user-mode samples vs {want_user:.0}"
+    );
+    assert!(
+        run().com1.contains("phase user: done, exit code 0"),
+        "{}",
+        run().com1
+    );
+    let sum = e["kernel"]["user"]["checksum"].as_str().unwrap();
+    assert!(
+        run()
+            .com1
+            .contains(&format!("user: done, checksum {sum}\r\n")),
+        "{}",
+        run().com1
+    );
+}
