@@ -3,6 +3,13 @@
 
     examples/kernel/measure-shares.py [--elf target/examples/kernel.elf] [--rounds 10 30]
                                       [--check 20] [--target-rounds N] [--write expected.toml]
+                                      [--mode cpu|smp|user] [--smp 4] [--user-elf ELF]
+
+--mode cpu (the default) measures the default run into the [cpu] block; --mode smp runs
+`smp=on` under -smp N (single-threaded TCG, so that the exec log's "Stopped execution"
+lines, which name no vCPU, follow their vCPU's block) and writes per-vCPU counts into
+[smp]; --mode user runs `user=on` and splits PCs between user.elf's .text, kernel.elf's
+.text and the firmware into [user]. What follows describes --mode cpu; the others work alike.
 
 How: QEMU logs every executed instruction with its PC when each translation block holds one
 instruction and blocks are not chained (`-accel tcg,one-insn-per-tb=on -d exec,nochain`).
