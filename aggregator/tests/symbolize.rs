@@ -168,3 +168,14 @@ fn truncated_elves_never_panic() {
         }
     }
 }
+
+#[test]
+fn addresses_outside_the_code_get_no_dwarf_name() {
+    // The example kernel's DWARF still describes functions the linker discarded, at ranges
+    // from address 0: a garbage return address such as 0x20 must not be named after them.
+    let elf = common::data("example/kernel.elf");
+    let mut sym = Symbolizer::load(Some(&elf), None).unwrap();
+    for a in [0x0u64, 0x20, 0x30, 0x100] {
+        assert!(sym.frames(a).is_empty(), "{a:#x} named {:?}", sym.frames(a));
+    }
+}

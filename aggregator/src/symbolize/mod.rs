@@ -339,7 +339,13 @@ impl Symbolizer {
         let mut raw: Vec<(Option<String>, Option<String>, Option<u32>)> = Vec::new();
         // addr2line looks at `probe + 1`: the top address (a null return address minus
         // one) must not reach it.
-        let dwarf = self.elf.as_ref().and_then(|e| e.dwarf.as_ref());
+        // Only addresses in the ELF's code: the DWARF of functions the linker discarded
+        // still claims ranges from address 0, which garbage return addresses would hit.
+        let dwarf = self
+            .elf
+            .as_ref()
+            .filter(|e| e.code_at(probe, 1).is_some())
+            .and_then(|e| e.dwarf.as_ref());
         if let Some(ctx) = dwarf.filter(|_| probe != u64::MAX) {
             if let Ok(mut it) = ctx.find_frames(probe).skip_all_loads() {
                 while let Ok(Some(f)) = it.next() {
