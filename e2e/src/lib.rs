@@ -61,9 +61,17 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// The QEMU command booting the example kernel, COM1 and COM2 to files in `dir`.
-pub fn qemu(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
-    let mut c = Command::new("qemu-system-i386");
+/// A QEMU command booting `kernel` in `qemu_binary`, COM1 (and with `com2`, COM2) to files
+/// in `dir`, with the plugin writing `dir/raw` when `plugin_args` is given.
+fn qemu_command(
+    qemu_binary: &str,
+    kernel: &Path,
+    com2: bool,
+    dir: &Path,
+    plugin_args: Option<&str>,
+    append: &str,
+) -> Command {
+    let mut c = Command::new(qemu_binary);
     c.args([
         "-m",
         "128M",
@@ -75,11 +83,13 @@ pub fn qemu(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
     ])
     .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
     .arg("-kernel")
-    .arg(kernel())
+    .arg(kernel)
     .arg("-serial")
-    .arg(format!("file:{}", dir.join("com1").display()))
-    .arg("-serial")
-    .arg(format!("file:{}", dir.join("memtrace").display()));
+    .arg(format!("file:{}", dir.join("com1").display()));
+    if com2 {
+        c.arg("-serial")
+            .arg(format!("file:{}", dir.join("memtrace").display()));
+    }
     if !append.is_empty() {
         c.args(["-append", append]);
     }
@@ -94,13 +104,23 @@ pub fn qemu(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
     c
 }
 
-/// Boots the example kernel with the plugin (`plugin_args` after `out=`) and waits for it.
-pub fn boot(name: &str, plugin_args: &str, append: &str) -> Run {
-    let dir = scratch(name);
-    let out = output_with_timeout(
-        qemu(&dir, Some(plugin_args), append),
-        Duration::from_secs(300),
-    );
+/// The QEMU command booting the example kernel, COM1 and COM2 to files in `dir`.
+pub fn qemu(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
+    qemu_command(
+        "qemu-system-i386",
+        &kernel(),
+        true,
+        dir,
+        plugin_args,
+        append,
+    )
+}
+
+/// Runs `c` (a QEMU command writing into `dir`) and asserts the kernel exited with success
+/// (33); `what` names the kernel in the message.
+pub fn run_to_success(mut c: Command, dir: PathBuf, what: &str) -> Run {
+    c.stdin(Stdio::null());
+    let out = output_with_timeout(c, Duration::from_secs(300));
     let run = Run {
         raw: dir.join("raw"),
         memtrace: dir.join("memtrace"),
@@ -112,11 +132,17 @@ pub fn boot(name: &str, plugin_args: &str, append: &str) -> Run {
     assert_eq!(
         run.status,
         Some(33),
-        "the kernel did not exit with success (33)\nstderr: {}\nCOM1: {}",
+        "{what} did not exit with success (33)\nstderr: {}\nCOM1: {}",
         run.stderr,
         run.com1
     );
     run
+}
+
+/// Boots the example kernel with the plugin (`plugin_args` after `out=`) and waits for it.
+pub fn boot(name: &str, plugin_args: &str, append: &str) -> Run {
+    let dir = scratch(name);
+    run_to_success(qemu(&dir, Some(plugin_args), append), dir, "the kernel")
 }
 
 /// Runs a command, killing it after `limit` (a hung QEMU must fail the test, not CI).
@@ -203,37 +229,12 @@ pub struct ExpectedFunction {
 }
 
 pub fn expected_functions() -> Vec<ExpectedFunction> {
-    let e = expected();
-    let int = |t: &toml::Value, k: &str| t[k].as_integer().unwrap() as u64;
-    e["cpu"]["function"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| ExpectedFunction {
-            symbol: f["symbol"].as_str().unwrap().to_string(),
-            per_round: int(f, "per_round"),
-            fixed: int(f, "fixed"),
-            per_round_inline: int(f, "per_round_inline"),
-            fixed_inline: int(f, "fixed_inline"),
-            self_share_inline: f["self_share_inline"].as_float().unwrap(),
-        })
-        .collect()
+    expected_functions_of(&expected())
 }
 
 /// The documented call edges (parent, child) of the CPU phase.
 pub fn call_tree() -> Vec<(String, String)> {
-    expected()["kernel"]["call_tree"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            let e = e.as_array().unwrap();
-            (
-                e[0].as_str().unwrap().to_string(),
-                e[1].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    call_tree_of(&expected())
 }
 
 pub fn hottest() -> String {
@@ -273,59 +274,25 @@ pub fn kernel64() -> PathBuf {
 /// The QEMU command booting the x86_64 example kernel in `qemu-system-x86_64`, COM1 to a file
 /// in `dir` (the kernel has no COM2 output).
 pub fn qemu64(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
-    let mut c = Command::new("qemu-system-x86_64");
-    c.args([
-        "-m",
-        "128M",
-        "-display",
-        "none",
-        "-no-reboot",
-        "-monitor",
-        "none",
-    ])
-    .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
-    .arg("-kernel")
-    .arg(kernel64())
-    .arg("-serial")
-    .arg(format!("file:{}", dir.join("com1").display()));
-    if !append.is_empty() {
-        c.args(["-append", append]);
-    }
-    if let Some(args) = plugin_args {
-        c.arg("-plugin").arg(format!(
-            "{},out={},{args}",
-            plugin().display(),
-            dir.join("raw").display()
-        ));
-    }
-    c.stdin(Stdio::null());
-    c
+    qemu_command(
+        "qemu-system-x86_64",
+        &kernel64(),
+        false,
+        dir,
+        plugin_args,
+        append,
+    )
 }
 
 /// Boots the x86_64 example kernel with the plugin (`plugin_args` after `out=`) and waits for
 /// it; it must exit with success (33). `Run::memtrace` names no file (no COM2 here).
 pub fn boot64(name: &str, plugin_args: &str, append: &str) -> Run {
     let dir = scratch(name);
-    let out = output_with_timeout(
+    run_to_success(
         qemu64(&dir, Some(plugin_args), append),
-        Duration::from_secs(300),
-    );
-    let run = Run {
-        raw: dir.join("raw"),
-        memtrace: dir.join("memtrace"),
-        com1: std::fs::read_to_string(dir.join("com1")).unwrap_or_default(),
-        status: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         dir,
-    };
-    assert_eq!(
-        run.status,
-        Some(33),
-        "the x86_64 kernel did not exit with success (33)\nstderr: {}\nCOM1: {}",
-        run.stderr,
-        run.com1
-    );
-    run
+        "the x86_64 kernel",
+    )
 }
 
 /// examples/kernel64/expected.toml.

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use kern_profile_e2e::*;
 use kern_profile_format::{RawReader, Record};
@@ -23,23 +22,7 @@ fn boot_smp(name: &str, plugin_args: Option<&str>, append: &str, vcpus: u32) -> 
     let dir = scratch(name);
     let mut c = qemu(&dir, plugin_args, append);
     c.args(["-smp", &vcpus.to_string(), "-accel", "tcg,thread=multi"]);
-    let out = output_with_timeout(c, Duration::from_secs(120));
-    let run = Run {
-        raw: dir.join("raw"),
-        memtrace: dir.join("memtrace"),
-        com1: std::fs::read_to_string(dir.join("com1")).unwrap_or_default(),
-        status: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        dir,
-    };
-    assert_eq!(
-        run.status,
-        Some(33),
-        "the kernel did not exit with success (33)\nstderr: {}\nCOM1: {}",
-        run.stderr,
-        run.com1
-    );
-    run
+    run_to_success(c, dir, "the kernel")
 }
 
 /// One `smp=on` run at the documented rounds under -smp 4, shared by the tests.
