@@ -65,7 +65,8 @@ stale=$force
 if [ ! -f "$ELF" ] || [ ! -f "$USER_ELF" ] || [ ! -f "$USER_EMBED" ] ||
     [ "$(cat "$STAMP" 2>/dev/null)" != "$want_flags" ]; then
     stale=1
-elif [ -n "$(find "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$KP_ROOT/scripts/build-kernel.sh" \
+elif [ -n "$(find "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$KP_ROOT/examples/common" \
+        "$KP_ROOT/scripts/build-kernel.sh" \
         -newer "$ELF" -print -quit)" ]; then
     stale=1
 fi

@@ -84,7 +84,8 @@ want_flags="$("$RUSTC64" --version) $sysroot ${FLAGS[*]}"
 stale=$force
 if [ ! -f "$ELF" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want_flags" ]; then
     stale=1
-elif [ -n "$(find "$SRC/src" "$SRC/linker.ld" "$KP_ROOT/scripts/build-kernel64.sh" -newer "$ELF" -print -quit)" ]; then
+elif [ -n "$(find "$SRC/src" "$SRC/linker.ld" "$KP_ROOT/examples/common" \
+        "$KP_ROOT/scripts/build-kernel64.sh" -newer "$ELF" -print -quit)" ]; then
     stale=1
 fi
 

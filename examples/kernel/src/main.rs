@@ -16,6 +16,7 @@ mod kalloc;
 mod mem;
 mod memtrace;
 mod multiboot;
+#[path = "../../common/serial.rs"]
 mod serial;
 mod smp;
 mod user;

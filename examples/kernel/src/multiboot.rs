@@ -1,7 +1,9 @@
-//! Multiboot v1 information: the command line (`-append`) and the memory size.
-//!
-//! QEMU passes "<kernel path> <-append text>" as the command line; every whitespace-separated
-//! `key=value` token is looked at and anything else is ignored.
+//! Multiboot v1 information: the command line (`-append`, parsed by ../../common/cmdline.rs)
+//! and the memory size.
+
+#[path = "../../common/cmdline.rs"]
+mod cmdline;
+pub use cmdline::Crash;
 
 /// Defaults (see README.md and expected.toml, which are measured for exactly these values).
 pub const DEFAULT_ROUNDS: u32 = 10_000;
@@ -39,13 +41,6 @@ pub enum Mode {
     User,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Crash {
-    No,
-    Panic,
-    Fault,
-}
-
 pub fn parse(magic: u32, info: u32) -> Config {
     if magic != MULTIBOOT_MAGIC {
         panic!("not booted by a multiboot v1 loader (EAX = {:#x})", magic);
@@ -63,13 +58,7 @@ pub fn parse(magic: u32, info: u32) -> Config {
         }
     }
     let cmdline: &'static [u8] = if flags & FLAG_CMDLINE != 0 {
-        let p = unsafe { info.add(4).read_volatile() } as *const u8;
-        let mut len = 0;
-        // Bounded: a missing terminator must not walk through all of memory.
-        while len < 4096 && unsafe { p.add(len).read_volatile() } != 0 {
-            len += 1;
-        }
-        unsafe { core::slice::from_raw_parts(p, len) }
+        cmdline::read(unsafe { info.add(4).read_volatile() } as *const u8)
     } else {
         &[]
     };
@@ -84,21 +73,14 @@ pub fn parse(magic: u32, info: u32) -> Config {
     };
     let mut rounds = None;
     let (mut smp, mut user) = (false, false);
-    for tok in cmdline.split(|&b| b == b' ' || b == b'\t') {
-        let Some(eq) = tok.iter().position(|&b| b == b'=') else { continue };
-        let (key, val) = (&tok[..eq], &tok[eq + 1..]);
+    for tok in cmdline::tokens(cmdline) {
+        let Some((key, val)) = cmdline::key_value(tok) else { continue };
         match key {
-            b"rounds" => rounds = Some(number(key, val)),
-            b"alloc_rounds" => cfg.alloc_rounds = number(key, val),
-            b"crash" => {
-                cfg.crash = match val {
-                    b"panic" => Crash::Panic,
-                    b"fault" => Crash::Fault,
-                    _ => panic!("bad value for `crash=`: expected `panic` or `fault`"),
-                }
-            }
-            b"smp" => smp = on_off(key, val),
-            b"user" => user = on_off(key, val),
+            b"rounds" => rounds = Some(cmdline::number(key, val)),
+            b"alloc_rounds" => cfg.alloc_rounds = cmdline::number(key, val),
+            b"crash" => cfg.crash = cmdline::crash(val),
+            b"smp" => smp = cmdline::on_off(key, val),
+            b"user" => user = cmdline::on_off(key, val),
             _ => {}
         }
     }
@@ -114,33 +96,4 @@ pub fn parse(magic: u32, info: u32) -> Config {
         Mode::User => DEFAULT_USER_ROUNDS,
     });
     cfg
-}
-
-fn on_off(key: &[u8], val: &[u8]) -> bool {
-    match val {
-        b"on" => true,
-        b"off" => false,
-        _ => panic!("bad value for `{}=`: expected `on` or `off`", core::str::from_utf8(key).unwrap_or("?")),
-    }
-}
-
-fn number(key: &[u8], val: &[u8]) -> u32 {
-    let mut n: u32 = 0;
-    if val.is_empty() {
-        bad(key);
-    }
-    for &b in val {
-        if !b.is_ascii_digit() {
-            bad(key);
-        }
-        n = match n.checked_mul(10).and_then(|n| n.checked_add((b - b'0') as u32)) {
-            Some(n) => n,
-            None => bad(key),
-        };
-    }
-    n
-}
-
-fn bad(key: &[u8]) -> ! {
-    panic!("bad value for `{}=`: expected a decimal u32", core::str::from_utf8(key).unwrap_or("?"))
 }

@@ -12,6 +12,7 @@
 mod boot;
 mod mem;
 mod multiboot;
+#[path = "../../common/serial.rs"]
 mod serial;
 mod workload;
 

@@ -30,20 +30,6 @@ pub unsafe extern "C" fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
     dst
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-    let mut i = 0;
-    while i < n {
-        let (x, y) = (a.add(i).read_volatile(), b.add(i).read_volatile());
-        if x != y {
-            return x as i32 - y as i32;
-        }
-        i += 1;
-    }
-    0
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
-    memcmp(a, b, n)
-}
+// memcmp and bcmp: the same in both kernels.
+#[path = "../../common/mem.rs"]
+mod cmp;

@@ -1,10 +1,14 @@
-//! 16550 UARTs: COM1 (0x3F8) carries progress text, COM2 (0x2F8) the binary memtrace.
-//! No core::fmt on the normal paths: Debian's precompiled `core` has no frame pointers, and
-//! these small printers keep the instruction counts of the run easy to reason about.
+//! 16550 UARTs, shared by both example kernels (`#[path]`-included as `serial`; port I/O is
+//! the same on i386 and x86_64): COM1 (0x3F8) carries progress text, COM2 (0x2F8) the i386
+//! kernel's binary memtrace (the x86_64 kernel has no COM2).
+//! No core::fmt on the normal paths: Debian's precompiled i686 `core` has no frame pointers, and
+//! these small printers keep the instruction counts of the run easy to reason about (the same
+//! in both kernels).
 
 use core::arch::asm;
 
 pub const COM1: u16 = 0x3F8;
+#[allow(dead_code)] // only the i386 kernel writes to COM2
 pub const COM2: u16 = 0x2F8;
 
 #[inline(always)]
@@ -44,6 +48,7 @@ pub fn write_byte(port: u16, b: u8) {
 
 /// Sends `data` in bursts: once THRE says the transmit FIFO is empty, 16 bytes fit in it
 /// (FIFOs are on), so the status is read once per 16 bytes instead of once per byte.
+#[allow(dead_code)] // used by the i386 kernel's memtrace
 pub fn write_burst(port: u16, data: &[u8]) {
     for chunk in data.chunks(16) {
         let mut spins = 0u32;
