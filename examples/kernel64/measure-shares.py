@@ -4,7 +4,8 @@
     examples/kernel64/measure-shares.py [--elf target/examples/kernel64.elf] [--rounds 10 30]
                                         [--check 20] [--target-rounds N] [--write expected.toml]
 
-Adapted from examples/kernel/measure-shares.py (the i386 kernel's); the method is the same.
+The i386 kernel's examples/kernel/measure-shares.py with the x86_64 QEMU, the `kernel64::`
+prefix, the `.boot` and `.text` ranges and no COM2; the machinery is examples/common/shares.py.
 
 How: QEMU logs every executed instruction with its PC when each translation block holds one
 instruction and blocks are not chained (`-accel tcg,one-insn-per-tb=on -d exec,nochain`).
@@ -30,272 +31,37 @@ excluded and reported separately; their count varies a little from run to run.
 in FILE with the freshly measured TOML.
 """
 import argparse
-import bisect
 import os
-import re
-import subprocess
 import sys
-import tempfile
-import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(ROOT, "examples", "common"))
+import shares  # noqa: E402
 
-# The workload's functions (demangled, without hash) and their static call tree.
+# The workload's functions (demangled, without hash): shares.FUNCS, shares.TREE.
 WORKLOAD = "kernel64::workload::"
-TREE = {
-    "kmain": ["run_workload"],
-    "run_workload": ["stage_outer"],
-    "stage_outer": ["stage_middle", "cold_leaf", "recurse", "blend"],
-    "stage_middle": ["hot_leaf"],
-    "blend": ["mix_inlined"],
-}
-# Largest difference (instructions per function) the linearity check tolerates.
-SLACK = 8
-FUNCS = ["run_workload", "stage_outer", "stage_middle", "hot_leaf", "cold_leaf", "recurse",
-         "blend", "mix_inlined"]
-
-
-def full(short):
-    return short if short == "kmain" else WORKLOAD + short
-
-
-def default_rounds():
-    src = open(os.path.join(HERE, "src", "multiboot.rs")).read()
-    return int(re.search(r"DEFAULT_ROUNDS: u32 = ([0-9_]+);", src).group(1).replace("_", ""))
-
-
-def text_symbols(elf):
-    out = subprocess.run(["nm", "-n", "-C", "--defined-only", elf], check=True,
-                         capture_output=True, text=True).stdout
-    addrs, names = [], []
-    for line in out.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) == 3 and parts[1] in "tTwW":
-            addrs.append(int(parts[0], 16))
-            names.append(re.sub(r"::h[0-9a-f]{16}$", "", parts[2]))
-    return addrs, names
-
-
-def code_ranges(elf):
-    """[(lo, hi)] of the ELF's allocated executable sections (.boot and .text)."""
-    out = subprocess.run(["readelf", "-SW", elf], check=True, capture_output=True, text=True).stdout
-    ranges = []
-    for m in re.finditer(r"\]\s+(\S+)\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+"
-                         r"[0-9a-f]+\s+(\S*)", out):
-        if "A" in m.group(4) and "X" in m.group(4):
-            lo = int(m.group(2), 16)
-            ranges.append((lo, lo + int(m.group(3), 16)))
-    if not ranges:
-        sys.exit(f"{elf}: no executable section")
-    return ranges
-
-
-def in_ranges(ranges, pc):
-    return any(lo <= pc < hi for lo, hi in ranges)
-
-
-def run_counted(qemu, elf, rounds):
-    """PC -> executions for one boot with rounds=R, via a FIFO log."""
-    tmp = tempfile.mkdtemp(prefix="kp-measure-")
-    fifo = os.path.join(tmp, "exec.log")
-    os.mkfifo(fifo)
-    counts = {}
-
-    def reader():
-        get = counts.get
-        with open(fifo, "rb", buffering=1 << 20) as f:
-            for line in f:
-                # "Trace 0: 0x7f.. [cs_base/pc/flags/cflags] ..." is logged before a block
-                # runs; "Stopped execution of TB chain before 0x7f.. [pc]" when the block then
-                # left at its entry check (an exit request) without executing: undo those.
-                if line.startswith(b"Trace "):
-                    pc = int(line.split(b"/", 2)[1], 16)
-                    counts[pc] = get(pc, 0) + 1
-                elif line.startswith(b"Stopped execution"):
-                    pc = int(line[line.index(b"[") + 1:line.index(b"]")], 16)
-                    counts[pc] = get(pc, 0) - 1
-
-    t = threading.Thread(target=reader)
-    t.start()
-    cmd = [qemu, "-kernel", elf, "-m", "128M", "-display", "none", "-no-reboot",
-           "-monitor", "none", "-serial", "file:" + os.path.join(tmp, "com1.txt"),
-           "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
-           "-append", f"rounds={rounds}",
-           "-accel", "tcg,one-insn-per-tb=on", "-d", "exec,nochain", "-D", fifo]
-    rc = subprocess.run(cmd).returncode
-    t.join()
-    com1 = open(os.path.join(tmp, "com1.txt"), errors="replace").read()
-    for name in os.listdir(tmp):
-        os.unlink(os.path.join(tmp, name))
-    os.rmdir(tmp)
-    if rc != 33 or "done" not in com1:
-        sys.exit(f"rounds={rounds}: QEMU exited {rc} (want 33); COM1:\n{com1}")
-    return counts
-
-
-def inline_names(elf, pcs):
-    """PC -> innermost function per DWARF (addr2line -i), for the given PCs."""
-    res = {}
-    if not pcs:
-        return res
-    out = subprocess.run(["addr2line", "-a", "-f", "-i", "-C", "-e", elf],
-                         input="\n".join(f"{p:#x}" for p in pcs), check=True,
-                         capture_output=True, text=True).stdout.splitlines()
-    # Output per address: "0x<addr>", then (function, file:line) pairs innermost first.
-    cur, first = None, False
-    for line in out:
-        if re.fullmatch(r"0x[0-9a-f]+", line):
-            cur, first = int(line, 16), True
-        elif first:
-            res[cur] = re.sub(r"::h[0-9a-f]{16}$", "", line)
-            first = False
-    return res
-
-
-def attribute(counts, elf, ranges):
-    addrs, names = text_symbols(elf)
-    by_sym, firmware = {}, 0
-    kernel_pcs = [pc for pc in counts if in_ranges(ranges, pc)]
-    inl = inline_names(elf, kernel_pcs)
-    by_inline = {}
-    for pc, n in counts.items():
-        if not in_ranges(ranges, pc):
-            firmware += n
-            continue
-        sym = names[bisect.bisect_right(addrs, pc) - 1]
-        by_sym[sym] = by_sym.get(sym, 0) + n
-        fn = inl.get(pc, "??")
-        if fn == "??":
-            fn = sym  # hand-written assembly has no DWARF
-        by_inline[fn] = by_inline.get(fn, 0) + n
-    return by_sym, by_inline, firmware
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--elf", default=os.path.join(ROOT, "target/examples/kernel64.elf"))
     ap.add_argument("--qemu", default=os.environ.get("QEMU", "qemu-system-x86_64"))
-    ap.add_argument("--rounds", type=int, nargs=2, default=[10, 30], metavar=("R1", "R2"))
-    ap.add_argument("--check", type=int, default=20, metavar="R3",
-                    help="a third run that the linear model must predict exactly (0: skip)")
-    ap.add_argument("--target-rounds", type=int, default=None)
-    ap.add_argument("--write", metavar="TOML")
+    shares.add_common_args(ap)
     args = ap.parse_args()
-    target = args.target_rounds or default_rounds()
-    ranges = code_ranges(args.elf)
-
-    runs = {}
-    for r in args.rounds + ([args.check] if args.check else []):
-        print(f"measuring rounds={r} ...", file=sys.stderr)
-        runs[r] = attribute(run_counted(args.qemu, args.elf, r), args.elf, ranges)
-
-    r1, r2 = args.rounds
-    (s1, i1, fw1), (s2, i2, fw2) = runs[r1], runs[r2]
-
-    def model(d1, d2):
-        # Each round runs the same instructions: the per-round slope is an integer, and
-        # rounding it removes the logging noise that extrapolation would multiply.
-        keys = set(d1) | set(d2)
-        return {k: (d1.get(k, 0), round((d2.get(k, 0) - d1.get(k, 0)) / (r2 - r1)))
-                for k in keys}
-
-    def at(m, r):
-        return {k: a + b * (r - r1) for k, (a, b) in m.items()}
-
-    msym, minl = model(s1, s2), model(i1, i2)
-    if args.check:
-        s3, i3, _ = runs[args.check]
-        for name, m, d in (("symbol", msym, s3), ("inline", minl, i3)):
-            pred = at(m, args.check)
-            # Not exactly exact: the final `hlt` may be logged once or twice, and the noise
-            # of interrupted blocks, if any is left, is a few instructions per run.
-            # (COM1 echoes the command line, so give R1, R2, R3 as many digits each.)
-            bad = {k: (pred.get(k, 0), d.get(k, 0)) for k in set(pred) | set(d)
-                   if abs(pred.get(k, 0) - d.get(k, 0)) > SLACK}
-            if bad:
-                sys.exit(f"{name} counts are not linear in rounds: {bad}")
-        print(f"linear model checked exactly at rounds={args.check}", file=sys.stderr)
-
-    sym_t, inl_t = at(msym, target), at(minl, target)
-    total = sum(sym_t.values())
-    assert abs(total - sum(inl_t.values())) < 1e-6
-    per_round = sum(b for _, b in msym.values())
-
-    def incl(short, table):
-        v = table.get(full(short), 0)
-        for c in TREE.get(short, []):
-            v += incl(c, table)
-        return v
-
-    hot, cold = sym_t[full("hot_leaf")], sym_t[full("cold_leaf")]
-    fixed_total = sum(a - b * r1 for a, b in msym.values())
-
-    def fixed(m, name):
-        a, b = m.get(name, (0, 0))
-        return round(a - b * r1)
-
-    lines = ["# BEGIN measured-cpu (examples/kernel64/measure-shares.py --write; do not edit by hand)",
-             "[cpu]",
-             f"rounds = {target}",
-             "# Denominator of every share: instructions executed at PCs inside kernel64.elf's",
-             "# executable sections (.boot: 32-bit bootstrap; .text: higher half) during the whole",
-             "# run (boot, CPU phase, exit).",
-             "# Firmware (SeaBIOS, multiboot option ROM) is excluded: see firmware_insns_approx.",
-             "# Counts are linear in rounds: count(R) = fixed + per_round * R, exactly, so a test",
-             "# may run fewer rounds and compute its own expected shares from these.",
-             f"kernel_insns = {round(total)}",
-             f"kernel_insns_per_round = {per_round}",
-             f"kernel_insns_fixed = {round(fixed_total)}  # boot + exit",
-             f"firmware_insns_approx = {round((fw1 + fw2) / 2)}  # varies a little run to run",
-             f"hot_cold_ratio = {hot / cold:.4f}  # self instructions hot_leaf / cold_leaf (10x the iterations)",
-             "# self_share: symbol-table attribution (inlined code counts in its caller);",
-             "# self_share_inline: DWARF inline attribution (mix_inlined apart from blend);",
-             "# total_share: self plus callees in the static call tree (inline view).",
-             "# per_round / fixed: self instructions, symbol view; *_inline: inline view.",
-             ""]
-    table = [("function", "symbol", "self", "self (inline)", "total")]
-    for short in FUNCS:
-        name = full(short)
-        ss = sym_t.get(name, 0) / total
-        si = inl_t.get(name, 0) / total
-        ti = incl(short, inl_t) / total
-        lines += ["[[cpu.function]]",
-                  f'name = "{short}"',
-                  f'symbol = "{name}"',
-                  f"self_share = {ss:.5f}",
-                  f"self_share_inline = {si:.5f}",
-                  f"total_share = {ti:.5f}",
-                  f"per_round = {msym.get(name, (0, 0))[1]}",
-                  f"fixed = {fixed(msym, name)}",
-                  f"per_round_inline = {minl.get(name, (0, 0))[1]}",
-                  f"fixed_inline = {fixed(minl, name)}",
-                  ""]
-        table.append((short, name, f"{ss:.4f}", f"{si:.4f}", f"{ti:.4f}"))
-    lines.append("# END measured-cpu")
-    toml = "\n".join(lines) + "\n"
-
-    w = [max(len(r[i]) for r in table) for i in range(5)]
-    for row in table:
-        print("  ".join(c.ljust(w[i]) for i, c in enumerate(row)))
-    other = [(v / total, k) for k, v in sym_t.items() if v / total >= 0.0005
-             and k not in {full(f) for f in FUNCS}]
-    for share, k in sorted(other, reverse=True):
-        print(f"(other) {k}: {share:.4f}")
-    print(f"total kernel instructions at rounds={target}: {total:.0f} "
-          f"({per_round:g} per round); firmware ~{(fw1 + fw2) / 2:.0f}; "
-          f"hot/cold = {hot / cold:.4f}")
-
-    if args.write:
-        text = open(args.write).read()
-        new, n = re.subn(r"# BEGIN measured-cpu.*?# END measured-cpu\n", lambda _: toml, text,
-                         flags=re.S)
-        if n != 1:
-            sys.exit(f"{args.write}: no '# BEGIN measured-cpu' ... '# END measured-cpu' block")
-        open(args.write, "w").write(new)
-        print(f"updated {args.write}", file=sys.stderr)
-    else:
-        print(toml)
+    shares.measure_cpu(
+        args,
+        lambda r: shares.run_counted(args.qemu, args.elf, r, qemu_args=["-m", "128M"]),
+        shares.code_ranges(args.elf),
+        WORKLOAD,
+        args.target_rounds or shares.default_rounds(HERE),
+        "examples/kernel64/measure-shares.py",
+        ["# Denominator of every share: instructions executed at PCs inside kernel64.elf's",
+         "# executable sections (.boot: 32-bit bootstrap; .text: higher half) during the whole",
+         "# run (boot, CPU phase, exit)."],
+        "boot + exit",
+    )
 
 
 if __name__ == "__main__":
