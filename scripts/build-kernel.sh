@@ -12,15 +12,9 @@
 # `kern-profile --user`); the kernel embeds a copy without debug info
 # (target/examples/user.embed.elf, through $KP_USER_ELF and include_bytes!).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/kernel-lib.sh"
 
-force=0
-for a in "$@"; do
-    case "$a" in
-        --force) force=1 ;;
-        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-        *) die "unknown argument '$a' (see --help)" ;;
-    esac
-done
+build_args "$@"
 
 SRC="$KP_ROOT/examples/kernel"
 OUT_DIR="$KP_ROOT/target/examples"
@@ -61,17 +55,9 @@ exec 9>"$OUT_DIR/.kernel.lock"
 flock 9
 
 want_flags="$("$GUEST_RUSTC" --version) ${USER_FLAGS[*]} / ${FLAGS[*]}"
-stale=$force
-if [ ! -f "$ELF" ] || [ ! -f "$USER_ELF" ] || [ ! -f "$USER_EMBED" ] ||
-    [ "$(cat "$STAMP" 2>/dev/null)" != "$want_flags" ]; then
-    stale=1
-elif [ -n "$(find "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$KP_ROOT/examples/common" \
-        "$KP_ROOT/scripts/build-kernel.sh" \
-        -newer "$ELF" -print -quit)" ]; then
-    stale=1
-fi
-
-if [ "$stale" = 1 ]; then
+if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" -- \
+    "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$KP_ROOT/examples/common" \
+    "$KP_ROOT/scripts/build-kernel.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
     say "building examples/kernel (and its user program) with $("$GUEST_RUSTC" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT

@@ -10,15 +10,9 @@
 # rustup toolchain; any rustc whose sysroot holds x86_64-unknown-linux-gnu's `core` does),
 # or $KP_RUSTC64.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/kernel-lib.sh"
 
-force=0
-for a in "$@"; do
-    case "$a" in
-        --force) force=1 ;;
-        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-        *) die "unknown argument '$a' (see --help)" ;;
-    esac
-done
+build_args "$@"
 
 SRC="$KP_ROOT/examples/kernel64"
 OUT_DIR="$KP_ROOT/target/examples"
@@ -81,15 +75,8 @@ exec 9>"$OUT_DIR/.kernel64.lock"
 flock 9
 
 want_flags="$("$RUSTC64" --version) $sysroot ${FLAGS[*]}"
-stale=$force
-if [ ! -f "$ELF" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want_flags" ]; then
-    stale=1
-elif [ -n "$(find "$SRC/src" "$SRC/linker.ld" "$KP_ROOT/examples/common" \
-        "$KP_ROOT/scripts/build-kernel64.sh" -newer "$ELF" -print -quit)" ]; then
-    stale=1
-fi
-
-if [ "$stale" = 1 ]; then
+if is_stale "$STAMP" "$want_flags" "$ELF" -- "$SRC/src" "$SRC/linker.ld" \
+    "$KP_ROOT/examples/common" "$KP_ROOT/scripts/build-kernel64.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
     say "building examples/kernel64 with $("$RUSTC64" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build64.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT

@@ -23,9 +23,7 @@
 # mode); 2 for anything else (QEMU 0: it stopped without isa-debug-exit, e.g. a triple
 # fault; QEMU's own errors; a timeout; a usage error), with a message on stderr.
 . "$(dirname "$0")/lib.sh"
-
-# The header comment is the help text.
-usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+. "$(dirname "$0")/kernel-lib.sh"
 # Usage and setup errors exit 2, so that 1 always means "the kernel failed".
 die() { printf '[kern-profile] error: %s\n' "$*" >&2; exit 2; }
 
@@ -37,7 +35,6 @@ dry=0
 qemu_args=()
 user_append=0
 
-need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --kernel) need "$@"; kernel="$2"; shift 2 ;;
@@ -51,9 +48,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-for v in "$rounds" "$timeout_s"; do
-    [ -z "$v" ] || [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a number"
-done
+check_numbers "$rounds" "$timeout_s"
 
 if [ -z "$kernel" ]; then
     kernel="$("$KP_ROOT/scripts/build-kernel64.sh")" || die "could not build the kernel"
@@ -78,27 +73,4 @@ cmd=("$QEMU" -kernel "$kernel" -m 128M -display none -no-reboot -monitor none
      "${serial[@]}" -device isa-debug-exit,iobase=0xf4,iosize=0x04 "${qemu_args[@]}")
 [ -z "$timeout_s" ] || cmd=(timeout "$timeout_s" "${cmd[@]}")
 
-if [ "$dry" = 1 ]; then
-    printf '%q ' "${cmd[@]}"
-    printf '\n'
-    exit 0
-fi
-
-set +e
-if [ "$com1" = "-" ]; then
-    # stdio chardev: keep QEMU off the terminal's input.
-    "${cmd[@]}" </dev/null
-else
-    "${cmd[@]}"
-fi
-status=$?
-set -e
-
-case "$status" in
-    33) exit 0 ;;
-    35) say "the kernel panicked (QEMU exit status 35; message on COM1)"; exit 1 ;;
-    37) say "the kernel took a CPU exception or found no long mode (QEMU exit status 37; details on COM1)"; exit 1 ;;
-    0) say "QEMU stopped without the kernel writing to isa-debug-exit (triple fault?)"; exit 2 ;;
-    124) say "timed out after ${timeout_s}s"; exit 2 ;;
-    *) say "QEMU failed with exit status $status"; exit 2 ;;
-esac
+run_kernel "$dry" "$com1" "$timeout_s" "took a CPU exception or found no long mode" "${cmd[@]}"

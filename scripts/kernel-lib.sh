@@ -1,0 +1,75 @@
+# Shared by scripts/build-kernel*.sh and scripts/run-kernel*.sh, after lib.sh:
+# `. "$(dirname "$0")/kernel-lib.sh"`.
+
+# The calling script's header comment (after the #! line) is its help text.
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
+# need OPTION [VALUE ...]: OPTION was given a value.
+need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
+
+# check_numbers VALUE...: every VALUE is empty or a decimal number.
+check_numbers() {
+    local v
+    for v in "$@"; do
+        [ -z "$v" ] || [[ "$v" =~ ^[0-9]+$ ]] || die "'$v' is not a number"
+    done
+}
+
+# build_args ARG...: a build script's arguments; --force sets force=1.
+build_args() {
+    force=0
+    local a
+    for a in "$@"; do
+        case "$a" in
+            --force) force=1 ;;
+            -h|--help) usage; exit 0 ;;
+            *) die "unknown argument '$a' (see --help)" ;;
+        esac
+    done
+}
+
+# is_stale STAMP WANT OUTPUT... -- SOURCE...: succeeds when $force is 1, an OUTPUT is
+# missing, STAMP does not hold WANT (flags, compiler), or a SOURCE (file or directory tree)
+# is newer than the first OUTPUT.
+is_stale() {
+    local stamp="$1" want="$2" elf="$3"
+    shift 2
+    local outputs=()
+    while [ "$1" != -- ]; do outputs+=("$1"); shift; done
+    shift
+    [ "$force" = 1 ] && return 0
+    local f
+    for f in "${outputs[@]}"; do [ -f "$f" ] || return 0; done
+    [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] && return 0
+    [ -n "$(find "$@" -newer "$elf" -print -quit)" ]
+}
+
+# run_kernel DRY COM1 TIMEOUT EXCEPTION CMD...: prints CMD (DRY = 1) or runs it, with stdin
+# from /dev/null when COM1 is stdio ("-": keeps QEMU off the terminal's input), and exits
+# with the run scripts' status for QEMU's: 0 for 33 (success), 1 for 35 (panic) and 37 (CPU
+# exception: EXCEPTION says what the kernel did), 2 for anything else (a message on stderr).
+run_kernel() {
+    local dry="$1" com1="$2" timeout_s="$3" exception="$4" status
+    shift 4
+    if [ "$dry" = 1 ]; then
+        printf '%q ' "$@"
+        printf '\n'
+        exit 0
+    fi
+    set +e
+    if [ "$com1" = "-" ]; then
+        "$@" </dev/null
+    else
+        "$@"
+    fi
+    status=$?
+    set -e
+    case "$status" in
+        33) exit 0 ;;
+        35) say "the kernel panicked (QEMU exit status 35; message on COM1)"; exit 1 ;;
+        37) say "the kernel $exception (QEMU exit status 37; details on COM1)"; exit 1 ;;
+        0) say "QEMU stopped without the kernel writing to isa-debug-exit (triple fault?)"; exit 2 ;;
+        124) say "timed out after ${timeout_s}s"; exit 2 ;;
+        *) say "QEMU failed with exit status $status"; exit 2 ;;
+    esac
+}
