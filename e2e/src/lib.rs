@@ -169,6 +169,66 @@ pub fn output_with_timeout(mut c: Command, limit: Duration) -> Output {
     }
 }
 
+/// What a raw file holds, counted record by record.
+pub struct RawCensus {
+    pub header: kern_profile_format::Header,
+    pub samples: u64,
+    /// Samples per vCPU index.
+    pub per_vcpu: BTreeMap<u32, u64>,
+    /// Samples taken in user mode.
+    pub user: u64,
+    /// The statistics record written at exit, if any.
+    pub stats: Option<kern_profile_format::Stats>,
+    pub truncation: Option<kern_profile_format::Truncation>,
+}
+
+/// Reads a raw file through the format crate; a corrupt record fails the test.
+pub fn census(raw: &Path) -> RawCensus {
+    use kern_profile_format::{RawReader, Record};
+    let file = std::fs::File::open(raw).unwrap_or_else(|e| panic!("{}: {e}", raw.display()));
+    let mut r = RawReader::new(file).expect("a raw header");
+    let mut c = RawCensus {
+        header: r.header().clone(),
+        samples: 0,
+        per_vcpu: BTreeMap::new(),
+        user: 0,
+        stats: None,
+        truncation: None,
+    };
+    while let Some(rec) = r.next_record().expect("no corrupt record") {
+        match rec {
+            Record::Sample(s) => {
+                c.samples += 1;
+                c.user += s.user() as u64;
+                *c.per_vcpu.entry(s.vcpu).or_insert(0) += 1;
+            }
+            Record::Stats(s) => c.stats = Some(s),
+            _ => {}
+        }
+    }
+    c.truncation = r.truncation();
+    c
+}
+
+/// Collapsed stacks of `raw` against `kernel`, with extra `kern-profile` arguments.
+pub fn folded_of(raw: &Path, kernel: &Path, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
+    let mut args = vec![
+        raw.to_str().unwrap(),
+        kernel.to_str().unwrap(),
+        "-f",
+        "folded",
+        "-o",
+        "-",
+    ];
+    args.extend_from_slice(extra);
+    parse_folded(&kern_profile(&args))
+}
+
+/// `name`'s share of all counts.
+pub fn share(counts: &BTreeMap<String, u64>, name: &str) -> f64 {
+    counts.get(name).copied().unwrap_or(0) as f64 / counts.values().sum::<u64>() as f64
+}
+
 /// Runs the `kern-profile` binary; panics with its stderr when it fails.
 pub fn kern_profile(args: &[&str]) -> String {
     let out = Command::new(bin()).args(args).output().unwrap();

@@ -1,11 +1,9 @@
 //! `period=N` runs of the example kernel with the real plugin in a real QEMU: sample counts,
 //! shares, callers, exact counts and reproducibility against examples/kernel/expected.toml.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use kern_profile_e2e::*;
-use kern_profile_format::{RawReader, Record};
 
 const PERIOD: u64 = 10_000;
 
@@ -20,28 +18,14 @@ fn run() -> &'static Run {
 }
 
 fn folded(raw: &std::path::Path, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
-    let (raw, k) = (raw.to_str().unwrap(), kernel());
-    let mut args = vec![raw, k.to_str().unwrap(), "-f", "folded", "-o", "-"];
-    args.extend_from_slice(extra);
-    parse_folded(&kern_profile(&args))
-}
-
-fn share(counts: &BTreeMap<String, u64>, name: &str) -> f64 {
-    counts.get(name).copied().unwrap_or(0) as f64 / counts.values().sum::<u64>() as f64
+    folded_of(raw, &kernel(), extra)
 }
 
 #[test]
 fn sample_count_is_instructions_over_period() {
-    let mut r = RawReader::new(std::fs::File::open(&run().raw).unwrap()).unwrap();
-    let (mut samples, mut stats) = (0u64, None);
-    while let Some(rec) = r.next_record().unwrap() {
-        match rec {
-            Record::Sample(_) => samples += 1,
-            Record::Stats(s) => stats = Some(s),
-            _ => {}
-        }
-    }
-    assert!(r.truncation().is_none());
+    let c = census(&run().raw);
+    let (samples, stats) = (c.samples, c.stats);
+    assert!(c.truncation.is_none());
     let stats = stats.expect("a statistics record at exit");
     assert_eq!(
         stats.samples, samples,

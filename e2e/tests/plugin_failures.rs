@@ -5,7 +5,6 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use kern_profile_e2e::*;
-use kern_profile_format::{RawReader, Record};
 
 fn refused(args: &str, needle: &str) {
     let dir = scratch("bad-args");
@@ -54,15 +53,9 @@ fn sigkill_leaves_a_readable_file() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let raw = dir.join("raw");
-    let mut r = RawReader::new(std::fs::File::open(&raw).unwrap()).unwrap();
-    let mut samples = 0u64;
-    while let Some(rec) = r.next_record().unwrap() {
-        match rec {
-            Record::Sample(_) => samples += 1,
-            Record::Stats(_) => panic!("no statistics record after SIGKILL"),
-            _ => {}
-        }
-    }
+    let c = census(&raw);
+    assert!(c.stats.is_none(), "no statistics record after SIGKILL");
+    let samples = c.samples;
     assert!(
         samples > 1000,
         "only {samples} samples flushed before the kill"
@@ -96,16 +89,9 @@ fn sigterm_and_sigint_end_the_file_cleanly() {
             stderr.contains("samples written"),
             "SIG{signal}: no summary: {stderr}"
         );
-        let mut r = RawReader::new(std::fs::File::open(dir.join("raw")).unwrap()).unwrap();
-        let (mut samples, mut stats) = (0u64, None);
-        while let Some(rec) = r.next_record().unwrap() {
-            match rec {
-                Record::Sample(_) => samples += 1,
-                Record::Stats(s) => stats = Some(s),
-                _ => {}
-            }
-        }
-        assert!(r.truncation().is_none(), "SIG{signal}: torn file");
+        let c = census(&dir.join("raw"));
+        let (samples, stats) = (c.samples, c.stats);
+        assert!(c.truncation.is_none(), "SIG{signal}: torn file");
         let stats = stats.unwrap_or_else(|| panic!("SIG{signal}: no statistics record"));
         assert_eq!(stats.samples, samples, "SIG{signal}");
         assert!(samples > 1000, "SIG{signal}: {samples} samples");

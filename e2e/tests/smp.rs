@@ -2,12 +2,10 @@
 //! vCPU sampled, nothing lost, and each vCPU's profile dominated by its own documented
 //! workload (examples/kernel/expected.toml, `[smp]`).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
 use kern_profile_e2e::*;
-use kern_profile_format::{RawReader, Record};
 
 /// Prime, and far from any divisor of a round (~30,050 instructions in smp=on, ~60,100 in
 /// user=on), so that samples fall evenly over the round's instructions. (10,007, close to a
@@ -54,42 +52,21 @@ fn documented() -> Vec<CpuDoc> {
 }
 
 fn folded(raw: &Path, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
-    let k = kernel();
-    let mut args = vec![
-        raw.to_str().unwrap(),
-        k.to_str().unwrap(),
-        "-f",
-        "folded",
-        "-o",
-        "-",
-    ];
-    args.extend_from_slice(extra);
-    parse_folded(&kern_profile(&args))
-}
-
-fn share(counts: &BTreeMap<String, u64>, name: &str) -> f64 {
-    counts.get(name).copied().unwrap_or(0) as f64 / counts.values().sum::<u64>() as f64
+    folded_of(raw, &kernel(), extra)
 }
 
 #[test]
 fn every_vcpu_is_sampled_and_nothing_is_lost() {
-    let mut r = RawReader::new(std::fs::File::open(&run().raw).unwrap()).unwrap();
-    assert_eq!(r.header().vcpus, VCPUS);
-    let mut per_vcpu = [0u64; VCPUS as usize];
-    let mut stats = None;
-    // A corrupt record is an error here, a cut file a truncation.
-    while let Some(rec) = r.next_record().expect("no corrupt record") {
-        match rec {
-            Record::Sample(s) => {
-                assert!(s.vcpu < VCPUS, "sample of vCPU {}", s.vcpu);
-                assert!(!s.user(), "no user mode in smp=on");
-                per_vcpu[s.vcpu as usize] += 1;
-            }
-            Record::Stats(s) => stats = Some(s),
-            _ => {}
-        }
-    }
-    assert!(r.truncation().is_none(), "{:?}", r.truncation());
+    // A corrupt record fails the census, a cut file shows as a truncation.
+    let c = census(&run().raw);
+    assert_eq!(c.header.vcpus, VCPUS);
+    assert!(c.per_vcpu.keys().all(|&v| v < VCPUS), "{:?}", c.per_vcpu);
+    assert_eq!(c.user, 0, "no user mode in smp=on");
+    let per_vcpu: Vec<u64> = (0..VCPUS)
+        .map(|v| c.per_vcpu.get(&v).copied().unwrap_or(0))
+        .collect();
+    let stats = c.stats;
+    assert!(c.truncation.is_none(), "{:?}", c.truncation);
     let stats = stats.expect("a statistics record at exit");
     assert_eq!(stats.dropped, 0, "dropped samples");
     assert_eq!(stats.samples, per_vcpu.iter().sum::<u64>());

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use kern_profile_e2e::*;
-use kern_profile_format::{RawReader, Record};
 
 /// Prime, and far from any divisor of a round (~30,050 instructions in smp=on, ~60,100 in
 /// user=on), so that samples fall evenly over the round's instructions. (10,007, close to a
@@ -83,10 +82,6 @@ fn documented() -> Doc {
         user_share_all: u["user_share_all"].as_float().unwrap(),
         functions,
     }
-}
-
-fn share(counts: &BTreeMap<String, u64>, name: &str) -> f64 {
-    counts.get(name).copied().unwrap_or(0) as f64 / counts.values().sum::<u64>() as f64
 }
 
 #[test]
@@ -245,18 +240,8 @@ fn exact_counts_of_the_user_program_match_documentation() {
 
 #[test]
 fn samples_follow_the_instructions_and_the_modes() {
-    let mut r = RawReader::new(std::fs::File::open(&run().raw).unwrap()).unwrap();
-    let (mut samples, mut user, mut stats) = (0u64, 0u64, None);
-    while let Some(rec) = r.next_record().unwrap() {
-        match rec {
-            Record::Sample(s) => {
-                samples += 1;
-                user += s.user() as u64;
-            }
-            Record::Stats(s) => stats = Some(s),
-            _ => {}
-        }
-    }
+    let c = census(&run().raw);
+    let (samples, user, stats) = (c.samples, c.user, c.stats);
     let stats = stats.expect("a statistics record");
     assert_eq!(stats.dropped, 0);
     let insns: u64 = stats.vcpu_instructions.iter().sum();

@@ -7,7 +7,6 @@
 //! The kernel is built (or found up to date) by scripts/build-kernel64.sh; `KP_KERNEL64`
 //! overrides it.
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use kern_profile_e2e::*;
@@ -46,14 +45,7 @@ fn run() -> &'static Run {
 }
 
 fn folded(raw: &std::path::Path, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
-    let (raw, k) = (raw.to_str().unwrap(), kernel64());
-    let mut args = vec![raw, k.to_str().unwrap(), "-f", "folded", "-o", "-"];
-    args.extend_from_slice(extra);
-    parse_folded(&kern_profile(&args))
-}
-
-fn share(counts: &BTreeMap<String, u64>, name: &str) -> f64 {
-    counts.get(name).copied().unwrap_or(0) as f64 / counts.values().sum::<u64>() as f64
+    folded_of(raw, &kernel64(), extra)
 }
 
 fn higher_half_base() -> u64 {
@@ -71,17 +63,10 @@ fn kernel_ran_and_every_sample_is_in_the_file() {
     );
     assert!(run.com1.trim_end().ends_with("done"), "{}", run.com1);
 
-    let mut r = RawReader::new(std::fs::File::open(&run.raw).unwrap()).unwrap();
-    assert_eq!(r.header().arch, Arch::X86_64);
-    let (mut samples, mut stats) = (0u64, None);
-    while let Some(rec) = r.next_record().unwrap() {
-        match rec {
-            Record::Sample(_) => samples += 1,
-            Record::Stats(s) => stats = Some(s),
-            _ => {}
-        }
-    }
-    assert!(r.truncation().is_none());
+    let c = census(&run.raw);
+    assert_eq!(c.header.arch, Arch::X86_64);
+    let (samples, stats) = (c.samples, c.stats);
+    assert!(c.truncation.is_none());
     let stats = stats.expect("a statistics record at exit");
     assert_eq!(
         stats.samples, samples,
