@@ -224,6 +224,26 @@ pub fn folded_of(raw: &Path, kernel: &Path, extra: &[&str]) -> Vec<(Vec<String>,
     parse_folded(&kern_profile(&args))
 }
 
+/// Checks every caller/callee pair of `names` (a stack, root first, inline markers removed)
+/// whose callee is documented against the documented `edges`; panics naming the `n` samples
+/// of a stack that skips a caller. Returns how many frames (times `n`) it checked.
+pub fn check_callers(names: &[&str], edges: &[(String, String)], n: u64) -> u64 {
+    let mut checked = 0;
+    for w in names.windows(2) {
+        if edges.iter().any(|(_, c)| c == w[1]) {
+            assert!(
+                edges.iter().any(|(p, c)| p == w[0] && c == w[1]),
+                "{n} sample(s) with {} called from {}: {}",
+                w[1],
+                w[0],
+                names.join(";")
+            );
+            checked += n;
+        }
+    }
+    checked
+}
+
 /// `name`'s share of all counts.
 pub fn share(counts: &BTreeMap<String, u64>, name: &str) -> f64 {
     counts.get(name).copied().unwrap_or(0) as f64 / counts.values().sum::<u64>() as f64

@@ -118,7 +118,6 @@ fn self_shares_match_documentation() {
 #[test]
 fn stacks_have_the_documented_callers() {
     let edges = call_tree_of(doc());
-    let children: Vec<&String> = edges.iter().map(|(_, c)| c).collect();
     let root: Vec<&str> = doc()["kernel"]["stack_root"]
         .as_array()
         .unwrap()
@@ -147,18 +146,7 @@ fn stacks_have_the_documented_callers() {
             "unsymbolized frame: {}",
             names.join(";")
         );
-        for w in names.windows(2) {
-            if children.iter().any(|c| c.as_str() == w[1]) {
-                assert!(
-                    edges.iter().any(|(p, c)| p == w[0] && c == w[1]),
-                    "{n} sample(s) with {} called from {}: {}",
-                    w[1],
-                    w[0],
-                    names.join(";")
-                );
-                checked += n;
-            }
-        }
+        checked += check_callers(&names, &edges, *n);
         let run_len = names
             .iter()
             .fold((0usize, 0usize), |(cur, best), f| {
