@@ -9,7 +9,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use kern_profile_format::{
-    detect, CpuFormat, FormatError, Header, LegacyReader, RawReader, Record, Stats, Truncation,
+    detect, CpuFormat, FormatError, Header, LegacyReader, RawReader, RawSummary, Record, Stats,
+    StopCounts, Truncation,
 };
 use rustc_hash::FxHashMap;
 
@@ -44,8 +45,8 @@ pub struct ReadSummary {
     pub truncation: Option<Truncation>,
     /// Records of kinds this version does not know (skipped).
     pub unknown_records: u64,
-    /// Unwind stops counted from the samples, indexed by reason byte.
-    pub sample_stops: Vec<u64>,
+    /// Unwind stops counted from the samples.
+    pub sample_stops: StopCounts,
     /// Whether the file holds exact block counts.
     pub has_exact: bool,
     /// Executions per instruction address (only when asked for).
@@ -134,26 +135,18 @@ impl CpuInput {
             path: path.clone(),
             source,
         };
-        let mut sum = ReadSummary {
-            sample_stops: vec![0; 8],
-            ..ReadSummary::default()
-        };
+        let mut sum = ReadSummary::default();
         let mut addrs: Vec<u64> = Vec::with_capacity(256);
         match &mut self.reader {
             Reader::Raw(r) => {
+                let mut tally = RawSummary::default();
                 while let Some(rec) = r.next_record().map_err(format_err)? {
+                    tally.add(&rec);
                     match rec {
                         Record::Sample(s) => {
-                            sum.samples += 1;
                             addrs.clear();
                             addrs.push(s.pc);
                             addrs.extend(s.frames());
-                            let stop = s.stop as usize;
-                            if stop >= sum.sample_stops.len() {
-                                sum.sample_stops.resize(stop + 1, 0);
-                            }
-                            sum.sample_stops[stop] += 1;
-                            sum.max_vcpu = sum.max_vcpu.max(Some(s.vcpu));
                             on_sample(&Sample {
                                 vcpu: s.vcpu,
                                 user: s.user(),
@@ -165,21 +158,23 @@ impl CpuInput {
                                 addrs: &addrs,
                             });
                         }
-                        Record::ExactBlocks(blocks) => {
-                            sum.has_exact = true;
-                            if want_exact {
-                                for b in blocks.iter() {
-                                    for a in b.instructions() {
-                                        let c = sum.exact.entry(a).or_insert(0);
-                                        *c = c.saturating_add(b.executions);
-                                    }
+                        Record::ExactBlocks(blocks) if want_exact => {
+                            for b in blocks.iter() {
+                                for a in b.instructions() {
+                                    let c = sum.exact.entry(a).or_insert(0);
+                                    *c = c.saturating_add(b.executions);
                                 }
                             }
                         }
-                        Record::Stats(s) => sum.stats = Some(s),
-                        Record::Unknown { .. } => sum.unknown_records += 1,
+                        _ => {}
                     }
                 }
+                sum.samples = tally.samples;
+                sum.sample_stops = tally.stops;
+                sum.max_vcpu = tally.per_vcpu.max();
+                sum.has_exact = tally.exact_records > 0;
+                sum.stats = tally.stats;
+                sum.unknown_records = tally.unknown_records;
                 sum.truncation = r.truncation();
             }
             Reader::Legacy(r) => {

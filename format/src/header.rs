@@ -47,13 +47,39 @@ impl Arch {
     }
 }
 
-/// How samples were triggered.
+/// How samples are triggered: the plugin's `delay=`/`period=` setting, as the header
+/// stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SamplingMode {
     /// Every `n` microseconds of host time per vCPU (`delay=n`).
     DelayMicros(u64),
     /// Every `n` guest instructions per vCPU (`period=n`).
     PeriodInstructions(u64),
+}
+
+impl SamplingMode {
+    /// The header's mode byte.
+    pub fn code(self) -> u8 {
+        match self {
+            SamplingMode::DelayMicros(_) => 1,
+            SamplingMode::PeriodInstructions(_) => 2,
+        }
+    }
+
+    /// Microseconds (`delay`) or instructions (`period`).
+    pub fn value(self) -> u64 {
+        match self {
+            SamplingMode::DelayMicros(v) | SamplingMode::PeriodInstructions(v) => v,
+        }
+    }
+
+    pub fn from_code(code: u8, value: u64) -> Option<Self> {
+        match code {
+            1 => Some(SamplingMode::DelayMicros(value)),
+            2 => Some(SamplingMode::PeriodInstructions(value)),
+            _ => None,
+        }
+    }
 }
 
 /// The raw file header (see FORMAT.md).
@@ -84,13 +110,9 @@ impl Header {
         out.extend_from_slice(&((HEADER_FIXED_LEN + vlen) as u16).to_le_bytes());
         out.push(self.arch.code());
         out.push(self.arch.ptr_width());
-        let (mode, value) = match self.sampling {
-            SamplingMode::DelayMicros(v) => (1u8, v),
-            SamplingMode::PeriodInstructions(v) => (2u8, v),
-        };
-        out.push(mode);
+        out.push(self.sampling.code());
         out.push(self.exact as u8);
-        out.extend_from_slice(&value.to_le_bytes());
+        out.extend_from_slice(&self.sampling.value().to_le_bytes());
         out.extend_from_slice(&self.vcpus.to_le_bytes());
         out.extend_from_slice(&self.max_depth.to_le_bytes());
         out.extend_from_slice(&self.start_unix_ns.to_le_bytes());
@@ -133,12 +155,8 @@ impl Header {
                 arch.name()
             )));
         }
-        let value = u64_at(b, 16);
-        let sampling = match b[14] {
-            1 => SamplingMode::DelayMicros(value),
-            2 => SamplingMode::PeriodInstructions(value),
-            m => return Err(FormatError::BadHeader(format!("unknown sampling mode {m}"))),
-        };
+        let sampling = SamplingMode::from_code(b[14], u64_at(b, 16))
+            .ok_or_else(|| FormatError::BadHeader(format!("unknown sampling mode {}", b[14])))?;
         let qemu_version =
             String::from_utf8_lossy(&b[HEADER_FIXED_LEN..HEADER_FIXED_LEN + vlen]).into_owned();
         Ok(Some((

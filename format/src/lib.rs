@@ -12,15 +12,19 @@ pub mod memtrace;
 mod raw_reader;
 mod raw_writer;
 mod source;
+mod stats;
 mod stop_reason;
+mod summary;
 
 pub use error::FormatError;
 pub use header::{Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, VERSION};
 pub use legacy::{LegacyReader, LegacySample};
-pub use raw_reader::{ExactBlock, ExactBlocks, RawReader, Record, SampleRef, Stats};
+pub use raw_reader::{ExactBlock, ExactBlocks, RawReader, Record, SampleRef};
 pub use raw_writer::{encode_exact_blocks, encode_sample, encode_stats, SampleRecord};
 pub use source::Truncation;
-pub use stop_reason::StopReason;
+pub use stats::Stats;
+pub use stop_reason::{StopCounts, StopReason};
+pub use summary::{RawSummary, StopsFrom, VcpuCounts};
 
 /// Record kinds of the raw format.
 pub mod kind {

@@ -6,6 +6,7 @@ use crate::error::FormatError;
 use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
 use crate::source::{u16_at, u32_at, u64_at, word_at, Source, Truncation};
+use crate::stats::Stats;
 use crate::stop_reason::StopReason;
 
 /// Records longer than this are taken as corruption rather than allocated.
@@ -108,17 +109,6 @@ impl<'a> ExactBlocks<'a> {
             }
         })
     }
-}
-
-/// The statistics the plugin writes at exit.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Stats {
-    pub samples: u64,
-    pub dropped: u64,
-    /// Unwind stops, indexed by [`StopReason`] byte.
-    pub stops: Vec<u64>,
-    /// Instructions executed, per vCPU.
-    pub vcpu_instructions: Vec<u64>,
 }
 
 /// One record of a raw file.
@@ -227,7 +217,7 @@ impl<R: Read> RawReader<R> {
         let rec = match kind {
             kind::SAMPLE => Record::Sample(decode_sample(body, width, offset)?),
             kind::EXACT_BLOCKS => Record::ExactBlocks(decode_exact(body, width, offset)?),
-            kind::STATS => Record::Stats(decode_stats(body, offset)?),
+            kind::STATS => Record::Stats(Stats::decode(body, offset)?),
             other => Record::Unknown {
                 kind: other,
                 offset,
@@ -241,7 +231,7 @@ impl<R: Read> RawReader<R> {
     }
 }
 
-fn corrupt(offset: u64, what: String) -> FormatError {
+pub(crate) fn corrupt(offset: u64, what: String) -> FormatError {
     FormatError::Corrupt { offset, what }
 }
 
@@ -308,29 +298,4 @@ fn decode_exact(b: &[u8], width: usize, offset: u64) -> Result<ExactBlocks<'_>, 
         ));
     }
     Ok(ExactBlocks { count, body, width })
-}
-
-fn decode_stats(b: &[u8], offset: u64) -> Result<Stats, FormatError> {
-    let short = || corrupt(offset, "statistics record too short".into());
-    if b.len() < 17 {
-        return Err(short());
-    }
-    let r = b[16] as usize;
-    let after_stops = 17 + 8 * r;
-    if b.len() < after_stops + 4 {
-        return Err(short());
-    }
-    let v = u32_at(b, after_stops) as usize;
-    if b.len() != after_stops + 4 + 8 * v {
-        return Err(corrupt(
-            offset,
-            "statistics record has the wrong length".into(),
-        ));
-    }
-    Ok(Stats {
-        samples: u64_at(b, 0),
-        dropped: u64_at(b, 8),
-        stops: (0..r).map(|i| u64_at(b, 17 + 8 * i)).collect(),
-        vcpu_instructions: (0..v).map(|i| u64_at(b, after_stops + 4 + 8 * i)).collect(),
-    })
 }

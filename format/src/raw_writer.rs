@@ -101,7 +101,7 @@ where
     }
 }
 
-/// Appends the statistics record written at exit.
+/// Appends the statistics record written at exit (see [`Stats::encode`]).
 pub fn encode_stats(
     out: &mut Vec<u8>,
     samples: u64,

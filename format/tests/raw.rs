@@ -245,3 +245,71 @@ fn random_bytes_never_panic() {
         while let Ok(Some(_)) = l.next_sample() {}
     }
 }
+
+#[test]
+fn summary_counts_every_record() {
+    let h = header(Arch::X86_64);
+    let mut out = Vec::new();
+    h.encode(&mut out);
+    let frames = [0x1000u64, 0x2000];
+    for (vcpu, user, stop) in [
+        (0, false, StopReason::NullFramePointer),
+        (1, true, StopReason::NullFramePointer),
+        (1, false, StopReason::DepthLimit),
+        (5000, false, StopReason::Unreadable),
+    ] {
+        let s = SampleRecord {
+            vcpu,
+            user,
+            stop,
+            sp_word: (vcpu == 0).then_some(7),
+            ..sample(&frames)
+        };
+        encode_sample(&mut out, 8, &s);
+    }
+    let blocks = [(3u64, vec![1u64, 2, 3]), (10, vec![4])];
+    encode_exact_blocks(&mut out, 8, blocks.iter().map(|(e, v)| (*e, v.as_slice())));
+    out.extend_from_slice(&[77, 0, 0, 0, 0]);
+    let stats = Stats {
+        samples: 4,
+        dropped: 1,
+        stops: StopCounts::from_counts(vec![3, 0, 0, 1, 1]),
+        vcpu_instructions: vec![10, 20],
+    };
+    stats.encode(&mut out);
+    let whole = out.len();
+    encode_sample(&mut out, 8, &sample(&frames));
+
+    let mut r = RawReader::new(&out[..whole]).unwrap();
+    let s = RawSummary::read(&mut r).unwrap();
+    assert_eq!((s.samples, s.user_samples, s.sp_words), (4, 1, 1));
+    assert_eq!(s.entry_resolved, 4);
+    assert_eq!(s.stops, [2, 0, 0, 1, 1]);
+    assert_eq!(
+        s.stops.to_string(),
+        "null frame pointer 2, unreadable memory 1, depth limit 1"
+    );
+    assert_eq!(
+        s.per_vcpu.iter().collect::<Vec<_>>(),
+        [(0, 1), (1, 2), (5000, 1)]
+    );
+    assert_eq!((s.per_vcpu.get(1), s.per_vcpu.get(2)), (2, 0));
+    assert_eq!(s.per_vcpu.max(), Some(5000));
+    assert_eq!(
+        (s.exact_records, s.exact_blocks, s.exact_instructions),
+        (1, 2, 19)
+    );
+    assert_eq!(s.unknown_records, 1);
+    assert_eq!(s.stats.as_ref(), Some(&stats));
+    assert_eq!(s.run_stops(), (&stats.stops, StopsFrom::Statistics));
+    assert_eq!(s.truncation, None);
+
+    // Cut inside the last sample: everything before it is counted, the cut is reported.
+    let mut r = RawReader::new(&out[..out.len() - 3]).unwrap();
+    let cut = RawSummary::read(&mut r).unwrap();
+    assert_eq!(cut.samples, 4);
+    assert_eq!(cut.truncation.map(|t| t.offset), Some(whole as u64));
+    // Without a statistics record, the stops come from the samples.
+    let s = RawSummary { stats: None, ..cut };
+    assert_eq!(s.run_stops(), (&s.stops, StopsFrom::Samples));
+}

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufReader;
 
-use kern_profile_format::{RawReader, Record};
+use kern_profile_format::{RawReader, RawSummary, Record};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -19,43 +19,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut stacks: HashMap<Vec<u64>, u64> = HashMap::new();
     let mut times: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut icounts: HashMap<u32, Vec<u64>> = HashMap::new();
-    let (mut samples, mut user, mut sp_words, mut exact_blocks, mut exact_insns) =
-        (0u64, 0, 0, 0, 0u64);
-    let mut stops = [0u64; 8];
-    let mut stats = None;
+    let mut sum = RawSummary::default();
     while let Some(rec) = r.next_record()? {
+        sum.add(&rec);
         match rec {
             Record::Sample(s) => {
-                samples += 1;
-                user += s.user() as u64;
-                sp_words += s.sp_word().is_some() as u64;
-                stops[(s.stop as usize).min(7)] += 1;
                 let mut st = vec![s.pc];
                 st.extend(s.frames());
                 *stacks.entry(st).or_default() += 1;
                 times.entry(s.vcpu).or_default().push(s.time_ns);
                 icounts.entry(s.vcpu).or_default().push(s.icount);
             }
-            Record::ExactBlocks(b) => {
-                for blk in b.iter() {
-                    exact_blocks += 1;
-                    exact_insns += blk.executions * blk.instructions().len() as u64;
-                }
-            }
-            Record::Stats(s) => stats = Some(s),
             Record::Unknown { kind, offset } => println!("unknown record kind {kind} at {offset}"),
+            _ => {}
         }
     }
     if let Some(t) = r.truncation() {
         println!("truncated: {t:?}");
     }
     println!(
-        "samples: {samples} (user {user}, with [SP] word {sp_words}), stops by reason {:?}",
-        &stops[..6]
+        "samples: {} (user {}, with [SP] word {}), stops by reason: {}",
+        sum.samples, sum.user_samples, sum.sp_words, sum.stops
     );
-    println!("stats: {stats:?}");
-    if exact_blocks > 0 {
-        println!("exact: {exact_blocks} blocks, {exact_insns} instructions");
+    println!("stats: {:?}", sum.stats);
+    if sum.exact_blocks > 0 {
+        println!(
+            "exact: {} blocks, {} instructions",
+            sum.exact_blocks, sum.exact_instructions
+        );
     }
     let mut vcpus: Vec<_> = times.keys().copied().collect();
     vcpus.sort();

@@ -15,29 +15,12 @@ pub const MAX_DELAY_US: u64 = 3_600_000_000;
 /// Largest accepted `period=` (keeps instruction budgets far from counter overflow).
 pub const MAX_PERIOD: u64 = 1 << 40;
 
-/// How samples are triggered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sampling {
-    /// One sample per vCPU every this many host microseconds.
-    DelayMicros(u64),
-    /// One sample per vCPU every this many guest instructions.
-    Period(u64),
-}
-
-impl Sampling {
-    pub fn mode(self) -> SamplingMode {
-        match self {
-            Sampling::DelayMicros(us) => SamplingMode::DelayMicros(us),
-            Sampling::Period(n) => SamplingMode::PeriodInstructions(n),
-        }
-    }
-}
-
 /// The parsed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub out: PathBuf,
-    pub sampling: Sampling,
+    /// `delay=` or `period=`, as the raw file's header stores it.
+    pub sampling: SamplingMode,
     /// Maximum return addresses per sample.
     pub depth: u32,
     /// Also count every translated block's executions exactly.
@@ -146,8 +129,8 @@ impl Config {
         }
         let sampling = match (delay, period) {
             (Some(_), Some(_)) => return Err(ConfigError::DelayAndPeriod),
-            (None, Some(n)) => Sampling::Period(n),
-            (d, None) => Sampling::DelayMicros(d.unwrap_or(DEFAULT_DELAY_US)),
+            (None, Some(n)) => SamplingMode::PeriodInstructions(n),
+            (d, None) => SamplingMode::DelayMicros(d.unwrap_or(DEFAULT_DELAY_US)),
         };
         Ok(Config {
             out: out.ok_or(ConfigError::NoOut)?,
@@ -173,22 +156,21 @@ mod tests {
             c,
             Config {
                 out: "raw-data".into(),
-                sampling: Sampling::DelayMicros(10),
+                sampling: SamplingMode::DelayMicros(10),
                 depth: 64,
                 exact: false
             }
         );
         let c = parse("out=/tmp/x").unwrap();
-        assert_eq!(c.sampling, Sampling::DelayMicros(DEFAULT_DELAY_US));
-        assert_eq!(c.sampling.mode(), SamplingMode::DelayMicros(10));
+        assert_eq!(c.sampling, SamplingMode::DelayMicros(DEFAULT_DELAY_US));
+        assert_eq!(c.sampling, SamplingMode::DelayMicros(10));
     }
 
     #[test]
     fn all_arguments() {
         let c = parse("out=a=b,period=10000,depth=16,exact=on").unwrap();
         assert_eq!(c.out, PathBuf::from("a=b"));
-        assert_eq!(c.sampling, Sampling::Period(10000));
-        assert_eq!(c.sampling.mode(), SamplingMode::PeriodInstructions(10000));
+        assert_eq!(c.sampling, SamplingMode::PeriodInstructions(10000));
         assert_eq!(c.depth, 16);
         assert!(c.exact);
         assert!(!parse("out=x,exact=off").unwrap().exact);

@@ -1,46 +1,15 @@
-//! Per-reason unwind stop counts and the line printed at exit.
+//! The line printed at exit.
 
 use std::path::Path;
 
-use kern_profile_format::StopReason;
+use kern_profile_format::Stats;
 
-/// Unwind stops, indexed by [`StopReason`] byte.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StopCounts(pub [u64; StopReason::ALL.len()]);
-
-impl StopCounts {
-    pub fn add(&mut self, r: StopReason) {
-        self.0[r as usize] += 1;
-    }
-
-    pub fn merge(&mut self, other: &StopCounts) {
-        for (a, b) in self.0.iter_mut().zip(other.0) {
-            *a += b;
-        }
-    }
-}
-
-/// The one-line summary printed to stderr at exit.
-pub fn summary_line(
-    samples: u64,
-    dropped: u64,
-    stops: &StopCounts,
-    exact_blocks: Option<usize>,
-    out: &Path,
-) -> String {
-    let mut s =
-        format!("kern-profile: {samples} samples written, {dropped} dropped; unwind stops:");
-    let mut any = false;
-    for r in StopReason::ALL {
-        let n = stops.0[r as usize];
-        if n > 0 {
-            s.push_str(&format!("{} {} {n}", if any { "," } else { "" }, r.name()));
-            any = true;
-        }
-    }
-    if !any {
-        s.push_str(" none");
-    }
+/// The one-line summary printed to stderr at exit, from the statistics record just written.
+pub fn summary_line(stats: &Stats, exact_blocks: Option<usize>, out: &Path) -> String {
+    let mut s = format!(
+        "kern-profile: {} samples written, {} dropped; unwind stops: {}",
+        stats.samples, stats.dropped, stats.stops
+    );
     if let Some(n) = exact_blocks {
         s.push_str(&format!("; {n} exact blocks"));
     }
@@ -51,6 +20,7 @@ pub fn summary_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kern_profile_format::{StopCounts, StopReason};
 
     #[test]
     fn line() {
@@ -61,13 +31,19 @@ mod tests {
         let mut d = StopCounts::default();
         d.merge(&c);
         d.merge(&c);
-        assert_eq!(d.0, [4, 0, 0, 0, 2, 0]);
+        assert_eq!(d, [4, 0, 0, 0, 2, 0]);
+        let stats = |samples, dropped, stops| Stats {
+            samples,
+            dropped,
+            stops,
+            vcpu_instructions: vec![],
+        };
         assert_eq!(
-            summary_line(3, 1, &c, None, Path::new("/tmp/raw")),
+            summary_line(&stats(3, 1, c), None, Path::new("/tmp/raw")),
             "kern-profile: 3 samples written, 1 dropped; unwind stops: null frame pointer 2, depth limit 1; output /tmp/raw"
         );
         assert_eq!(
-            summary_line(0, 0, &StopCounts::default(), Some(7), Path::new("x")),
+            summary_line(&stats(0, 0, StopCounts::default()), Some(7), Path::new("x")),
             "kern-profile: 0 samples written, 0 dropped; unwind stops: none; 7 exact blocks; output x"
         );
     }

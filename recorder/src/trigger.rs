@@ -15,7 +15,7 @@
 //!   runs in N µs at its speed measured over the last millisecond, with random jitter (see
 //!   [`DelayTrigger`]); one clock read per sample.
 
-use crate::config::Sampling;
+use kern_profile_format::SamplingMode;
 
 /// The counter value at which QEMU calls the sampling callback.
 pub const THRESHOLD: u64 = 1 << 62;
@@ -72,10 +72,10 @@ pub enum Trigger {
 
 impl Trigger {
     /// A schedule that starts at host time `now_ns`, with no instructions run yet.
-    pub fn new(sampling: Sampling, now_ns: u64) -> Self {
+    pub fn new(sampling: SamplingMode, now_ns: u64) -> Self {
         match sampling {
-            Sampling::Period(n) => Trigger::Period(PeriodTrigger::new(n)),
-            Sampling::DelayMicros(us) => {
+            SamplingMode::PeriodInstructions(n) => Trigger::Period(PeriodTrigger::new(n)),
+            SamplingMode::DelayMicros(us) => {
                 Trigger::Delay(DelayTrigger::new(us.saturating_mul(1000), now_ns))
             }
         }
@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn period_samples_exactly_every_n_instructions() {
         let (samples, calls) = simulate(
-            Trigger::new(Sampling::Period(1000), 0),
+            Trigger::new(SamplingMode::PeriodInstructions(1000), 0),
             10_000,
             |_| 7,
             |_| 1.0,
@@ -329,7 +329,7 @@ mod tests {
     #[test]
     fn period_with_uneven_blocks_lands_on_instructions() {
         let (samples, _) = simulate(
-            Trigger::new(Sampling::Period(97), 0),
+            Trigger::new(SamplingMode::PeriodInstructions(97), 0),
             50_000,
             |b| 1 + (b * 7919) % 23,
             |_| 1.0,
@@ -385,7 +385,7 @@ mod tests {
     #[test]
     fn fire_clamps_a_stale_counter() {
         let mut c = Counter::new();
-        let mut t = Trigger::new(Sampling::Period(10), 0);
+        let mut t = Trigger::new(SamplingMode::PeriodInstructions(10), 0);
         let armed = c.arm(0, 10);
         // Far past the threshold (never happens with a sane block): first instruction.
         let f = fire(&mut c, &mut t, armed + 1_000, 3, 0);
@@ -405,7 +405,7 @@ mod tests {
     fn delay_is_host_time_on_average() {
         // 2 instructions per ns, blocks of 10: 10 us is about 20,000 instructions.
         let (samples, calls) = simulate(
-            Trigger::new(Sampling::DelayMicros(10), 0),
+            Trigger::new(SamplingMode::DelayMicros(10), 0),
             1_000_000,
             |_| 10,
             |_| 0.5,
@@ -431,7 +431,7 @@ mod tests {
         // instruction) and code 14 times slower; both run the same number of instructions.
         let slow = |b: u64| (b / 50) % 2 == 1;
         let (samples, _) = simulate(
-            Trigger::new(Sampling::DelayMicros(10), 0),
+            Trigger::new(SamplingMode::DelayMicros(10), 0),
             4_000_000,
             |_| 8,
             |b| if slow(b) { 7.0 } else { 0.5 },
@@ -448,7 +448,7 @@ mod tests {
     fn delay_follows_phases() {
         // 1 ns per instruction for 2 ms, then 4 ns: the spacing recovers within a window.
         let (samples, _) = simulate(
-            Trigger::new(Sampling::DelayMicros(10), 0),
+            Trigger::new(SamplingMode::DelayMicros(10), 0),
             1_000_000,
             |_| 4,
             |b| if b < 500_000 { 1.0 } else { 4.0 },

@@ -1,0 +1,141 @@
+//! What a raw file holds besides its stacks, counted record by record: the one tally that
+//! kp-dump, the aggregator and the tests share.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use crate::error::FormatError;
+use crate::raw_reader::{RawReader, Record, SampleRef};
+use crate::source::Truncation;
+use crate::stats::Stats;
+use crate::stop_reason::StopCounts;
+
+/// vCPU indexes below this are counted in a plain array; higher ones (only in a damaged or
+/// hand-made file: QEMU has at most 4096 vCPUs) in a map.
+const DENSE_VCPUS: usize = 4096;
+
+/// Samples per vCPU index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VcpuCounts {
+    dense: Vec<u64>,
+    sparse: BTreeMap<u32, u64>,
+}
+
+impl VcpuCounts {
+    #[inline]
+    pub fn add(&mut self, vcpu: u32) {
+        let i = vcpu as usize;
+        if i < DENSE_VCPUS {
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, 0);
+            }
+            self.dense[i] += 1;
+        } else {
+            *self.sparse.entry(vcpu).or_insert(0) += 1;
+        }
+    }
+
+    /// Samples of vCPU `vcpu`.
+    pub fn get(&self, vcpu: u32) -> u64 {
+        match self.dense.get(vcpu as usize) {
+            Some(&n) => n,
+            None => self.sparse.get(&vcpu).copied().unwrap_or(0),
+        }
+    }
+
+    /// `(vCPU, samples)` of every vCPU with samples, by index.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let dense = self.dense.iter().enumerate().map(|(i, &n)| (i as u32, n));
+        dense
+            .chain(self.sparse.iter().map(|(&v, &n)| (v, n)))
+            .filter(|&(_, n)| n > 0)
+    }
+
+    /// The highest vCPU index with a sample.
+    pub fn max(&self) -> Option<u32> {
+        self.iter().last().map(|(v, _)| v)
+    }
+}
+
+/// Counts of a raw file's records. Feed it every record ([`RawSummary::add`]) or let it read
+/// a whole file ([`RawSummary::read`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawSummary {
+    pub samples: u64,
+    /// Samples taken in user mode.
+    pub user_samples: u64,
+    /// Samples whose word at [SP] was read.
+    pub sp_words: u64,
+    /// Samples in which the recorder resolved a frameless entry itself.
+    pub entry_resolved: u64,
+    /// Unwind stops counted from the samples in the file.
+    pub stops: StopCounts,
+    pub per_vcpu: VcpuCounts,
+    /// Exact-count records, the blocks they hold, and the instructions those blocks executed.
+    pub exact_records: u64,
+    pub exact_blocks: u64,
+    pub exact_instructions: u64,
+    /// Records of kinds this version does not know (skipped).
+    pub unknown_records: u64,
+    /// The statistics record, when the run ended cleanly.
+    pub stats: Option<Stats>,
+    /// Where the file was cut, when it was.
+    pub truncation: Option<Truncation>,
+}
+
+impl RawSummary {
+    /// Reads the rest of `reader`'s records.
+    pub fn read<R: Read>(reader: &mut RawReader<R>) -> Result<RawSummary, FormatError> {
+        let mut sum = RawSummary::default();
+        while let Some(rec) = reader.next_record()? {
+            sum.add(&rec);
+        }
+        sum.truncation = reader.truncation();
+        Ok(sum)
+    }
+
+    /// Counts one record.
+    pub fn add(&mut self, rec: &Record<'_>) {
+        match rec {
+            Record::Sample(s) => self.add_sample(s),
+            Record::ExactBlocks(b) => {
+                self.exact_records += 1;
+                for blk in b.iter() {
+                    self.exact_blocks += 1;
+                    let insns = blk.instructions().len() as u64;
+                    self.exact_instructions = self
+                        .exact_instructions
+                        .saturating_add(blk.executions.saturating_mul(insns));
+                }
+            }
+            Record::Stats(s) => self.stats = Some(s.clone()),
+            Record::Unknown { .. } => self.unknown_records += 1,
+        }
+    }
+
+    #[inline]
+    pub fn add_sample(&mut self, s: &SampleRef<'_>) {
+        self.samples += 1;
+        self.user_samples += s.user() as u64;
+        self.sp_words += s.sp_word().is_some() as u64;
+        self.entry_resolved += s.entry_resolved() as u64;
+        self.stops.add_byte(s.stop);
+        self.per_vcpu.add(s.vcpu);
+    }
+
+    /// The run's unwind stops and where they come from: the statistics record's (which also
+    /// counts samples the writer dropped) when there is one, else those counted here.
+    pub fn run_stops(&self) -> (&StopCounts, StopsFrom) {
+        match &self.stats {
+            Some(st) => (&st.stops, StopsFrom::Statistics),
+            None => (&self.stops, StopsFrom::Samples),
+        }
+    }
+}
+
+/// Where [`RawSummary::run_stops`] took its counts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopsFrom {
+    Statistics,
+    Samples,
+}
