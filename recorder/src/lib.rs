@@ -5,18 +5,26 @@
 //! - [`version`]: which QEMU and plugin API the plugin needs (from `qemu-version.txt`);
 //! - [`trigger`]: when a vCPU takes its next sample, as an instruction budget for QEMU's
 //!   conditional callback;
+//! - [`blocks`]: what a sample needs of each translated block, made once per block;
+//! - [`capture`]: what the sampling callback reads once a sample is due (registers, the
+//!   word at `[SP]`, a frameless entry's caller, the frame-pointer chain);
 //! - [`batch`]: a vCPU's buffer of encoded samples and when to hand it to the writer;
 //! - [`writer`]: the writer thread behind a bounded channel, which drops rather than blocks;
 //! - [`window`]: a small read-ahead cache over guest memory reads for the stack walk;
 //! - [`exact`]: counter slots for exact per-block instruction counts;
 //! - [`qemu_args`]: QEMU command-line settings the plugin cannot work under;
+//! - [`target`]: the QEMUs the plugin refuses (user mode, other guests, one thread for
+//!   several vCPUs);
 //! - [`summary`]: the line printed at exit.
 
 pub mod batch;
+pub mod blocks;
+pub mod capture;
 pub mod config;
 pub mod exact;
 pub mod qemu_args;
 pub mod summary;
+pub mod target;
 pub mod trigger;
 pub mod version;
 pub mod window;

@@ -1,0 +1,87 @@
+//! At exit: every vCPU's last batch, the exact block counts, the statistics record and the
+//! summary line.
+
+use std::ffi::c_void;
+use std::io::Write;
+use std::sync::atomic::Ordering;
+
+use kern_profile_format::{Stats, StopCounts};
+use kern_profile_recorder::summary::summary_line;
+use qemu_plugin_sys as sys;
+
+use crate::{guard, lock_within, stderr_line, Plugin, EXIT_LOCK_WAIT, PLUGIN};
+
+pub unsafe extern "C" fn on_exit(_id: sys::qemu_plugin_id_t, _userdata: *mut c_void) {
+    guard(finish);
+}
+
+/// At exit: hand over every vCPU's last batch, stop the writer, append the exact block
+/// counts and the statistics, print the summary.
+fn finish() {
+    let Some(p) = PLUGIN.get() else { return };
+    if p.exiting.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let (stops, vcpu_instructions) = drain_vcpus(p);
+    let Some(mut fin) = p.writer.finish() else {
+        stderr_line("kern-profile: the writer thread is gone; the output may be incomplete");
+        return;
+    };
+    let mut trailer = Vec::new();
+    let exact_blocks = p
+        .exact
+        .as_ref()
+        .and_then(|exact| lock_within(exact, EXIT_LOCK_WAIT))
+        .map(|e| e.encode(p.width, &mut trailer));
+    let stats = Stats {
+        samples: fin.samples_written,
+        dropped: p.writer.dropped() + fin.samples_failed,
+        stops,
+        vcpu_instructions,
+    };
+    stats.encode(&mut trailer);
+    if let Err(e) = fin.out.write_all(&trailer).and_then(|()| fin.out.flush()) {
+        fin.error.get_or_insert(e);
+    }
+    if let Some(e) = &fin.error {
+        stderr_line(&format!(
+            "kern-profile: writing {} failed: {e}",
+            p.cfg.out.display()
+        ));
+    }
+    stderr_line(&summary_line(&stats, exact_blocks, &p.cfg.out));
+}
+
+/// Hands every vCPU's last batch to the writer; returns the unwind stops of all vCPUs and
+/// each one's instruction count.
+fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>) {
+    // vCPUs may still run (the guest wrote isa-debug-exit from one of them): each vCPU's
+    // lock orders its last callback before what is read here.
+    let mut stops = StopCounts::default();
+    let mut icounts = vec![0u64; p.smp_vcpus];
+    let mut busy = Vec::new();
+    for (i, slot) in p.vcpus.iter().enumerate() {
+        let Some(mut v) = lock_within(&slot.0, EXIT_LOCK_WAIT) else {
+            busy.push(i);
+            continue;
+        };
+        if !v.ready {
+            continue;
+        }
+        if icounts.len() <= i {
+            icounts.resize(i + 1, 0);
+        }
+        icounts[i] = v.counter.instructions(p.acc.get(i as u32));
+        stops.merge(v.capture.stops());
+        if !v.buffer.is_empty() {
+            let batch = v.buffer.take(Vec::new());
+            p.writer.submit_blocking(batch);
+        }
+    }
+    if !busy.is_empty() {
+        stderr_line(&format!(
+            "kern-profile: vCPUs {busy:?} were busy at exit; their last samples are lost"
+        ));
+    }
+    (stops, icounts)
+}

@@ -1,0 +1,82 @@
+//! At translation: what each block registers (the instruction count, the sampler, and with
+//! `exact=on` its execution counter).
+
+use std::ffi::c_void;
+
+use kern_profile_recorder::blocks::BlockInfo;
+use kern_profile_recorder::trigger::THRESHOLD;
+use kern_profile_unwind::EntryState;
+use qemu_plugin_sys as sys;
+
+use crate::{guard, vcpu, Plugin, PLUGIN};
+
+pub unsafe extern "C" fn on_tb_trans(_id: sys::qemu_plugin_id_t, tb: *mut sys::qemu_plugin_tb) {
+    guard(|| {
+        // SAFETY: QEMU passes the block being translated.
+        unsafe { tb_trans(tb) }
+    });
+}
+
+/// # Safety
+/// `tb` is the block QEMU is translating.
+unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
+    let Some(p) = PLUGIN.get() else { return };
+    let n = sys::qemu_plugin_tb_n_insns(tb);
+    let insns: Vec<u64> = (0..n)
+        .map(|i| sys::qemu_plugin_insn_vaddr(sys::qemu_plugin_tb_get_insn(tb, i)))
+        .collect();
+    let entry = EntryState::classify(&first_bytes(tb, n), p.width);
+    let Some(info) = p.blocks.lock().ok().map(|mut t| t.intern(&insns, entry)) else {
+        return;
+    };
+    // The count first, then the sampler: the callback sees the block's instructions counted
+    // and works out which of them the budget ran out at.
+    sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+        tb,
+        sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
+        p.acc.0,
+        n as u64,
+    );
+    sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
+        tb,
+        Some(vcpu::on_sample),
+        sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+        sys::qemu_plugin_cond::QEMU_PLUGIN_COND_GE,
+        p.acc.0,
+        THRESHOLD,
+        info as *const BlockInfo as *mut c_void,
+    );
+    count_exactly(p, tb, &insns);
+}
+
+/// Up to the first 4 bytes of the block's first instruction (enough to classify its entry).
+///
+/// # Safety
+/// `tb` is the block QEMU is translating, with `n` instructions.
+unsafe fn first_bytes(tb: *mut sys::qemu_plugin_tb, n: usize) -> Vec<u8> {
+    let mut first = [0u8; 4];
+    let got = if n > 0 {
+        let insn = sys::qemu_plugin_tb_get_insn(tb, 0);
+        sys::qemu_plugin_insn_data(insn, first.as_mut_ptr() as *mut c_void, first.len())
+    } else {
+        0
+    };
+    first[..got.min(first.len())].to_vec()
+}
+
+/// With `exact=on`, an inline add of 1 into the block's own counter slot.
+///
+/// # Safety
+/// `tb` is the block QEMU is translating.
+unsafe fn count_exactly(p: &Plugin, tb: *mut sys::qemu_plugin_tb, insns: &[u64]) {
+    let Some(exact) = &p.exact else { return };
+    let Some(entry) = exact.lock().ok().and_then(|mut e| e.counter_for(insns)) else {
+        return;
+    };
+    sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+        tb,
+        sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
+        entry.0,
+        1,
+    );
+}

@@ -1,0 +1,282 @@
+use super::*;
+
+/// Fake registers; `None` reads as QEMU failing to read the register.
+#[derive(Debug, Clone, Copy, Default)]
+struct Regs {
+    sp: Option<u64>,
+    fp: Option<u64>,
+    cs: Option<u64>,
+}
+
+impl RegisterReader for Regs {
+    fn read(&mut self, reg: Reg) -> Option<u64> {
+        match reg {
+            Reg::StackPointer => self.sp,
+            Reg::FramePointer => self.fp,
+            Reg::CodeSegment => self.cs,
+        }
+    }
+}
+
+/// A fake guest stack: `bytes` mapped at `base`, everything else unreadable.
+struct Stack {
+    base: u64,
+    bytes: Vec<u8>,
+    width: PtrWidth,
+    fetches: usize,
+}
+
+impl Stack {
+    fn new(width: PtrWidth) -> Self {
+        Stack {
+            base: BASE,
+            bytes: vec![0; 0x1000],
+            width,
+            fetches: 0,
+        }
+    }
+
+    fn put(&mut self, addr: u64, v: u64) {
+        let w = self.width.bytes();
+        let at = (addr - self.base) as usize;
+        self.bytes[at..at + w].copy_from_slice(&v.to_le_bytes()[..w]);
+    }
+
+    /// `n` frame records 0x40 apart from `fp`, the last one ending the chain; returns their
+    /// return addresses.
+    fn chain(&mut self, fp: u64, n: usize) -> Vec<u64> {
+        let w = self.width.bytes() as u64;
+        (0..n as u64)
+            .map(|i| {
+                let at = fp + 0x40 * i;
+                let saved = if i + 1 == n as u64 { 0 } else { at + 0x40 };
+                let ret = 0xc010_0000 + i * 0x10;
+                self.put(at, saved);
+                self.put(at + w, ret);
+                ret
+            })
+            .collect()
+    }
+
+    fn reader(&mut self) -> impl FnMut(u64, &mut [u8]) -> bool + '_ {
+        |addr, out| {
+            self.fetches += 1;
+            let Some(off) = addr.checked_sub(self.base) else {
+                return false;
+            };
+            match self.bytes.get(off as usize..off as usize + out.len()) {
+                Some(src) => {
+                    out.copy_from_slice(src);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+}
+
+const BASE: u64 = 0x8_0000;
+const SP: u64 = BASE + 0x100;
+const FP: u64 = BASE + 0x200;
+const RET: u64 = 0xc000_1234;
+const BOTH: [PtrWidth; 2] = [PtrWidth::W4, PtrWidth::W8];
+
+fn site(entry: EntryState) -> SampleSite {
+    SampleSite {
+        vcpu: 3,
+        pc: 0xc000_0042,
+        entry,
+        icount: 1000,
+        time_ns: 77,
+    }
+}
+
+fn regs() -> Regs {
+    Regs {
+        sp: Some(SP),
+        fp: Some(FP),
+        cs: Some(0x08),
+    }
+}
+
+/// Takes one sample at a block entered in state `entry`, over a stack whose word at [SP] is
+/// `RET`, whose word at [SP+W] is `RET + 1`, and whose FP chain holds 3 frames.
+fn sample(width: PtrWidth, entry: EntryState, depth: u32) -> (SampleRecord<'static>, Vec<u64>) {
+    let mut stack = Stack::new(width);
+    stack.put(SP, RET);
+    stack.put(SP + width.bytes() as u64, RET + 1);
+    let chain = stack.chain(FP, 3);
+    let mut c = Capture::new(width, depth);
+    let rec = c.take(&site(entry), &mut regs(), stack.reader());
+    let frames: &'static [u64] = rec.frames.to_vec().leak();
+    (SampleRecord { frames, ..rec }, chain)
+}
+
+#[test]
+fn framed_block_is_walked_from_fp() {
+    for w in BOTH {
+        let (rec, chain) = sample(w, EntryState::Framed, 64);
+        assert_eq!(rec.frames, chain, "{w:?}");
+        assert_eq!(rec.stop, StopReason::NullFramePointer);
+        assert!(!rec.entry_resolved);
+        assert_eq!(rec.sp_word, Some(RET));
+        assert_eq!((rec.sp, rec.pc, rec.vcpu), (SP, 0xc000_0042, 3));
+        assert_eq!((rec.icount, rec.time_ns), (1000, 77));
+        assert!(!rec.user);
+    }
+}
+
+#[test]
+fn frameless_entries_put_the_caller_first() {
+    for w in BOTH {
+        for (entry, caller) in [
+            (EntryState::BeforePush, RET),
+            (EntryState::AtReturn, RET),
+            (EntryState::AfterPush, RET + 1),
+        ] {
+            let (rec, chain) = sample(w, entry, 64);
+            assert_eq!(rec.frames[0], caller, "{w:?} {entry:?}");
+            assert_eq!(&rec.frames[1..], &chain[..], "{w:?} {entry:?}");
+            assert!(rec.entry_resolved);
+            assert_eq!(rec.sp_word, Some(RET));
+            assert_eq!(rec.stop, StopReason::NullFramePointer);
+        }
+    }
+}
+
+#[test]
+fn depth_limit_counts_the_caller_read_from_the_stack() {
+    for w in BOTH {
+        let (rec, chain) = sample(w, EntryState::Framed, 2);
+        assert_eq!(rec.frames, &chain[..2]);
+        assert_eq!(rec.stop, StopReason::DepthLimit);
+        let (rec, chain) = sample(w, EntryState::BeforePush, 2);
+        assert_eq!(rec.frames, [RET, chain[0]]);
+        assert_eq!(rec.stop, StopReason::DepthLimit);
+        let (rec, _) = sample(w, EntryState::AfterPush, 1);
+        assert_eq!(rec.frames, [RET + 1]);
+        assert_eq!(rec.stop, StopReason::DepthLimit);
+    }
+}
+
+#[test]
+fn unreadable_memory() {
+    for w in BOTH {
+        let mut stack = Stack::new(w);
+        let mut c = Capture::new(w, 64);
+        // SP outside the mapping: no [SP] word, so no caller fix; FP too.
+        let mut r = Regs {
+            sp: Some(0x10),
+            fp: Some(0x20),
+            cs: Some(0x08),
+        };
+        let rec = c.take(&site(EntryState::BeforePush), &mut r, stack.reader());
+        assert_eq!(rec.sp_word, None);
+        assert!(!rec.entry_resolved);
+        assert!(rec.frames.is_empty());
+        assert_eq!(rec.stop, StopReason::Unreadable);
+        // [SP] readable but [SP+W] not: after `push ebp` the caller stays unknown.
+        let top = BASE + stack.bytes.len() as u64 - w.bytes() as u64;
+        stack.put(top, RET);
+        r.sp = Some(top);
+        let rec = c.take(&site(EntryState::AfterPush), &mut r, stack.reader());
+        assert_eq!(rec.sp_word, Some(RET));
+        assert!(!rec.entry_resolved);
+        // A chain that leads out of the mapping.
+        stack.chain(FP, 2);
+        stack.put(FP + 0x40, 0x4000_0000);
+        let rec = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
+        assert_eq!(rec.frames.len(), 2);
+        assert_eq!(rec.stop, StopReason::Unreadable);
+        // The second sample's FP lay below its SP.
+        assert_eq!(c.stops(), &[0, 0, 1, 2]);
+    }
+}
+
+#[test]
+fn fp_below_sp_is_garbage() {
+    for w in BOTH {
+        let mut stack = Stack::new(w);
+        stack.chain(SP - 0x40, 2);
+        let mut c = Capture::new(w, 64);
+        let mut r = Regs {
+            fp: Some(SP - 0x40),
+            ..regs()
+        };
+        let rec = c.take(&site(EntryState::Framed), &mut r, stack.reader());
+        assert!(rec.frames.is_empty());
+        assert_eq!(rec.stop, StopReason::NotIncreasing);
+    }
+}
+
+#[test]
+fn registers() {
+    for w in BOTH {
+        let mut stack = Stack::new(w);
+        let mut c = Capture::new(w, 64);
+        // CPL 3 is user mode; an unreadable CS reads as kernel mode.
+        let mut r = Regs {
+            cs: Some(0x1b),
+            ..regs()
+        };
+        assert!(
+            c.take(&site(EntryState::Framed), &mut r, stack.reader())
+                .user
+        );
+        r.cs = None;
+        assert!(
+            !c.take(&site(EntryState::Framed), &mut r, stack.reader())
+                .user
+        );
+        // Unreadable SP and FP read as 0: nothing to walk.
+        let rec = c.take(
+            &site(EntryState::Framed),
+            &mut Regs::default(),
+            stack.reader(),
+        );
+        assert_eq!((rec.sp, rec.sp_word), (0, None));
+        assert_eq!(rec.stop, StopReason::NullFramePointer);
+    }
+    // i386: whatever QEMU hands back beyond 32 bits is not an address.
+    let mut stack = Stack::new(PtrWidth::W4);
+    let chain = stack.chain(FP, 2);
+    let mut c = Capture::new(PtrWidth::W4, 64);
+    let mut r = Regs {
+        sp: Some(0xdead_0000_0000_0000 | SP),
+        fp: Some(0xdead_0000_0000_0000 | FP),
+        cs: Some(0x08),
+    };
+    let rec = c.take(&site(EntryState::Framed), &mut r, stack.reader());
+    assert_eq!(rec.sp, SP);
+    assert_eq!(rec.frames, chain);
+}
+
+#[test]
+fn memory_is_read_afresh_for_each_sample() {
+    let w = PtrWidth::W8;
+    let mut stack = Stack::new(w);
+    stack.put(SP, RET);
+    let chain = stack.chain(FP, 3);
+    let mut c = Capture::new(w, 64);
+    let rec = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
+    assert_eq!(rec.frames, chain);
+    // The [SP] word and the three records lie in one window: few guest reads.
+    assert!(stack.fetches <= 2, "{} fetches", stack.fetches);
+    stack.put(SP, RET + 8);
+    stack.put(FP + 8, 0xc020_0000);
+    let rec = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
+    assert_eq!(rec.sp_word, Some(RET + 8));
+    assert_eq!(rec.frames[0], 0xc020_0000);
+}
+
+#[test]
+fn without_registers_there_is_no_stack() {
+    let mut c = Capture::new(PtrWidth::W4, 64);
+    let rec = c.take_without_registers(&site(EntryState::BeforePush));
+    assert_eq!((rec.sp, rec.sp_word, rec.frames.len()), (0, None, 0));
+    assert_eq!(rec.stop, StopReason::Unreadable);
+    assert!(!rec.entry_resolved);
+    assert_eq!((rec.pc, rec.icount, rec.time_ns), (0xc000_0042, 1000, 77));
+    c.take_without_registers(&site(EntryState::Framed));
+    assert_eq!(c.stops(), &[0, 0, 0, 2]);
+}
