@@ -184,30 +184,19 @@ pub struct RawCensus {
 
 /// Reads a raw file through the format crate; a corrupt record fails the test.
 pub fn census(raw: &Path) -> RawCensus {
-    use kern_profile_format::{RawReader, Record};
+    use kern_profile_format::{RawReader, RawSummary};
     let file = std::fs::File::open(raw).unwrap_or_else(|e| panic!("{}: {e}", raw.display()));
     let mut r = RawReader::new(file).expect("a raw header");
-    let mut c = RawCensus {
-        header: r.header().clone(),
-        samples: 0,
-        per_vcpu: BTreeMap::new(),
-        user: 0,
-        stats: None,
-        truncation: None,
-    };
-    while let Some(rec) = r.next_record().expect("no corrupt record") {
-        match rec {
-            Record::Sample(s) => {
-                c.samples += 1;
-                c.user += s.user() as u64;
-                *c.per_vcpu.entry(s.vcpu).or_insert(0) += 1;
-            }
-            Record::Stats(s) => c.stats = Some(s),
-            _ => {}
-        }
+    let header = r.header().clone();
+    let s = RawSummary::read(&mut r).expect("no corrupt record");
+    RawCensus {
+        header,
+        samples: s.samples,
+        per_vcpu: s.per_vcpu.iter().collect(),
+        user: s.user_samples,
+        stats: s.stats,
+        truncation: s.truncation,
     }
-    c.truncation = r.truncation();
-    c
 }
 
 /// Collapsed stacks of `raw` against `kernel`, with extra `kern-profile` arguments.
