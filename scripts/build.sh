@@ -7,7 +7,7 @@ cd "$KP_ROOT"
 say "building the aggregator and the plugin (release)"
 cargo build --release --locked -q -p kern-profile -p kern-profile-plugin
 # Cargo names a cdylib lib<name>.so; users and the original's docs say kern-profile.so.
-cp -f target/release/libkern_profile.so target/release/kern-profile.so
+cp -f target/release/libkern_profile_plugin.so target/release/kern-profile.so
 bash scripts/build-kernel.sh >/dev/null
 bash scripts/build-kernel64.sh >/dev/null
 say "built target/release/kern-profile, target/release/kern-profile.so, target/examples/kernel.elf, target/examples/kernel64.elf"

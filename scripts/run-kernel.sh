@@ -19,7 +19,7 @@
 #   --dry-run           print the QEMU command line instead of running it
 #   -h, --help          this text
 #
-# Any other argument goes to QEMU unchanged, e.g. `-plugin path/libkern_profile.so,...`,
+# Any other argument goes to QEMU unchanged, e.g. `-plugin path/kern-profile.so,...`,
 # `-accel tcg,one-insn-per-tb=on`, or `-append "rounds=40000 alloc_rounds=0"` (instead of
 # --rounds/--alloc-rounds/--smp/--user, not with them). $QEMU overrides the QEMU binary.
 #

@@ -37,11 +37,11 @@ pub mod kind {
 pub mod sample_flags {
     /// The vCPU was in user mode (CPL 3).
     pub const USER: u8 = 1;
-    /// The word at [SP] could be read.
+    /// The word at `[SP]` could be read.
     pub const SP_WORD_VALID: u8 = 2;
     /// The block was entered without a frame record of its own (at `push ebp`,
     /// `mov ebp, esp` or `ret`) and the recorder put the caller's return address, read from
-    /// the stack, first in the frames: readers must not apply an [SP] fix of their own.
+    /// the stack, first in the frames: readers must not apply an `[SP]` fix of their own.
     pub const ENTRY_RESOLVED: u8 = 4;
 }
 

@@ -33,7 +33,7 @@ impl<'a> SampleRef<'a> {
         self.flags & crate::sample_flags::USER != 0
     }
 
-    /// The recorder resolved frameless entries itself: apply no [SP] fix.
+    /// The recorder resolved frameless entries itself: apply no `[SP]` fix.
     pub fn entry_resolved(&self) -> bool {
         self.flags & crate::sample_flags::ENTRY_RESOLVED != 0
     }
@@ -42,7 +42,7 @@ impl<'a> SampleRef<'a> {
         StopReason::from_u8(self.stop)
     }
 
-    /// The word at [SP], when the plugin could read it.
+    /// The word at `[SP]`, when the plugin could read it.
     pub fn sp_word(&self) -> Option<u64> {
         (self.flags & crate::sample_flags::SP_WORD_VALID != 0).then_some(self.sp_word)
     }

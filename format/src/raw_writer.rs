@@ -14,7 +14,7 @@ pub struct SampleRecord<'a> {
     pub icount: u64,
     pub pc: u64,
     pub sp: u64,
-    /// The word at [SP], when it was readable.
+    /// The word at `[SP]`, when it was readable.
     pub sp_word: Option<u64>,
     /// Return addresses, innermost first.
     pub frames: &'a [u64],
@@ -101,7 +101,7 @@ where
     }
 }
 
-/// Appends the statistics record written at exit (see [`Stats::encode`]).
+/// Appends the statistics record written at exit (see [`crate::Stats::encode`]).
 pub fn encode_stats(
     out: &mut Vec<u8>,
     samples: u64,

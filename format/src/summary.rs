@@ -64,7 +64,7 @@ pub struct RawSummary {
     pub samples: u64,
     /// Samples taken in user mode.
     pub user_samples: u64,
-    /// Samples whose word at [SP] was read.
+    /// Samples whose word at `[SP]` was read.
     pub sp_words: u64,
     /// Samples in which the recorder resolved a frameless entry itself.
     pub entry_resolved: u64,

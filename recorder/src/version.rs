@@ -1,8 +1,9 @@
 //! Which QEMU the plugin needs. The numbers live once, in the workspace's `qemu-version.txt`,
-//! compiled in here.
+//! compiled in here through `recorder/qemu-version.txt`, a symbolic link to it inside the
+//! crate so that `cargo package` stores its content.
 
 /// The workspace's `qemu-version.txt`.
-pub const QEMU_VERSION_TXT: &str = include_str!("../../qemu-version.txt");
+pub const QEMU_VERSION_TXT: &str = include_str!("../qemu-version.txt");
 
 /// The plugin API level the plugin is built against.
 pub const PLUGIN_API: i32 = 4;
