@@ -3,8 +3,13 @@ use crate::source::{u16_at, u32_at, u64_at};
 
 /// The first bytes of every raw file.
 pub const MAGIC: &[u8; 8] = b"KPROFRAW";
-/// The raw format version this crate writes and reads.
+/// The raw format version the recorder writes (see [`Header::encode`]).
 pub const VERSION: u16 = 1;
+/// Version 2: samples also carry the CPU mode, the privilege level, the return-address
+/// register, the page-table base and per-frame boundary marks (see FORMAT.md).
+pub const VERSION_2: u16 = 2;
+/// The newest version this crate reads; it reads every version from 1.
+pub const MAX_VERSION: u16 = VERSION_2;
 /// Header bytes before the QEMU version string.
 pub const HEADER_FIXED_LEN: usize = 41;
 
@@ -13,6 +18,10 @@ pub const HEADER_FIXED_LEN: usize = 41;
 pub enum Arch {
     I386,
     X86_64,
+    /// Written only in format version 2 and later.
+    Riscv64,
+    /// Written only in format version 2 and later.
+    Aarch64,
 }
 
 impl Arch {
@@ -20,6 +29,8 @@ impl Arch {
         match self {
             Arch::I386 => 1,
             Arch::X86_64 => 2,
+            Arch::Riscv64 => 3,
+            Arch::Aarch64 => 4,
         }
     }
 
@@ -27,6 +38,8 @@ impl Arch {
         match c {
             1 => Some(Arch::I386),
             2 => Some(Arch::X86_64),
+            3 => Some(Arch::Riscv64),
+            4 => Some(Arch::Aarch64),
             _ => None,
         }
     }
@@ -35,7 +48,7 @@ impl Arch {
     pub fn ptr_width(self) -> u8 {
         match self {
             Arch::I386 => 4,
-            Arch::X86_64 => 8,
+            Arch::X86_64 | Arch::Riscv64 | Arch::Aarch64 => 8,
         }
     }
 
@@ -43,6 +56,8 @@ impl Arch {
         match self {
             Arch::I386 => "i386",
             Arch::X86_64 => "x86_64",
+            Arch::Riscv64 => "riscv64",
+            Arch::Aarch64 => "aarch64",
         }
     }
 }
@@ -101,12 +116,18 @@ impl Header {
         self.arch.ptr_width() as usize
     }
 
-    /// Appends the encoded header to `out`.
+    /// Appends the encoded header, format [`VERSION`], to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_version(VERSION, out);
+    }
+
+    /// Appends the header of a file of format `version` (1 or 2: the same layout) to `out`.
+    pub fn encode_version(&self, version: u16, out: &mut Vec<u8>) {
+        let format_version = version;
         let version = self.qemu_version.as_bytes();
         let vlen = version.len().min(255);
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&format_version.to_le_bytes());
         out.extend_from_slice(&((HEADER_FIXED_LEN + vlen) as u16).to_le_bytes());
         out.push(self.arch.code());
         out.push(self.arch.ptr_width());
@@ -120,10 +141,10 @@ impl Header {
         out.extend_from_slice(&version[..vlen]);
     }
 
-    /// Decodes a header from the first `b.len()` bytes of a file; returns it and its length.
-    /// `b` must hold at least [`HEADER_FIXED_LEN`] bytes; the caller re-calls with more bytes
-    /// when `Ok(None)` says the header is longer.
-    pub(crate) fn decode(b: &[u8]) -> Result<Option<(Header, usize)>, FormatError> {
+    /// Decodes a header from the first `b.len()` bytes of a file; returns it, its length and
+    /// the file's format version. `b` must hold at least [`HEADER_FIXED_LEN`] bytes; the
+    /// caller re-calls with more bytes when `Ok(None)` says the header is longer.
+    pub(crate) fn decode(b: &[u8]) -> Result<Option<(Header, usize, u16)>, FormatError> {
         if b.len() < HEADER_FIXED_LEN {
             return Err(FormatError::ShortHeader(b.len()));
         }
@@ -131,7 +152,7 @@ impl Header {
             return Err(FormatError::BadMagic);
         }
         let version = u16_at(b, 8);
-        if version != VERSION {
+        if !(VERSION..=MAX_VERSION).contains(&version) {
             return Err(FormatError::UnsupportedVersion(version));
         }
         let len = u16_at(b, 10) as usize;
@@ -170,6 +191,7 @@ impl Header {
                 qemu_version,
             },
             len,
+            version,
         )))
     }
 }

@@ -8,6 +8,7 @@
 mod error;
 mod header;
 mod legacy;
+mod machine;
 pub mod memtrace;
 mod raw_reader;
 mod raw_writer;
@@ -17,10 +18,15 @@ mod stop_reason;
 mod summary;
 
 pub use error::FormatError;
-pub use header::{Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, VERSION};
+pub use header::{
+    Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, MAX_VERSION, VERSION, VERSION_2,
+};
 pub use legacy::{LegacyReader, LegacySample};
+pub use machine::{CpuMode, FrameMark, Privilege};
 pub use raw_reader::{ExactBlock, ExactBlocks, RawReader, Record, SampleRef};
-pub use raw_writer::{encode_exact_blocks, encode_sample, encode_stats, SampleRecord};
+pub use raw_writer::{
+    encode_exact_blocks, encode_sample, encode_sample_v2, encode_stats, SampleExtras, SampleRecord,
+};
 pub use source::Truncation;
 pub use stats::Stats;
 pub use stop_reason::{StopCounts, StopReason};
@@ -31,11 +37,17 @@ pub mod kind {
     pub const SAMPLE: u8 = 1;
     pub const EXACT_BLOCKS: u8 = 2;
     pub const STATS: u8 = 3;
+    /// Reserved (format version 2): allocator calls the recorder hooked (issue 15's
+    /// allocation events). Readers of this version skip it as an unknown kind.
+    pub const ALLOC_EVENT: u8 = 4;
+    /// Reserved (format version 2): a few code bytes at sampled user addresses, to tell
+    /// programs linked at the same addresses apart (issue 18). Skipped like [`ALLOC_EVENT`].
+    pub const CODE_BYTES: u8 = 5;
 }
 
 /// Sample flag bits.
 pub mod sample_flags {
-    /// The vCPU was in user mode (CPL 3).
+    /// The vCPU was in user mode (CPL 3; version 2: privilege user).
     pub const USER: u8 = 1;
     /// The word at `[SP]` could be read.
     pub const SP_WORD_VALID: u8 = 2;
@@ -43,6 +55,12 @@ pub mod sample_flags {
     /// `mov ebp, esp` or `ret`) and the recorder put the caller's return address, read from
     /// the stack, first in the frames: readers must not apply an `[SP]` fix of their own.
     pub const ENTRY_RESOLVED: u8 = 4;
+    /// Version 2: the return-address register field holds a value.
+    pub const RETURN_REGISTER_VALID: u8 = 8;
+    /// Version 2: the page-table base field holds a value.
+    pub const PAGE_TABLE_VALID: u8 = 16;
+    /// Version 2: one [`crate::FrameMark`] byte per return address follows the frames.
+    pub const FRAME_MARKS: u8 = 32;
 }
 
 /// Which of the two CPU sample formats a file holds.

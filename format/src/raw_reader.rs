@@ -5,6 +5,7 @@ use std::io::Read;
 use crate::error::FormatError;
 use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
+use crate::machine::{CpuMode, FrameMark, Privilege};
 use crate::source::{u16_at, u32_at, u64_at, word_at, Source, Truncation};
 use crate::stats::Stats;
 use crate::stop_reason::StopReason;
@@ -26,6 +27,14 @@ pub struct SampleRef<'a> {
     sp_word: u64,
     frames: &'a [u8],
     width: usize,
+    /// Version 2's fields; unknown (zero) in version 1, but for the privilege, which is
+    /// user or kernel there, from the user flag.
+    mode: u8,
+    privilege: u8,
+    return_register: u64,
+    page_table_base: u64,
+    /// One byte per frame, or empty.
+    marks: &'a [u8],
 }
 
 impl<'a> SampleRef<'a> {
@@ -45,6 +54,40 @@ impl<'a> SampleRef<'a> {
     /// The word at `[SP]`, when the plugin could read it.
     pub fn sp_word(&self) -> Option<u64> {
         (self.flags & crate::sample_flags::SP_WORD_VALID != 0).then_some(self.sp_word)
+    }
+
+    /// The CPU mode (version 2; unknown in version 1 files).
+    pub fn mode(&self) -> CpuMode {
+        CpuMode::from_u8(self.mode).unwrap_or_default()
+    }
+
+    /// The privilege level (version 2); in version 1 files, user or kernel from the user flag.
+    pub fn privilege(&self) -> Privilege {
+        Privilege::from_u8(self.privilege).unwrap_or_default()
+    }
+
+    /// The return-address register (riscv `ra`, aarch64 `x30`), when recorded (version 2).
+    pub fn return_register(&self) -> Option<u64> {
+        (self.flags & crate::sample_flags::RETURN_REGISTER_VALID != 0)
+            .then_some(self.return_register)
+    }
+
+    /// The page-table base (x86 CR3, riscv `satp`, aarch64 `TTBR0_EL1`), when recorded
+    /// (version 2).
+    pub fn page_table_base(&self) -> Option<u64> {
+        (self.flags & crate::sample_flags::PAGE_TABLE_VALID != 0).then_some(self.page_table_base)
+    }
+
+    /// What lies before each return address (version 2; all calls otherwise): the frame at
+    /// a boundary mark is the interrupted or calling context's PC.
+    pub fn frame_marks(&self) -> impl ExactSizeIterator<Item = FrameMark> + 'a {
+        let marks = self.marks;
+        (0..self.frame_count()).map(move |i| {
+            marks
+                .get(i)
+                .and_then(|&b| FrameMark::from_u8(b))
+                .unwrap_or_default()
+        })
     }
 
     pub fn frame_count(&self) -> usize {
@@ -129,6 +172,7 @@ pub struct RawReader<R> {
     src: Source<R>,
     header: Header,
     width: usize,
+    version: u16,
     truncation: Option<Truncation>,
     record_offset: u64,
 }
@@ -145,7 +189,7 @@ impl<R: Read> RawReader<R> {
             return Err(FormatError::ShortHeader(n));
         }
         let mut want = HEADER_FIXED_LEN;
-        let (header, len) = loop {
+        let (header, len, version) = loop {
             match Header::decode(src.peek(want))? {
                 Some(h) => break h,
                 None => {
@@ -162,6 +206,7 @@ impl<R: Read> RawReader<R> {
             src,
             header,
             width,
+            version,
             truncation: None,
             record_offset: len as u64,
         })
@@ -169,6 +214,11 @@ impl<R: Read> RawReader<R> {
 
     pub fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The file's format version (1 or 2).
+    pub fn version(&self) -> u16 {
+        self.version
     }
 
     /// Byte offset of the last record returned.
@@ -215,6 +265,9 @@ impl<R: Read> RawReader<R> {
         let body = &self.src_slice_before(len);
         let width = self.width;
         let rec = match kind {
+            kind::SAMPLE if self.version >= crate::VERSION_2 => {
+                Record::Sample(decode_sample_v2(body, width, offset)?)
+            }
             kind::SAMPLE => Record::Sample(decode_sample(body, width, offset)?),
             kind::EXACT_BLOCKS => Record::ExactBlocks(decode_exact(body, width, offset)?),
             kind::STATS => Record::Stats(Stats::decode(body, offset)?),
@@ -264,6 +317,63 @@ fn decode_sample(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, F
         sp_word: word_at(b, 24 + 2 * width, width),
         frames: &b[24 + 3 * width..],
         width,
+        mode: 0,
+        privilege: if b[4] & crate::sample_flags::USER != 0 {
+            Privilege::User as u8
+        } else {
+            Privilege::Kernel as u8
+        },
+        return_register: 0,
+        page_table_base: 0,
+        marks: &[],
+    })
+}
+
+/// Bytes of a version-2 sample before its words.
+const V2_FIXED: usize = 36;
+
+fn decode_sample_v2(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, FormatError> {
+    if b.len() < V2_FIXED + 4 * width {
+        return Err(corrupt(
+            offset,
+            format!("sample record of {} bytes is too short", b.len()),
+        ));
+    }
+    let flags = b[4];
+    let n = u16_at(b, 6) as usize;
+    let marks = if flags & crate::sample_flags::FRAME_MARKS != 0 {
+        n
+    } else {
+        0
+    };
+    let words_end = V2_FIXED + (4 + n) * width;
+    let want = words_end + marks;
+    if b.len() != want {
+        return Err(corrupt(
+            offset,
+            format!(
+                "sample with {n} frames should be {want} bytes, record says {}",
+                b.len()
+            ),
+        ));
+    }
+    let word = |i: usize| word_at(b, V2_FIXED + i * width, width);
+    Ok(SampleRef {
+        vcpu: u32_at(b, 0),
+        flags,
+        stop: b[5],
+        time_ns: u64_at(b, 8),
+        icount: u64_at(b, 16),
+        pc: word(0),
+        sp: word(1),
+        sp_word: word(2),
+        frames: &b[V2_FIXED + 4 * width..words_end],
+        width,
+        mode: b[24],
+        privilege: b[25],
+        return_register: word(3),
+        page_table_base: u64_at(b, 28),
+        marks: &b[words_end..],
     })
 }
 

@@ -2,6 +2,8 @@
 //! append to a buffer, so the caller decides when bytes reach the file.
 
 use crate::kind;
+use crate::machine::{CpuMode, FrameMark, Privilege};
+use crate::sample_flags;
 use crate::stop_reason::StopReason;
 
 /// One sample as the recorder has it, borrowed.
@@ -42,20 +44,20 @@ fn finish(out: &mut [u8], len_at: usize) {
     out[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
 }
 
-/// Appends one sample record. At most `u16::MAX` frames are kept.
+/// Appends one sample record of format version 1. At most `u16::MAX` frames are kept.
 pub fn encode_sample(out: &mut Vec<u8>, ptr_width: usize, s: &SampleRecord<'_>) {
     let frames = &s.frames[..s.frames.len().min(u16::MAX as usize)];
     let at = begin(out, kind::SAMPLE);
     out.extend_from_slice(&s.vcpu.to_le_bytes());
     let mut flags = 0;
     if s.user {
-        flags |= crate::sample_flags::USER;
+        flags |= sample_flags::USER;
     }
     if s.sp_word.is_some() {
-        flags |= crate::sample_flags::SP_WORD_VALID;
+        flags |= sample_flags::SP_WORD_VALID;
     }
     if s.entry_resolved {
-        flags |= crate::sample_flags::ENTRY_RESOLVED;
+        flags |= sample_flags::ENTRY_RESOLVED;
     }
     out.push(flags);
     out.push(s.stop as u8);
@@ -67,6 +69,73 @@ pub fn encode_sample(out: &mut Vec<u8>, ptr_width: usize, s: &SampleRecord<'_>) 
     push_word(out, s.sp_word.unwrap_or(0), ptr_width);
     for &f in frames {
         push_word(out, f, ptr_width);
+    }
+    finish(out, at);
+}
+
+/// What a version-2 sample adds to a [`SampleRecord`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SampleExtras<'a> {
+    pub mode: CpuMode,
+    /// When known, it decides the user flag; [`SampleRecord::user`] only when unknown.
+    pub privilege: Privilege,
+    /// The return-address register (riscv `ra`, aarch64 `x30`), when it was read.
+    pub return_register: Option<u64>,
+    /// The page-table base (x86 CR3, riscv `satp`, aarch64 `TTBR0_EL1`), when it was read.
+    pub page_table_base: Option<u64>,
+    /// One mark per return address (missing ones are calls), or empty when all are calls.
+    pub marks: &'a [FrameMark],
+}
+
+/// Appends one sample record of format version 2 (see FORMAT.md). At most `u16::MAX`
+/// frames are kept.
+pub fn encode_sample_v2(
+    out: &mut Vec<u8>,
+    ptr_width: usize,
+    s: &SampleRecord<'_>,
+    x: &SampleExtras<'_>,
+) {
+    let frames = &s.frames[..s.frames.len().min(u16::MAX as usize)];
+    let marks = &x.marks[..x.marks.len().min(frames.len())];
+    let has_marks = marks.iter().any(|&m| m != FrameMark::Call);
+    let user = match x.privilege {
+        Privilege::Unknown => s.user,
+        p => p == Privilege::User,
+    };
+    let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+    let flags = flag(user, sample_flags::USER)
+        | flag(s.sp_word.is_some(), sample_flags::SP_WORD_VALID)
+        | flag(s.entry_resolved, sample_flags::ENTRY_RESOLVED)
+        | flag(
+            x.return_register.is_some(),
+            sample_flags::RETURN_REGISTER_VALID,
+        )
+        | flag(x.page_table_base.is_some(), sample_flags::PAGE_TABLE_VALID)
+        | flag(has_marks, sample_flags::FRAME_MARKS);
+    let at = begin(out, kind::SAMPLE);
+    out.extend_from_slice(&s.vcpu.to_le_bytes());
+    out.push(flags);
+    out.push(s.stop as u8);
+    out.extend_from_slice(&(frames.len() as u16).to_le_bytes());
+    out.extend_from_slice(&s.time_ns.to_le_bytes());
+    out.extend_from_slice(&s.icount.to_le_bytes());
+    out.push(x.mode as u8);
+    out.push(x.privilege as u8);
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&x.page_table_base.unwrap_or(0).to_le_bytes());
+    push_word(out, s.pc, ptr_width);
+    push_word(out, s.sp, ptr_width);
+    push_word(out, s.sp_word.unwrap_or(0), ptr_width);
+    push_word(out, x.return_register.unwrap_or(0), ptr_width);
+    for &f in frames {
+        push_word(out, f, ptr_width);
+    }
+    if has_marks {
+        out.extend(marks.iter().map(|&m| m as u8));
+        out.resize(
+            out.len() + frames.len() - marks.len(),
+            FrameMark::Call as u8,
+        );
     }
     finish(out, at);
 }

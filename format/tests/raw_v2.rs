@@ -1,0 +1,219 @@
+//! Format version 2: its samples' extra fields round trip, and version 1 files still read.
+
+use kern_profile_format::*;
+
+fn header(arch: Arch) -> Header {
+    Header {
+        arch,
+        sampling: SamplingMode::DelayMicros(10),
+        exact: false,
+        vcpus: 4,
+        max_depth: 64,
+        start_unix_ns: 1_700_000_000_000_000_000,
+        qemu_version: "10.0.2".into(),
+    }
+}
+
+fn sample(frames: &[u64]) -> SampleRecord<'_> {
+    SampleRecord {
+        vcpu: 2,
+        user: false,
+        stop: StopReason::NullFramePointer,
+        time_ns: 5_000,
+        icount: 77,
+        pc: 0x8020_1000,
+        sp: 0x8040_0000,
+        sp_word: Some(0x8020_0004),
+        frames,
+        entry_resolved: false,
+    }
+}
+
+const FRAMES: [u64; 3] = [0x8020_2000, 0x0000_1234, 0x0000_1000];
+const MARKS: [FrameMark; 2] = [FrameMark::Call, FrameMark::Syscall];
+
+fn extras() -> SampleExtras<'static> {
+    SampleExtras {
+        mode: CpuMode::Paging,
+        privilege: Privilege::Kernel,
+        return_register: Some(0x8020_2000),
+        page_table_base: Some(0x8000_0000_0008_1234),
+        marks: &MARKS,
+    }
+}
+
+fn v2_file(arch: Arch, x: &SampleExtras<'_>) -> Vec<u8> {
+    let h = header(arch);
+    let mut out = Vec::new();
+    h.encode_version(VERSION_2, &mut out);
+    encode_sample_v2(&mut out, h.ptr_width(), &sample(&FRAMES), x);
+    out
+}
+
+fn only_sample(bytes: &[u8], check: impl FnOnce(&SampleRef<'_>)) {
+    let mut r = RawReader::new(bytes).unwrap();
+    match r.next_record().unwrap() {
+        Some(Record::Sample(s)) => check(&s),
+        other => panic!("expected a sample, got {other:?}"),
+    }
+    assert!(r.next_record().unwrap().is_none());
+    assert_eq!(r.truncation(), None);
+}
+
+#[test]
+fn headers_of_every_architecture() {
+    for arch in [Arch::I386, Arch::X86_64, Arch::Riscv64, Arch::Aarch64] {
+        let mut out = Vec::new();
+        header(arch).encode_version(VERSION_2, &mut out);
+        let r = RawReader::new(&out[..]).unwrap();
+        assert_eq!(r.header(), &header(arch));
+        assert_eq!(r.version(), 2);
+        assert_eq!(Arch::from_code(arch.code()), Some(arch));
+    }
+    assert_eq!(Arch::Riscv64.name(), "riscv64");
+    assert_eq!(Arch::Aarch64.ptr_width(), 8);
+    let mut v1 = Vec::new();
+    header(Arch::I386).encode(&mut v1);
+    assert_eq!(RawReader::new(&v1[..]).unwrap().version(), VERSION);
+    v1[8] = 3;
+    let e = RawReader::new(&v1[..]).err().unwrap();
+    assert!(matches!(e, FormatError::UnsupportedVersion(3)));
+    assert!(e.to_string().contains("versions 1 and 2"), "{e}");
+}
+
+#[test]
+fn v2_samples_round_trip_in_both_widths() {
+    for arch in [Arch::I386, Arch::Riscv64] {
+        let x = extras();
+        only_sample(&v2_file(arch, &x), |s| {
+            assert_eq!(
+                (s.vcpu, s.pc, s.sp, s.sp_word()),
+                (2, 0x8020_1000, 0x8040_0000, Some(0x8020_0004))
+            );
+            assert_eq!((s.time_ns, s.icount), (5_000, 77));
+            assert_eq!(s.frames().collect::<Vec<_>>(), FRAMES);
+            assert_eq!(s.mode(), CpuMode::Paging);
+            assert_eq!(s.privilege(), Privilege::Kernel);
+            assert!(!s.user());
+            assert_eq!(s.return_register(), Some(0x8020_2000));
+            assert_eq!(s.page_table_base(), Some(0x8000_0000_0008_1234));
+            // Marks missing at the end are calls.
+            assert_eq!(
+                s.frame_marks().collect::<Vec<_>>(),
+                [FrameMark::Call, FrameMark::Syscall, FrameMark::Call]
+            );
+            assert_eq!(s.stop_reason(), Some(StopReason::NullFramePointer));
+        });
+    }
+}
+
+#[test]
+fn v2_without_optional_fields_is_compact() {
+    let x = SampleExtras {
+        privilege: Privilege::User,
+        ..SampleExtras::default()
+    };
+    let bytes = v2_file(Arch::X86_64, &x);
+    // 5 bytes of record head + 36 fixed + (4 words + 3 frames) * 8, no mark bytes.
+    assert_eq!(bytes.len() - (HEADER_FIXED_LEN + 6), 5 + 36 + 7 * 8);
+    only_sample(&bytes, |s| {
+        assert!(s.user(), "privilege user sets the user flag");
+        assert_eq!(s.privilege(), Privilege::User);
+        assert_eq!(s.mode(), CpuMode::Unknown);
+        assert_eq!((s.return_register(), s.page_table_base()), (None, None));
+        assert!(s.frame_marks().all(|m| m == FrameMark::Call));
+    });
+}
+
+#[test]
+fn v1_samples_answer_the_v2_questions() {
+    let h = header(Arch::I386);
+    let mut out = Vec::new();
+    h.encode(&mut out);
+    encode_sample(
+        &mut out,
+        4,
+        &SampleRecord {
+            user: true,
+            ..sample(&FRAMES)
+        },
+    );
+    encode_sample(&mut out, 4, &sample(&FRAMES));
+    let mut r = RawReader::new(&out[..]).unwrap();
+    let mut privileges = Vec::new();
+    while let Some(Record::Sample(s)) = r.next_record().unwrap() {
+        privileges.push(s.privilege());
+        assert_eq!(s.mode(), CpuMode::Unknown);
+        assert_eq!((s.return_register(), s.page_table_base()), (None, None));
+        assert_eq!(s.frame_marks().len(), 3);
+        assert!(s.frame_marks().all(|m| m == FrameMark::Call));
+    }
+    assert_eq!(privileges, [Privilege::User, Privilege::Kernel]);
+}
+
+#[test]
+fn damaged_v2_records() {
+    let good = v2_file(Arch::X86_64, &extras());
+    let start = HEADER_FIXED_LEN + 6;
+    // Claim 4 frames: the length no longer fits, and the error says where.
+    let mut bad = good.clone();
+    bad[start + 5 + 6] = 4;
+    let mut r = RawReader::new(&bad[..]).unwrap();
+    match r.next_record() {
+        Err(FormatError::Corrupt { offset, what }) => {
+            assert_eq!(offset as usize, start);
+            assert!(what.contains("4 frames"), "{what}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    // Cut anywhere inside the record: a truncation, nothing else.
+    for cut in 1..good.len() - start {
+        let mut r = RawReader::new(&good[..good.len() - cut]).unwrap();
+        assert!(r.next_record().unwrap().is_none());
+        assert_eq!(r.truncation().map(|t| t.offset as usize), Some(start));
+    }
+}
+
+#[test]
+fn reserved_kinds_are_skipped_and_summaries_count_v2() {
+    let mut out = v2_file(Arch::Aarch64, &extras());
+    for k in [kind::ALLOC_EVENT, kind::CODE_BYTES] {
+        out.extend_from_slice(&[k, 2, 0, 0, 0, 0xaa, 0xbb]);
+    }
+    encode_sample_v2(&mut out, 8, &sample(&[]), &SampleExtras::default());
+    let mut r = RawReader::new(&out[..]).unwrap();
+    let s = RawSummary::read(&mut r).unwrap();
+    assert_eq!((s.samples, s.unknown_records), (2, 2));
+    assert_eq!(s.per_vcpu.get(2), 2);
+}
+
+#[test]
+fn random_bytes_never_panic_in_v2() {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut good = Vec::new();
+    header(Arch::I386).encode_version(VERSION_2, &mut good);
+    for _ in 0..20 {
+        encode_sample_v2(&mut good, 4, &sample(&FRAMES), &extras());
+    }
+    for _ in 0..2000 {
+        let mut b = good.clone();
+        for _ in 0..(next() % 8 + 1) {
+            let i = (next() as usize) % b.len();
+            b[i] = next() as u8;
+        }
+        b.truncate((next() as usize) % (b.len() + 1));
+        if let Ok(mut r) = RawReader::new(&b[..]) {
+            while let Ok(Some(rec)) = r.next_record() {
+                if let Record::Sample(s) = rec {
+                    let _ = (s.frame_marks().count(), s.privilege(), s.mode());
+                }
+            }
+        }
+    }
+}
