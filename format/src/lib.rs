@@ -4,6 +4,10 @@
 //! Every reader streams: it holds one buffer, hands out records that borrow it, tells the
 //! byte offset of each, and reports a torn last record as a [`Truncation`] rather than an
 //! error, so that everything before the cut is used.
+//!
+//! Each concept has one type here: [`StopReason`] and its tally [`StopCounts`], the sampling
+//! setting [`SamplingMode`], the exit [`Stats`], and [`RawSummary`], the count of a raw
+//! file's records that every consumer shares.
 
 mod error;
 mod header;
