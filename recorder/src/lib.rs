@@ -10,11 +10,15 @@
 //! - [`window`]: a small read-ahead cache over guest memory reads for the stack walk;
 //! - [`exact`]: counter slots for exact per-block instruction counts;
 //! - [`qemu_args`]: QEMU command-line settings the plugin cannot work under;
-//! - [`summary`]: the line printed at exit.
+//! - [`summary`]: the line printed at exit;
+//! - [`arm_slots`], [`host_timer`]: host-timer sampling for `delay=` (one timer thread arms
+//!   per-vCPU slots that a conditional callback tests at block entry).
 
+pub mod arm_slots;
 pub mod batch;
 pub mod config;
 pub mod exact;
+pub mod host_timer;
 pub mod qemu_args;
 pub mod summary;
 pub mod trigger;
