@@ -9,7 +9,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use kern_profile_format::{
-    detect, CpuFormat, FormatError, Header, LegacyReader, RawReader, Record, Stats, Truncation,
+    detect, CpuFormat, FormatError, Header, HostTimerStats, LegacyReader, RawReader, Record, Stats,
+    Truncation,
 };
 use rustc_hash::FxHashMap;
 
@@ -40,6 +41,8 @@ pub struct ReadSummary {
     pub empty_samples: u64,
     /// The statistics record, when the run ended cleanly.
     pub stats: Option<Stats>,
+    /// `delay=`: the host timer's ticks and each vCPU's idle time.
+    pub host_timer: Option<HostTimerStats>,
     /// Where the file was cut, when it was.
     pub truncation: Option<Truncation>,
     /// Records of kinds this version does not know (skipped).
@@ -177,6 +180,7 @@ impl CpuInput {
                             }
                         }
                         Record::Stats(s) => sum.stats = Some(s),
+                        Record::HostTimer(t) => sum.host_timer = Some(t),
                         Record::Unknown { .. } => sum.unknown_records += 1,
                     }
                 }

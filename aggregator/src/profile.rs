@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kern_profile_format::{CpuFormat, Header, SamplingMode, StopReason};
+use kern_profile_format::{CpuFormat, Header, HostTimerStats, SamplingMode, StopReason};
 use rustc_hash::FxHashMap;
 
 use crate::counts::{RunCoalescer, StackCounts};
@@ -149,6 +149,9 @@ impl CpuProfile {
                 hd.max_depth
             ));
         }
+        if let Some(t) = &s.host_timer {
+            h.push(host_timer_text(t));
+        }
         if self.per_vcpu.len() > 1 {
             let parts: Vec<String> = self
                 .per_vcpu
@@ -196,6 +199,33 @@ impl CpuProfile {
         }
         h
     }
+}
+
+/// `host timer: 95210 ticks (every 10 µs on average; 12 skipped, late); halted: cpu 1 0.52 s`.
+fn host_timer_text(t: &HostTimerStats) -> String {
+    let mut line = format!(
+        "host timer: {} ticks (every {} µs on average",
+        t.ticks,
+        t.interval_ns as f64 / 1000.0
+    );
+    if t.late > 0 {
+        line.push_str(&format!(
+            "; {} skipped, the host woke the timer late",
+            t.late
+        ));
+    }
+    line.push(')');
+    let idle: Vec<String> = t
+        .vcpus
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.idle_ns > 0)
+        .map(|(c, v)| format!("cpu {c} {:.2} s", v.idle_ns as f64 / 1e9))
+        .collect();
+    if !idle.is_empty() {
+        line.push_str(&format!("; halted, so not sampled: {}", idle.join(", ")));
+    }
+    line
 }
 
 /// `kernel 62.10% (621), user 37.90% (379)`: samples in kernel and in user mode.

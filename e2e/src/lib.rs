@@ -179,6 +179,8 @@ pub struct RawCensus {
     pub user: u64,
     /// The statistics record written at exit, if any.
     pub stats: Option<kern_profile_format::Stats>,
+    /// The host-timer record (`delay=`), if any.
+    pub host_timer: Option<kern_profile_format::HostTimerStats>,
     pub truncation: Option<kern_profile_format::Truncation>,
 }
 
@@ -193,6 +195,7 @@ pub fn census(raw: &Path) -> RawCensus {
         per_vcpu: BTreeMap::new(),
         user: 0,
         stats: None,
+        host_timer: None,
         truncation: None,
     };
     while let Some(rec) = r.next_record().expect("no corrupt record") {
@@ -203,6 +206,7 @@ pub fn census(raw: &Path) -> RawCensus {
                 *c.per_vcpu.entry(s.vcpu).or_insert(0) += 1;
             }
             Record::Stats(s) => c.stats = Some(s),
+            Record::HostTimer(t) => c.host_timer = Some(t),
             _ => {}
         }
     }

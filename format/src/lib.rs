@@ -13,6 +13,7 @@ mod raw_reader;
 mod raw_writer;
 mod source;
 mod stop_reason;
+mod timer_record;
 
 pub use error::FormatError;
 pub use header::{Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, VERSION};
@@ -21,12 +22,14 @@ pub use raw_reader::{ExactBlock, ExactBlocks, RawReader, Record, SampleRef, Stat
 pub use raw_writer::{encode_exact_blocks, encode_sample, encode_stats, SampleRecord};
 pub use source::Truncation;
 pub use stop_reason::StopReason;
+pub use timer_record::{HostTimerStats, VcpuTime};
 
 /// Record kinds of the raw format.
 pub mod kind {
     pub const SAMPLE: u8 = 1;
     pub const EXACT_BLOCKS: u8 = 2;
     pub const STATS: u8 = 3;
+    pub const HOST_TIMER: u8 = 4;
 }
 
 /// Sample flag bits.

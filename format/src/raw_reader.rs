@@ -7,6 +7,7 @@ use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
 use crate::source::{u16_at, u32_at, u64_at, word_at, Source, Truncation};
 use crate::stop_reason::StopReason;
+use crate::timer_record::HostTimerStats;
 
 /// Records longer than this are taken as corruption rather than allocated.
 const MAX_RECORD: usize = 64 << 20;
@@ -127,6 +128,8 @@ pub enum Record<'a> {
     Sample(SampleRef<'a>),
     ExactBlocks(ExactBlocks<'a>),
     Stats(Stats),
+    /// `delay=`: the timer thread's ticks and each vCPU's idle time.
+    HostTimer(HostTimerStats),
     /// A record kind this version does not know; skipped.
     Unknown {
         kind: u8,
@@ -228,6 +231,11 @@ impl<R: Read> RawReader<R> {
             kind::SAMPLE => Record::Sample(decode_sample(body, width, offset)?),
             kind::EXACT_BLOCKS => Record::ExactBlocks(decode_exact(body, width, offset)?),
             kind::STATS => Record::Stats(decode_stats(body, offset)?),
+            kind::HOST_TIMER => {
+                Record::HostTimer(HostTimerStats::decode(body).ok_or_else(|| {
+                    corrupt(offset, "host-timer record has the wrong length".into())
+                })?)
+            }
             other => Record::Unknown {
                 kind: other,
                 offset,

@@ -6,8 +6,11 @@
 //! `kern-profile-unwind`, which are unit-tested.
 //!
 //! Mechanism, per translated block (no callback per instruction, none per block execution):
-//! - an inline add of the block's instruction count into the vCPU's scoreboard counter;
-//! - a conditional callback, `counter >= THRESHOLD`, registered with register access, which
+//! - `delay=` (host time): a conditional callback, `slot >= ARMED`, on the vCPU's arm slot,
+//!   which one timer thread sets every `delay` µs (see `recorder::host_timer`); nothing else
+//!   runs per block, so the guest runs at nearly full speed;
+//! - `period=` (guest instructions): an inline add of the block's instruction count into the
+//!   vCPU's scoreboard counter, and a conditional callback, `counter >= THRESHOLD`, which
 //!   fires when the vCPU's instruction budget is spent (see `recorder::trigger`);
 //! - with `exact=on`, an inline add of 1 into the block's own counter slot.
 
@@ -20,17 +23,20 @@ use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use kern_profile_format::{
-    encode_exact_blocks, encode_stats, Arch, Header, SampleRecord, StopReason,
+    encode_exact_blocks, encode_stats, Arch, Header, HostTimerStats, SampleRecord, StopReason,
+    VcpuTime,
 };
+use kern_profile_recorder::arm_slots::{ArmSlots, ARMED};
 use kern_profile_recorder::batch::SampleBuffer;
-use kern_profile_recorder::config::Config;
+use kern_profile_recorder::config::{Config, Sampling};
 use kern_profile_recorder::exact::{slot_location, ExactTable, CHUNK_SLOTS};
+use kern_profile_recorder::host_timer::{HostTimer, TimerStats};
 use kern_profile_recorder::qemu_args::{single_threaded_tcg, split_cmdline};
-use kern_profile_recorder::summary::{summary_line, StopCounts};
+use kern_profile_recorder::summary::{summary_line, timer_line, StopCounts};
 use kern_profile_recorder::trigger::{fire, Counter, Trigger, THRESHOLD};
 use kern_profile_recorder::version::{check_api, parse_qemu_version};
 use kern_profile_recorder::window::WindowReader;
@@ -68,6 +74,8 @@ struct Vcpu {
     window: WindowReader,
     frames: Box<[u64]>,
     stops: StopCounts,
+    /// Picks the sampled instruction of a block with `delay=`.
+    rng: fastrand::Rng,
 }
 
 /// What the sampler needs to know of a translated block: its instructions' addresses (a
@@ -92,15 +100,16 @@ struct Plugin {
     vcpus: Box<[Slot]>,
     /// Number of vCPUs QEMU was started with.
     smp_vcpus: usize,
-    /// Per-vCPU instruction counter, compared against THRESHOLD.
+    /// Per-vCPU scoreboard entry the conditional callback tests: the instruction counter
+    /// (compared against THRESHOLD) with `period=`, the arm slot (against ARMED) with `delay=`.
     acc: U64Entry,
+    /// `delay=`: the arm slots and the timer thread that sets them.
+    timed: Option<Timed>,
     writer: Writer<File>,
     exact: Option<Mutex<ExactState>>,
     blocks: Mutex<BlockTable>,
     start: Instant,
     exiting: AtomicBool,
-    /// Samples lost to vCPUs still busy at exit.
-    lost_at_exit: AtomicU64,
     /// The host thread each vCPU was initialised on, to detect single-threaded TCG.
     vcpu_threads: Mutex<Vec<(u32, std::thread::ThreadId)>>,
 }
@@ -110,6 +119,20 @@ impl Plugin {
         self.start.elapsed().as_nanos() as u64
     }
 }
+
+/// Host-timer sampling (`delay=`).
+struct Timed {
+    slots: Arc<ArmSlots>,
+    timer: Mutex<Option<HostTimer>>,
+    interval_ns: u64,
+    /// vCPUs initialised so far; with more than [`SCOREBOARD_STABLE`] possible vCPUs the
+    /// slots are registered only once all `-smp` vCPUs are (see `register_arm_slots`).
+    inited: AtomicU64,
+}
+
+/// QEMU allocates scoreboards for 16 vCPUs and reallocates them (moving every entry) when a
+/// vCPU with a higher index starts; the timer thread must not write into a moved entry.
+const SCOREBOARD_STABLE: usize = 16;
 
 static PLUGIN: OnceLock<Plugin> = OnceLock::new();
 
@@ -252,8 +275,8 @@ unsafe fn install(
     let acc = U64Entry::new_scoreboard(64).ok_or("cannot allocate a scoreboard")?;
 
     let start = Instant::now();
-    let vcpus = (0..max)
-        .map(|_| {
+    let vcpus = (0..max as u64)
+        .map(|i| {
             Slot(Mutex::new(Vcpu {
                 ready: false,
                 regs: None,
@@ -266,6 +289,9 @@ unsafe fn install(
                 // One more than the depth: room for a caller read from the stack.
                 frames: vec![0; cfg.depth as usize + 1].into_boxed_slice(),
                 stops: StopCounts::default(),
+                rng: fastrand::Rng::with_seed(
+                    start_unix_ns ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                ),
             }))
         })
         .collect();
@@ -275,18 +301,19 @@ unsafe fn install(
             chunks: Vec::new(),
         })
     });
+    let cfg_sampling = cfg.sampling;
     let plugin = Plugin {
         cfg,
         width,
         vcpus,
         smp_vcpus: smp,
         acc,
+        timed: timed(&cfg_sampling, max),
         writer,
         exact,
         blocks: Mutex::new(HashMap::new()),
         start,
         exiting: AtomicBool::new(false),
-        lost_at_exit: AtomicU64::new(0),
         vcpu_threads: Mutex::new(Vec::new()),
     };
     if PLUGIN.set(plugin).is_err() {
@@ -294,9 +321,57 @@ unsafe fn install(
     }
     sys::qemu_plugin_register_vcpu_init_cb(id, Some(on_vcpu_init));
     sys::qemu_plugin_register_vcpu_idle_cb(id, Some(on_vcpu_idle));
+    sys::qemu_plugin_register_vcpu_resume_cb(id, Some(on_vcpu_resume));
+    start_timer()?;
     sys::qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_tb_trans));
     sys::qemu_plugin_register_atexit_cb(id, Some(on_exit), std::ptr::null_mut());
     Ok(())
+}
+
+/// The timer state for `delay=`, or None with `period=`.
+fn timed(sampling: &Sampling, max_vcpus: usize) -> Option<Timed> {
+    let Sampling::DelayMicros(us) = *sampling else {
+        return None;
+    };
+    Some(Timed {
+        slots: Arc::new(ArmSlots::new(max_vcpus)),
+        timer: Mutex::new(None),
+        interval_ns: us.saturating_mul(1000).max(1),
+        inited: AtomicU64::new(0),
+    })
+}
+
+/// Starts the timer thread of `delay=` (it arms only slots registered by `vcpu_init`).
+fn start_timer() -> Result<(), String> {
+    let Some(p) = PLUGIN.get() else {
+        return Ok(());
+    };
+    let Some(t) = &p.timed else { return Ok(()) };
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    let timer = HostTimer::spawn(t.interval_ns, Arc::clone(&t.slots), seed)
+        .map_err(|e| format!("cannot start the timer thread: {e}"))?;
+    if let Ok(mut slot) = t.timer.lock() {
+        *slot = Some(timer);
+    }
+    Ok(())
+}
+
+/// Hands the timer the arm slots of initialised vCPUs. While QEMU may still move the
+/// scoreboard (more than 16 vCPUs possible), that waits until all `-smp` vCPUs exist.
+fn register_arm_slots(p: &Plugin, t: &Timed, idx: u32) {
+    let inited = t.inited.fetch_add(1, Ordering::SeqCst) as usize + 1;
+    let register = |i: u32| {
+        // SAFETY: the scoreboard is never freed, and no longer moves (see above).
+        unsafe { t.slots.register(i as usize, p.acc.element(i) as *mut u64) }
+    };
+    if p.vcpus.len() <= SCOREBOARD_STABLE {
+        register(idx);
+    } else if inited == p.smp_vcpus {
+        (0..p.smp_vcpus as u32).for_each(register);
+    }
 }
 
 /// The running QEMU's version (`qemu-system-* --version` of this very binary).
@@ -361,16 +436,23 @@ fn vcpu_init(idx: u32) {
     v.membuf = ByteArray::new();
     v.buffer = SampleBuffer::new(p.writer.fresh_buffer());
     v.trigger = Trigger::new(p.cfg.sampling, p.now_ns());
-    let icount = v.counter.instructions(p.acc.get(idx));
-    let budget = v.trigger.first_budget();
-    let armed = v.counter.arm(icount, budget);
-    p.acc.set(idx, armed);
+    if let Some(t) = &p.timed {
+        register_arm_slots(p, t, idx);
+    } else {
+        let icount = v.counter.instructions(p.acc.get(idx));
+        let budget = v.trigger.first_budget();
+        let armed = v.counter.arm(icount, budget);
+        p.acc.set(idx, armed);
+    }
     v.ready = true;
 }
 
 unsafe extern "C" fn on_vcpu_idle(_id: sys::qemu_plugin_id_t, vcpu: c_uint) {
     guard(|| {
         let Some(p) = PLUGIN.get() else { return };
+        if let Some(t) = &p.timed {
+            t.slots.went_idle(vcpu as usize, p.now_ns());
+        }
         if p.exiting.load(Ordering::Relaxed) {
             return;
         }
@@ -379,6 +461,15 @@ unsafe extern "C" fn on_vcpu_idle(_id: sys::qemu_plugin_id_t, vcpu: c_uint) {
         };
         if !v.buffer.is_empty() {
             send(p, &mut v);
+        }
+    });
+}
+
+unsafe extern "C" fn on_vcpu_resume(_id: sys::qemu_plugin_id_t, vcpu: c_uint) {
+    guard(|| {
+        let Some(p) = PLUGIN.get() else { return };
+        if let Some(t) = &p.timed {
+            t.slots.resumed(vcpu as usize, p.now_ns());
         }
     });
 }
@@ -413,21 +504,27 @@ unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
     let Some(info) = intern_block(p, &insns, entry) else {
         return;
     };
-    // The count first, then the sampler: the callback sees the block's instructions counted
-    // and works out which of them the budget ran out at.
-    sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
-        tb,
-        sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
-        p.acc.0,
-        n as u64,
-    );
+    // With `period=`, the count first, then the sampler: the callback sees the block's
+    // instructions counted and works out which of them the budget ran out at. With
+    // `delay=`, only the test of the arm slot.
+    let threshold = if p.timed.is_some() {
+        ARMED
+    } else {
+        sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+            tb,
+            sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
+            p.acc.0,
+            n as u64,
+        );
+        THRESHOLD
+    };
     sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
         tb,
         Some(on_sample),
         sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
         sys::qemu_plugin_cond::QEMU_PLUGIN_COND_GE,
         p.acc.0,
-        THRESHOLD,
+        threshold,
         info as *const BlockInfo as *mut c_void,
     );
     if let Some(exact) = &p.exact {
@@ -484,6 +581,17 @@ fn sample(idx: u32, block: &BlockInfo) {
         return;
     };
     if !v.ready {
+        return;
+    }
+    if let Some(t) = &p.timed {
+        // A tick armed this vCPU: sample the block being entered, at a random one of its
+        // instructions, so code in the middle of blocks (inlined functions) gets its share;
+        // registers are the block entry's, and a block never spans a call or a return.
+        if t.slots.disarm(idx as usize) {
+            let at = v.rng.usize(..block.insns.len().max(1));
+            let pc = block.insns.get(at).copied().unwrap_or(0);
+            take_sample(p, &mut v, idx, pc, block.entry, 0, p.now_ns());
+        }
         return;
     }
     let now = if v.trigger.needs_clock() {
@@ -605,6 +713,7 @@ fn finish() {
     if p.exiting.swap(true, Ordering::SeqCst) {
         return;
     }
+    let timer = stop_timer(p);
     // vCPUs may still run (the guest wrote isa-debug-exit from one of them): each vCPU's
     // lock orders its last callback before what is read here.
     let mut stops = StopCounts::default();
@@ -621,7 +730,9 @@ fn finish() {
         if icounts.len() <= i {
             icounts.resize(i + 1, 0);
         }
-        icounts[i] = v.counter.instructions(p.acc.get(i as u32));
+        if p.timed.is_none() {
+            icounts[i] = v.counter.instructions(p.acc.get(i as u32));
+        }
         stops.merge(&v.stops);
         if !v.buffer.is_empty() {
             let batch = v.buffer.take(Vec::new());
@@ -644,7 +755,14 @@ fn finish() {
             exact_blocks = Some(encode_exact(p, &e, &mut trailer));
         }
     }
-    let dropped = p.writer.dropped() + fin.samples_failed + p.lost_at_exit.load(Ordering::Relaxed);
+    if let Some(t) = &timer {
+        t.encode(&mut trailer);
+    }
+    // `delay=` counts no instructions: an empty list says so.
+    if p.timed.is_some() {
+        icounts.clear();
+    }
+    let dropped = p.writer.dropped() + fin.samples_failed;
     encode_stats(
         &mut trailer,
         fin.samples_written,
@@ -669,6 +787,38 @@ fn finish() {
         exact_blocks,
         &out,
     ));
+    if let Some(t) = &timer {
+        stderr_line(&timer_line(t));
+    }
+}
+
+/// Stops the `delay=` timer thread and gathers its figures with each vCPU's idle time.
+fn stop_timer(p: &Plugin) -> Option<HostTimerStats> {
+    let t = p.timed.as_ref()?;
+    let stats: TimerStats = t
+        .timer
+        .lock()
+        .ok()
+        .and_then(|mut g| g.take())
+        .map(HostTimer::stop)
+        .unwrap_or_default();
+    let now = p.now_ns();
+    let vcpus = (0..p.smp_vcpus)
+        .map(|i| {
+            let s = t.slots.idle_stats(i, now);
+            VcpuTime {
+                idle_ns: s.idle_ns,
+                idle_ticks: s.idle_ticks,
+                armed_ticks: s.armed_ticks,
+            }
+        })
+        .collect();
+    Some(HostTimerStats {
+        interval_ns: t.interval_ns,
+        ticks: stats.ticks,
+        late: stats.late,
+        vcpus,
+    })
 }
 
 /// Sums every executed block's counter over the vCPUs and encodes the exact-count records;

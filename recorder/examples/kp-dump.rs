@@ -43,6 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             Record::Stats(s) => stats = Some(s),
+            Record::HostTimer(t) => println!("host timer: {t:?}"),
             Record::Unknown { kind, offset } => println!("unknown record kind {kind} at {offset}"),
         }
     }

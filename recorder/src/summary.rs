@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use kern_profile_format::StopReason;
+use kern_profile_format::{HostTimerStats, StopReason};
 
 /// Unwind stops, indexed by [`StopReason`] byte.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,9 +48,57 @@ pub fn summary_line(
     s
 }
 
+/// The `delay=` timer's line: ticks delivered against the nominal rate, and idle vCPUs.
+pub fn timer_line(t: &HostTimerStats) -> String {
+    let mut s = format!(
+        "kern-profile: host timer: {} ticks every {} µs on average",
+        t.ticks,
+        t.interval_ns as f64 / 1000.0
+    );
+    if t.late > 0 {
+        s.push_str(&format!(
+            ", {} more skipped (the host woke the timer late)",
+            t.late
+        ));
+    }
+    let idle: Vec<String> = t
+        .vcpus
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.idle_ns > 0)
+        .map(|(i, v)| format!("vCPU {i} {:.3} s", v.idle_ns as f64 / 1e9))
+        .collect();
+    if !idle.is_empty() {
+        s.push_str(&format!("; halted (not sampled): {}", idle.join(", ")));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kern_profile_format::VcpuTime;
+
+    #[test]
+    fn timer_line_names_late_ticks_and_idle_vcpus() {
+        let t = HostTimerStats {
+            interval_ns: 10_000,
+            ticks: 90,
+            late: 10,
+            vcpus: vec![
+                VcpuTime::default(),
+                VcpuTime {
+                    idle_ns: 1_500_000_000,
+                    idle_ticks: 3,
+                    armed_ticks: 87,
+                },
+            ],
+        };
+        assert_eq!(
+            timer_line(&t),
+            "kern-profile: host timer: 90 ticks every 10 µs on average, 10 more skipped (the host woke the timer late); halted (not sampled): vCPU 1 1.500 s"
+        );
+    }
 
     #[test]
     fn line() {
