@@ -215,6 +215,12 @@ fn host_timer_text(t: &HostTimerStats) -> String {
         ));
     }
     line.push(')');
+    let throttled: u64 = t.vcpus.iter().map(|v| v.throttled_ticks).sum();
+    if throttled > 0 {
+        line.push_str(&format!(
+            "; {throttled} vCPU ticks skipped because stack walks were slow (sampling kept under a tenth of the run)"
+        ));
+    }
     let idle: Vec<String> = t
         .vcpus
         .iter()

@@ -13,6 +13,9 @@ pub struct VcpuTime {
     /// Ticks that armed the vCPU (a sample at its next block entry); a tick that found it
     /// still armed is not counted.
     pub armed_ticks: u64,
+    /// Ticks skipped because the vCPU's samples had taken more than their share of its
+    /// host time (slow stack walks).
+    pub throttled_ticks: u64,
 }
 
 /// The host-timer record.
@@ -27,7 +30,7 @@ pub struct HostTimerStats {
 }
 
 const FIXED: usize = 28;
-const PER_VCPU: usize = 24;
+const PER_VCPU: usize = 32;
 
 impl HostTimerStats {
     /// Appends the record, kind and length included.
@@ -40,7 +43,7 @@ impl HostTimerStats {
         }
         out.extend_from_slice(&(self.vcpus.len() as u32).to_le_bytes());
         for v in &self.vcpus {
-            for x in [v.idle_ns, v.idle_ticks, v.armed_ticks] {
+            for x in [v.idle_ns, v.idle_ticks, v.armed_ticks, v.throttled_ticks] {
                 out.extend_from_slice(&x.to_le_bytes());
             }
         }
@@ -60,6 +63,7 @@ impl HostTimerStats {
                     idle_ns: u64_at(at)?,
                     idle_ticks: u64_at(at + 8)?,
                     armed_ticks: u64_at(at + 16)?,
+                    throttled_ticks: u64_at(at + 24)?,
                 })
             })
             .collect::<Option<_>>()?;
@@ -87,6 +91,7 @@ mod tests {
                     idle_ns: 7,
                     idle_ticks: 2,
                     armed_ticks: 3,
+                    throttled_ticks: 4,
                 };
                 2
             ],

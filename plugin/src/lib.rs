@@ -590,7 +590,9 @@ fn sample(idx: u32, block: &BlockInfo) {
         if t.slots.disarm(idx as usize) {
             let at = v.rng.usize(..block.insns.len().max(1));
             let pc = block.insns.get(at).copied().unwrap_or(0);
-            take_sample(p, &mut v, idx, pc, block.entry, 0, p.now_ns());
+            let now = p.now_ns();
+            take_sample(p, &mut v, idx, pc, block.entry, 0, now);
+            t.slots.charge(idx as usize, p.now_ns().saturating_sub(now));
         }
         return;
     }
@@ -810,6 +812,7 @@ fn stop_timer(p: &Plugin) -> Option<HostTimerStats> {
                 idle_ns: s.idle_ns,
                 idle_ticks: s.idle_ticks,
                 armed_ticks: s.armed_ticks,
+                throttled_ticks: s.throttled_ticks,
             }
         })
         .collect();

@@ -7,11 +7,18 @@
 //!
 //! A halted vCPU (QEMU's idle callback) is not armed: its ticks are counted as idle instead,
 //! and its halted host time is measured, so the report can show idle time per vCPU.
+//!
+//! Sampling cost is bounded whatever the guest does: the callback charges each sample's host
+//! time to its vCPU ([`ArmSlots::charge`]), and a vCPU whose samples took more than
+//! 1/[`MAX_COST_SHARE`] of the time between ticks skips ticks until the excess is paid off. A
+//! guest whose stacks are slow to walk gets fewer samples, never a slower run than that.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Relaxed};
 
 /// The slot value that makes the conditional callback fire.
 pub const ARMED: u64 = 1;
+/// Sampling may take at most 1/MAX_COST_SHARE of a vCPU's host time.
+pub const MAX_COST_SHARE: u64 = 10;
 
 /// One vCPU's slot and idle bookkeeping.
 #[derive(Debug, Default)]
@@ -27,6 +34,10 @@ struct Slot {
     idle_ticks: AtomicU64,
     /// Timer ticks that armed the slot (not counting ticks that found it still armed).
     armed_ticks: AtomicU64,
+    /// Sampling time not yet paid off, ns × MAX_COST_SHARE.
+    debt: AtomicU64,
+    /// Ticks skipped to pay off sampling time.
+    throttled_ticks: AtomicU64,
 }
 
 /// A vCPU's idle figures, for the exit statistics.
@@ -35,6 +46,7 @@ pub struct IdleStats {
     pub idle_ns: u64,
     pub idle_ticks: u64,
     pub armed_ticks: u64,
+    pub throttled_ticks: u64,
 }
 
 /// The slots of all vCPUs, shared by the vCPU callbacks and the timer thread.
@@ -76,14 +88,17 @@ impl ArmSlots {
         (!ptr.is_null()).then(|| unsafe { AtomicU64::from_ptr(ptr) })
     }
 
-    /// Timer tick: arms every running vCPU, counts a tick for every halted one.
-    pub fn arm_all(&self) {
+    /// Timer tick, `interval_ns` after the last: arms every running vCPU that owes no
+    /// sampling time, counts a tick for every halted one.
+    pub fn arm_all(&self, interval_ns: u64) {
         for (vcpu, slot) in self.slots.iter().enumerate() {
             let Some(entry) = self.entry(vcpu) else {
                 continue;
             };
             if slot.idle.load(Relaxed) {
                 slot.idle_ticks.fetch_add(1, Relaxed);
+            } else if pay_off(&slot.debt, interval_ns) {
+                slot.throttled_ticks.fetch_add(1, Relaxed);
             } else if entry.swap(ARMED, Relaxed) < ARMED {
                 // A slot still armed from the last tick (the vCPU's host thread was not
                 // running) takes one sample for both: count only fresh arms.
@@ -96,6 +111,14 @@ impl ArmSlots {
     pub fn disarm(&self, vcpu: usize) -> bool {
         self.entry(vcpu)
             .is_some_and(|entry| entry.swap(0, Relaxed) >= ARMED)
+    }
+
+    /// In the callback: a sample of `vcpu` took `cost_ns` of host time.
+    pub fn charge(&self, vcpu: usize, cost_ns: u64) {
+        if let Some(slot) = self.slots.get(vcpu) {
+            slot.debt
+                .fetch_add(cost_ns.saturating_mul(MAX_COST_SHARE), Relaxed);
+        }
     }
 
     /// QEMU's idle callback: the vCPU halted at host time `now_ns`.
@@ -136,8 +159,23 @@ impl ArmSlots {
             idle_ns: slot.idle_ns.load(Relaxed) + open,
             idle_ticks: slot.idle_ticks.load(Relaxed),
             armed_ticks: slot.armed_ticks.load(Relaxed),
+            throttled_ticks: slot.throttled_ticks.load(Relaxed),
         }
     }
+}
+
+/// Takes one tick's worth (`interval_ns`) off `debt`; true if some debt remains, so the tick
+/// must be skipped. Only the timer thread subtracts, so a plain load and store race only with
+/// the callback's `fetch_add`, whose charge at worst waits one more tick.
+fn pay_off(debt: &AtomicU64, interval_ns: u64) -> bool {
+    let d = debt.load(Relaxed);
+    if d == 0 {
+        return false;
+    }
+    let left = d.saturating_sub(interval_ns);
+    // Keep a charge that arrived since the load.
+    let _ = debt.compare_exchange(d, left, Relaxed, Relaxed);
+    left > 0
 }
 
 #[cfg(test)]
@@ -157,8 +195,8 @@ mod tests {
     fn tick_arms_running_vcpus_and_disarm_fires_once() {
         let mut entries = [0u64; 2];
         let slots = slots_with(&mut entries);
-        slots.arm_all();
-        slots.arm_all();
+        slots.arm_all(10);
+        slots.arm_all(10);
         assert!(slots.disarm(0));
         assert!(
             !slots.disarm(0),
@@ -173,8 +211,8 @@ mod tests {
         let mut entries = [0u64; 1];
         let slots = slots_with(&mut entries);
         slots.went_idle(0, 1_000);
-        slots.arm_all();
-        slots.arm_all();
+        slots.arm_all(10);
+        slots.arm_all(10);
         assert!(!slots.disarm(0));
         assert_eq!(
             slots.idle_stats(0, 1_500).idle_ns,
@@ -193,16 +231,38 @@ mod tests {
     fn resume_clears_an_arm_from_before_the_halt() {
         let mut entries = [0u64; 1];
         let slots = slots_with(&mut entries);
-        slots.arm_all();
+        slots.arm_all(10);
         slots.went_idle(0, 10);
         slots.resumed(0, 20);
         assert!(!slots.disarm(0));
     }
 
     #[test]
+    fn a_costly_sample_skips_ticks_until_paid_off() {
+        let mut entries = [0u64; 1];
+        let slots = slots_with(&mut entries);
+        // A cheap sample (under a tenth of the interval) skips nothing.
+        slots.charge(0, 50);
+        slots.arm_all(1_000);
+        assert!(slots.disarm(0));
+        // A sample that took 3 intervals costs 30 intervals of sampling-free time.
+        slots.charge(0, 3_000);
+        let mut armed_after = 0;
+        for tick in 1..=40 {
+            slots.arm_all(1_000);
+            if slots.disarm(0) {
+                armed_after = tick;
+                break;
+            }
+        }
+        assert_eq!(armed_after, 30);
+        assert_eq!(slots.idle_stats(0, 0).throttled_ticks, 29);
+    }
+
+    #[test]
     fn unregistered_and_out_of_range_vcpus_are_ignored() {
         let slots = ArmSlots::new(1);
-        slots.arm_all();
+        slots.arm_all(10);
         assert!(!slots.disarm(0));
         assert!(!slots.disarm(7));
         slots.went_idle(7, 0);

@@ -61,6 +61,12 @@ pub fn timer_line(t: &HostTimerStats) -> String {
             t.late
         ));
     }
+    let throttled: u64 = t.vcpus.iter().map(|v| v.throttled_ticks).sum();
+    if throttled > 0 {
+        s.push_str(&format!(
+            "; {throttled} vCPU ticks skipped to keep slow stack walks under a tenth of the run"
+        ));
+    }
     let idle: Vec<String> = t
         .vcpus
         .iter()
@@ -90,13 +96,14 @@ mod tests {
                 VcpuTime {
                     idle_ns: 1_500_000_000,
                     idle_ticks: 3,
-                    armed_ticks: 87,
+                    armed_ticks: 80,
+                    throttled_ticks: 7,
                 },
             ],
         };
         assert_eq!(
             timer_line(&t),
-            "kern-profile: host timer: 90 ticks every 10 µs on average, 10 more skipped (the host woke the timer late); halted (not sampled): vCPU 1 1.500 s"
+            "kern-profile: host timer: 90 ticks every 10 µs on average, 10 more skipped (the host woke the timer late); 7 vCPU ticks skipped to keep slow stack walks under a tenth of the run; halted (not sampled): vCPU 1 1.500 s"
         );
     }
 
