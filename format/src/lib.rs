@@ -32,6 +32,20 @@ pub mod kind {
     pub const HOST_TIMER: u8 = 4;
 }
 
+/// Frame values below [`frame_marker::LIMIT`] are not return addresses but markers of where
+/// a walk crossed a boundary (no code lives in the first page of an address space).
+pub mod frame_marker {
+    /// A kernel entry (interrupt, exception, system call): the next frame is the
+    /// interrupted instruction's own address, then the interrupted context's return
+    /// addresses follow.
+    pub const KERNEL_ENTRY: u64 = 1;
+    /// The frame pointer jumped down to another stack (an IRQ stack, or from a kernel stack
+    /// into a user stack); what follows may be garbage if the jump was not a switch.
+    pub const STACK_SWITCH: u64 = 2;
+    /// Values below this are markers.
+    pub const LIMIT: u64 = 16;
+}
+
 /// Sample flag bits.
 pub mod sample_flags {
     /// The vCPU was in user mode (CPL 3).

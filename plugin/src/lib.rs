@@ -41,7 +41,7 @@ use kern_profile_recorder::trigger::{fire, Counter, Trigger, THRESHOLD};
 use kern_profile_recorder::version::{check_api, parse_qemu_version};
 use kern_profile_recorder::window::WindowReader;
 use kern_profile_recorder::writer::{Writer, WriterConfig};
-use kern_profile_unwind::{walk_above, EntryState, PtrWidth};
+use kern_profile_unwind::{walk_across, Crossings, EntryState, PtrWidth};
 use qemu_plugin_sys as sys;
 
 use qemu::{ByteArray, Register, U64Entry};
@@ -667,11 +667,12 @@ fn take_sample(
                 frames[0] = ret;
             }
             let depth = frames.len() - 1;
-            let mut walk = walk_above(
+            let mut walk = walk_across(
                 sp,
                 fp,
                 width,
                 depth - skip,
+                Crossings::ALL,
                 |addr, out| window.read(addr, out, &mut fetch),
                 &mut frames[skip..],
             );
