@@ -139,10 +139,10 @@ where
                 break StopReason::NotIncreasing;
             }
             switches += 1;
+            // The other stack's guard starts at this frame (set below).
             if !push(&mut n, frame_marker::STACK_SWITCH) {
                 break StopReason::DepthLimit;
             }
-            lowest = 0;
         }
         if n >= cap {
             break StopReason::DepthLimit;
