@@ -55,7 +55,11 @@ impl CpuProfile {
         let mut kept = 0u64;
         let mut user_samples_read = 0u64;
         let mut runs = RunCoalescer::default();
-        let summary = input.for_each(opts.exact, |s| {
+        // An `exact=only` recording's exact counts are its profile.
+        let exact_only = header
+            .as_ref()
+            .is_some_and(|h| h.sampling == SamplingMode::Off);
+        let summary = input.for_each(opts.exact || exact_only, |s| {
             user_samples_read += s.user as u64;
             if keys.build(s, sym, &mut key) {
                 runs.add(s.vcpu, &key, &mut counts);
@@ -283,7 +287,7 @@ pub fn input_warnings(path: &Path, format: CpuFormat, s: &ReadSummary) -> Vec<St
             s.empty_samples
         ));
     }
-    if s.samples == 0 {
+    if s.samples == 0 && !s.has_exact {
         w.push(format!("{p} holds no samples"));
     }
     w
@@ -296,6 +300,7 @@ pub fn sampling_description(m: SamplingMode) -> String {
         SamplingMode::PeriodInstructions(n) => {
             format!("every {n} guest instructions per vCPU (period)")
         }
+        SamplingMode::Off => "none: exact block counts only (exact=only)".to_string(),
     }
 }
 

@@ -54,6 +54,8 @@ pub enum SamplingMode {
     DelayMicros(u64),
     /// Every `n` guest instructions per vCPU (`period=n`).
     PeriodInstructions(u64),
+    /// No sampling: exact block counts only (`exact=only`).
+    Off,
 }
 
 /// The raw file header (see FORMAT.md).
@@ -87,6 +89,7 @@ impl Header {
         let (mode, value) = match self.sampling {
             SamplingMode::DelayMicros(v) => (1u8, v),
             SamplingMode::PeriodInstructions(v) => (2u8, v),
+            SamplingMode::Off => (0u8, 0),
         };
         out.push(mode);
         out.push(self.exact as u8);
@@ -137,6 +140,7 @@ impl Header {
         let sampling = match b[14] {
             1 => SamplingMode::DelayMicros(value),
             2 => SamplingMode::PeriodInstructions(value),
+            0 => SamplingMode::Off,
             m => return Err(FormatError::BadHeader(format!("unknown sampling mode {m}"))),
         };
         let qemu_version =

@@ -438,7 +438,7 @@ fn vcpu_init(idx: u32) {
     v.trigger = Trigger::new(p.cfg.sampling, p.now_ns());
     if let Some(t) = &p.timed {
         register_arm_slots(p, t, idx);
-    } else {
+    } else if p.cfg.sampling != Sampling::Off {
         let icount = v.counter.instructions(p.acc.get(idx));
         let budget = v.trigger.first_budget();
         let armed = v.counter.arm(icount, budget);
@@ -504,29 +504,7 @@ unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
     let Some(info) = intern_block(p, &insns, entry) else {
         return;
     };
-    // With `period=`, the count first, then the sampler: the callback sees the block's
-    // instructions counted and works out which of them the budget ran out at. With
-    // `delay=`, only the test of the arm slot.
-    let threshold = if p.timed.is_some() {
-        ARMED
-    } else {
-        sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
-            tb,
-            sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
-            p.acc.0,
-            n as u64,
-        );
-        THRESHOLD
-    };
-    sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
-        tb,
-        Some(on_sample),
-        sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
-        sys::qemu_plugin_cond::QEMU_PLUGIN_COND_GE,
-        p.acc.0,
-        threshold,
-        info as *const BlockInfo as *mut c_void,
-    );
+    instrument_sampling(p, tb, n, info);
     if let Some(exact) = &p.exact {
         let Ok(mut e) = exact.lock() else { return };
         let Some((slot, _)) = e.table.slot(&insns) else {
@@ -548,6 +526,43 @@ unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
             1,
         );
     }
+}
+
+/// The sampler's per-block instrumentation. With `period=`, the count first, then the
+/// sampler: the callback sees the block's instructions counted and works out which of them
+/// the budget ran out at. With `delay=`, only the test of the arm slot; with `exact=only`,
+/// nothing.
+///
+/// # Safety
+/// `tb` is the block being translated.
+unsafe fn instrument_sampling(
+    p: &Plugin,
+    tb: *mut sys::qemu_plugin_tb,
+    n: usize,
+    info: &BlockInfo,
+) {
+    let threshold = match p.cfg.sampling {
+        Sampling::Off => return,
+        Sampling::DelayMicros(_) => ARMED,
+        Sampling::Period(_) => {
+            sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+                tb,
+                sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
+                p.acc.0,
+                n as u64,
+            );
+            THRESHOLD
+        }
+    };
+    sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
+        tb,
+        Some(on_sample),
+        sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+        sys::qemu_plugin_cond::QEMU_PLUGIN_COND_GE,
+        p.acc.0,
+        threshold,
+        info as *const BlockInfo as *mut c_void,
+    );
 }
 
 /// The block's interned description, made once per distinct block.
@@ -733,7 +748,7 @@ fn finish() {
         if icounts.len() <= i {
             icounts.resize(i + 1, 0);
         }
-        if p.timed.is_none() {
+        if matches!(p.cfg.sampling, Sampling::Period(_)) {
             icounts[i] = v.counter.instructions(p.acc.get(i as u32));
         }
         stops.merge(&v.stops);
@@ -761,8 +776,8 @@ fn finish() {
     if let Some(t) = &timer {
         t.encode(&mut trailer);
     }
-    // `delay=` counts no instructions: an empty list says so.
-    if p.timed.is_some() {
+    // Only `period=` counts instructions; otherwise an empty list says so.
+    if !matches!(p.cfg.sampling, Sampling::Period(_)) {
         icounts.clear();
     }
     let dropped = p.writer.dropped() + fin.samples_failed;

@@ -75,6 +75,8 @@ impl Trigger {
     pub fn new(sampling: Sampling, now_ns: u64) -> Self {
         match sampling {
             Sampling::Period(n) => Trigger::Period(PeriodTrigger::new(n)),
+            // Never consulted: nothing samples.
+            Sampling::Off => Trigger::Period(PeriodTrigger::new(MAX_BUDGET)),
             Sampling::DelayMicros(us) => {
                 Trigger::Delay(DelayTrigger::new(us.saturating_mul(1000), now_ns))
             }
