@@ -21,6 +21,7 @@
 //! ```
 
 pub mod alloc_cmd;
+pub mod boundary;
 pub mod counts;
 pub mod cpu_list;
 mod error;

@@ -44,7 +44,8 @@ impl CpuProfile {
             sym.check_arch(h.arch)?;
         }
         let (format, header) = (input.format, input.header.clone());
-        let keys = KeyBuilder::new(opts);
+        let markers = header.as_ref().is_some_and(|h| h.markers);
+        let keys = KeyBuilder::new(opts).with_markers(markers);
         let mut counts = StackCounts::default();
         let mut key = Vec::with_capacity(256);
         // Kept samples per vCPU: an array for the usual indices, a map for the rest.

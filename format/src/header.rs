@@ -65,6 +65,9 @@ pub struct Header {
     pub sampling: SamplingMode,
     /// `exact=on`: exact block counts follow at exit.
     pub exact: bool,
+    /// Frames may hold boundary markers ([`crate::frame_marker`]); files without this flag
+    /// hold return addresses only, whatever their value.
+    pub markers: bool,
     pub vcpus: u32,
     pub max_depth: u32,
     /// Wall-clock start, ns since the Unix epoch.
@@ -92,7 +95,7 @@ impl Header {
             SamplingMode::Off => (0u8, 0),
         };
         out.push(mode);
-        out.push(self.exact as u8);
+        out.push(self.exact as u8 | (self.markers as u8) << 1);
         out.extend_from_slice(&value.to_le_bytes());
         out.extend_from_slice(&self.vcpus.to_le_bytes());
         out.extend_from_slice(&self.max_depth.to_le_bytes());
@@ -150,6 +153,7 @@ impl Header {
                 arch,
                 sampling,
                 exact: b[15] & 1 != 0,
+                markers: b[15] & 2 != 0,
                 vcpus: u32_at(b, 24),
                 max_depth: u32_at(b, 28),
                 start_unix_ns: u64_at(b, 32),

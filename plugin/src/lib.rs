@@ -259,6 +259,7 @@ unsafe fn install(
         arch,
         sampling: cfg.sampling.mode(),
         exact: cfg.exact,
+        markers: true,
         vcpus: smp as u32,
         max_depth: cfg.depth,
         start_unix_ns,
