@@ -97,6 +97,7 @@ pub extern "C" fn trap_report(cause: usize, pc: usize, addr: usize) -> ! {
     out.str("\n");
     if arch::in_semihosting(pc) {
         out.str("(a semihosting call: QEMU needs -semihosting-config enable=on,target=native)\n");
+        arch::exit_without_semihosting(EXIT_EXCEPTION)
     }
     arch::exit(EXIT_EXCEPTION)
 }
