@@ -1,6 +1,7 @@
 //! The command line (`-append`, from the device tree's `/chosen/bootargs`), parsed by
 //! ../common/cmdline.rs with the i386 kernel's keys and defaults (examples/kernel/src/multiboot.rs).
 
+#[allow(dead_code)] // `read`: the multiboot command line
 #[path = "../common/cmdline.rs"]
 mod cmdline;
 pub use cmdline::Crash;

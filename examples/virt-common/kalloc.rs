@@ -30,8 +30,6 @@ pub const KHEAP_SIZE: usize = 0x40_0000;
 pub const PAGE_SIZE: usize = 4096;
 pub const NPAGES: usize = 1024;
 pub const PAGES_BASE: usize = crate::arch::RAM_BASE + 0x80_0000;
-/// First byte above both heaps.
-pub const HEAP_END: usize = PAGES_BASE + NPAGES * PAGE_SIZE;
 
 /// Per-allocator counters, in the allocator's size unit. They are what the trace shows
 /// (live = sum of the current sizes of blocks alive in the trace), plus `realloc_moved`,
