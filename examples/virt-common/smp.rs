@@ -24,6 +24,7 @@ static DONE: AtomicU32 = AtomicU32::new(0);
 static CHECKSUMS: [AtomicU32; MAX_CPUS as usize] =
     [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
 
+#[inline(never)]
 pub fn run(rounds: u32, cpus: u32, out: &mut Console) -> u32 {
     out.dec(cpus as u64);
     out.str(" CPU(s) in the device tree\n");

@@ -20,6 +20,7 @@ const SYS_WRITE: usize = 2;
 
 static USER_ELF: &[u8] = include_bytes!(env!("KP_USER_ELF"));
 
+#[inline(never)]
 pub fn run(rounds: u32, out: &mut Console) -> u32 {
     let entry = crate::elf::load(USER_ELF, crate::arch::ELF_MACHINE, USER_BASE, USER_STACK_TOP - 0x1_0000);
     out.str("user: entering user mode at ");
@@ -32,7 +33,7 @@ pub fn run(rounds: u32, out: &mut Console) -> u32 {
 pub extern "C" fn syscall_dispatch(nr: usize, a: usize, b: usize) -> usize {
     let r = match nr {
         SYS_EXIT => unsafe { crate::arch::user_exit(a) },
-        SYS_WORK => sys_work(a as u32, b as u32) as usize,
+        SYS_WORK => sys_work(b as u32, a as u32) as usize,
         SYS_WRITE => sys_write(a, b),
         _ => usize::MAX,
     };
@@ -41,9 +42,11 @@ pub extern "C" fn syscall_dispatch(nr: usize, a: usize, b: usize) -> usize {
     opaque!(r as u32) as usize | (r & !0xFFFF_FFFF)
 }
 
-/// The kernel's share of a round: `iters` iterations of the leaf loop.
+/// The kernel's share of a round: `iters` iterations of the leaf loop. Its arguments come
+/// in the other order than smp::smp_shared's, whose body is the same: LLVM would otherwise
+/// merge the two into one symbol.
 #[inline(never)]
-pub fn sys_work(seed: u32, iters: u32) -> u32 {
+pub fn sys_work(iters: u32, seed: u32) -> u32 {
     leaf_loop!(seed, iters)
 }
 

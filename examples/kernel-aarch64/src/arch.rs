@@ -120,6 +120,8 @@ vectors:
     .set i, i + 1
     .endr
 
+    .global svc_entry
+    .type svc_entry, @function
 svc_entry:
     mrs x9, esr_el1
     lsr x9, x9, #26
@@ -138,6 +140,7 @@ svc_entry:
     ldr x29, [sp]
     add sp, sp, #32
     eret
+    .size svc_entry, . - svc_entry
 
 fault_entry:
     mrs x0, esr_el1
