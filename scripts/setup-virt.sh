@@ -50,8 +50,17 @@ install_qemu_virt() {
         return
     fi
     need_debian12
-    grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ ||
-        die "no bookworm-backports apt source: run scripts/setup.sh (it adds it for qemu-system-x86)"
+    if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        say "adding the bookworm-backports apt source"
+        $SUDO tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+        apt_updated=0
+    fi
     apt_update
     say "installing qemu-system-riscv and qemu-system-arm >= $min from bookworm-backports"
     apt_install -t bookworm-backports qemu-system-riscv qemu-system-arm
