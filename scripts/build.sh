@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kern-profile in release: the aggregator (target/release/kern-profile), the QEMU
 # plugin (target/release/kern-profile.so) and the example kernels (target/examples/kernel.elf
-# for i386, target/examples/kernel64.elf for x86_64).
+# for i386, target/examples/kernel64.elf for x86_64, target/examples/kernel-riscv64.elf and
+# kernel-aarch64.elf).
 . "$(dirname "$0")/lib.sh"
 cd "$KP_ROOT"
 say "building the aggregator and the plugin (release)"
@@ -10,4 +11,6 @@ cargo build --release --locked -q -p kern-profile -p kern-profile-plugin
 cp -f target/release/libkern_profile_plugin.so target/release/kern-profile.so
 bash scripts/build-kernel.sh >/dev/null
 bash scripts/build-kernel64.sh >/dev/null
-say "built target/release/kern-profile, target/release/kern-profile.so, target/examples/kernel.elf, target/examples/kernel64.elf"
+bash scripts/build-kernel-virt.sh --arch riscv64 >/dev/null
+bash scripts/build-kernel-virt.sh --arch aarch64 >/dev/null
+say "built target/release/kern-profile, target/release/kern-profile.so, target/examples/kernel.elf, kernel64.elf, kernel-riscv64.elf, kernel-aarch64.elf"

@@ -136,5 +136,6 @@ install_chromium() {
 command -v cargo >/dev/null || die "cargo not found: install Rust (https://rustup.rs) first"
 install_qemu
 install_guest_toolchain
+bash "$KP_ROOT/scripts/setup-virt.sh"  # riscv64 and aarch64 guests: QEMU, rust-web-src, binutils
 [ "$with_chromium" = 0 ] || install_chromium
 say "setup complete"

@@ -56,6 +56,7 @@ fn main() -> anyhow::Result<()> {
         arch,
         sampling: SamplingMode::PeriodInstructions(100_000),
         exact: false,
+        markers: false,
         vcpus: 4,
         max_depth: 64,
         start_unix_ns: 0,

@@ -9,8 +9,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use kern_profile_format::{
-    detect, CpuFormat, FormatError, Header, LegacyReader, RawReader, RawSummary, Record, Stats,
-    StopCounts, Truncation,
+    detect, CpuFormat, FormatError, Header, HostTimerStats, LegacyReader, RawReader, RawSummary,
+    Record, Stats, StopCounts, Truncation,
 };
 use rustc_hash::FxHashMap;
 
@@ -41,6 +41,8 @@ pub struct ReadSummary {
     pub empty_samples: u64,
     /// The statistics record, when the run ended cleanly.
     pub stats: Option<Stats>,
+    /// `delay=`: the host timer's ticks and each vCPU's idle time.
+    pub host_timer: Option<HostTimerStats>,
     /// Where the file was cut, when it was.
     pub truncation: Option<Truncation>,
     /// Records of kinds this version does not know (skipped).
@@ -174,6 +176,7 @@ impl CpuInput {
                 sum.max_vcpu = tally.per_vcpu.max();
                 sum.has_exact = tally.exact_records > 0;
                 sum.stats = tally.stats;
+                sum.host_timer = tally.host_timer;
                 sum.unknown_records = tally.unknown_records;
                 sum.truncation = r.truncation();
             }

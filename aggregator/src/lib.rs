@@ -21,6 +21,7 @@
 //! ```
 
 pub mod alloc_cmd;
+pub mod boundary;
 pub mod counts;
 pub mod cpu_list;
 mod error;
@@ -131,7 +132,12 @@ pub fn run_cpu(
     let profile = CpuProfile::collect(raw, &mut sym, opts)?;
     warnings.extend(profile.warnings());
 
-    if opts.exact {
+    // An `exact=only` recording holds no samples: its exact counts are the profile.
+    let exact_only = profile
+        .header
+        .as_ref()
+        .is_some_and(|h| h.sampling == kern_profile_format::SamplingMode::Off);
+    if opts.exact || exact_only {
         if opts.diff_base.is_some() {
             return Err(ProfileError::Unsupported(
                 "--exact and --diff do not combine".into(),

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kern_profile_format::{CpuFormat, Header, SamplingMode, StopReason};
+use kern_profile_format::{CpuFormat, Header, HostTimerStats, SamplingMode, StopReason};
 use rustc_hash::FxHashMap;
 
 use crate::counts::{RunCoalescer, StackCounts};
@@ -44,7 +44,8 @@ impl CpuProfile {
             sym.check_arch(h.arch)?;
         }
         let (format, header) = (input.format, input.header.clone());
-        let keys = KeyBuilder::new(opts);
+        let markers = header.as_ref().is_some_and(|h| h.markers);
+        let keys = KeyBuilder::new(opts).with_markers(markers);
         let mut counts = StackCounts::default();
         let mut key = Vec::with_capacity(256);
         // Kept samples per vCPU: an array for the usual indices, a map for the rest.
@@ -55,7 +56,11 @@ impl CpuProfile {
         let mut kept = 0u64;
         let mut user_samples_read = 0u64;
         let mut runs = RunCoalescer::default();
-        let summary = input.for_each(opts.exact, |s| {
+        // An `exact=only` recording's exact counts are its profile.
+        let exact_only = header
+            .as_ref()
+            .is_some_and(|h| h.sampling == SamplingMode::Off);
+        let summary = input.for_each(opts.exact || exact_only, |s| {
             user_samples_read += s.user as u64;
             if keys.build(s, sym, &mut key) {
                 runs.add(s.vcpu, &key, &mut counts);
@@ -149,6 +154,9 @@ impl CpuProfile {
                 hd.max_depth
             ));
         }
+        if let Some(t) = &s.host_timer {
+            h.push(host_timer_text(t));
+        }
         if self.per_vcpu.len() > 1 {
             let parts: Vec<String> = self
                 .per_vcpu
@@ -196,6 +204,39 @@ impl CpuProfile {
         }
         h
     }
+}
+
+/// `host timer: 95210 ticks (every 10 µs on average; 12 skipped, late); halted: cpu 1 0.52 s`.
+fn host_timer_text(t: &HostTimerStats) -> String {
+    let mut line = format!(
+        "host timer: {} ticks (every {} µs on average",
+        t.ticks,
+        t.interval_ns as f64 / 1000.0
+    );
+    if t.late > 0 {
+        line.push_str(&format!(
+            "; {} skipped, the host woke the timer late",
+            t.late
+        ));
+    }
+    line.push(')');
+    let throttled: u64 = t.vcpus.iter().map(|v| v.throttled_ticks).sum();
+    if throttled > 0 {
+        line.push_str(&format!(
+            "; {throttled} vCPU ticks skipped because stack walks were slow (sampling kept under a tenth of the run)"
+        ));
+    }
+    let idle: Vec<String> = t
+        .vcpus
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.idle_ns > 0)
+        .map(|(c, v)| format!("cpu {c} {:.2} s", v.idle_ns as f64 / 1e9))
+        .collect();
+    if !idle.is_empty() {
+        line.push_str(&format!("; halted, so not sampled: {}", idle.join(", ")));
+    }
+    line
 }
 
 /// `kernel 62.10% (621), user 37.90% (379)`: samples in kernel and in user mode.
@@ -247,7 +288,7 @@ pub fn input_warnings(path: &Path, format: CpuFormat, s: &ReadSummary) -> Vec<St
             s.empty_samples
         ));
     }
-    if s.samples == 0 {
+    if s.samples == 0 && !s.has_exact {
         w.push(format!("{p} holds no samples"));
     }
     w
@@ -260,6 +301,7 @@ pub fn sampling_description(m: SamplingMode) -> String {
         SamplingMode::PeriodInstructions(n) => {
             format!("every {n} guest instructions per vCPU (period)")
         }
+        SamplingMode::Off => "none: exact block counts only (exact=only)".to_string(),
     }
 }
 

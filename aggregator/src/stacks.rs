@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
+use crate::boundary;
 use crate::input::Sample;
 use crate::options::Options;
 use crate::symbolize::Symbolizer;
@@ -29,11 +30,22 @@ pub const INLINE_SUFFIX: &str = "_[i]";
 /// Builds interning keys from samples, applying the filters.
 pub struct KeyBuilder<'o> {
     opts: &'o Options,
+    markers: bool,
 }
 
 impl<'o> KeyBuilder<'o> {
     pub fn new(opts: &'o Options) -> Self {
-        KeyBuilder { opts }
+        KeyBuilder {
+            opts,
+            markers: false,
+        }
+    }
+
+    /// Whether the recording's frames may hold boundary markers (header flag); otherwise
+    /// values that look like markers are garbage return addresses, named `[unknown]`.
+    pub fn with_markers(mut self, markers: bool) -> Self {
+        self.markers = markers;
+        self
     }
 
     /// Fills `key` for `s`; false when a filter drops the sample.
@@ -80,6 +92,13 @@ impl<'o> KeyBuilder<'o> {
             }
         }
         key.extend_from_slice(rets);
+        if !self.markers {
+            for a in &mut key[2..] {
+                if boundary::is_marker(*a) {
+                    *a = 0;
+                }
+            }
+        }
         true
     }
 }
@@ -204,14 +223,21 @@ impl<'s> StackNamer<'s> {
         user_mode: bool,
         out: &mut Vec<Rc<str>>,
     ) -> Range<usize> {
-        let resolved: Vec<(Space, Rc<[Rc<str>]>)> = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, &a)| {
-                let probe = if i == 0 { a } else { a.wrapping_sub(1) };
-                self.resolve_space(probe, user_mode)
+        let mut resolved: Vec<(Space, Rc<[Rc<str>]>)> = (0..addrs.len())
+            .map(|i| match boundary::probe(addrs, i, true) {
+                Some(probe) => self.resolve_space(probe, user_mode),
+                None => (Space::Unknown, Rc::from([])),
             })
             .collect();
+        let keep = boundary::keep(addrs, |i| resolved[i].0 != Space::Unknown);
+        resolved.truncate(keep);
+        for i in 0..keep {
+            if boundary::is_marker(addrs[i]) {
+                let inner = i.checked_sub(1).map_or(&[][..], |j| &resolved[j].1[..]);
+                let name = boundary::name(addrs[i], inner);
+                resolved[i] = (Space::Kernel, Rc::from([Rc::from(name)]));
+            }
+        }
         let root = resolved
             .iter()
             .rev()
@@ -288,13 +314,18 @@ impl<'s> StackNamer<'s> {
     /// Appends the names of `addrs` (innermost first in the slice) root first. The first
     /// address is looked up as is when `first_is_pc`; return addresses at `addr - 1`.
     pub fn name_addrs(&mut self, addrs: &[u64], first_is_pc: bool, out: &mut Vec<Rc<str>>) {
-        for (i, &a) in addrs.iter().enumerate().rev() {
-            let probe = if i == 0 && first_is_pc {
-                a
-            } else {
-                a.wrapping_sub(1)
+        let keep = boundary::keep(addrs, |i| {
+            boundary::probe(addrs, i, first_is_pc).is_some_and(|p| !self.probe_names(p).is_empty())
+        });
+        for (i, &a) in addrs[..keep].iter().enumerate().rev() {
+            let names = match boundary::probe(addrs, i, first_is_pc) {
+                Some(probe) => self.probe_names(probe),
+                None => {
+                    let inner = boundary::probe(addrs, i.wrapping_sub(1), first_is_pc)
+                        .map_or_else(|| Rc::from([]), |p| self.probe_names(p));
+                    Rc::from([Rc::from(boundary::name(a, &inner))])
+                }
             };
-            let names = self.probe_names(probe);
             if !names.is_empty() {
                 out.extend(names.iter().cloned());
             } else if self.style.addresses {
@@ -382,7 +413,7 @@ mod tests {
     fn symbolizer() -> Symbolizer {
         let map = SymbolTable::new(
             symbol_map::parse(
-                "1000 T root\n1100 T middle\n1200 T leaf\n1300 T entered\n",
+                "1000 T root\n1100 T middle\n1200 T leaf\n1300 T entered\n1400 T asm_exc_page_fault\n1500 T end\n",
                 Path::new("m"),
             )
             .unwrap(),
@@ -405,7 +436,10 @@ mod tests {
     fn names(opts: &Options, s: &Sample<'_>) -> Option<String> {
         let mut sym = symbolizer();
         let mut key = Vec::new();
-        if !KeyBuilder::new(opts).build(s, &mut sym, &mut key) {
+        if !KeyBuilder::new(opts)
+            .with_markers(true)
+            .build(s, &mut sym, &mut key)
+        {
             return None;
         }
         let mut namer = StackNamer::new(&mut sym, NameStyle::from_options(opts, true));
@@ -436,6 +470,33 @@ mod tests {
         // Recursion: the caller and its caller return to the same place, both kept.
         s.addrs = &[0x1300, 0x1210, 0x1100];
         assert_eq!(names(&o, &s).unwrap(), "root;leaf;leaf;entered");
+    }
+
+    #[test]
+    fn kernel_entries_and_stack_switches_are_named_frames() {
+        use kern_profile_format::frame_marker::{KERNEL_ENTRY, STACK_SWITCH};
+        let o = Options::default();
+        // leaf <- called from the fault entry code, which interrupted `middle` at 0x1100
+        // (looked up as is: 0x10ff would be `root`).
+        let s = sample(&[0x1204, 0x1410, KERNEL_ENTRY, 0x1100, 0x1010]);
+        assert_eq!(
+            names(&o, &s).unwrap(),
+            "root;middle;[exception];asm_exc_page_fault;leaf"
+        );
+        // A switch onto a stack of known code is kept; one into nothing known is cut.
+        let s = sample(&[0x1204, 0x1110, STACK_SWITCH, 0x1010]);
+        assert_eq!(names(&o, &s).unwrap(), "root;[stack switch];middle;leaf");
+        let s = sample(&[0x1204, 0x1110, STACK_SWITCH, 0x9999, 0x8888]);
+        assert_eq!(names(&o, &s).unwrap(), "middle;leaf");
+        // A recording without the header's marker flag: small values are garbage.
+        let mut sym = symbolizer();
+        let mut key = Vec::new();
+        let s = sample(&[0x1204, 0x1110, STACK_SWITCH, 0x1010]);
+        assert!(KeyBuilder::new(&o).build(&s, &mut sym, &mut key));
+        let mut namer = StackNamer::new(&mut sym, NameStyle::from_options(&o, true));
+        let mut out = Vec::new();
+        namer.name_key(&key, &mut out);
+        assert_eq!(out.join(";"), "root;[unknown];middle;leaf");
     }
 
     #[test]

@@ -179,6 +179,8 @@ pub struct RawCensus {
     pub user: u64,
     /// The statistics record written at exit, if any.
     pub stats: Option<kern_profile_format::Stats>,
+    /// The host-timer record (`delay=`), if any.
+    pub host_timer: Option<kern_profile_format::HostTimerStats>,
     pub truncation: Option<kern_profile_format::Truncation>,
 }
 
@@ -195,6 +197,7 @@ pub fn census(raw: &Path) -> RawCensus {
         per_vcpu: s.per_vcpu.iter().collect(),
         user: s.user_samples,
         stats: s.stats,
+        host_timer: s.host_timer,
         truncation: s.truncation,
     }
 }

@@ -1,14 +1,21 @@
-//! The original's `delay=` mode (host time) on the example kernel.
+//! `delay=` (host time, timer-armed) on the example kernel.
+//!
+//! Delay mode weighs code by the host time QEMU spends emulating it, not by guest
+//! instructions (README, "Which mode"): instructions of different kinds cost TCG different
+//! host time, so shares differ from the exact instruction counts of expected.toml. Where the
+//! code is the same, the cost is the same, and there the shares must match: hot_leaf and
+//! cold_leaf run the same loop body, 10 times more often in hot_leaf.
 
 use kern_profile_e2e::*;
 
+/// The two leaves with the same loop body (examples/kernel/src/workload.rs, `leaf_loop!`).
+const SAME_BODY: [&str; 2] = ["kernel::workload::hot_leaf", "kernel::workload::cold_leaf"];
+
 #[test]
-fn delay_mode_hot_leaf_share_matches_documentation() {
+fn delay_mode_shares_match_exact_counts_where_emulation_cost_is_the_same() {
     // alloc_rounds=0: the allocation phase writes its memtrace to COM2 one byte per QEMU
     // write(2) (~40 ms of host time at the default 279 records), which delay mode weighs by
-    // host time: ~3% of the kernel's samples, against 0.02% of its instructions. With the
-    // workload at its normal speed (examples/kernel/README.md, "Wall time") that alone
-    // moved hot_leaf 2 points below its instruction share. 23 records remain.
+    // host time: ~3% of the kernel's samples, against 0.02% of its instructions.
     let run = boot("delay", "delay=10", "alloc_rounds=0");
     let k = kernel();
     let text = kern_profile(&[
@@ -19,26 +26,69 @@ fn delay_mode_hot_leaf_share_matches_documentation() {
         "-o",
         "-",
     ]);
-    let stacks = parse_folded(&text);
-    // Firmware runs slowly under TCG (port I/O), so by host time it holds about a tenth of
-    // the samples; the documented shares are of the kernel's own instructions.
-    let counts = kernel_self_counts(&stacks);
+    let counts = kernel_self_counts(&parse_folded(&text));
     let total: u64 = counts.values().sum();
+    // 100,000 ticks a second are asked for; a host delivers 50,000 to 60,000 when quiet, and
+    // far fewer when loaded (8,000 at a load average of 8; the plugin says how many it
+    // skipped); the run lasts about a second. 3,000 samples still hold the shares below.
     assert!(
-        total > 20_000,
+        total > 3_000,
         "only {total} samples at delay=10 over a ~1 s run"
     );
-    let hot = hottest();
-    let doc = expected_functions()
-        .into_iter()
-        .find(|f| f.symbol == hot)
-        .unwrap();
-    let got = counts[&hot] as f64 / total as f64;
-    assert!(
-        (got - doc.self_share_inline).abs() < 0.02,
-        "{hot}: {got:.4} sampled, {:.4} documented",
-        doc.self_share_inline
-    );
-    // The plugin said what it did on stderr at exit.
+    let doc = expected_functions();
+    let share_of = |names: &[&str], of: &dyn Fn(&str) -> f64| -> Vec<f64> {
+        let sum: f64 = names.iter().map(|n| of(n)).sum();
+        names.iter().map(|n| of(n) / sum).collect()
+    };
+    let sampled = share_of(&SAME_BODY, &|n| counts.get(n).copied().unwrap_or(0) as f64);
+    let exact = share_of(&SAME_BODY, &|n| {
+        doc.iter()
+            .find(|f| f.symbol == n)
+            .unwrap()
+            .self_share_inline
+    });
+    for ((name, got), want) in SAME_BODY.iter().zip(&sampled).zip(&exact) {
+        assert!(
+            (got - want).abs() < 0.03,
+            "{name}: {got:.4} of the same-body pair sampled, {want:.4} by exact counts"
+        );
+    }
+    // Everywhere else host time and instructions differ, but not by more than this on this
+    // workload (measured: hot_leaf +7 points, the others within 5).
+    for f in doc.iter().filter(|f| f.self_share_inline > 0.01) {
+        let got = counts.get(&f.symbol).copied().unwrap_or(0) as f64 / total as f64;
+        assert!(
+            (got - f.self_share_inline).abs() < 0.12,
+            "{}: {got:.4} sampled, {:.4} of instructions",
+            f.symbol,
+            f.self_share_inline
+        );
+    }
+    // The plugin said what it did on stderr at exit, the host timer included.
     assert!(run.stderr.contains("samples written"), "{}", run.stderr);
+    assert!(run.stderr.contains("host timer:"), "{}", run.stderr);
+}
+
+#[test]
+fn delay_mode_records_the_host_timer_and_no_instruction_counts() {
+    let run = boot("delay-timer", "delay=100", "alloc_rounds=0");
+    let c = census(&run.raw);
+    let stats = c.stats.expect("a statistics record at exit");
+    assert!(
+        stats.vcpu_instructions.is_empty(),
+        "delay= counts no instructions: {:?}",
+        stats.vcpu_instructions
+    );
+    let timer = c.host_timer.expect("a host-timer record with delay=");
+    assert_eq!(timer.interval_ns, 100_000);
+    assert_eq!(timer.vcpus.len(), 1);
+    // Every sample comes from a tick that armed the vCPU; a few armed ticks take none (the
+    // vCPU halted before its next block, or QEMU exited).
+    let armed = timer.vcpus[0].armed_ticks;
+    assert!(
+        c.samples <= armed && c.samples as f64 >= 0.9 * armed as f64,
+        "{} samples for {armed} armed ticks",
+        c.samples
+    );
+    assert!(timer.ticks >= armed);
 }

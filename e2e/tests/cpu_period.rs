@@ -124,6 +124,27 @@ fn exact_counts_match_documentation() {
     }
 }
 
+/// `exact=only`: the same exact counts, no samples, and the report shows them without
+/// `--exact`.
+#[test]
+fn exact_only_counts_without_sampling() {
+    let only = boot("exact-only", "exact=only", "");
+    let c = census(&only.raw);
+    assert_eq!(c.samples, 0);
+    assert_eq!(c.header.sampling, kern_profile_format::SamplingMode::Off);
+    let r = rounds();
+    let counts = self_counts(&folded(&only.raw, &[]));
+    for f in expected_functions() {
+        assert_eq!(
+            counts.get(&f.symbol).copied().unwrap_or(0),
+            f.per_round_inline * r + f.fixed_inline,
+            "{}",
+            f.symbol
+        );
+    }
+    assert!(only.stderr.contains("0 samples written"), "{}", only.stderr);
+}
+
 #[test]
 fn inlined_function_is_a_frame_of_its_own_unless_no_inline() {
     let e = expected();

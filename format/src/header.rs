@@ -6,7 +6,7 @@ pub const MAGIC: &[u8; 8] = b"KPROFRAW";
 /// The raw format version the recorder writes (see [`Header::encode`]).
 pub const VERSION: u16 = 1;
 /// Version 2: samples also carry the CPU mode, the privilege level, the return-address
-/// register, the page-table base and per-frame boundary marks (see FORMAT.md).
+/// register and the page-table base (see FORMAT.md).
 pub const VERSION_2: u16 = 2;
 /// The newest version this crate reads; it reads every version from 1.
 pub const MAX_VERSION: u16 = VERSION_2;
@@ -70,6 +70,8 @@ pub enum SamplingMode {
     DelayMicros(u64),
     /// Every `n` guest instructions per vCPU (`period=n`).
     PeriodInstructions(u64),
+    /// No sampling: exact block counts only (`exact=only`).
+    Off,
 }
 
 impl SamplingMode {
@@ -78,6 +80,7 @@ impl SamplingMode {
         match self {
             SamplingMode::DelayMicros(_) => 1,
             SamplingMode::PeriodInstructions(_) => 2,
+            SamplingMode::Off => 0,
         }
     }
 
@@ -85,6 +88,7 @@ impl SamplingMode {
     pub fn value(self) -> u64 {
         match self {
             SamplingMode::DelayMicros(v) | SamplingMode::PeriodInstructions(v) => v,
+            SamplingMode::Off => 0,
         }
     }
 
@@ -92,6 +96,7 @@ impl SamplingMode {
         match code {
             1 => Some(SamplingMode::DelayMicros(value)),
             2 => Some(SamplingMode::PeriodInstructions(value)),
+            0 => Some(SamplingMode::Off),
             _ => None,
         }
     }
@@ -104,6 +109,9 @@ pub struct Header {
     pub sampling: SamplingMode,
     /// `exact=on`: exact block counts follow at exit.
     pub exact: bool,
+    /// Frames may hold boundary markers ([`crate::frame_marker`]); files without this flag
+    /// hold return addresses only, whatever their value.
+    pub markers: bool,
     pub vcpus: u32,
     pub max_depth: u32,
     /// Wall-clock start, ns since the Unix epoch.
@@ -132,7 +140,7 @@ impl Header {
         out.push(self.arch.code());
         out.push(self.arch.ptr_width());
         out.push(self.sampling.code());
-        out.push(self.exact as u8);
+        out.push(self.exact as u8 | (self.markers as u8) << 1);
         out.extend_from_slice(&self.sampling.value().to_le_bytes());
         out.extend_from_slice(&self.vcpus.to_le_bytes());
         out.extend_from_slice(&self.max_depth.to_le_bytes());
@@ -185,6 +193,7 @@ impl Header {
                 arch,
                 sampling,
                 exact: b[15] & 1 != 0,
+                markers: b[15] & 2 != 0,
                 vcpus: u32_at(b, 24),
                 max_depth: u32_at(b, 28),
                 start_unix_ns: u64_at(b, 32),

@@ -20,13 +20,14 @@ mod source;
 mod stats;
 mod stop_reason;
 mod summary;
+mod timer_record;
 
 pub use error::FormatError;
 pub use header::{
     Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, MAX_VERSION, VERSION, VERSION_2,
 };
 pub use legacy::{LegacyReader, LegacySample};
-pub use machine::{CpuMode, FrameMark, Privilege};
+pub use machine::{CpuMode, Privilege};
 pub use raw_reader::{ExactBlock, ExactBlocks, RawReader, Record, SampleRef};
 pub use raw_writer::{
     encode_exact_blocks, encode_sample, encode_sample_v2, encode_stats, SampleExtras, SampleRecord,
@@ -35,18 +36,36 @@ pub use source::Truncation;
 pub use stats::Stats;
 pub use stop_reason::{StopCounts, StopReason};
 pub use summary::{RawSummary, StopsFrom, VcpuCounts};
+pub use timer_record::{HostTimerStats, VcpuTime};
 
 /// Record kinds of the raw format.
 pub mod kind {
     pub const SAMPLE: u8 = 1;
     pub const EXACT_BLOCKS: u8 = 2;
     pub const STATS: u8 = 3;
+    /// `delay=`: the host timer's ticks and each vCPU's idle time (written at exit).
+    pub const HOST_TIMER: u8 = 4;
     /// Reserved (format version 2): allocator calls the recorder hooked (issue 15's
     /// allocation events). Readers of this version skip it as an unknown kind.
-    pub const ALLOC_EVENT: u8 = 4;
+    pub const ALLOC_EVENT: u8 = 5;
     /// Reserved (format version 2): a few code bytes at sampled user addresses, to tell
     /// programs linked at the same addresses apart (issue 18). Skipped like [`ALLOC_EVENT`].
-    pub const CODE_BYTES: u8 = 5;
+    pub const CODE_BYTES: u8 = 6;
+}
+
+/// Frame values below [`frame_marker::LIMIT`] are not return addresses but markers of where
+/// a walk crossed a boundary (no code lives in the first page of an address space), in files
+/// whose header flag bit 1 says so.
+pub mod frame_marker {
+    /// A kernel entry (interrupt, exception, system call): the next frame is the
+    /// interrupted instruction's own address, then the interrupted context's return
+    /// addresses follow.
+    pub const KERNEL_ENTRY: u64 = 1;
+    /// The frame pointer jumped down to another stack (an IRQ stack, or from a kernel stack
+    /// into a user stack); what follows may be garbage if the jump was not a switch.
+    pub const STACK_SWITCH: u64 = 2;
+    /// Values below this are markers.
+    pub const LIMIT: u64 = 16;
 }
 
 /// Sample flag bits.
@@ -63,8 +82,6 @@ pub mod sample_flags {
     pub const RETURN_REGISTER_VALID: u8 = 8;
     /// Version 2: the page-table base field holds a value.
     pub const PAGE_TABLE_VALID: u8 = 16;
-    /// Version 2: one [`crate::FrameMark`] byte per return address follows the frames.
-    pub const FRAME_MARKS: u8 = 32;
 }
 
 /// Which of the two CPU sample formats a file holds.

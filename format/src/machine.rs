@@ -1,5 +1,5 @@
 //! What a version-2 sample says about the vCPU beyond its stack: the CPU mode, the privilege
-//! level, and where a walk crossed from one context into another.
+//! level.
 
 /// How the vCPU translated addresses when sampled. One byte in a version-2 sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -58,43 +58,5 @@ impl Privilege {
             3 => Privilege::Firmware,
             _ => return None,
         })
-    }
-}
-
-/// What lies between a return address and the one before it (inner to it). One byte per
-/// frame in a version-2 sample that carries marks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[repr(u8)]
-pub enum FrameMark {
-    /// An ordinary call: the address is a return address into the caller.
-    #[default]
-    Call = 0,
-    /// An interrupt entry: the address is the interrupted context's PC.
-    Interrupt = 1,
-    /// An exception (fault, trap) entry: the address is the faulting context's PC.
-    Exception = 2,
-    /// A system-call entry: the address is the calling (user) context's PC.
-    Syscall = 3,
-}
-
-impl FrameMark {
-    pub fn from_u8(b: u8) -> Option<Self> {
-        Some(match b {
-            0 => FrameMark::Call,
-            1 => FrameMark::Interrupt,
-            2 => FrameMark::Exception,
-            3 => FrameMark::Syscall,
-            _ => return None,
-        })
-    }
-
-    /// The frame a report draws at the boundary (`[interrupt]`, ...); none for a call.
-    pub fn boundary_name(self) -> Option<&'static str> {
-        match self {
-            FrameMark::Call => None,
-            FrameMark::Interrupt => Some("[interrupt]"),
-            FrameMark::Exception => Some("[exception]"),
-            FrameMark::Syscall => Some("[syscall]"),
-        }
     }
 }

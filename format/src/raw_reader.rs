@@ -5,10 +5,11 @@ use std::io::Read;
 use crate::error::FormatError;
 use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
-use crate::machine::{CpuMode, FrameMark, Privilege};
+use crate::machine::{CpuMode, Privilege};
 use crate::source::{u16_at, u32_at, u64_at, word_at, Source, Truncation};
 use crate::stats::Stats;
 use crate::stop_reason::StopReason;
+use crate::timer_record::HostTimerStats;
 
 /// Records longer than this are taken as corruption rather than allocated.
 const MAX_RECORD: usize = 64 << 20;
@@ -33,8 +34,6 @@ pub struct SampleRef<'a> {
     privilege: u8,
     return_register: u64,
     page_table_base: u64,
-    /// One byte per frame, or empty.
-    marks: &'a [u8],
 }
 
 impl<'a> SampleRef<'a> {
@@ -76,18 +75,6 @@ impl<'a> SampleRef<'a> {
     /// (version 2).
     pub fn page_table_base(&self) -> Option<u64> {
         (self.flags & crate::sample_flags::PAGE_TABLE_VALID != 0).then_some(self.page_table_base)
-    }
-
-    /// What lies before each return address (version 2; all calls otherwise): the frame at
-    /// a boundary mark is the interrupted or calling context's PC.
-    pub fn frame_marks(&self) -> impl ExactSizeIterator<Item = FrameMark> + 'a {
-        let marks = self.marks;
-        (0..self.frame_count()).map(move |i| {
-            marks
-                .get(i)
-                .and_then(|&b| FrameMark::from_u8(b))
-                .unwrap_or_default()
-        })
     }
 
     pub fn frame_count(&self) -> usize {
@@ -160,6 +147,8 @@ pub enum Record<'a> {
     Sample(SampleRef<'a>),
     ExactBlocks(ExactBlocks<'a>),
     Stats(Stats),
+    /// `delay=`: the timer thread's ticks and each vCPU's idle time.
+    HostTimer(HostTimerStats),
     /// A record kind this version does not know; skipped.
     Unknown {
         kind: u8,
@@ -271,6 +260,11 @@ impl<R: Read> RawReader<R> {
             kind::SAMPLE => Record::Sample(decode_sample(body, width, offset)?),
             kind::EXACT_BLOCKS => Record::ExactBlocks(decode_exact(body, width, offset)?),
             kind::STATS => Record::Stats(Stats::decode(body, offset)?),
+            kind::HOST_TIMER => {
+                Record::HostTimer(HostTimerStats::decode(body).ok_or_else(|| {
+                    corrupt(offset, "host-timer record has the wrong length".into())
+                })?)
+            }
             other => Record::Unknown {
                 kind: other,
                 offset,
@@ -325,7 +319,6 @@ fn decode_sample(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, F
         },
         return_register: 0,
         page_table_base: 0,
-        marks: &[],
     })
 }
 
@@ -341,13 +334,8 @@ fn decode_sample_v2(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>
     }
     let flags = b[4];
     let n = u16_at(b, 6) as usize;
-    let marks = if flags & crate::sample_flags::FRAME_MARKS != 0 {
-        n
-    } else {
-        0
-    };
     let words_end = V2_FIXED + (4 + n) * width;
-    let want = words_end + marks;
+    let want = words_end;
     if b.len() != want {
         return Err(corrupt(
             offset,
@@ -373,7 +361,6 @@ fn decode_sample_v2(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>
         privilege: b[25],
         return_register: word(3),
         page_table_base: u64_at(b, 28),
-        marks: &b[words_end..],
     })
 }
 

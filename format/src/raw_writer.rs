@@ -2,7 +2,7 @@
 //! append to a buffer, so the caller decides when bytes reach the file.
 
 use crate::kind;
-use crate::machine::{CpuMode, FrameMark, Privilege};
+use crate::machine::{CpuMode, Privilege};
 use crate::sample_flags;
 use crate::stop_reason::StopReason;
 
@@ -75,7 +75,7 @@ pub fn encode_sample(out: &mut Vec<u8>, ptr_width: usize, s: &SampleRecord<'_>) 
 
 /// What a version-2 sample adds to a [`SampleRecord`].
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SampleExtras<'a> {
+pub struct SampleExtras {
     pub mode: CpuMode,
     /// When known, it decides the user flag; [`SampleRecord::user`] only when unknown.
     pub privilege: Privilege,
@@ -83,8 +83,6 @@ pub struct SampleExtras<'a> {
     pub return_register: Option<u64>,
     /// The page-table base (x86 CR3, riscv `satp`, aarch64 `TTBR0_EL1`), when it was read.
     pub page_table_base: Option<u64>,
-    /// One mark per return address (missing ones are calls), or empty when all are calls.
-    pub marks: &'a [FrameMark],
 }
 
 /// Appends one sample record of format version 2 (see FORMAT.md). At most `u16::MAX`
@@ -93,11 +91,9 @@ pub fn encode_sample_v2(
     out: &mut Vec<u8>,
     ptr_width: usize,
     s: &SampleRecord<'_>,
-    x: &SampleExtras<'_>,
+    x: &SampleExtras,
 ) {
     let frames = &s.frames[..s.frames.len().min(u16::MAX as usize)];
-    let marks = &x.marks[..x.marks.len().min(frames.len())];
-    let has_marks = marks.iter().any(|&m| m != FrameMark::Call);
     let user = match x.privilege {
         Privilege::Unknown => s.user,
         p => p == Privilege::User,
@@ -110,8 +106,7 @@ pub fn encode_sample_v2(
             x.return_register.is_some(),
             sample_flags::RETURN_REGISTER_VALID,
         )
-        | flag(x.page_table_base.is_some(), sample_flags::PAGE_TABLE_VALID)
-        | flag(has_marks, sample_flags::FRAME_MARKS);
+        | flag(x.page_table_base.is_some(), sample_flags::PAGE_TABLE_VALID);
     let at = begin(out, kind::SAMPLE);
     out.extend_from_slice(&s.vcpu.to_le_bytes());
     out.push(flags);
@@ -129,13 +124,6 @@ pub fn encode_sample_v2(
     push_word(out, x.return_register.unwrap_or(0), ptr_width);
     for &f in frames {
         push_word(out, f, ptr_width);
-    }
-    if has_marks {
-        out.extend(marks.iter().map(|&m| m as u8));
-        out.resize(
-            out.len() + frames.len() - marks.len(),
-            FrameMark::Call as u8,
-        );
     }
     finish(out, at);
 }

@@ -9,6 +9,7 @@ use crate::raw_reader::{RawReader, Record, SampleRef};
 use crate::source::Truncation;
 use crate::stats::Stats;
 use crate::stop_reason::StopCounts;
+use crate::timer_record::HostTimerStats;
 
 /// vCPU indexes below this are counted in a plain array; higher ones (only in a damaged or
 /// hand-made file: QEMU has at most 4096 vCPUs) in a map.
@@ -79,6 +80,8 @@ pub struct RawSummary {
     pub unknown_records: u64,
     /// The statistics record, when the run ended cleanly.
     pub stats: Option<Stats>,
+    /// The host-timer record (`delay=`), when the run ended cleanly.
+    pub host_timer: Option<HostTimerStats>,
     /// Where the file was cut, when it was.
     pub truncation: Option<Truncation>,
 }
@@ -109,6 +112,7 @@ impl RawSummary {
                 }
             }
             Record::Stats(s) => self.stats = Some(s.clone()),
+            Record::HostTimer(t) => self.host_timer = Some(t.clone()),
             Record::Unknown { .. } => self.unknown_records += 1,
         }
     }

@@ -7,6 +7,7 @@ fn header(arch: Arch) -> Header {
         arch,
         sampling: SamplingMode::PeriodInstructions(10_000),
         exact: true,
+        markers: false,
         vcpus: 2,
         max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,

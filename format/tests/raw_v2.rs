@@ -7,6 +7,7 @@ fn header(arch: Arch) -> Header {
         arch,
         sampling: SamplingMode::DelayMicros(10),
         exact: false,
+        markers: false,
         vcpus: 4,
         max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,
@@ -30,19 +31,17 @@ fn sample(frames: &[u64]) -> SampleRecord<'_> {
 }
 
 const FRAMES: [u64; 3] = [0x8020_2000, 0x0000_1234, 0x0000_1000];
-const MARKS: [FrameMark; 2] = [FrameMark::Call, FrameMark::Syscall];
 
-fn extras() -> SampleExtras<'static> {
+fn extras() -> SampleExtras {
     SampleExtras {
         mode: CpuMode::Paging,
         privilege: Privilege::Kernel,
         return_register: Some(0x8020_2000),
         page_table_base: Some(0x8000_0000_0008_1234),
-        marks: &MARKS,
     }
 }
 
-fn v2_file(arch: Arch, x: &SampleExtras<'_>) -> Vec<u8> {
+fn v2_file(arch: Arch, x: &SampleExtras) -> Vec<u8> {
     let h = header(arch);
     let mut out = Vec::new();
     h.encode_version(VERSION_2, &mut out);
@@ -97,11 +96,6 @@ fn v2_samples_round_trip_in_both_widths() {
             assert!(!s.user());
             assert_eq!(s.return_register(), Some(0x8020_2000));
             assert_eq!(s.page_table_base(), Some(0x8000_0000_0008_1234));
-            // Marks missing at the end are calls.
-            assert_eq!(
-                s.frame_marks().collect::<Vec<_>>(),
-                [FrameMark::Call, FrameMark::Syscall, FrameMark::Call]
-            );
             assert_eq!(s.stop_reason(), Some(StopReason::NullFramePointer));
         });
     }
@@ -114,14 +108,13 @@ fn v2_without_optional_fields_is_compact() {
         ..SampleExtras::default()
     };
     let bytes = v2_file(Arch::X86_64, &x);
-    // 5 bytes of record head + 36 fixed + (4 words + 3 frames) * 8, no mark bytes.
+    // 5 bytes of record head + 36 fixed + (4 words + 3 frames) * 8.
     assert_eq!(bytes.len() - (HEADER_FIXED_LEN + 6), 5 + 36 + 7 * 8);
     only_sample(&bytes, |s| {
         assert!(s.user(), "privilege user sets the user flag");
         assert_eq!(s.privilege(), Privilege::User);
         assert_eq!(s.mode(), CpuMode::Unknown);
         assert_eq!((s.return_register(), s.page_table_base()), (None, None));
-        assert!(s.frame_marks().all(|m| m == FrameMark::Call));
     });
 }
 
@@ -145,8 +138,6 @@ fn v1_samples_answer_the_v2_questions() {
         privileges.push(s.privilege());
         assert_eq!(s.mode(), CpuMode::Unknown);
         assert_eq!((s.return_register(), s.page_table_base()), (None, None));
-        assert_eq!(s.frame_marks().len(), 3);
-        assert!(s.frame_marks().all(|m| m == FrameMark::Call));
     }
     assert_eq!(privileges, [Privilege::User, Privilege::Kernel]);
 }
@@ -211,7 +202,7 @@ fn random_bytes_never_panic_in_v2() {
         if let Ok(mut r) = RawReader::new(&b[..]) {
             while let Ok(Some(rec)) = r.next_record() {
                 if let Record::Sample(s) = rec {
-                    let _ = (s.frame_marks().count(), s.privilege(), s.mode());
+                    let _ = (s.frames().count(), s.privilege(), s.mode());
                 }
             }
         }

@@ -1,15 +1,15 @@
-//! At exit: every vCPU's last batch, the exact block counts, the statistics record and the
-//! summary line.
+//! At exit: every vCPU's last batch, the exact block counts, the host-timer and statistics
+//! records and the summary lines.
 
 use std::ffi::c_void;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
-use kern_profile_format::{Stats, StopCounts};
-use kern_profile_recorder::summary::summary_line;
+use kern_profile_format::{SamplingMode, Stats, StopCounts};
+use kern_profile_recorder::summary::{summary_line, timer_line};
 use qemu_plugin_sys as sys;
 
-use crate::{guard, lock_within, stderr_line, Plugin, EXIT_LOCK_WAIT, PLUGIN};
+use crate::{guard, lock_within, stderr_line, timer, Plugin, EXIT_LOCK_WAIT, PLUGIN};
 
 pub unsafe extern "C" fn on_exit(_id: sys::qemu_plugin_id_t, _userdata: *mut c_void) {
     guard(finish);
@@ -22,7 +22,12 @@ fn finish() {
     if p.exiting.swap(true, Ordering::SeqCst) {
         return;
     }
-    let (stops, vcpu_instructions) = drain_vcpus(p);
+    let timer = timer::stop(p);
+    let (stops, mut vcpu_instructions) = drain_vcpus(p);
+    // Only `period=` counts instructions; otherwise an empty list says so.
+    if !matches!(p.cfg.sampling, SamplingMode::PeriodInstructions(_)) {
+        vcpu_instructions.clear();
+    }
     let Some(mut fin) = p.writer.finish() else {
         stderr_line("kern-profile: the writer thread is gone; the output may be incomplete");
         return;
@@ -33,6 +38,9 @@ fn finish() {
         .as_ref()
         .and_then(|exact| lock_within(exact, EXIT_LOCK_WAIT))
         .map(|e| e.encode(p.width, &mut trailer));
+    if let Some(t) = &timer {
+        t.encode(&mut trailer);
+    }
     let stats = Stats {
         samples: fin.samples_written,
         dropped: p.writer.dropped() + fin.samples_failed,
@@ -50,6 +58,9 @@ fn finish() {
         ));
     }
     stderr_line(&summary_line(&stats, exact_blocks, &p.cfg.out));
+    if let Some(t) = &timer {
+        stderr_line(&timer_line(t));
+    }
 }
 
 /// Hands every vCPU's last batch to the writer; returns the unwind stops of all vCPUs and

@@ -6,14 +6,19 @@
 //! `kern-profile-unwind`, which are unit-tested.
 //!
 //! Mechanism, per translated block (no callback per instruction, none per block execution):
-//! - an inline add of the block's instruction count into the vCPU's scoreboard counter;
-//! - a conditional callback, `counter >= THRESHOLD`, registered with register access, which
+//! - `delay=` (host time): a conditional callback, `slot >= ARMED`, on the vCPU's arm slot,
+//!   which one timer thread sets every `delay` µs (see `recorder::host_timer`); nothing else
+//!   runs per block, so the guest runs at nearly full speed;
+//! - `period=` (guest instructions): an inline add of the block's instruction count into the
+//!   vCPU's scoreboard counter, and a conditional callback, `counter >= THRESHOLD`, which
 //!   fires when the vCPU's instruction budget is spent (see `recorder::trigger`);
-//! - with `exact=on`, an inline add of 1 into the block's own counter slot.
+//! - with `exact=on`, an inline add of 1 into the block's own counter slot; `exact=only`
+//!   registers nothing else.
 
 mod exact;
 mod exit;
 mod qemu;
+mod timer;
 mod translate;
 mod vcpu;
 
@@ -37,6 +42,7 @@ use qemu_plugin_sys as sys;
 
 use exact::ExactState;
 use qemu::U64Entry;
+use timer::Timed;
 use vcpu::Vcpu;
 
 /// The plugin API version this plugin is built for (QEMU reads this symbol).
@@ -56,8 +62,11 @@ struct Plugin {
     vcpus: Box<[Slot]>,
     /// Number of vCPUs QEMU was started with.
     smp_vcpus: usize,
-    /// Per-vCPU instruction counter, compared against THRESHOLD.
+    /// Per-vCPU scoreboard entry the conditional callback tests: the instruction counter
+    /// (against THRESHOLD) with `period=`, the arm slot (against ARMED) with `delay=`.
     acc: U64Entry,
+    /// `delay=`: the arm slots and the timer thread that sets them.
+    timed: Option<Timed>,
     writer: Writer<File>,
     exact: Option<Mutex<ExactState>>,
     blocks: Mutex<BlockTable>,
@@ -151,6 +160,7 @@ unsafe fn install(
         arch,
         sampling: cfg.sampling,
         exact: cfg.exact,
+        markers: true,
         vcpus: smp as u32,
         max_depth: cfg.depth,
         start_unix_ns: unix_now_ns(),
@@ -162,7 +172,7 @@ unsafe fn install(
         return Err("the plugin is loaded twice".into());
     }
     register_callbacks(id);
-    Ok(())
+    timer::start(PLUGIN.get().ok_or("the plugin state is gone")?)
 }
 
 /// QEMU's `argc`/`argv` of the plugin: its `key=value` arguments.
@@ -219,11 +229,13 @@ impl Plugin {
         let width = PtrWidth::from_bytes(arch.ptr_width() as usize).map_err(|e| e.to_string())?;
         // 64-byte elements: each vCPU's counter on its own cache line.
         let acc = U64Entry::new_scoreboard(64).ok_or("cannot allocate a scoreboard")?;
-        let vcpus = (0..max)
-            .map(|_| Slot(Mutex::new(Vcpu::new(cfg.sampling, width, cfg.depth))))
+        let vcpus = (0..max as u64)
+            .map(|i| Slot(Mutex::new(Vcpu::new(cfg.sampling, width, cfg.depth, i))))
             .collect();
         let exact = cfg.exact.then(|| Mutex::new(ExactState::default()));
+        let sampling = cfg.sampling;
         Ok(Plugin {
+            timed: Timed::new(sampling, max),
             cfg,
             width,
             vcpus,
@@ -244,6 +256,7 @@ fn register_callbacks(id: sys::qemu_plugin_id_t) {
     unsafe {
         sys::qemu_plugin_register_vcpu_init_cb(id, Some(vcpu::on_vcpu_init));
         sys::qemu_plugin_register_vcpu_idle_cb(id, Some(vcpu::on_vcpu_idle));
+        sys::qemu_plugin_register_vcpu_resume_cb(id, Some(timer::on_vcpu_resume));
         sys::qemu_plugin_register_vcpu_tb_trans_cb(id, Some(translate::on_tb_trans));
         sys::qemu_plugin_register_atexit_cb(id, Some(exit::on_exit), std::ptr::null_mut());
     }

@@ -1,8 +1,11 @@
-//! At translation: what each block registers (the instruction count, the sampler, and with
-//! `exact=on` its execution counter).
+//! At translation: what each block registers (the sampler: an arm-slot test with `delay=`,
+//! the instruction count and a budget test with `period=`; and with `exact=on` its execution
+//! counter).
 
 use std::ffi::c_void;
 
+use kern_profile_format::SamplingMode;
+use kern_profile_recorder::arm_slots::ARMED;
 use kern_profile_recorder::blocks::BlockInfo;
 use kern_profile_recorder::trigger::THRESHOLD;
 use kern_profile_unwind::EntryState;
@@ -29,24 +32,45 @@ unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
     let Some(info) = p.blocks.lock().ok().map(|mut t| t.intern(&insns, entry)) else {
         return;
     };
-    // The count first, then the sampler: the callback sees the block's instructions counted
-    // and works out which of them the budget ran out at.
-    sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
-        tb,
-        sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
-        p.acc.0,
-        n as u64,
-    );
+    instrument_sampling(p, tb, n, info);
+    count_exactly(p, tb, &insns);
+}
+
+/// The sampler's per-block instrumentation. With `period=`, the count first, then the
+/// sampler: the callback sees the block's instructions counted and works out which of them
+/// the budget ran out at. With `delay=`, only the test of the arm slot; with `exact=only`,
+/// nothing.
+///
+/// # Safety
+/// `tb` is the block QEMU is translating, with `n` instructions.
+unsafe fn instrument_sampling(
+    p: &Plugin,
+    tb: *mut sys::qemu_plugin_tb,
+    n: usize,
+    info: &BlockInfo,
+) {
+    let threshold = match p.cfg.sampling {
+        SamplingMode::Off => return,
+        SamplingMode::DelayMicros(_) => ARMED,
+        SamplingMode::PeriodInstructions(_) => {
+            sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
+                tb,
+                sys::qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
+                p.acc.0,
+                n as u64,
+            );
+            THRESHOLD
+        }
+    };
     sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
         tb,
         Some(vcpu::on_sample),
         sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
         sys::qemu_plugin_cond::QEMU_PLUGIN_COND_GE,
         p.acc.0,
-        THRESHOLD,
+        threshold,
         info as *const BlockInfo as *mut c_void,
     );
-    count_exactly(p, tb, &insns);
 }
 
 /// Up to the first 4 bytes of the block's first instruction (enough to classify its entry).

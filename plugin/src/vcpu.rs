@@ -14,6 +14,7 @@ use kern_profile_unwind::PtrWidth;
 use qemu_plugin_sys as sys;
 
 use crate::qemu::{self, ByteArray, Register};
+use crate::timer;
 use crate::{guard, lock_now, lock_within, stderr_line, Plugin, PLUGIN};
 
 /// One vCPU's sampling state, behind its own lock.
@@ -25,12 +26,17 @@ pub struct Vcpu {
     pub trigger: Trigger,
     pub buffer: SampleBuffer,
     pub capture: Capture,
+    /// Picks the sampled instruction of a block with `delay=`.
+    rng: fastrand::Rng,
 }
 
 impl Vcpu {
     /// A vCPU not yet initialised by QEMU.
-    pub fn new(sampling: SamplingMode, width: PtrWidth, depth: u32) -> Self {
+    pub fn new(sampling: SamplingMode, width: PtrWidth, depth: u32, index: u64) -> Self {
         Vcpu {
+            rng: fastrand::Rng::with_seed(
+                crate::unix_now_ns() ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ),
             ready: false,
             machine: None,
             counter: Counter::new(),
@@ -115,10 +121,14 @@ fn vcpu_init(idx: u32) {
     }
     v.buffer = SampleBuffer::new(p.writer.fresh_buffer());
     v.trigger = Trigger::new(p.cfg.sampling, p.now_ns());
-    let icount = v.counter.instructions(p.acc.get(idx));
-    let budget = v.trigger.first_budget();
-    let armed = v.counter.arm(icount, budget);
-    p.acc.set(idx, armed);
+    if let Some(t) = &p.timed {
+        timer::register_arm_slot(p, t, idx);
+    } else if p.cfg.sampling != SamplingMode::Off {
+        let icount = v.counter.instructions(p.acc.get(idx));
+        let budget = v.trigger.first_budget();
+        let armed = v.counter.arm(icount, budget);
+        p.acc.set(idx, armed);
+    }
     v.ready = true;
 }
 
@@ -139,6 +149,7 @@ fn warn_shared_thread(p: &Plugin, idx: u32) {
 pub unsafe extern "C" fn on_vcpu_idle(_id: sys::qemu_plugin_id_t, vcpu: c_uint) {
     guard(|| {
         let Some(p) = PLUGIN.get() else { return };
+        timer::went_idle(p, vcpu);
         if p.exiting.load(Ordering::Relaxed) {
             return;
         }
@@ -175,6 +186,10 @@ fn sample(idx: u32, block: &BlockInfo) {
     if !v.ready {
         return;
     }
+    if let Some(t) = &p.timed {
+        sample_armed(p, t, idx, &mut v, block);
+        return;
+    }
     let now = if v.trigger.needs_clock() {
         p.now_ns()
     } else {
@@ -199,6 +214,27 @@ fn sample(idx: u32, block: &BlockInfo) {
         take_sample(p, v, &site);
     }
     p.acc.set(idx, fired.rearm);
+}
+
+/// `delay=`: a tick armed this vCPU, so sample the block being entered, at a random one of
+/// its instructions, so that code in the middle of blocks (inlined functions) gets its share;
+/// registers are the block entry's, and a block never spans a call or a return. The
+/// sample's cost is charged to the vCPU, which skips ticks when sampling grows too costly.
+fn sample_armed(p: &Plugin, t: &timer::Timed, idx: u32, v: &mut Vcpu, block: &BlockInfo) {
+    if !t.slots.disarm(idx as usize) {
+        return;
+    }
+    let index = v.rng.usize(..block.insns.len().max(1));
+    let now = p.now_ns();
+    let site = SampleSite {
+        vcpu: idx,
+        pc: block.pc(index),
+        entry: block.entry,
+        icount: 0,
+        time_ns: now,
+    };
+    take_sample(p, v, &site);
+    t.slots.charge(idx as usize, p.now_ns().saturating_sub(now));
 }
 
 /// Captures the sample through QEMU's register and memory reads and queues it.

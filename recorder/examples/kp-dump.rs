@@ -30,6 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 times.entry(s.vcpu).or_default().push(s.time_ns);
                 icounts.entry(s.vcpu).or_default().push(s.icount);
             }
+            Record::HostTimer(t) => println!("host timer: {t:?}"),
             Record::Unknown { kind, offset } => println!("unknown record kind {kind} at {offset}"),
             _ => {}
         }

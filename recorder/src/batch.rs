@@ -106,6 +106,7 @@ mod tests {
             arch: Arch::I386,
             sampling: SamplingMode::PeriodInstructions(1),
             exact: false,
+            markers: false,
             vcpus: 1,
             max_depth: 64,
             start_unix_ns: 0,

@@ -4,7 +4,7 @@
 //! to encode. The plugin supplies QEMU's register and memory readers; the tests fake them.
 
 use kern_profile_format::{SampleRecord, StopCounts, StopReason};
-use kern_profile_unwind::{walk_above, EntryState, PtrWidth};
+use kern_profile_unwind::{walk_across, Crossings, EntryState, PtrWidth};
 
 use crate::window::WindowReader;
 
@@ -114,11 +114,13 @@ impl Capture {
             frames[0] = ret;
         }
         let depth = frames.len() - skip;
-        let walk = walk_above(
+        // Across kernel entries and stack switches (unwind's `walk_across`).
+        let walk = walk_across(
             sp,
             fp,
             width,
             depth,
+            Crossings::ALL,
             |addr, out| window.read(addr, out, &mut mem),
             &mut frames[skip..],
         );

@@ -30,7 +30,7 @@ pub struct Config {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only)")]
     Unknown(String),
     #[error("argument '{0}' needs a value: {0}=...")]
     NoValue(String),
@@ -44,6 +44,8 @@ pub enum ConfigError {
     },
     #[error("'delay' and 'period' exclude each other: sample by host time (delay=) or by guest instructions (period=)")]
     DelayAndPeriod,
+    #[error("exact=only counts blocks without sampling: drop 'delay'/'period', or use exact=on to sample too")]
+    OnlyAndSampling,
     #[error("argument 'out' is required: out=PATH names the output file")]
     NoOut,
 }
@@ -66,11 +68,20 @@ fn number(arg: &'static str, value: &str, min: u64, max: u64) -> Result<u64, Con
     Ok(n)
 }
 
-fn boolean(arg: &'static str, value: &str) -> Result<bool, ConfigError> {
+/// `exact=`: off, on (beside sampling), or only (no sampling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exact {
+    Off,
+    On,
+    Only,
+}
+
+fn exact_value(value: &str) -> Result<Exact, ConfigError> {
     match value {
-        "on" | "yes" | "true" => Ok(true),
-        "off" | "no" | "false" => Ok(false),
-        _ => Err(bad(arg, value, "must be 'on' or 'off'")),
+        "on" | "yes" | "true" => Ok(Exact::On),
+        "off" | "no" | "false" => Ok(Exact::Off),
+        "only" => Ok(Exact::Only),
+        _ => Err(bad("exact", value, "must be 'on', 'off' or 'only'")),
     }
 }
 
@@ -123,20 +134,23 @@ impl Config {
                     "depth",
                     number("depth", value, 1, MAX_DEPTH as u64)? as u32,
                 )?,
-                "exact" => set(&mut exact, "exact", boolean("exact", value)?)?,
+                "exact" => set(&mut exact, "exact", exact_value(value)?)?,
                 _ => return Err(ConfigError::Unknown(arg.to_string())),
             }
         }
-        let sampling = match (delay, period) {
-            (Some(_), Some(_)) => return Err(ConfigError::DelayAndPeriod),
-            (None, Some(n)) => SamplingMode::PeriodInstructions(n),
-            (d, None) => SamplingMode::DelayMicros(d.unwrap_or(DEFAULT_DELAY_US)),
+        let exact = exact.unwrap_or(Exact::Off);
+        let sampling = match (delay, period, exact) {
+            (Some(_), Some(_), _) => return Err(ConfigError::DelayAndPeriod),
+            (None, None, Exact::Only) => SamplingMode::Off,
+            (_, _, Exact::Only) => return Err(ConfigError::OnlyAndSampling),
+            (None, Some(n), _) => SamplingMode::PeriodInstructions(n),
+            (d, None, _) => SamplingMode::DelayMicros(d.unwrap_or(DEFAULT_DELAY_US)),
         };
         Ok(Config {
             out: out.ok_or(ConfigError::NoOut)?,
             sampling,
             depth: depth.unwrap_or(DEFAULT_DEPTH),
-            exact: exact.unwrap_or(false),
+            exact: exact != Exact::Off,
         })
     }
 }
@@ -175,6 +189,8 @@ mod tests {
         assert!(c.exact);
         assert!(!parse("out=x,exact=off").unwrap().exact);
         assert!(parse("out=x,exact=yes").unwrap().exact);
+        let only = parse("out=x,exact=only").unwrap();
+        assert_eq!((only.sampling, only.exact), (SamplingMode::Off, true));
         assert_eq!(parse("out=x,depth=1").unwrap().depth, 1);
         assert_eq!(parse("out=x,depth=1024").unwrap().depth, 1024);
     }
@@ -197,7 +213,11 @@ mod tests {
         assert!(err("out=x,period=1e6").starts_with("period=1e6:"));
         assert!(err("out=x,depth=0").starts_with("depth=0: must be between 1 and 1024"));
         assert!(err("out=x,depth=1025").starts_with("depth=1025:"));
-        assert!(err("out=x,exact=maybe").starts_with("exact=maybe: must be 'on' or 'off'"));
+        assert!(err("out=x,exact=maybe").starts_with("exact=maybe: must be 'on', 'off' or 'only'"));
+        assert!(
+            err("out=x,exact=only,period=5").contains("exact=only counts blocks without sampling")
+        );
+        assert!(err("out=x,delay=5,exact=only").contains("exact=only"));
         assert!(err("out=x,delay=10,period=100").contains("'delay' and 'period'"));
         assert!(err("out=x,period=100,delay=10").contains("'delay' and 'period'"));
         assert!(err("out=x,out=y").contains("argument 'out' is given twice"));

@@ -15,13 +15,17 @@
 //! - [`qemu_args`]: QEMU command-line settings the plugin cannot work under;
 //! - [`target`]: the QEMUs the plugin refuses (user mode, other guests, one thread for
 //!   several vCPUs);
-//! - [`summary`]: the line printed at exit.
+//! - [`summary`]: the lines printed at exit;
+//! - [`arm_slots`], [`host_timer`]: host-timer sampling for `delay=` (one timer thread arms
+//!   per-vCPU slots that a conditional callback tests at block entry).
 
+pub mod arm_slots;
 pub mod batch;
 pub mod blocks;
 pub mod capture;
 pub mod config;
 pub mod exact;
+pub mod host_timer;
 pub mod qemu_args;
 pub mod summary;
 pub mod target;

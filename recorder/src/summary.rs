@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use kern_profile_format::Stats;
+use kern_profile_format::{HostTimerStats, Stats};
 
 /// The one-line summary printed to stderr at exit, from the statistics record just written.
 pub fn summary_line(stats: &Stats, exact_blocks: Option<usize>, out: &Path) -> String {
@@ -17,10 +17,64 @@ pub fn summary_line(stats: &Stats, exact_blocks: Option<usize>, out: &Path) -> S
     s
 }
 
+/// The `delay=` timer's line: ticks delivered against the nominal rate, and idle vCPUs.
+pub fn timer_line(t: &HostTimerStats) -> String {
+    let mut s = format!(
+        "kern-profile: host timer: {} ticks every {} µs on average",
+        t.ticks,
+        t.interval_ns as f64 / 1000.0
+    );
+    if t.late > 0 {
+        s.push_str(&format!(
+            ", {} more skipped (the host woke the timer late)",
+            t.late
+        ));
+    }
+    let throttled: u64 = t.vcpus.iter().map(|v| v.throttled_ticks).sum();
+    if throttled > 0 {
+        s.push_str(&format!(
+            "; {throttled} vCPU ticks skipped to keep slow stack walks under a tenth of the run"
+        ));
+    }
+    let idle: Vec<String> = t
+        .vcpus
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.idle_ns > 0)
+        .map(|(i, v)| format!("vCPU {i} {:.3} s", v.idle_ns as f64 / 1e9))
+        .collect();
+    if !idle.is_empty() {
+        s.push_str(&format!("; halted (not sampled): {}", idle.join(", ")));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kern_profile_format::{StopCounts, StopReason};
+    use kern_profile_format::{StopCounts, StopReason, VcpuTime};
+
+    #[test]
+    fn timer_line_names_late_ticks_and_idle_vcpus() {
+        let t = HostTimerStats {
+            interval_ns: 10_000,
+            ticks: 90,
+            late: 10,
+            vcpus: vec![
+                VcpuTime::default(),
+                VcpuTime {
+                    idle_ns: 1_500_000_000,
+                    idle_ticks: 3,
+                    armed_ticks: 80,
+                    throttled_ticks: 7,
+                },
+            ],
+        };
+        assert_eq!(
+            timer_line(&t),
+            "kern-profile: host timer: 90 ticks every 10 µs on average, 10 more skipped (the host woke the timer late); 7 vCPU ticks skipped to keep slow stack walks under a tenth of the run; halted (not sampled): vCPU 1 1.500 s"
+        );
+    }
 
     #[test]
     fn line() {

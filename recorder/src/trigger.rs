@@ -75,6 +75,8 @@ impl Trigger {
     pub fn new(sampling: SamplingMode, now_ns: u64) -> Self {
         match sampling {
             SamplingMode::PeriodInstructions(n) => Trigger::Period(PeriodTrigger::new(n)),
+            // Never consulted: nothing samples.
+            SamplingMode::Off => Trigger::Period(PeriodTrigger::new(MAX_BUDGET)),
             SamplingMode::DelayMicros(us) => {
                 Trigger::Delay(DelayTrigger::new(us.saturating_mul(1000), now_ns))
             }

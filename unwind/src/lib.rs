@@ -16,8 +16,10 @@
 
 use kern_profile_format::StopReason;
 
+mod cross;
 mod entry;
 
+pub use cross::{walk_across, Crossings};
 pub use entry::{sampled_index, EntryState};
 
 /// Width of a guest pointer, which fixes the frame-record layout.

@@ -85,7 +85,8 @@ pub fn write_firefox(
         }
     }
 
-    let keys = KeyBuilder::new(opts);
+    let markers = input.header.as_ref().is_some_and(|h| h.markers);
+    let keys = KeyBuilder::new(opts).with_markers(markers);
     let mut namer = StackNamer::new(sym, NameStyle::from_options(opts, false));
     let mut key = Vec::with_capacity(256);
     let mut names = Vec::with_capacity(256);

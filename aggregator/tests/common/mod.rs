@@ -47,6 +47,7 @@ pub fn header(vcpus: u32, exact: bool) -> Header {
         arch: Arch::I386,
         sampling: SamplingMode::PeriodInstructions(100_000),
         exact,
+        markers: false,
         vcpus,
         max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,

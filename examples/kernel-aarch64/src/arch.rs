@@ -1,0 +1,277 @@
+//! What is aarch64 about this kernel (QEMU `virt`, `-cpu cortex-a57`, entered at EL1 with the
+//! MMU off): the PL011 UART, semihosting (exit status, memtrace), PSCI `CPU_ON` through `hvc`
+//! for the secondary CPUs, EL0 for `user=on` and its `svc` entry.
+//!
+//! QEMU starts only CPU 0 at `_start` (the others stay off until `CPU_ON`) and, for an ELF
+//! that is not Linux, puts the device tree at the start of RAM: the kernel is linked 2 MiB
+//! above it. With the MMU off every data access is Device memory: the target
+//! (aarch64-unknown-none) is `+strict-align`, so nothing relies on unaligned accesses.
+//!
+//! Frame records (LLVM, `-C force-frame-pointers=non-leaf`): x29 points to the pair
+//! {saved x29, saved x30}. Leaves have none.
+
+use core::arch::{asm, global_asm};
+
+pub const NAME: &str = "aarch64";
+pub const CAUSE_NAME: &str = "ESR_EL1";
+pub const ELF_MACHINE: u16 = 183; // EM_AARCH64
+pub const RAM_BASE: usize = 0x4000_0000;
+/// The user program's area: linked at RAM + 64 MiB (user/linker.ld), stack top RAM + 80 MiB.
+pub const USER_BASE: usize = RAM_BASE + 0x0400_0000;
+pub const USER_STACK_TOP: usize = RAM_BASE + 0x0500_0000;
+/// memtrace's walk: the record is at x29, [0] the caller's x29, [1] the return address.
+pub const FP_RECORD_OFFSET: isize = 0;
+pub const FP_NEXT_SLOT: usize = 0;
+pub const FP_RET_SLOT: usize = 1;
+pub const SYS_OPEN: usize = 0x01;
+pub const SYS_WRITE: usize = 0x05;
+const SYS_EXIT: usize = 0x18;
+const ADP_STOPPED_APPLICATION_EXIT: usize = 0x20026;
+
+/// The device tree, where QEMU puts it for a non-Linux ELF.
+pub const DTB: usize = RAM_BASE;
+const UART: usize = 0x0900_0000;
+const PSCI_CPU_ON: usize = 0xC400_0003;
+
+#[link_section = ".data"]
+static mut SAVED_KSP: usize = 0;
+
+global_asm!(
+    r#"
+    .section .text._start, "ax"
+    .global _start
+    .type _start, @function
+_start:
+    mrs x1, mpidr_el1
+    and x1, x1, #0xff
+    cbnz x1, park
+    /* FP/SIMD at EL0 and EL1 (CPACR_EL1.FPEN): LLVM may use the vector registers. */
+    mov x1, #(3 << 20)
+    msr cpacr_el1, x1
+    adrp x1, vectors
+    add x1, x1, :lo12:vectors
+    msr vbar_el1, x1
+    isb
+    adrp x1, __stack_top
+    add x1, x1, :lo12:__stack_top
+    mov sp, x1
+    /* x29 = 0 and x30 = 0 end every frame-pointer walk. */
+    mov x29, #0
+    mov x30, #0
+    adrp x1, __bss_start
+    add x1, x1, :lo12:__bss_start
+    adrp x2, __bss_end
+    add x2, x2, :lo12:__bss_end
+1:  cmp x1, x2
+    b.hs 2f
+    str xzr, [x1], #8
+    b 1b
+2:  mov x0, #{dtb}
+    bl kmain
+    b park
+    .size _start, . - _start
+
+    /* PSCI CPU_ON's entry point: x0 = the CPU's number (context ID); its own 16 KiB stack. */
+    .section .text.ap_start, "ax"
+    .global ap_start
+    .type ap_start, @function
+ap_start:
+    mov x1, #(3 << 20)
+    msr cpacr_el1, x1
+    adrp x1, vectors
+    add x1, x1, :lo12:vectors
+    msr vbar_el1, x1
+    isb
+    adrp x1, __ap_stacks_bottom
+    add x1, x1, :lo12:__ap_stacks_bottom
+    add x1, x1, x0, lsl #14
+    mov sp, x1
+    mov x29, #0
+    mov x30, #0
+    bl {ap_main}
+    .global park
+park:
+    wfi
+    b park
+    .size ap_start, . - ap_start
+
+    /* Semihosting: HLT #0xF000 with the operation in w0 and the parameter in x1. */
+    .section .text.semihost_call, "ax"
+    .global semihost_call
+semihost_call:
+    hlt #0xf000
+    ret
+    .global semihost_call_end
+semihost_call_end:
+
+    /* Exception vectors: the system call (synchronous, from EL0 in AArch64) and, for
+       everything else, a report naming ESR_EL1, ELR_EL1 and FAR_EL1. */
+    .section .text.vectors, "ax"
+    .balign 2048
+vectors:
+    .set i, 0
+    .rept 16
+    .balign 128
+    .if i == 8
+    b svc_entry
+    .else
+    b fault_entry
+    .endif
+    .set i, i + 1
+    .endr
+
+    .global svc_entry
+    .type svc_entry, @function
+svc_entry:
+    mrs x9, esr_el1
+    lsr x9, x9, #26
+    /* EC 0x15: SVC from AArch64 */
+    cmp x9, #0x15
+    b.ne fault_entry
+    /* A frame record (user x29, user pc) (plus the user's x30), so that a walk from the
+       handlers goes on into the program. SP_EL1 is the system-call stack here. */
+    sub sp, sp, #32
+    mrs x9, elr_el1
+    stp x29, x9, [sp]
+    str x30, [sp, #16]
+    mov x29, sp
+    bl {dispatch}
+    ldr x30, [sp, #16]
+    ldr x29, [sp]
+    add sp, sp, #32
+    eret
+    .size svc_entry, . - svc_entry
+
+fault_entry:
+    mrs x0, esr_el1
+    mrs x1, elr_el1
+    mrs x2, far_el1
+    bl {report}
+
+    /* enter_user(entry, user sp, arg) -> exit code: saves the kernel's callee-saved
+       registers and erets to EL0t (interrupts masked) on the system-call stack. */
+    .section .text.enter_user, "ax"
+    .global enter_user
+enter_user:
+    stp x19, x20, [sp, #-96]!
+    stp x21, x22, [sp, #16]
+    stp x23, x24, [sp, #32]
+    stp x25, x26, [sp, #48]
+    stp x27, x28, [sp, #64]
+    stp x29, x30, [sp, #80]
+    adrp x9, {saved_ksp}
+    mov x10, sp
+    str x10, [x9, :lo12:{saved_ksp}]
+    msr elr_el1, x0
+    msr sp_el0, x1
+    mov x9, #0x3c0
+    msr spsr_el1, x9
+    adrp x9, __syscall_stack_top
+    add x9, x9, :lo12:__syscall_stack_top
+    mov sp, x9
+    mov x0, x2
+    mov x29, #0
+    mov x30, #0
+    eret
+
+    /* user_exit(code): back to enter_user's caller, returning code. */
+    .global user_exit
+user_exit:
+    adrp x9, {saved_ksp}
+    ldr x10, [x9, :lo12:{saved_ksp}]
+    mov sp, x10
+    ldp x21, x22, [sp, #16]
+    ldp x23, x24, [sp, #32]
+    ldp x25, x26, [sp, #48]
+    ldp x27, x28, [sp, #64]
+    ldp x29, x30, [sp, #80]
+    ldp x19, x20, [sp], #96
+    ret
+    "#,
+    dtb = const DTB,
+    ap_main = sym crate::smp::ap_main,
+    dispatch = sym crate::user::syscall_dispatch,
+    report = sym crate::kmain::trap_report,
+    saved_ksp = sym SAVED_KSP,
+);
+
+extern "C" {
+    fn semihost_call(op: usize, param: usize) -> isize;
+    static semihost_call_end: u8;
+    fn ap_start();
+    pub fn enter_user(entry: usize, sp: usize, arg: usize) -> usize;
+    pub fn user_exit(code: usize) -> !;
+}
+
+/// The PL011: transmitter and UART enabled (QEMU sends regardless, real ones do not).
+pub fn init() {
+    unsafe { ((UART + 0x30) as *mut u32).write_volatile(0x101) };
+}
+
+pub fn putc(b: u8) {
+    unsafe {
+        while ((UART + 0x18) as *const u32).read_volatile() & 0x20 != 0 {}
+        (UART as *mut u32).write_volatile(b as u32);
+    }
+}
+
+/// Ends QEMU through semihosting `SYS_EXIT` (ADP_Stopped_ApplicationExit): status `code`.
+pub fn exit(code: u32) -> ! {
+    let block = [ADP_STOPPED_APPLICATION_EXIT, code as usize];
+    semihost(SYS_EXIT, block.as_ptr() as usize);
+    loop {
+        unsafe { asm!("wfi") };
+    }
+}
+
+/// The exit status needs semihosting: without it, stop here (QEMU keeps running; the
+/// message is on the UART) rather than end with a status that would read as success.
+pub fn exit_without_semihosting(_code: u32) -> ! {
+    park()
+}
+
+pub fn fault() -> ! {
+    unsafe { asm!("udf #0", options(noreturn)) }
+}
+
+pub fn semihost(op: usize, param: usize) -> isize {
+    unsafe { semihost_call(op, param) }
+}
+
+pub fn in_semihosting(pc: usize) -> bool {
+    let start = semihost_call as usize;
+    (start..unsafe { &semihost_call_end as *const u8 as usize }).contains(&pc)
+}
+
+#[inline(always)]
+pub fn frame_pointer() -> usize {
+    let fp: usize;
+    unsafe { asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    fp
+}
+
+/// Starts CPU `id` (MPIDR affinity 0 = id on `virt`) at `ap_start` with PSCI `CPU_ON`.
+pub fn start_cpu(id: u32) -> bool {
+    let r: isize;
+    unsafe {
+        asm!("hvc #0", inlateout("x0") PSCI_CPU_ON => r, in("x1") id as usize,
+             in("x2") ap_start as usize, in("x3") id as usize, options(nostack))
+    };
+    r == 0
+}
+
+/// The boot CPU's wait for a secondary's signal (smp::run checks its condition between
+/// calls): `wfe` returns at once when an event came since the last one.
+pub fn wait_event() {
+    unsafe { asm!("wfe", options(nomem, nostack)) };
+}
+
+pub fn signal_event() {
+    unsafe { asm!("dsb sy", "sev", options(nomem, nostack)) };
+}
+
+pub fn park() -> ! {
+    loop {
+        unsafe { asm!("wfi", options(nomem, nostack)) };
+    }
+}

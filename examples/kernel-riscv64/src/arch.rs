@@ -1,0 +1,347 @@
+//! What is riscv64 about this kernel (QEMU `virt`, `-bios none`): the M-mode set-up a
+//! firmware would do, then S-mode (the kernel) and U-mode (`user=on`, `ecall`); the ns16550a
+//! UART, the SiFive test device (exit), semihosting, harts woken through the CLINT's
+//! software interrupts.
+//!
+//! Every hart starts at `_start` in M-mode with a0 = its hart ID and a1 = the device tree,
+//! opens memory to the lower modes (PMP), delegates exceptions to S-mode and drops to it
+//! (`mret`). Hart 0 runs `kmain`; the others wait in M-mode `wfi` (software interrupt
+//! enabled, never taken) until `start_cpu` sets their bit in AP_GO and raises their CLINT
+//! MSIP, then enter S-mode at `ap_start`.
+//!
+//! Frame records (LLVM, `-C force-frame-pointers=non-leaf`): s0 points just above the saved
+//! pair, [s0 - 8] = return address, [s0 - 16] = the caller's s0. Leaves have none.
+
+use core::arch::{asm, global_asm};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+pub const NAME: &str = "riscv64";
+pub const CAUSE_NAME: &str = "scause (mcause from M-mode)";
+pub const ELF_MACHINE: u16 = 243; // EM_RISCV
+pub const RAM_BASE: usize = 0x8000_0000;
+/// The user program's area: linked at RAM + 64 MiB (user/linker.ld), stack top RAM + 80 MiB.
+pub const USER_BASE: usize = RAM_BASE + 0x0400_0000;
+pub const USER_STACK_TOP: usize = RAM_BASE + 0x0500_0000;
+/// memtrace's walk: the record is at fp - 16, [0] the caller's fp, [1] the return address.
+pub const FP_RECORD_OFFSET: isize = -16;
+pub const FP_NEXT_SLOT: usize = 0;
+pub const FP_RET_SLOT: usize = 1;
+pub const SYS_OPEN: usize = 0x01;
+pub const SYS_WRITE: usize = 0x05;
+
+const UART: usize = 0x1000_0000;
+const TEST_DEVICE: usize = 0x10_0000;
+const CLINT_MSIP: usize = 0x0200_0000;
+
+/// Bit n set: hart n may leave its boot wait and run `ap_main(n)`. In .data: _start clears .bss
+/// on hart 0 while the others already poll it.
+#[link_section = ".data"]
+static AP_GO: AtomicU32 = AtomicU32::new(0);
+#[link_section = ".data"]
+static mut SAVED_KSP: usize = 0;
+
+global_asm!(
+    r#"
+    .section .text._start, "ax"
+    .global _start
+    .type _start, @function
+_start:
+    /* Machine mode, every hart (a0 = hart ID, a1 = device tree): what firmware would do.
+       PMP entry 0 opens all memory to S- and U-mode (NAPOT over everything); exceptions
+       go to S-mode (medeleg: misaligned/access faults, illegal instruction, breakpoint,
+       ecall from U, page faults), the supervisor software interrupt is delegated (the boot
+       hart's wake-up, see m_trap); mstatus.FS = initial (LLVM may use FP registers). */
+    csrw mie, zero
+    la t0, m_trap
+    csrw mtvec, t0
+    li t0, -1
+    csrw pmpaddr0, t0
+    li t0, 0x1f
+    csrw pmpcfg0, t0
+    li t0, 0xb1ff
+    csrw medeleg, t0
+    li t0, 2
+    csrw mideleg, t0
+    csrw satp, zero
+    li t0, 0x2000
+    csrs mstatus, t0
+    li t0, 0x1800
+    csrc mstatus, t0
+    li t0, 0x800
+    /* mstatus.MPP = S */
+    csrs mstatus, t0
+    la t0, trap_vector
+    csrw stvec, t0
+    csrw sscratch, zero
+    /* fp = 0 and ra = 0 end every frame-pointer walk. */
+    li s0, 0
+    li ra, 0
+    bnez a0, 2f
+    /* Hart 0: M-mode software interrupts on (secondaries wake it, m_trap passes that on
+       as a supervisor software interrupt), then S-mode. */
+    li t0, 8
+    csrw mie, t0
+    la t0, 1f
+    csrw mepc, t0
+    mret
+1:  li t0, 2
+    /* sie.SSIE: wfi wakes on SSIP (sstatus.SIE stays 0: never taken as a trap) */
+    csrw sie, t0
+    la sp, __stack_top
+    la t0, __bss_start
+    la t1, __bss_end
+3:  bgeu t0, t1, 4f
+    sd zero, 0(t0)
+    addi t0, t0, 8
+    j 3b
+4:  mv a0, a1
+    call kmain
+    j park
+
+    /* Harts 1..3: their own 16 KiB stack, wait in M-mode (wfi on MSIP) for AP_GO, then
+       S-mode at ap_start. */
+2:  li t0, 4
+    bgeu a0, t0, park
+    la sp, __ap_stacks_bottom
+    slli t0, a0, 14
+    add sp, sp, t0
+    li t0, 8
+    csrw mie, t0
+5:  wfi
+    la t0, {ap_go}
+    lw t1, 0(t0)
+    srl t1, t1, a0
+    andi t1, t1, 1
+    beqz t1, 5b
+    /* clear this hart's MSIP */
+    li t0, 0x2000000
+    slli t1, a0, 2
+    add t0, t0, t1
+    sw zero, 0(t0)
+    csrw mie, zero
+    la t0, ap_start
+    csrw mepc, t0
+    mret
+    .global ap_start
+ap_start:
+    call {ap_main}
+park:
+    wfi
+    j park
+    .size _start, . - _start
+
+    /* Machine-mode traps. Only the boot hart takes interrupts here: its MSIP, raised by a
+       secondary that is done, becomes a pending supervisor software interrupt (SSIP) that
+       its S-mode wfi wakes on. Anything else is an exception in M-mode: reported. */
+    .section .text.m_trap, "ax"
+    .balign 4
+m_trap:
+    csrw mscratch, t0
+    csrr t0, mcause
+    bgez t0, 6f
+    li t0, 0x2000000
+    sw zero, 0(t0)
+    csrsi mip, 2
+    csrr t0, mscratch
+    mret
+6:  csrr a0, mcause
+    csrr a1, mepc
+    csrr a2, mtval
+    call {report}
+
+    /* Semihosting: the magic sequence, uncompressed and within one page. */
+    .section .text.semihost_call, "ax"
+    .balign 16
+    .global semihost_call
+semihost_call:
+    .option push
+    .option norvc
+    slli zero, zero, 0x1f
+    ebreak
+    srai zero, zero, 7
+    .option pop
+    ret
+    .global semihost_call_end
+semihost_call_end:
+
+    /* Supervisor traps. sscratch is 0 in the kernel and the system-call stack's top in
+       U-mode. */
+    .section .text.trap_vector, "ax"
+    .balign 4
+    .global trap_vector
+    .type trap_vector, @function
+trap_vector:
+    csrrw sp, sscratch, sp
+    beqz sp, 7f
+    /* From U-mode: a frame record (user s0, user pc) (plus the user's sp and ra), so that
+       a walk from the handlers goes on into the program. */
+    addi sp, sp, -32
+    sd ra, 0(sp)
+    csrr t0, sscratch
+    sd t0, 8(sp)
+    sd s0, 16(sp)
+    csrr t0, sepc
+    sd t0, 24(sp)
+    addi s0, sp, 32
+    csrr t0, scause
+    /* environment call from U-mode */
+    li t1, 8
+    bne t0, t1, 8f
+    call {dispatch}
+    ld t0, 24(sp)
+    addi t0, t0, 4
+    csrw sepc, t0
+    ld ra, 0(sp)
+    ld s0, 16(sp)
+    addi t0, sp, 32
+    csrw sscratch, t0
+    ld sp, 8(sp)
+    sret
+    /* from S-mode: back to the kernel's sp */
+7:  csrrw sp, sscratch, sp
+8:  csrr a0, scause
+    csrr a1, sepc
+    csrr a2, stval
+    call {report}
+    .size trap_vector, . - trap_vector
+
+    /* enter_user(entry, user sp, arg) -> exit code: saves the kernel's callee-saved
+       registers and srets to U-mode. */
+    .section .text.enter_user, "ax"
+    .global enter_user
+enter_user:
+    addi sp, sp, -112
+    sd ra, 0(sp)
+    sd s0, 8(sp)
+    sd s1, 16(sp)
+    sd s2, 24(sp)
+    sd s3, 32(sp)
+    sd s4, 40(sp)
+    sd s5, 48(sp)
+    sd s6, 56(sp)
+    sd s7, 64(sp)
+    sd s8, 72(sp)
+    sd s9, 80(sp)
+    sd s10, 88(sp)
+    sd s11, 96(sp)
+    la t0, {saved_ksp}
+    sd sp, 0(t0)
+    la t0, __syscall_stack_top
+    csrw sscratch, t0
+    csrw sepc, a0
+    /* sstatus.SPP = U */
+    li t0, 0x100
+    csrc sstatus, t0
+    mv sp, a1
+    mv a0, a2
+    li s0, 0
+    li ra, 0
+    sret
+
+    /* user_exit(code): back to enter_user's caller, returning code. */
+    .global user_exit
+user_exit:
+    csrw sscratch, zero
+    la t0, {saved_ksp}
+    ld sp, 0(t0)
+    ld ra, 0(sp)
+    ld s0, 8(sp)
+    ld s1, 16(sp)
+    ld s2, 24(sp)
+    ld s3, 32(sp)
+    ld s4, 40(sp)
+    ld s5, 48(sp)
+    ld s6, 56(sp)
+    ld s7, 64(sp)
+    ld s8, 72(sp)
+    ld s9, 80(sp)
+    ld s10, 88(sp)
+    ld s11, 96(sp)
+    addi sp, sp, 112
+    ret
+    "#,
+    ap_go = sym AP_GO,
+    ap_main = sym crate::smp::ap_main,
+    dispatch = sym crate::user::syscall_dispatch,
+    report = sym crate::kmain::trap_report,
+    saved_ksp = sym SAVED_KSP,
+);
+
+extern "C" {
+    fn semihost_call(op: usize, param: usize) -> isize;
+    static semihost_call_end: u8;
+    pub fn enter_user(entry: usize, sp: usize, arg: usize) -> usize;
+    pub fn user_exit(code: usize) -> !;
+}
+
+pub fn init() {}
+
+pub fn putc(b: u8) {
+    unsafe {
+        while (UART as *const u8).add(5).read_volatile() & 0x20 == 0 {}
+        (UART as *mut u8).write_volatile(b);
+    }
+}
+
+/// Ends QEMU through the SiFive test device: 0x5555 is a pass (status 0), anything else
+/// `(code << 16) | 0x3333` (status `code`).
+pub fn exit(code: u32) -> ! {
+    let v = if code == 0 { 0x5555 } else { (code << 16) | 0x3333 };
+    unsafe { (TEST_DEVICE as *mut u32).write_volatile(v) };
+    loop {
+        unsafe { asm!("wfi") };
+    }
+}
+
+/// The test device needs no semihosting.
+pub fn exit_without_semihosting(code: u32) -> ! {
+    exit(code)
+}
+
+pub fn fault() -> ! {
+    unsafe { asm!("unimp", options(noreturn)) }
+}
+
+pub fn semihost(op: usize, param: usize) -> isize {
+    unsafe { semihost_call(op, param) }
+}
+
+pub fn in_semihosting(pc: usize) -> bool {
+    let start = semihost_call as usize;
+    (start..unsafe { &semihost_call_end as *const u8 as usize }).contains(&pc)
+}
+
+#[inline(always)]
+pub fn frame_pointer() -> usize {
+    let fp: usize;
+    unsafe { asm!("mv {}, s0", out(reg) fp, options(nomem, nostack, preserves_flags)) };
+    fp
+}
+
+fn msip(hart: u32) -> *mut u32 {
+    (CLINT_MSIP + 4 * hart as usize) as *mut u32
+}
+
+/// Lets hart `id` leave its boot wait (it then runs `smp::ap_main(id)`).
+pub fn start_cpu(id: u32) -> bool {
+    AP_GO.fetch_or(1 << id, Ordering::Release);
+    unsafe { msip(id).write_volatile(1) };
+    true
+}
+
+/// The boot hart's sleep until a secondary signals (smp::run checks its condition between
+/// calls): m_trap turns the signal into a pending SSIP, which stays pending (sstatus.SIE is
+/// 0) and makes wfi return at once if it came since the check.
+pub fn wait_event() {
+    unsafe { asm!("wfi", "csrci sip, 2", options(nomem, nostack)) };
+}
+
+pub fn signal_event() {
+    unsafe { msip(0).write_volatile(1) };
+}
+
+pub fn park() -> ! {
+    loop {
+        unsafe { asm!("wfi", options(nomem, nostack)) };
+    }
+}

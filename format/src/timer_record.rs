@@ -1,0 +1,114 @@
+//! The host-timer record (kind 4): what `delay=` sampling did, and how long each vCPU was
+//! halted, so a report can tell an idle vCPU from one that was not sampled.
+
+use crate::kind;
+
+/// One vCPU's share of the host timer's ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VcpuTime {
+    /// Host time spent halted (QEMU's idle callback to its resume callback), ns.
+    pub idle_ns: u64,
+    /// Ticks that found the vCPU halted (no sample).
+    pub idle_ticks: u64,
+    /// Ticks that armed the vCPU (a sample at its next block entry); a tick that found it
+    /// still armed is not counted.
+    pub armed_ticks: u64,
+    /// Ticks skipped because the vCPU's samples had taken more than their share of its
+    /// host time (slow stack walks).
+    pub throttled_ticks: u64,
+}
+
+/// The host-timer record.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HostTimerStats {
+    /// Mean interval between ticks, ns (`delay=` × 1000).
+    pub interval_ns: u64,
+    pub ticks: u64,
+    /// Ticks skipped because the timer thread woke too late.
+    pub late: u64,
+    pub vcpus: Vec<VcpuTime>,
+}
+
+const FIXED: usize = 28;
+const PER_VCPU: usize = 32;
+
+impl HostTimerStats {
+    /// Appends the record, kind and length included.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(kind::HOST_TIMER);
+        let len = FIXED + PER_VCPU * self.vcpus.len();
+        out.extend_from_slice(&(len as u32).to_le_bytes());
+        for v in [self.interval_ns, self.ticks, self.late] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.vcpus.len() as u32).to_le_bytes());
+        for v in &self.vcpus {
+            for x in [v.idle_ns, v.idle_ticks, v.armed_ticks, v.throttled_ticks] {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+    }
+
+    /// Decodes a record body; None if its length does not match its vCPU count.
+    pub fn decode(b: &[u8]) -> Option<Self> {
+        let u64_at = |at: usize| Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?));
+        let n = u32::from_le_bytes(b.get(24..28)?.try_into().ok()?) as usize;
+        if b.len() != FIXED.checked_add(n.checked_mul(PER_VCPU)?)? {
+            return None;
+        }
+        let vcpus = (0..n)
+            .map(|i| {
+                let at = FIXED + PER_VCPU * i;
+                Some(VcpuTime {
+                    idle_ns: u64_at(at)?,
+                    idle_ticks: u64_at(at + 8)?,
+                    armed_ticks: u64_at(at + 16)?,
+                    throttled_ticks: u64_at(at + 24)?,
+                })
+            })
+            .collect::<Option<_>>()?;
+        Some(HostTimerStats {
+            interval_ns: u64_at(0)?,
+            ticks: u64_at(8)?,
+            late: u64_at(16)?,
+            vcpus,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_rejects_a_wrong_length() {
+        let t = HostTimerStats {
+            interval_ns: 10_000,
+            ticks: 5,
+            late: 1,
+            vcpus: vec![
+                VcpuTime {
+                    idle_ns: 7,
+                    idle_ticks: 2,
+                    armed_ticks: 3,
+                    throttled_ticks: 4,
+                };
+                2
+            ],
+        };
+        let mut out = Vec::new();
+        t.encode(&mut out);
+        assert_eq!(out[0], kind::HOST_TIMER);
+        let body = &out[5..];
+        assert_eq!(
+            u32::from_le_bytes(out[1..5].try_into().unwrap()) as usize,
+            body.len()
+        );
+        assert_eq!(HostTimerStats::decode(body), Some(t));
+        assert_eq!(HostTimerStats::decode(&body[..body.len() - 1]), None);
+        assert_eq!(HostTimerStats::decode(&[]), None);
+        let mut huge = body[..FIXED].to_vec();
+        huge[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(HostTimerStats::decode(&huge), None);
+    }
+}

@@ -1,0 +1,232 @@
+use super::*;
+use std::collections::BTreeMap;
+
+/// Sparse fake guest memory: words at addresses, everything else unreadable.
+struct Mem {
+    width: PtrWidth,
+    words: BTreeMap<u64, u64>,
+}
+
+impl Mem {
+    fn new(width: PtrWidth) -> Self {
+        Mem {
+            width,
+            words: BTreeMap::new(),
+        }
+    }
+
+    fn put(&mut self, addr: u64, v: u64) {
+        self.words.insert(addr, v);
+    }
+
+    fn frame(&mut self, fp: u64, saved_fp: u64, ret: u64) {
+        self.put(fp, saved_fp);
+        self.put(fp + self.width.bytes() as u64, ret);
+    }
+
+    /// Reads whole words only.
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        let w = self.width.bytes();
+        for (i, chunk) in buf.chunks_mut(w).enumerate() {
+            match self.words.get(&(addr + (i * w) as u64)) {
+                Some(v) if chunk.len() == w => chunk.copy_from_slice(&v.to_le_bytes()[..w]),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    fn walk(&self, floor: u64, fp: u64, crossings: Crossings) -> (Vec<u64>, StopReason) {
+        let mut out = vec![0; 32];
+        let r = walk_across(
+            floor,
+            fp,
+            self.width,
+            32,
+            crossings,
+            |a, b| self.read(a, b),
+            &mut out,
+        );
+        out.truncate(r.frames);
+        (out, r.stop)
+    }
+}
+
+const KE: u64 = frame_marker::KERNEL_ENTRY;
+const SW: u64 = frame_marker::STACK_SWITCH;
+
+/// x86_64 Linux: a syscall handler's frames, then the encoded pt_regs pointer, then the
+/// user program's frames (user stack far below the kernel stack).
+#[test]
+fn x86_64_linux_syscall_goes_on_into_user_space() {
+    let mut m = Mem::new(PtrWidth::W8);
+    let kstack = 0xffff_c900_0001_3f00u64;
+    let regs = 0xffff_c900_0001_3f58u64;
+    let ustack = 0x7ffe_1000u64;
+    m.frame(kstack, kstack + 0x20, 0xffff_ffff_8100_0100); // ksys_read <- ...
+    m.frame(kstack + 0x20, regs | 1, 0xffff_ffff_8100_0200); // do_syscall_64's frame
+    m.put(regs + 32, ustack); // bp
+    m.put(regs + 128, 0x40_1234); // ip
+    m.put(regs + 136, 0x33); // cs: user
+    m.frame(ustack, ustack + 0x30, 0x40_2000);
+    m.frame(ustack + 0x30, 0, 0x40_3000);
+    let (frames, stop) = m.walk(kstack - 8, kstack, Crossings::ALL);
+    assert_eq!(
+        frames,
+        [
+            0xffff_ffff_8100_0100,
+            0xffff_ffff_8100_0200,
+            KE,
+            0x40_1234,
+            0x40_2000,
+            0x40_3000
+        ]
+    );
+    assert_eq!(stop, StopReason::NullFramePointer);
+    // Without crossings the encoded pointer is a misaligned frame pointer, as before.
+    let (frames, stop) = m.walk(kstack - 8, kstack, Crossings::default());
+    assert_eq!(frames.len(), 2);
+    assert_eq!(stop, StopReason::Misaligned);
+}
+
+/// i386 Linux: the encoded pointer has its top bit cleared; an interrupt of kernel code
+/// goes on in the interrupted kernel function's frames.
+#[test]
+fn i386_linux_interrupt_of_kernel_code() {
+    let mut m = Mem::new(PtrWidth::W4);
+    let regs = 0xc1a0_1f00u64;
+    m.frame(0xc1a0_1e00, 0xc1a0_1e40, 0xc100_1000); // handler
+    m.frame(0xc1a0_1e40, regs & 0x7fff_ffff, 0xc100_2000); // common_interrupt
+    m.put(regs + 20, 0xc1a0_1f80); // bp of the interrupted function
+    m.put(regs + 48, 0xc100_3333); // ip
+    m.put(regs + 52, 0x60); // cs: kernel
+    m.frame(0xc1a0_1f80, 0, 0xc100_4000);
+    let (frames, stop) = m.walk(0xc1a0_1df0, 0xc1a0_1e00, Crossings::ALL);
+    assert_eq!(
+        frames,
+        [0xc100_1000, 0xc100_2000, KE, 0xc100_3333, 0xc100_4000]
+    );
+    assert_eq!(stop, StopReason::NullFramePointer);
+}
+
+/// A lower-half i386 kernel (the example kernels, at 1 MiB) never looks for pt_regs: every
+/// one of its frame pointers has the top bit clear.
+#[test]
+fn i386_lower_half_frames_are_not_decoded() {
+    let mut m = Mem::new(PtrWidth::W4);
+    m.frame(0x0010_0f00, 0x0010_0f40, 0x0010_1000);
+    m.frame(0x0010_0f40, 0, 0x0010_2000);
+    // Plausible registers where a decode would look: they must not be read.
+    m.put(0x8010_0f40 + 20, 0x0010_0f80);
+    m.put(0x8010_0f40 + 48, 0x0010_3333);
+    m.put(0x8010_0f40 + 52, 0x08);
+    let (frames, stop) = m.walk(0x0010_0ef0, 0x0010_0f00, Crossings::ALL);
+    assert_eq!(frames, [0x0010_1000, 0x0010_2000]);
+    assert_eq!(stop, StopReason::NullFramePointer);
+}
+
+/// A value that decodes to registers below the stack being walked, or to registers without
+/// a code selector, is not a pt_regs pointer.
+#[test]
+fn implausible_pt_regs_are_not_crossed() {
+    let mut m = Mem::new(PtrWidth::W8);
+    let regs = 0x1000u64; // below the stack
+    m.frame(0x8000, regs | 1, 0xaaaa);
+    m.put(regs + 32, 0x9000);
+    m.put(regs + 128, 0x1234);
+    m.put(regs + 136, 0x33);
+    let (frames, stop) = m.walk(0x7ff0, 0x8000, Crossings::ALL);
+    assert_eq!((frames, stop), (vec![0xaaaa], StopReason::Misaligned));
+    let mut m = Mem::new(PtrWidth::W8);
+    let regs = 0x9000u64;
+    m.frame(0x8000, regs | 1, 0xaaaa);
+    m.put(regs + 32, 0xa000);
+    m.put(regs + 128, 0x1234);
+    m.put(regs + 136, 0x0); // null selector
+    let (_, stop) = m.walk(0x7ff0, 0x8000, Crossings::ALL);
+    assert_eq!(stop, StopReason::Misaligned);
+}
+
+/// A system-call stub that keeps the user's frame pointer: the kernel chain jumps down to
+/// the user stack, which gets a guard of its own.
+#[test]
+fn a_jump_down_to_the_user_stack_is_a_stack_switch() {
+    let mut m = Mem::new(PtrWidth::W4);
+    m.frame(0x8010_0f00, 0x8010_0f40, 0x8000_1000); // sys_work
+    m.frame(0x8010_0f40, 0x0000_7f00, 0x8000_2000); // syscall stub's caller frame
+    m.frame(0x0000_7f00, 0x0000_7f40, 0x0000_0500); // user: syscall wrapper
+    m.frame(0x0000_7f40, 0, 0x0000_0600); // user: main
+    let (frames, stop) = m.walk(0x8010_0ef0, 0x8010_0f00, Crossings::ALL);
+    assert_eq!(
+        frames,
+        [0x8000_1000, 0x8000_2000, SW, 0x500, 0x600],
+        "kernel frames, the switch, the user frames"
+    );
+    assert_eq!(stop, StopReason::NullFramePointer);
+    let (frames, stop) = m.walk(0x8010_0ef0, 0x8010_0f00, Crossings::default());
+    assert_eq!(frames, [0x8000_1000, 0x8000_2000]);
+    assert_eq!(stop, StopReason::NotIncreasing);
+}
+
+/// A cycle costs at most one pass per allowed switch, then stops as before.
+#[test]
+fn a_cycle_ends_after_the_allowed_switches() {
+    let mut m = Mem::new(PtrWidth::W8);
+    m.frame(0x1000, 0x1100, 0xa);
+    m.frame(0x1100, 0x1000, 0xb);
+    let (frames, stop) = m.walk(0x0ff0, 0x1000, Crossings::ALL);
+    assert_eq!(frames, [0xa, 0xb, SW, 0xa, 0xb, SW, 0xa, 0xb]);
+    assert_eq!(stop, StopReason::NotIncreasing);
+}
+
+/// The sampled function's own frame pointer below the stack pointer is garbage, not a switch.
+#[test]
+fn the_first_frame_pointer_never_switches() {
+    let mut m = Mem::new(PtrWidth::W8);
+    m.frame(0x1000, 0, 0xa);
+    let (frames, stop) = m.walk(0x2000, 0x1000, Crossings::ALL);
+    assert_eq!((frames, stop), (vec![], StopReason::NotIncreasing));
+}
+
+/// Markers count against the depth; the walk never writes past it.
+#[test]
+fn markers_respect_the_depth_cap() {
+    let mut m = Mem::new(PtrWidth::W8);
+    m.frame(0x1000, 0x1100, 0xa);
+    m.frame(0x1100, 0x1000, 0xb);
+    let mut out = vec![0; 3];
+    let r = walk_across(
+        0,
+        0x1000,
+        PtrWidth::W8,
+        3,
+        Crossings::ALL,
+        |a, b| m.read(a, b),
+        &mut out,
+    );
+    assert_eq!((r.frames, r.stop), (3, StopReason::DepthLimit));
+    assert_eq!(out, [0xa, 0xb, SW]);
+}
+
+/// Garbage everywhere: never a panic, always a stop within the depth.
+#[test]
+fn random_memory_never_panics() {
+    for seed in 0..200u64 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        for width in [PtrWidth::W4, PtrWidth::W8] {
+            let mut m = Mem::new(width);
+            let w = width.bytes() as u64;
+            for _ in 0..64 {
+                let addr = rng.u64(0..0x400) * w;
+                let v = if rng.bool() {
+                    rng.u64(0..0x1000)
+                } else {
+                    rng.u64(..)
+                };
+                m.put(addr, v & width.max_addr());
+            }
+            let (frames, _) = m.walk(0, rng.u64(0..0x1000), Crossings::ALL);
+            assert!(frames.len() <= 32);
+        }
+    }
+}
