@@ -1,47 +1,87 @@
 #!/usr/bin/env bash
-# kern-profile's benchmark: plugin overhead, aggregator throughput and memtrace throughput,
-# measured side by side in one run on the example kernel, printed as a table next to the
-# project's targets and written to $KP_OUT/bench.json (default out/bench.json).
+# kern-profile's benchmark: QEMU with the plugin against QEMU without it, side by side in one
+# run (alternated round-robin), on the example kernels of every architecture and on the Linux
+# guest; the aggregator's and memtrace's throughput; printed as tables next to the project's
+# targets and written, every run's figures included, to $KP_OUT/bench.json (default
+# out/bench.json).
 #
-# usage: scripts/bench.sh [--runs N] [--quick] [--keep] [--alloc-rounds N]
+# usage: scripts/bench.sh [--only LIST] [--runs N] [--quick] [--keep] [--alloc-rounds N]
+#                         [--linux-arch A] [--linux-runs N] [--linux-bringup N]
 #
-#   --runs N          runs of each plugin-overhead configuration, interleaved (default 5)
-#   --quick           smoke test: 2 runs, smaller inputs (numbers not comparable to targets)
-#   --keep            keep the recorded inputs (10 M-sample raw file, memtrace) in
-#                     $KP_OUT/bench-data and reuse them on the next --keep run
-#   --alloc-rounds N  size of the recorded memtrace: 23 + 8 N records (default 50000,
-#                     about a minute of recording: QEMU writes COM2 one write(2) a byte)
-#   -h, --help        this text
+#   --only LIST        run only these workloads (comma-separated): overhead, linux,
+#                      aggregator, memtrace, alloc_hooks (default: all five), bringup (needs
+#                      --linux-bringup)
+#   --runs N           runs of each example-kernel configuration (default 5; --quick 2)
+#   --quick            smoke test: 1-2 runs, smaller inputs (numbers not comparable to targets)
+#   --keep             keep the recorded inputs (10 M-sample raw file, memtrace) in
+#                      $KP_OUT/bench-data and reuse them on the next --keep run
+#   --alloc-rounds N   size of the recorded memtrace: 23 + 8 N records (default 50000,
+#                      about a minute of recording: QEMU writes COM2 one write(2) a byte),
+#                      and of alloc_hooks' allocation phase (as many allocator calls)
+#   --linux-arch A     Linux guest(s) of the linux workload: i386 (default), x86_64 or all
+#   --linux-runs N     runs of each Linux configuration (default 3; --quick 1)
+#   --linux-bringup N  boot Linux i386 N times at delay=10 and N times bare, alternated, and
+#                      count the boots that brought up all CPUs (issue 13's 20-of-20 check:
+#                      --linux-bringup 20, ~15-25 minutes). Alone it runs only this; with
+#                      --only, next to those workloads
+#   -h, --help         this text
 #
 # Measures (scripts/bench/bench.py does the work; Python 3 standard library only):
-#   - QEMU wall (and CPU) time on the CPU-bound workload (expected.toml's [timing]
-#     rounds_for_2s, alloc_rounds=0, no COM2) without the plugin and with delay=10,
-#     delay=100, period=100000, period=10000, period=100000+exact=on; --runs runs of
-#     each, round-robin; median, ratio to bare, samples, cost per sample;
-#   - kern-profile raw -> folded and raw -> svg on >= 10 M samples recorded with the real
-#     plugin (period=400): samples/s and peak RSS, median of 3;
-#   - kern-profile --alloc on a recorded memtrace: records/s, median of 3.
-# The binaries are copied to $KP_OUT/bench-data/bin first and measured from there (one
-# build for the whole run, whatever else rebuilds target/ meanwhile). Takes ~7-9 minutes
-# on a 2-core machine; --quick under a minute.
+#   - overhead: each example kernel (i386 kernel.elf, x86_64 kernel64.elf, riscv64 and
+#     aarch64 kernel-ARCH.elf; those built, with their QEMU installed and supported by the
+#     plugin, the others skipped with a note), booted through scripts/run-kernel.sh, its
+#     CPU-bound workload (expected.toml's [timing] rounds_for_2s, else calibrated to ~2 s;
+#     no memtrace) bare and with delay=100, delay=10, period=100000, period=10000,
+#     period=100000,exact=on; round-robin with the start rotated each round; wall and CPU
+#     (user+sys) medians, ratios to the same round's bare run min/median/max, samples, and
+#     the cost of one sample (period=10000 - period=100000 per sample difference, wall and CPU);
+#   - linux: Debian's Linux guest (scripts/run-linux.sh, -smp 2; skipped with a note when
+#     target/linux is missing: scripts/setup.sh --with-linux) bare and with delay=100,
+#     delay=10, period=100000, round-robin, the same ratios, and per configuration how many
+#     runs brought up both CPUs ("smp: Brought up 1 node, 2 CPUs");
+#   - aggregator: kern-profile raw -> folded and raw -> svg on >= 10 M samples recorded with
+#     the real plugin (period=400): samples/s and peak RSS, median of 3;
+#   - memtrace: kern-profile --alloc on a recorded memtrace: records/s, median of 3;
+#   - alloc_hooks: the x86 example kernels' allocation phase alone (rounds=0, --alloc-rounds,
+#     no COM2) bare and with alloc=examples/kernel-common/alloc.spec, round-robin: the same
+#     ratios, events, and the cost of one hooked call.
+# The load average at the start and end and the CPU time other processes used are printed;
+# the notes warn when other jobs competed (load average > 1.5) and ratios are not trustworthy.
+# The binaries and kernels are copied to $KP_OUT/bench-data/bin first and measured from
+# there (one build for the whole run, whatever else rebuilds target/ meanwhile). Takes
+# ~15-20 minutes on a 2-core machine (overhead ~1.5 min per architecture, linux ~5 min per
+# guest); --quick ~3-4 minutes.
 # Missing a target is reported, never an error; the exit status is non-zero only when
-# something fails (QEMU, the kernel, the aggregator), with a message.
+# something fails (QEMU, a kernel, the Linux guest, the aggregator), with a message.
 . "$(dirname "$0")/lib.sh"
 
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 args=()
+only="" bringup_n=""
 while [ $# -gt 0 ]; do
     case "$1" in
-        --runs|--alloc-rounds)
+        --runs|--alloc-rounds|--linux-runs|--linux-bringup)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
             [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] || die "$1: '$2' is not a positive number"
+            [ "$1" != --linux-bringup ] || bringup_n="$2"
+            args+=("$1" "$2"); shift 2 ;;
+        --only)
+            [ $# -ge 2 ] || die "$1 needs a value (see --help)"
+            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks))*$ ]] ||
+                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks"
+            only="$2"; args+=("$1" "$2"); shift 2 ;;
+        --linux-arch)
+            [ $# -ge 2 ] || die "$1 needs a value (see --help)"
+            case "$2" in i386|x86_64|all) ;; *) die "--linux-arch: i386, x86_64 or all (got '$2')" ;; esac
             args+=("$1" "$2"); shift 2 ;;
         --quick|--keep) args+=("$1"); shift ;;
         -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
+[[ ",$only," != *,bringup,* ]] || [ -n "$bringup_n" ] ||
+    die "--only bringup needs --linux-bringup N (how many boots)"
 
 # $KP_OUT relative to where the user is, before the cd.
 out="${KP_OUT:-$KP_ROOT/out}"

@@ -5,12 +5,12 @@
 #
 # usage: scripts/build-kernel-virt.sh --arch riscv64|aarch64 [--force]
 #
-# No Cargo and no crates. First `core` for the target, compiled once from Debian's
+# No Cargo. First `core` for the target, compiled once from Debian's
 # rust-web-src (the same 1.85 as rustc-web; `RUSTC_BOOTSTRAP=1`) into
 # target/examples/virt-sysroot; then the user program (examples/virt-common/user/main.rs,
 # linked with examples/kernel-ARCH/user/linker.ld) into target/examples/user-ARCH.elf (give
-# that one to `kern-profile --user`; the kernel embeds a copy without debug info); then the
-# kernel, linked by GNU ld (binutils-ARCH-linux-gnu) with examples/kernel-ARCH/linker.ld.
+# that one to `kern-profile --user`; the kernel embeds a copy without debug info); then
+# examples/kernel-common into an rlib and the kernel with it (--extern kernel_common), linked by GNU ld (binutils-ARCH-linux-gnu) with examples/kernel-ARCH/linker.ld.
 # The toolchain comes from scripts/setup-virt.sh.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/kernel-lib.sh"
@@ -53,18 +53,23 @@ command -v "$objcopy" >/dev/null || die "$objcopy not found: run scripts/setup.s
 # record and leaves leaves without one, as GCC and clang do by default (the leaf path of the
 # unwinder is what the tests exercise). Unwind tables: .eh_frame for CFI-based unwinders.
 export RUSTC_BOOTSTRAP=1
-COMMON=(
-    --edition 2021 --crate-type bin --target "$target" --sysroot "$SYSROOT"
+CODEGEN=(
+    --edition 2021 --target "$target" --sysroot "$SYSROOT"
     -C opt-level=2 -C debuginfo=2 -Z unstable-options -C force-frame-pointers=non-leaf
     -C force-unwind-tables=yes -C panic=abort -C relocation-model=static
     -C overflow-checks=off -C debug-assertions=off -C codegen-units=1
-    -C linker="$ld" -C linker-flavor=ld
-    -C link-arg=-nostdlib -C link-arg=-static -C link-arg=--build-id=none
-    -C link-arg=-zmax-page-size=0x1000
     --remap-path-prefix "$KP_ROOT/="
 )
-USER_FLAGS=(--crate-name user "${COMMON[@]}" -C "link-arg=-T$SRC/user/linker.ld")
-FLAGS=(--crate-name kernel "${COMMON[@]}" -C "link-arg=-T$SRC/linker.ld")
+LINK=(
+    --crate-type bin -C linker="$ld" -C linker-flavor=ld
+    -C link-arg=-nostdlib -C link-arg=-static -C link-arg=--build-id=none
+    -C link-arg=-zmax-page-size=0x1000
+)
+# The kernel's shared code (examples/kernel-common: cmdline, memcmp), an rlib built with the
+# kernel's flags.
+KCOMMON_FLAGS=(--crate-name kernel_common --crate-type rlib "${CODEGEN[@]}")
+USER_FLAGS=(--crate-name user "${CODEGEN[@]}" "${LINK[@]}" -C "link-arg=-T$SRC/user/linker.ld")
+FLAGS=(--crate-name kernel "${CODEGEN[@]}" "${LINK[@]}" -C "link-arg=-T$SRC/linker.ld")
 CORE_FLAGS=(--edition 2021 --crate-type lib --crate-name core --target "$target"
             -C opt-level=2 -C panic=abort -C debuginfo=1 -C force-unwind-tables=yes
             -Z force-unstable-if-unmarked --cap-lints allow)
@@ -91,9 +96,9 @@ if [ "$(cat "$core_dir/core.flags" 2>/dev/null)" != "$core_want" ] ||
     force=1
 fi
 
-want_flags="$("$GUEST_RUSTC" --version) ${USER_FLAGS[*]} / ${FLAGS[*]}"
+want_flags="$("$GUEST_RUSTC" --version) ${KCOMMON_FLAGS[*]} / ${USER_FLAGS[*]} / ${FLAGS[*]}"
 if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" -- \
-    "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$COMMON_SRC" "$KP_ROOT/examples/common" \
+    "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$COMMON_SRC" "$KP_ROOT/examples/kernel-common/src" \
     "$KP_ROOT/scripts/build-kernel-virt.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
     say "building examples/kernel-$arch (and its user program) with $("$GUEST_RUSTC" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build-$arch.XXXXXX")"
@@ -102,8 +107,11 @@ if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" -- \
         die "rustc failed to build the $arch user program"
     "$objcopy" --strip-debug "$tmp/user.elf" "$tmp/user.embed.elf" ||
         die "$objcopy failed on the user program"
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${KCOMMON_FLAGS[@]}" -o "$tmp/libkernel_common.rlib" \
+        examples/kernel-common/src/lib.rs) || die "rustc failed to build examples/kernel-common"
     (cd "$KP_ROOT" && KP_USER_ELF="$tmp/user.embed.elf" \
-        "$GUEST_RUSTC" "${FLAGS[@]}" -o "$tmp/kernel.elf" "$SRC/src/main.rs") ||
+        "$GUEST_RUSTC" "${FLAGS[@]}" --extern "kernel_common=$tmp/libkernel_common.rlib" \
+        -o "$tmp/kernel.elf" "$SRC/src/main.rs") ||
         die "rustc failed to build examples/kernel-$arch"
     mv -f "$tmp/user.elf" "$USER_ELF"
     mv -f "$tmp/user.embed.elf" "$USER_EMBED"

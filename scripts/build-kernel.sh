@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
-# Builds the example guest kernel (examples/kernel) with Debian's rustc for i686 into
-# target/examples/kernel.elf, only when its sources, this script or its flags changed,
-# and prints the ELF's path on stdout.
+# Builds an example guest kernel, only when its sources, its build script or its flags
+# changed, and prints the ELF's path on stdout.
 #
-# usage: scripts/build-kernel.sh [--force]
+# usage: scripts/build-kernel.sh [--arch i386|x86_64|riscv64|aarch64] [--force]
 #
-# No Cargo and no crates: one `rustc` call on examples/kernel/src/main.rs with `core` only,
-# linked by GNU ld with examples/kernel/linker.ld. The toolchain comes from scripts/setup.sh.
+#   --arch A     i386 (default: below), x86_64 (scripts/build-kernel64.sh), riscv64 or
+#                aarch64 (scripts/build-kernel-virt.sh)
+#   --force      rebuild even when up to date
+#
+# i386: examples/kernel with Debian's rustc for i686 into target/examples/kernel.elf.
+# No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
+# examples/kernel/src/main.rs with `core` and that rlib (--extern kernel_common), linked by
+# GNU ld with examples/kernel/linker.ld. The toolchain comes from scripts/setup.sh.
 # First the kernel's user program (user=on): examples/kernel/user/main.rs, linked with
 # examples/kernel/user/linker.ld, into target/examples/user.elf (give that one to
 # `kern-profile --user`); the kernel embeds a copy without debug info
-# (target/examples/user.embed.elf, through $KP_USER_ELF and include_bytes!).
+# (target/examples/user.embed.elf, through $KP_USER_ELF and include_bytes!). The same source
+# built with `--cfg variant_b` is procs=on's second program, target/examples/user-b.elf
+# (embedded as user-b.embed.elf through $KP_USER_B_ELF).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/kernel-lib.sh"
 
+case "$(arch_arg "$@")" in
+    i386) ;;
+    x86_64) exec "$KP_ROOT/scripts/build-kernel64.sh" "$@" ;;
+    riscv64|aarch64) exec "$KP_ROOT/scripts/build-kernel-virt.sh" "$@" ;;
+    *) die "unknown --arch '$(arch_arg "$@")': i386, x86_64, riscv64 or aarch64" ;;
+esac
 build_args "$@"
 
 SRC="$KP_ROOT/examples/kernel"
@@ -22,6 +35,8 @@ ELF="$OUT_DIR/kernel.elf"
 STAMP="$OUT_DIR/kernel.flags"
 USER_ELF="$OUT_DIR/user.elf"
 USER_EMBED="$OUT_DIR/user.embed.elf"
+USER_B_ELF="$OUT_DIR/user-b.elf"
+USER_B_EMBED="$OUT_DIR/user-b.embed.elf"
 
 [ -x "$GUEST_RUSTC" ] ||
     die "$GUEST_RUSTC not found: the guest-kernel toolchain is missing; run scripts/setup.sh"
@@ -34,29 +49,34 @@ command -v objcopy >/dev/null || die "objcopy not found (binutils); run scripts/
 # mix_inlined is really inlined, full debug info (DWARF inline records), a static non-PIE
 # image, overflow checks off (the workloads rely on wrapping arithmetic without core method
 # calls), one codegen unit for a stable layout. The kernel and its user program share them.
-COMMON=(
-    --edition 2021 --crate-type bin
-    --target i686-unknown-linux-gnu
+CODEGEN=(
+    --edition 2021 --target i686-unknown-linux-gnu
     -C opt-level=2 -C debuginfo=2 -C force-frame-pointers=yes
     -C panic=abort -C relocation-model=static
     -C overflow-checks=off -C debug-assertions=off -C codegen-units=1
-    -C linker=ld -C linker-flavor=ld
-    -C link-arg=-melf_i386 -C link-arg=-nostdlib -C link-arg=-static
-    -C link-arg=--build-id=none -C link-arg=-zmax-page-size=0x1000
     # Paths in DWARF relative to the repository, whatever the checkout's location.
     --remap-path-prefix "$KP_ROOT/="
 )
-USER_FLAGS=(--crate-name user "${COMMON[@]}" -C "link-arg=-T$SRC/user/linker.ld")
-FLAGS=(--crate-name kernel "${COMMON[@]}" -C "link-arg=-T$SRC/linker.ld")
+LINK=(
+    --crate-type bin
+    -C linker=ld -C linker-flavor=ld
+    -C link-arg=-melf_i386 -C link-arg=-nostdlib -C link-arg=-static
+    -C link-arg=--build-id=none -C link-arg=-zmax-page-size=0x1000
+)
+# The kernel's shared code (examples/kernel-common), an rlib built with the kernel's flags.
+COMMON_FLAGS=(--crate-name kernel_common --crate-type rlib "${CODEGEN[@]}")
+USER_FLAGS=(--crate-name user "${CODEGEN[@]}" "${LINK[@]}" -C "link-arg=-T$SRC/user/linker.ld")
+USER_B_FLAGS=("${USER_FLAGS[@]}" --cfg variant_b)
+FLAGS=(--crate-name kernel "${CODEGEN[@]}" "${LINK[@]}" -C "link-arg=-T$SRC/linker.ld")
 
 mkdir -p "$OUT_DIR"
 # Tests may build concurrently: one build at a time, the others then find it up to date.
 exec 9>"$OUT_DIR/.kernel.lock"
 flock 9
 
-want_flags="$("$GUEST_RUSTC" --version) ${USER_FLAGS[*]} / ${FLAGS[*]}"
-if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" -- \
-    "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$KP_ROOT/examples/common" \
+want_flags="$("$GUEST_RUSTC" --version) ${COMMON_FLAGS[*]} / ${USER_FLAGS[*]} / ${USER_B_FLAGS[*]} / ${FLAGS[*]}"
+if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" "$USER_B_ELF" "$USER_B_EMBED" -- \
+    "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$KP_ROOT/examples/kernel-common/src" \
     "$KP_ROOT/scripts/build-kernel.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
     say "building examples/kernel (and its user program) with $("$GUEST_RUSTC" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build.XXXXXX")"
@@ -65,11 +85,20 @@ if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" -- \
         die "rustc failed to build examples/kernel/user"
     objcopy --strip-debug "$tmp/user.elf" "$tmp/user.embed.elf" ||
         die "objcopy failed on the user program"
-    (cd "$KP_ROOT" && KP_USER_ELF="$tmp/user.embed.elf" \
-        "$GUEST_RUSTC" "${FLAGS[@]}" -o "$tmp/kernel.elf" "$SRC/src/main.rs") ||
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${USER_B_FLAGS[@]}" -o "$tmp/user-b.elf" "$SRC/user/main.rs") ||
+        die "rustc failed to build examples/kernel/user (--cfg variant_b)"
+    objcopy --strip-debug "$tmp/user-b.elf" "$tmp/user-b.embed.elf" ||
+        die "objcopy failed on the second user program"
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${COMMON_FLAGS[@]}" -o "$tmp/libkernel_common.rlib" \
+        examples/kernel-common/src/lib.rs) || die "rustc failed to build examples/kernel-common"
+    (cd "$KP_ROOT" && KP_USER_ELF="$tmp/user.embed.elf" KP_USER_B_ELF="$tmp/user-b.embed.elf" \
+        "$GUEST_RUSTC" "${FLAGS[@]}" --extern "kernel_common=$tmp/libkernel_common.rlib" \
+        -o "$tmp/kernel.elf" "$SRC/src/main.rs") ||
         die "rustc failed to build examples/kernel"
     mv -f "$tmp/user.elf" "$USER_ELF"
     mv -f "$tmp/user.embed.elf" "$USER_EMBED"
+    mv -f "$tmp/user-b.elf" "$USER_B_ELF"
+    mv -f "$tmp/user-b.embed.elf" "$USER_B_EMBED"
     mv -f "$tmp/kernel.elf" "$ELF"
     printf '%s\n' "$want_flags" >"$STAMP"
 fi

@@ -5,8 +5,9 @@
 #
 # usage: scripts/build-kernel64.sh [--force]
 #
-# No Cargo and no crates: one `rustc` call on examples/kernel64/src/main.rs with `core` only,
-# linked by GNU ld with examples/kernel64/linker.ld. The compiler is `rustc` from PATH (the
+# No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
+# examples/kernel64/src/main.rs with `core` and that rlib (--extern kernel_common), linked by
+# GNU ld with examples/kernel64/linker.ld. The compiler is `rustc` from PATH (the
 # rustup toolchain; any rustc whose sysroot holds x86_64-unknown-linux-gnu's `core` does),
 # or $KP_RUSTC64.
 . "$(dirname "$0")/lib.sh"
@@ -36,19 +37,23 @@ command -v readelf >/dev/null || die "readelf not found (binutils); run scripts/
 # locals), overflow checks off (the workload relies on wrapping arithmetic without core
 # method calls), one codegen unit for a stable layout. SSE stays on (the prebuilt `core`
 # assumes it; _start enables it).
-FLAGS=(
-    --edition 2021 --crate-type bin --crate-name kernel64
-    --target "$TARGET"
+CODEGEN=(
+    --edition 2021 --target "$TARGET"
     -C opt-level=2 -C debuginfo=2 -C force-frame-pointers=yes
     -C panic=abort -C relocation-model=static -C code-model=kernel -C no-redzone=yes
     -C overflow-checks=off -C debug-assertions=off -C codegen-units=1
+    # Paths in DWARF relative to the repository, whatever the checkout's location.
+    --remap-path-prefix "$KP_ROOT/="
+)
+# The kernel's shared code (examples/kernel-common), an rlib built with the kernel's flags.
+COMMON_FLAGS=(--crate-name kernel_common --crate-type rlib "${CODEGEN[@]}")
+FLAGS=(
+    --crate-name kernel64 "${CODEGEN[@]}" --crate-type bin
     -C linker=ld -C linker-flavor=ld
     -C link-arg=-nostdlib -C link-arg=-static
     -C link-arg=--build-id=none -C link-arg=-zmax-page-size=0x1000
     -C link-arg=--no-warn-rwx-segments
     -C "link-arg=-T$SRC/linker.ld"
-    # Paths in DWARF relative to the repository, whatever the checkout's location.
-    --remap-path-prefix "$KP_ROOT/="
 )
 
 # QEMU loads the image from the file by the multiboot header's address fields, not by the
@@ -74,13 +79,16 @@ mkdir -p "$OUT_DIR"
 exec 9>"$OUT_DIR/.kernel64.lock"
 flock 9
 
-want_flags="$("$RUSTC64" --version) $sysroot ${FLAGS[*]}"
+want_flags="$("$RUSTC64" --version) $sysroot ${COMMON_FLAGS[*]} / ${FLAGS[*]}"
 if is_stale "$STAMP" "$want_flags" "$ELF" -- "$SRC/src" "$SRC/linker.ld" \
-    "$KP_ROOT/examples/common" "$KP_ROOT/scripts/build-kernel64.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
+    "$KP_ROOT/examples/kernel-common/src" "$KP_ROOT/scripts/build-kernel64.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
     say "building examples/kernel64 with $("$RUSTC64" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build64.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT
-    (cd "$KP_ROOT" && "$RUSTC64" "${FLAGS[@]}" -o "$tmp/kernel64.elf" "$SRC/src/main.rs") ||
+    (cd "$KP_ROOT" && "$RUSTC64" "${COMMON_FLAGS[@]}" -o "$tmp/libkernel_common.rlib" \
+        examples/kernel-common/src/lib.rs) || die "rustc failed to build examples/kernel-common"
+    (cd "$KP_ROOT" && "$RUSTC64" "${FLAGS[@]}" --extern "kernel_common=$tmp/libkernel_common.rlib" \
+        -o "$tmp/kernel64.elf" "$SRC/src/main.rs") ||
         die "rustc failed to build examples/kernel64"
     why="$(check_layout "$tmp/kernel64.elf")" ||
         die "examples/kernel64/linker.ld: bad image layout for the multiboot loader: $why"

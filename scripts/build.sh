@@ -4,7 +4,10 @@
 # for i386, target/examples/kernel64.elf for x86_64, target/examples/kernel-riscv64.elf and
 # kernel-aarch64.elf).
 . "$(dirname "$0")/lib.sh"
+# Nothing here reads stdin; cargo's rustc probe would (and cache what it read).
+exec </dev/null
 cd "$KP_ROOT"
+forget_rustc_probes
 say "building the aggregator and the plugin (release)"
 cargo build --release --locked -q -p kern-profile -p kern-profile-plugin
 # Cargo names a cdylib lib<name>.so; users and the original's docs say kern-profile.so.

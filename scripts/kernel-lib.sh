@@ -15,15 +15,42 @@ check_numbers() {
     done
 }
 
-# build_args ARG...: a build script's arguments; --force sets force=1.
+# arch_arg ARG...: the value of --arch among a script's arguments (default i386).
+arch_arg() {
+    local arch=i386
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --arch) need "$@"; arch="$2"; shift 2 ;;
+            *) shift ;;
+        esac
+    done
+    printf '%s\n' "$arch"
+}
+
+# print_cmd DRY CMD...: prints CMD shell-quoted on one line (DRY = 1) or each argument ended
+# by a NUL byte (DRY = nul, for programs), and exits 0.
+print_cmd() {
+    local dry="$1"
+    shift
+    if [ "$dry" = nul ]; then
+        printf '%s\0' "$@"
+    else
+        printf '%q ' "$@"
+        printf '\n'
+    fi
+    exit 0
+}
+
+# build_args ARG...: a build script's arguments; --force sets force=1 (--arch A, read by
+# arch_arg, is skipped).
 build_args() {
     force=0
-    local a
-    for a in "$@"; do
-        case "$a" in
-            --force) force=1 ;;
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --force) force=1; shift ;;
+            --arch) need "$@"; shift 2 ;;
             -h|--help) usage; exit 0 ;;
-            *) die "unknown argument '$a' (see --help)" ;;
+            *) die "unknown argument '$1' (see --help)" ;;
         esac
     done
 }
@@ -44,18 +71,14 @@ is_stale() {
     [ -n "$(find "$@" -newer "$elf" -print -quit)" ]
 }
 
-# run_kernel DRY COM1 TIMEOUT EXCEPTION CMD...: prints CMD (DRY = 1) or runs it, with stdin
+# run_kernel DRY COM1 TIMEOUT EXCEPTION CMD...: prints CMD (DRY = 1 or nul: print_cmd) or runs it, with stdin
 # from /dev/null when COM1 is stdio ("-": keeps QEMU off the terminal's input), and exits
 # with the run scripts' status for QEMU's: 0 for 33 (success), 1 for 35 (panic) and 37 (CPU
 # exception: EXCEPTION says what the kernel did), 2 for anything else (a message on stderr).
 run_kernel() {
     local dry="$1" com1="$2" timeout_s="$3" exception="$4" status
     shift 4
-    if [ "$dry" = 1 ]; then
-        printf '%q ' "$@"
-        printf '\n'
-        exit 0
-    fi
+    [ "$dry" = 0 ] || print_cmd "$dry" "$@"
     set +e
     if [ "$com1" = "-" ]; then
         "$@" </dev/null

@@ -10,6 +10,22 @@ qv() { sed -n "s/^$1=//p" "$KP_ROOT/qemu-version.txt"; }
 say() { printf '\033[1m[kern-profile]\033[0m %s\n' "$*" >&2; }
 die() { printf '[kern-profile] error: %s\n' "$*" >&2; exit 1; }
 
+# A /dev/null that is no longer a device (a file renamed over it by something running as root)
+# hands whatever was last written there to every reader: cargo's rustc probe reads it, fails,
+# and caches the failure. Put the device back before anything runs.
+if [ ! -c /dev/null ]; then
+    kind="$(stat -c %F /dev/null 2>&1 || true)"
+    [ "$(id -u)" = 0 ] || die "/dev/null is not a device ($kind): ask an administrator to recreate it"
+    printf '[kern-profile] warning: /dev/null is not a device (%s); recreating it\n' "$kind" >&2
+    rm -f /dev/null && mknod -m 0666 /dev/null c 1 3
+fi
+
+# Cargo caches its rustc probes, failures included, in these files: one that read a broken
+# /dev/null would fail every later build. A probe costs milliseconds; forget them.
+forget_rustc_probes() {
+    rm -f "$KP_ROOT/target/.rustc_info.json" "$KP_ROOT/target/kern-profile-plugin-embed/.rustc_info.json"
+}
+
 # Succeeds when dotted version $1 >= $2.
 version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
 

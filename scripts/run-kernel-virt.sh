@@ -18,7 +18,8 @@
 #                       target/examples/user-A.elf, with system calls
 #   --plugin ARGS       `-plugin ARGS` (e.g. target/release/kern-profile.so,out=cpu.raw)
 #   --timeout SECS      kill QEMU after SECS seconds (default: none)
-#   --dry-run           print the QEMU command line instead of running it
+#   --dry-run           print the QEMU command line (shell-quoted) instead of running it
+#   --print0            print the QEMU command line, each argument ended by a NUL byte
 #   -h, --help          this text
 #
 # Any other argument goes to QEMU unchanged; `-append TEXT` is added to the command line the
@@ -61,6 +62,7 @@ while [ $# -gt 0 ]; do
         --plugin) need "$@"; qemu_args+=(-plugin "$2"); shift 2 ;;
         --timeout) need "$@"; timeout_s="$2"; shift 2 ;;
         --dry-run) dry=1; shift ;;
+        --print0) dry=nul; shift ;;
         -h|--help) usage; exit 0 ;;
         -append) need "$@"; append_extra="${append_extra:+$append_extra }$2"; shift 2 ;;
         *) qemu_args+=("$1"); shift ;;
@@ -93,7 +95,7 @@ if [ "$memtrace" != none ]; then
     memtrace="$(cd "$(dirname "$memtrace")" && pwd)/$(basename "$memtrace")"
     [[ "$memtrace" != *[[:space:]]* ]] || die "the memtrace path may not contain whitespace: $memtrace"
     # The kernel opens it for writing only when it gets there: start from an empty file.
-    [ "$dry" = 1 ] || : >"$memtrace"
+    [ "$dry" != 0 ] || : >"$memtrace"
     append="${append:+$append }memtrace=$memtrace"
 fi
 [ -z "$append" ] || qemu_args+=(-append "$append")
@@ -112,11 +114,7 @@ cmd=("$QEMU" "${machine[@]}" -kernel "$kernel" -m 128M -display none -no-reboot 
      "${serial[@]}" -semihosting-config enable=on,target=native "${qemu_args[@]}")
 [ -z "$timeout_s" ] || cmd=(timeout "$timeout_s" "${cmd[@]}")
 
-if [ "$dry" = 1 ]; then
-    printf '%q ' "${cmd[@]}"
-    printf '\n'
-    exit 0
-fi
+[ "$dry" = 0 ] || print_cmd "$dry" "${cmd[@]}"
 set +e
 if [ "$com1" = "-" ]; then
     "${cmd[@]}" </dev/null

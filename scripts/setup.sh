@@ -3,15 +3,19 @@
 # nothing that is already there:
 #   - QEMU >= min_version of qemu-version.txt, from bookworm-backports;
 #   - the guest-kernel toolchain: Debian's rustc-web plus its i686 `core`;
-#   - chromium, only with --with-chromium (the SVG rendering test).
+#   - chromium, only with --with-chromium (the SVG rendering test);
+#   - the Linux guest (Debian's kernels and busybox, scripts/setup-linux.sh), only with
+#     --with-linux.
 # Idempotent: a second run checks and installs nothing.
 . "$(dirname "$0")/lib.sh"
 
 with_chromium=0
+with_linux=0
 for a in "$@"; do
     case "$a" in
         --with-chromium) with_chromium=1 ;;
-        -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+        --with-linux) with_linux=1 ;;
+        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
         *) die "unknown argument '$a' (see --help)" ;;
     esac
 done
@@ -138,4 +142,5 @@ install_qemu
 install_guest_toolchain
 bash "$KP_ROOT/scripts/setup-virt.sh"  # riscv64 and aarch64 guests: QEMU, rust-web-src, binutils
 [ "$with_chromium" = 0 ] || install_chromium
+[ "$with_linux" = 0 ] || bash "$KP_ROOT/scripts/setup-linux.sh"  # Linux guest: kernels, busybox, initramfs
 say "setup complete"

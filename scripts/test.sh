@@ -1,22 +1,38 @@
 #!/usr/bin/env bash
-# All tests: set up what is missing, then formatting, lints, unit tests, and the end-to-end
-# tests that boot the example kernel in a real QEMU with the real plugin.
+# All tests: set up what is missing, then formatting, lints, the API docs, unit tests, the end-to-end
+# tests that boot the example kernels (i386, x86_64, riscv64, aarch64: scripts/build.sh builds
+# them) in a real QEMU with the real plugin, and the fuzz targets' seed corpus replayed.
 . "$(dirname "$0")/lib.sh"
+# Nothing here reads stdin; cargo's rustc probe would (and cache what it read).
+exec </dev/null
 cd "$KP_ROOT"
-bash scripts/setup.sh --with-chromium
+forget_rustc_probes
+bash scripts/setup.sh --with-chromium --with-linux
 say "cargo fmt --check"
 cargo fmt --all --check
+cargo fmt --manifest-path fuzz/Cargo.toml --all --check
 say "cargo clippy"
 cargo clippy --locked --workspace --all-targets -q -- -D warnings
+cargo clippy --locked --manifest-path fuzz/Cargo.toml --all-targets -q -- -D warnings
+say "cargo doc"
+cargo doc --locked --workspace --no-deps -q
 bash scripts/build.sh
 say "cargo test (unit, golden and end-to-end tests)"
 set +e
+# KP_E2E=required: an end-to-end test whose inputs are missing fails instead of skipping.
+KP_E2E=required \
 KP_PLUGIN="$KP_ROOT/target/release/kern-profile.so" \
 KP_KERNEL="$KP_ROOT/target/examples/kernel.elf" \
 KP_BIN="$KP_ROOT/target/release/kern-profile" \
     cargo test --locked --workspace --release 2>&1 | tee "$KP_ROOT/target/test.log"
 # tee hides cargo's status from `set -e`; take it from PIPESTATUS.
 status=${PIPESTATUS[0]}
+# The fuzz targets' smoke run: every seed of fuzz/corpus/ (real files and what fuzzing found)
+# through its target, heap meter and overflow checks on; plain cargo test, no libFuzzer
+# (scripts/fuzz.sh fuzzes). fuzz/ is a workspace of its own.
+say "fuzz targets: the seed corpus replayed"
+cargo test --locked --release --manifest-path fuzz/Cargo.toml 2>&1 | tee -a "$KP_ROOT/target/test.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 set -e
 passed=$(grep -o '[0-9]* passed' "$KP_ROOT/target/test.log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -o '[0-9]* failed' "$KP_ROOT/target/test.log" | awk '{s+=$1} END {print s+0}')

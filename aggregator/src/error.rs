@@ -23,6 +23,11 @@ pub enum ProfileError {
         path.display()
     )]
     NoExactData { path: PathBuf },
+    #[error(
+        "{} holds allocation events only (recorded with alloc= and neither delay= nor period=): read it with --alloc",
+        path.display()
+    )]
+    AllocationsOnly { path: PathBuf },
     #[error("{0}")]
     Unsupported(String),
     #[error("cannot write {what}: {source}")]

@@ -12,6 +12,7 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
+use crate::filter::NameRules;
 use crate::folded::{Folded, FoldedBuilder};
 use crate::stacks::{StackNamer, UNKNOWN_FRAME};
 
@@ -20,6 +21,7 @@ pub fn exact_folded(
     exact: &FxHashMap<u64, u64>,
     namer: &mut StackNamer<'_>,
     addresses: bool,
+    rules: &NameRules,
 ) -> Folded {
     let mut b = FoldedBuilder::default();
     let unknown: Rc<str> = Rc::from(UNKNOWN_FRAME);
@@ -48,7 +50,9 @@ pub fn exact_folded(
         } else {
             frames.push(unknown.clone());
         }
-        b.add(&frames, n);
+        if rules.shape(&mut frames, 0).is_some() {
+            b.add(&frames, n);
+        }
     }
     b.finish()
 }

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use rustc_hash::FxHashMap;
 
 use crate::counts::StackCounts;
+use crate::filter::NameRules;
 use crate::stacks::StackNamer;
 
 /// Named stacks with their counts, sorted by stack (the order inferno wants).
@@ -57,13 +58,18 @@ impl FoldedBuilder {
 }
 
 impl Folded {
-    /// Names every interned CPU stack.
-    pub fn from_counts(counts: &StackCounts, namer: &mut StackNamer<'_>) -> Folded {
+    /// Names every interned CPU stack, shaped by `rules` (`--focus`, `--exclude`).
+    pub fn from_counts(
+        counts: &StackCounts,
+        namer: &mut StackNamer<'_>,
+        rules: &NameRules,
+    ) -> Folded {
         let mut b = FoldedBuilder::default();
         let mut frames = Vec::new();
         counts.for_each(|key, n| {
-            namer.name_key(key, &mut frames);
-            b.add(&frames, n);
+            if namer.name_key_shaped(key, rules, &mut frames).is_some() {
+                b.add(&frames, n);
+            }
         });
         b.finish()
     }

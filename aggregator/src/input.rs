@@ -9,13 +9,15 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use kern_profile_format::{
-    detect, CpuFormat, FormatError, Header, HostTimerStats, LegacyReader, RawReader, RawSummary,
-    Record, Stats, StopCounts, Truncation,
+    detect, Arch, CpuFormat, ExactBlocks, FormatError, Header, LegacyReader, Privilege, RawReader,
+    RawSummary, Record, SampleRef,
 };
 use rustc_hash::FxHashMap;
 
+use crate::address_space::{self, CodeSamples};
 use crate::error::ProfileError;
 use crate::progress::{self, ProgressReader};
+use crate::unnamed::CpuState;
 
 /// One sample, normalised across formats.
 #[derive(Debug, Clone, Copy)]
@@ -24,37 +26,63 @@ pub struct Sample<'a> {
     pub user: bool,
     /// Host time since the plugin started (raw format only).
     pub time_ns: Option<u64>,
-    /// The word at [SP], when it was read.
+    /// The word at `[SP]`, when it was read.
     pub sp_word: Option<u64>,
+    /// The return-address register (riscv `ra`, aarch64 `x30`), when it was recorded.
+    pub return_register: Option<u64>,
     /// Why the unwind stopped (raw format only).
     pub stop: Option<u8>,
     /// The PC, then return addresses, innermost first.
     pub addrs: &'a [u64],
+    /// CPU mode and privilege (raw format version 2; unknown before).
+    pub cpu: CpuState,
+    /// The address space: the page-table base (x86 CR3 without its PCID bits), when the
+    /// sample recorded one with address translation on (raw format version 2).
+    pub page_table: Option<u64>,
+}
+
+impl<'a> Sample<'a> {
+    /// A raw-format sample of an `arch` guest whose PC and return addresses are `addrs`.
+    pub fn of_raw(s: &SampleRef<'_>, addrs: &'a [u64], arch: Option<Arch>) -> Self {
+        Sample {
+            vcpu: s.vcpu,
+            user: s.user(),
+            time_ns: Some(s.time_ns),
+            // The plugin resolved frameless entries itself: the [SP] fix is only for older
+            // recordings.
+            sp_word: s.sp_word().filter(|_| !s.entry_resolved()),
+            return_register: s.return_register(),
+            stop: Some(s.stop),
+            addrs,
+            cpu: CpuState {
+                mode: s.mode(),
+                firmware: s.privilege() == Privilege::Firmware,
+            },
+            page_table: address_space::of_sample(arch, s.mode(), s.page_table_base()),
+        }
+    }
 }
 
 /// What reading a whole file found besides samples.
 #[derive(Debug, Clone, Default)]
 pub struct ReadSummary {
-    /// Samples read (before any filter).
-    pub samples: u64,
+    /// The file's records counted (format's one tally): samples, unwind stops, statistics,
+    /// host timer, unknown records, truncation. Of a legacy file: its samples, all of vCPU 0,
+    /// and where it was cut.
+    pub tally: RawSummary,
     /// Legacy samples with no address at all (skipped).
     pub empty_samples: u64,
-    /// The statistics record, when the run ended cleanly.
-    pub stats: Option<Stats>,
-    /// `delay=`: the host timer's ticks and each vCPU's idle time.
-    pub host_timer: Option<HostTimerStats>,
-    /// Where the file was cut, when it was.
-    pub truncation: Option<Truncation>,
-    /// Records of kinds this version does not know (skipped).
-    pub unknown_records: u64,
-    /// Unwind stops counted from the samples.
-    pub sample_stops: StopCounts,
-    /// Whether the file holds exact block counts.
-    pub has_exact: bool,
     /// Executions per instruction address (only when asked for).
     pub exact: FxHashMap<u64, u64>,
-    /// Highest vCPU index seen.
-    pub max_vcpu: Option<u32>,
+    /// Code bytes at sampled user addresses, per address space (raw format version 2).
+    pub code: CodeSamples,
+}
+
+impl ReadSummary {
+    /// Whether the file holds exact block counts.
+    pub fn has_exact(&self) -> bool {
+        self.tally.exact_records > 0
+    }
 }
 
 /// An opened CPU sample file, its header read.
@@ -63,6 +91,8 @@ pub struct CpuInput {
     pub format: CpuFormat,
     /// `None` for legacy files.
     pub header: Option<Header>,
+    /// The raw format's version (0 for legacy files).
+    pub version: u16,
     pub size: u64,
     reader: Reader,
 }
@@ -79,11 +109,8 @@ impl CpuInput {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = File::open(path).map_err(open_err)?;
+        let mut file = kern_profile_format::open_input(path).map_err(open_err)?;
         let size = file.metadata().map_err(open_err)?.len();
-        if file.metadata().map_err(open_err)?.is_dir() {
-            return Err(open_err(std::io::Error::other("is a directory")));
-        }
         let mut first = [0u8; 8];
         let mut n = 0;
         while n < first.len() {
@@ -104,23 +131,24 @@ impl CpuInput {
             || path.display().to_string(),
             |n| n.to_string_lossy().into(),
         );
-        let src = ProgressReader::new(file, progress::bar(progress, size, &name));
+        let src = progress::reader(file, progress, size, &name);
         let format_err = |source| ProfileError::Format {
             path: path.to_path_buf(),
             source,
         };
-        let (reader, header) = match format {
+        let (reader, header, version) = match format {
             CpuFormat::Raw => {
                 let r = RawReader::new(src).map_err(format_err)?;
-                let h = r.header().clone();
-                (Reader::Raw(r), Some(h))
+                let (h, v) = (r.header().clone(), r.version());
+                (Reader::Raw(r), Some(h), v)
             }
-            CpuFormat::Legacy => (Reader::Legacy(LegacyReader::new(src)), None),
+            CpuFormat::Legacy => (Reader::Legacy(LegacyReader::new(src)), None, 0),
         };
         Ok(CpuInput {
             path: path.to_path_buf(),
             format,
             header,
+            version,
             size,
             reader,
         })
@@ -128,80 +156,86 @@ impl CpuInput {
 
     /// Streams every sample to `on_sample`; collects exact counts when `want_exact`.
     pub fn for_each(
-        mut self,
+        self,
         want_exact: bool,
         mut on_sample: impl FnMut(&Sample<'_>),
     ) -> Result<ReadSummary, ProfileError> {
-        let path = self.path.clone();
-        let format_err = |source: FormatError| ProfileError::Format {
-            path: path.clone(),
-            source,
-        };
         let mut sum = ReadSummary::default();
-        let mut addrs: Vec<u64> = Vec::with_capacity(256);
-        match &mut self.reader {
-            Reader::Raw(r) => {
-                let mut tally = RawSummary::default();
-                while let Some(rec) = r.next_record().map_err(format_err)? {
-                    tally.add(&rec);
-                    match rec {
-                        Record::Sample(s) => {
-                            addrs.clear();
-                            addrs.push(s.pc);
-                            addrs.extend(s.frames());
-                            on_sample(&Sample {
-                                vcpu: s.vcpu,
-                                user: s.user(),
-                                time_ns: Some(s.time_ns),
-                                // The plugin resolved frameless entries itself:
-                                // the [SP] fix is only for older recordings.
-                                sp_word: s.sp_word().filter(|_| !s.entry_resolved()),
-                                stop: Some(s.stop),
-                                addrs: &addrs,
-                            });
-                        }
-                        Record::ExactBlocks(blocks) if want_exact => {
-                            for b in blocks.iter() {
-                                for a in b.instructions() {
-                                    let c = sum.exact.entry(a).or_insert(0);
-                                    *c = c.saturating_add(b.executions);
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                sum.samples = tally.samples;
-                sum.sample_stops = tally.stops;
-                sum.max_vcpu = tally.per_vcpu.max();
-                sum.has_exact = tally.exact_records > 0;
-                sum.stats = tally.stats;
-                sum.host_timer = tally.host_timer;
-                sum.unknown_records = tally.unknown_records;
-                sum.truncation = r.truncation();
-            }
-            Reader::Legacy(r) => {
-                while let Some(s) = r.next_sample().map_err(format_err)? {
-                    sum.samples += 1;
-                    if s.is_empty() {
-                        sum.empty_samples += 1;
-                        continue;
-                    }
-                    addrs.clear();
-                    addrs.extend(s.addresses());
-                    sum.max_vcpu = Some(0);
-                    on_sample(&Sample {
-                        vcpu: 0,
-                        user: false,
-                        time_ns: None,
-                        sp_word: None,
-                        stop: None,
-                        addrs: &addrs,
-                    });
-                }
-                sum.truncation = r.truncation();
-            }
+        match self.reader {
+            Reader::Raw(r) => read_raw(r, want_exact, &mut sum, &mut on_sample),
+            Reader::Legacy(r) => read_legacy(r, &mut sum, &mut on_sample),
         }
+        .map_err(|source| ProfileError::Format {
+            path: self.path,
+            source,
+        })?;
         Ok(sum)
+    }
+}
+
+fn read_raw(
+    mut r: RawReader<ProgressReader<File>>,
+    want_exact: bool,
+    sum: &mut ReadSummary,
+    on_sample: &mut impl FnMut(&Sample<'_>),
+) -> Result<(), FormatError> {
+    let mut addrs: Vec<u64> = Vec::with_capacity(256);
+    let arch = Some(r.header().arch);
+    while let Some(rec) = r.next_record()? {
+        sum.tally.add(&rec);
+        match rec {
+            Record::Sample(s) => {
+                addrs.clear();
+                addrs.push(s.pc);
+                addrs.extend(s.frames());
+                on_sample(&Sample::of_raw(&s, &addrs, arch));
+            }
+            Record::ExactBlocks(blocks) if want_exact => add_exact(&mut sum.exact, &blocks),
+            Record::CodeBytes(c) => sum.code.add(arch, &c),
+            _ => {}
+        }
+    }
+    sum.tally.truncation = r.truncation();
+    Ok(())
+}
+
+fn read_legacy(
+    mut r: LegacyReader<ProgressReader<File>>,
+    sum: &mut ReadSummary,
+    on_sample: &mut impl FnMut(&Sample<'_>),
+) -> Result<(), FormatError> {
+    let mut addrs: Vec<u64> = Vec::with_capacity(256);
+    while let Some(s) = r.next_sample()? {
+        sum.tally.samples += 1;
+        if s.is_empty() {
+            sum.empty_samples += 1;
+            continue;
+        }
+        sum.tally.per_vcpu.add(0);
+        addrs.clear();
+        addrs.extend(s.addresses());
+        on_sample(&Sample {
+            vcpu: 0,
+            user: false,
+            time_ns: None,
+            sp_word: None,
+            return_register: None,
+            stop: None,
+            addrs: &addrs,
+            cpu: CpuState::default(),
+            page_table: None,
+        });
+    }
+    sum.tally.truncation = r.truncation();
+    Ok(())
+}
+
+/// Adds a record's exact block counts, per instruction address.
+fn add_exact(exact: &mut FxHashMap<u64, u64>, blocks: &ExactBlocks<'_>) {
+    for b in blocks.iter() {
+        for a in b.instructions() {
+            let c = exact.entry(a).or_insert(0);
+            *c = c.saturating_add(b.executions);
+        }
     }
 }

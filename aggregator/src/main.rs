@@ -1,17 +1,25 @@
-//! `kern-profile`: the command line over the `kern_profile` library.
+//! `kern-profile`: the command line over the `kern_profile` library. The default command
+//! (`kern-profile RAW ELF`, also `kern-profile report`) aggregates a recording; `record`,
+//! `top`, `completions` and `man` are in `cli/`.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+mod cli;
+
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use kern_profile::alloc_cmd::{self, AllocFormat, AllocOptions, AllocView};
+use kern_profile::atomic_file::AtomicFile;
 use kern_profile::{CpuList, ModeFilter, Options, OutputFormat};
 
 const EXAMPLES: &str = "\
 Examples:
+  kern-profile record -- qemu-system-i386 -kernel kernel.elf -serial stdio ...
+      run QEMU with the plugin, then kern-profile-out/cpu.svg, report.txt, profile.json
+  kern-profile top -- qemu-system-i386 -kernel kernel.elf ...
+      the hottest functions, live, while the guest runs
   kern-profile raw-data kernel.elf
       cpu.svg: an interactive flamegraph of where the kernel spent its time
   kern-profile raw-data kernel.elf -f text --top 30
@@ -31,6 +39,9 @@ Examples:
       and the kernel/user split in the header
   kern-profile raw-data --symbols System.map
       no ELF at hand: names from nm output, System.map or /proc/kallsyms
+  kern-profile --alloc raw-data kernel.elf -f text
+      per allocator: allocations, frees, peak, what is still live and which stacks hold it,
+      from the allocator calls the plugin hooked (alloc=SPEC)
   kern-profile --alloc memtrace kernel.elf --view peak --timeline -o mem/
       mem/mem-<allocator>.svg (+ -timeline.svg) per allocator of a Maestro memtrace
 
@@ -41,12 +52,24 @@ Notes:
   Return addresses are looked up at addr-1 (the call instruction), the sampled PC as is. A
   sample at a function's first instruction or at a `ret` takes its caller from the word the
   plugin read at [SP]: the frame-pointer walk misses the caller there. Addresses no symbol
-  covers make one `[unknown]` frame (see --addresses); user-mode samples are grouped under
-  one `[user]` frame (see --kernel-only, --user-only), or named with --user.
-  User programs (--user): a user-mode sample's addresses are named from the binary whose
-  loadable segments (PT_LOAD) hold them (the first given, if several), the PC as is,
-  return addresses at addr-1, inlined functions from DWARF as for the kernel; its stack is
-  rooted at `[user] NAME` (NAME: the binary's file name). A sample taken in the kernel
+  covers are named by where the CPU was ([firmware], [boot, paging off], [boot],
+  [kernel 0x... no symbol], [user] beyond a kernel entry; [unknown] when the recording does
+  not say; see --addresses); user-mode samples are grouped under one `[user]` frame (see
+  --kernel-only, --user-only), or named with --user. Walks that crossed a kernel entry show
+  [syscall], [interrupt] or [exception] where they did.
+  What the shares mean: a `delay=` recording weighs code by the host time QEMU took to
+  emulate it (port, MMIO and page-table code weigh more than their instructions); a
+  `period=` one by guest instructions, reproducible run to run only for a deterministic
+  guest. The text report's \"unwind stops\" lines say which stack ends are normal.
+  User programs (--user): a user-mode sample's addresses are named from the binary that
+  ran in its address space: the plugin records the page-table base of each sample and a
+  few code bytes at sampled user addresses, which are compared with each binary's code, so
+  programs linked at the same addresses are told apart whatever the order of --user (a
+  warning names an address space that matches none or several). Recordings without them
+  name an address from the first binary whose loadable segments (PT_LOAD) hold it (a
+  warning says so when binaries overlap). The PC is looked up as is, return addresses at
+  addr-1, inlined functions from DWARF as for the kernel; the stack is rooted at
+  `[user] NAME` (NAME: the binary's file name). A sample taken in the kernel
   during a system call whose frame-pointer walk went on into the user program's stack
   (through a frame record the entry stub builds from the user's EBP and EIP) is named
   kernel frames first, then user binaries, and rooted the same way:
@@ -59,52 +82,73 @@ Notes:
   sample several times and cutting handlers off from the code they interrupted; here such
   an address is one `[unknown]` frame inside the sample's single stack.";
 
-/// Output formats on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum FormatArg {
-    /// Interactive flamegraph (default)
-    Svg,
-    /// Collapsed stacks `root;...;leaf COUNT`
-    Folded,
-    /// Firefox Profiler JSON (CPU mode only)
-    Firefox,
-    /// perf-report-style table
-    Text,
-}
-
-/// Allocation views on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum ViewArg {
-    /// Units (bytes; pages for a page allocator) still allocated at the end of the trace, by
-    /// allocating stack: leaks
-    Live,
-    /// Units allocated over the whole trace (allocations and reallocations' new sizes)
-    Allocated,
-    /// Number of allocations and reallocations
-    Count,
-    /// Units live when the allocator's usage peaked, by allocating stack
-    Peak,
-}
-
 /// kern-profile: flamegraphs, reports and profiles of an OS kernel run in QEMU.
 ///
-/// Reads the samples the kern-profile QEMU plugin recorded (RAW) and names them with the
-/// kernel's ELF: DWARF first (inlined functions as frames of their own, marked `_[i]`),
-/// the symbol table otherwise. With --alloc, reads a Maestro memtrace allocation trace
-/// instead and draws one flamegraph per allocator.
+/// `kern-profile record -- qemu-system-... -kernel kernel.elf ...` runs QEMU with the
+/// kern-profile plugin and draws what it recorded; `kern-profile top -- ...` shows the
+/// hottest functions live. `kern-profile RAW ELF` (or `kern-profile report RAW ELF`) reads
+/// the samples the plugin recorded (RAW) and names them with the kernel's ELF: DWARF first
+/// (inlined functions as frames of their own, marked `_[i]`), the symbol table otherwise.
+/// With --alloc, it reads the allocator calls the plugin hooked (`alloc=`) or a Maestro
+/// memtrace allocation trace instead, and draws one flamegraph per allocator.
 #[derive(Debug, Parser)]
-#[command(name = "kern-profile", version, after_help = EXAMPLES, max_term_width = 100)]
-struct Cli {
-    /// Sample file written by the plugin (`out=`), or by the original C plugin; with
-    /// --alloc, the memtrace file (Maestro's COM2 output)
-    #[arg(value_name = "RAW")]
-    raw: PathBuf,
+#[command(
+    name = "kern-profile",
+    version,
+    after_help = EXAMPLES,
+    max_term_width = 100,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Record(cli::record::RecordArgs),
+    Top(cli::top::TopArgs),
+    /// Aggregate a recording: what `kern-profile RAW ELF` does
+    #[command(after_help = EXAMPLES)]
+    Report(ReportArgs),
+    Completions(cli::generate::CompletionsArgs),
+    Man(cli::generate::ManArgs),
+}
+
+/// The default command's arguments (`kern-profile RAW ELF`, `kern-profile report RAW ELF`).
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// Sample file written by the plugin (`out=`; DIR/cpu.raw of `record`), or by the
+    /// original C plugin; with --alloc, a raw file recorded with alloc=SPEC or a memtrace
+    /// (Maestro's COM2 output)
+    #[arg(value_name = "RAW", required = true)]
+    raw: Option<PathBuf>,
 
     /// The kernel ELF that ran (with symbols; DWARF for inlined frames and lines). May be
     /// left out when --symbols gives a symbol map
     #[arg(value_name = "ELF")]
     elf: Option<PathBuf>,
 
+    #[command(flatten)]
+    common: CommonArgs,
+
+    #[command(flatten)]
+    cpu: CpuArgs,
+
+    #[command(flatten)]
+    filter: cli::filter_args::FilterArgs,
+
+    #[command(flatten)]
+    alloc: AllocArgs,
+}
+
+/// Options of both modes: where and what to write, and how frames are named.
+#[derive(Debug, Args)]
+struct CommonArgs {
     /// Output file; `-` for standard output. Default: cpu.svg, cpu.folded or profile.json
     /// by format (cpu-diff.* with --diff, exact.* with --exact); the text report goes to
     /// standard output. With --alloc: the directory
@@ -113,9 +157,9 @@ struct Cli {
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
 
-    /// Output format [default: svg]
-    #[arg(short, long, value_enum, value_name = "FORMAT")]
-    format: Option<FormatArg>,
+    /// Output format
+    #[arg(short, long, value_enum, value_name = "FORMAT", default_value_t)]
+    format: OutputFormat,
 
     /// Flamegraph title. Default: "<kernel>: <N> samples"
     #[arg(long, value_name = "TEXT")]
@@ -128,23 +172,6 @@ struct Cli {
     /// Rows of the text report tables
     #[arg(long, value_name = "N", default_value_t = 20)]
     top: usize,
-
-    /// Keep only these vCPUs, e.g. `0`, `0,2-3`
-    #[arg(long, value_name = "LIST")]
-    cpu: Option<CpuList>,
-
-    /// One root frame `cpu N` per vCPU
-    #[arg(long)]
-    per_cpu: bool,
-
-    /// Drop user-mode samples
-    #[arg(long, conflicts_with = "user_only")]
-    kernel_only: bool,
-
-    /// Keep only user-mode samples (grouped under `[user]`; their addresses with
-    /// --addresses)
-    #[arg(long)]
-    user_only: bool,
 
     /// Don't expand inlined functions: each address is named by its real function
     #[arg(long)]
@@ -163,9 +190,41 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     symbols: Option<PathBuf>,
 
+    /// No progress bar (it is drawn only on a terminal, for large inputs)
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// Options of CPU profiles only.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "CPU profile")]
+struct CpuArgs {
+    /// Keep only these vCPUs, e.g. `0`, `0,2-3`
+    #[arg(long, value_name = "LIST")]
+    cpu: Option<CpuList>,
+
+    /// One root frame `cpu N` per vCPU
+    #[arg(long)]
+    per_cpu: bool,
+
+    /// One root frame per address space (process): `[user] NAME (cr3 0x...)` when a --user
+    /// program was found to run there, else `[as cr3 0x...]` (recordings with page-table
+    /// bases: format version 2)
+    #[arg(long)]
+    per_process: bool,
+
+    /// Drop user-mode samples
+    #[arg(long, conflicts_with = "user_only")]
+    kernel_only: bool,
+
+    /// Keep only user-mode samples (grouped under `[user]`; their addresses with
+    /// --addresses)
+    #[arg(long)]
+    user_only: bool,
+
     /// User programs' ELFs (comma-separated, or --user repeated): user-mode frames are
-    /// named from the binary whose loadable segments hold them, under `[user] NAME`
-    /// (see Notes). Without it, user samples are one `[user]` frame
+    /// named from the binary that ran in their address space, under `[user] NAME` (see
+    /// Notes). Without it, user samples are one `[user]` frame
     #[arg(long, value_name = "ELF[,ELF...]", value_delimiter = ',', action = clap::ArgAction::Append)]
     user: Vec<PathBuf>,
 
@@ -183,91 +242,134 @@ struct Cli {
     /// With --diff: scale the base's counts to this run's total
     #[arg(long, requires = "diff")]
     normalize: bool,
+}
 
-    /// No progress bar (it is drawn only on a terminal, for large inputs)
+/// Options of allocation mode only.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Allocation mode")]
+struct AllocArgs {
+    /// Allocation mode: RAW is a raw file recorded with the plugin's alloc=SPEC, or a Maestro
+    /// memtrace; writes mem-<allocator>.svg per allocator
     #[arg(long)]
-    no_progress: bool,
-
-    /// Allocation mode: RAW is a Maestro memtrace; writes mem-<allocator>.svg per allocator
-    #[arg(long, help_heading = "Allocation mode")]
     alloc: bool,
 
     /// What the allocation flamegraphs weigh
-    #[arg(
-        long,
-        value_enum,
-        default_value = "live",
-        requires = "alloc",
-        help_heading = "Allocation mode"
-    )]
-    view: ViewArg,
+    #[arg(long, value_enum, default_value_t, requires = "alloc")]
+    view: AllocView,
 
     /// Also draw mem-<allocator>-timeline.svg: usage over the trace
-    #[arg(long, requires = "alloc", help_heading = "Allocation mode")]
+    #[arg(long, requires = "alloc")]
     timeline: bool,
 
     /// Skip records with a bad op byte (resynchronising on the next plausible record)
     /// instead of stopping with an error
-    #[arg(long, requires = "alloc", help_heading = "Allocation mode")]
+    #[arg(long, requires = "alloc")]
     lenient: bool,
+}
+
+impl CpuArgs {
+    fn mode(&self) -> ModeFilter {
+        if self.kernel_only {
+            ModeFilter::KernelOnly
+        } else if self.user_only {
+            ModeFilter::UserOnly
+        } else {
+            ModeFilter::All
+        }
+    }
+
+    /// Whether any CPU-only option was given.
+    fn any(&self) -> bool {
+        self.exact
+            || self.diff.is_some()
+            || self.cpu.is_some()
+            || self.per_cpu
+            || self.per_process
+            || !self.user.is_empty()
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+    let result = match cli.command {
+        None => run(cli.report).map(|()| ExitCode::SUCCESS),
+        Some(Command::Report(args)) => run(args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Record(args)) => cli::record::run(args),
+        Some(Command::Top(args)) => cli::top::run(args),
+        Some(Command::Completions(args)) => cli::generate::completions(args),
+        Some(Command::Man(args)) => cli::generate::man(args),
+    };
+    match result {
+        Ok(code) => code,
         Err(e) => {
-            eprintln!("kern-profile: error: {e:#}");
+            eprintln!("kern-profile: error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
-    if cli.elf.is_none() && cli.symbols.is_none() {
+/// The error and its causes, `: `-separated, leaving out a cause whose words the message
+/// already holds (the library's messages name their I/O errors themselves).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&c);
+        }
+    }
+    text
+}
+
+fn run(args: ReportArgs) -> Result<()> {
+    if args.elf.is_none() && args.common.symbols.is_none() {
         bail!("give the kernel ELF after RAW (`kern-profile RAW ELF`), or a symbol map with --symbols");
     }
-    if cli.alloc {
-        return run_alloc(cli);
+    if args.alloc.alloc {
+        return run_alloc(args);
     }
-    let format = match cli.format.unwrap_or(FormatArg::Svg) {
-        FormatArg::Svg => OutputFormat::Svg,
-        FormatArg::Folded => OutputFormat::Folded,
-        FormatArg::Firefox => OutputFormat::Firefox,
-        FormatArg::Text => OutputFormat::Text,
-    };
+    let ReportArgs {
+        raw,
+        elf,
+        common: c,
+        cpu,
+        filter,
+        ..
+    } = args;
+    let raw = raw.expect("clap requires RAW");
     let opts = Options {
-        format,
-        title: cli.title,
-        reverse: cli.reverse,
-        top: cli.top,
-        cpus: cli.cpu,
-        per_cpu: cli.per_cpu,
-        mode: if cli.kernel_only {
-            ModeFilter::KernelOnly
-        } else if cli.user_only {
-            ModeFilter::UserOnly
-        } else {
-            ModeFilter::All
-        },
-        inline: !cli.no_inline,
-        lines: cli.lines,
-        addresses: cli.addresses,
-        exact: cli.exact,
-        diff_base: cli.diff,
-        diff_normalize: cli.normalize,
-        symbols: cli.symbols,
-        user_binaries: cli.user,
-        progress: !cli.no_progress,
+        format: c.format,
+        title: c.title,
+        reverse: c.reverse,
+        top: c.top,
+        mode: cpu.mode(),
+        cpus: cpu.cpu,
+        per_cpu: cpu.per_cpu,
+        per_process: cpu.per_process,
+        inline: !c.no_inline,
+        lines: c.lines,
+        addresses: c.addresses,
+        exact: cpu.exact,
+        diff_base: cpu.diff,
+        diff_normalize: cpu.normalize,
+        symbols: c.symbols,
+        user_binaries: cpu.user,
+        progress: !c.no_progress,
+        focus: filter.focus,
+        exclude: filter.exclude,
+        from_time: filter.from_time,
+        to_time: filter.to_time,
     };
-    let target = match &cli.output {
+    let target = match &c.output {
         Some(p) if p.as_os_str() == "-" => None,
         Some(p) => Some(p.clone()),
         None => opts.default_output().map(PathBuf::from),
     };
     let mut out = LazyOutput::new(target.clone());
-    let report = kern_profile::run_cpu(&cli.raw, cli.elf.as_deref(), &opts, &mut out);
-    let report = report?;
+    let report = kern_profile::run_cpu(&raw, elf.as_deref(), &opts, &mut out)?;
     out.finish()
         .with_context(|| format!("cannot write {}", LazyOutput::describe(target.as_deref())))?;
     for w in &report.warnings {
@@ -279,45 +381,51 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
-fn run_alloc(cli: Cli) -> Result<()> {
-    let format = match cli.format.unwrap_or(FormatArg::Svg) {
-        FormatArg::Svg => AllocFormat::Svg,
-        FormatArg::Folded => AllocFormat::Folded,
-        FormatArg::Text => AllocFormat::Text,
-        FormatArg::Firefox => bail!("--alloc writes svg, folded or text (not firefox)"),
+fn run_alloc(args: ReportArgs) -> Result<()> {
+    let ReportArgs {
+        raw,
+        elf,
+        common: c,
+        cpu,
+        filter,
+        alloc,
+    } = args;
+    let raw = raw.expect("clap requires RAW");
+    if filter.any() {
+        bail!(
+            "--focus, --exclude, --from-time and --to-time are CPU-profile options, not --alloc's"
+        );
+    }
+    let Ok(format) = AllocFormat::try_from(c.format) else {
+        bail!("--alloc writes svg, folded or text (not firefox)");
     };
-    if cli.exact || cli.diff.is_some() || cli.cpu.is_some() || cli.per_cpu || !cli.user.is_empty() {
+    if cpu.any() {
         bail!("--exact, --diff, --cpu, --per-cpu and --user are CPU-profile options; --alloc takes --view, --timeline, --lenient");
     }
     let opts = AllocOptions {
-        view: match cli.view {
-            ViewArg::Live => AllocView::Live,
-            ViewArg::Allocated => AllocView::Allocated,
-            ViewArg::Count => AllocView::Count,
-            ViewArg::Peak => AllocView::Peak,
-        },
+        view: alloc.view,
         format,
-        timeline: cli.timeline,
-        lenient: cli.lenient,
-        title: cli.title,
-        reverse: cli.reverse,
-        top: cli.top,
-        inline: !cli.no_inline,
-        lines: cli.lines,
-        addresses: cli.addresses,
-        symbols: cli.symbols,
-        progress: !cli.no_progress,
+        timeline: alloc.timeline,
+        lenient: alloc.lenient,
+        title: c.title,
+        reverse: c.reverse,
+        top: c.top,
+        inline: !c.no_inline,
+        lines: c.lines,
+        addresses: c.addresses,
+        symbols: c.symbols,
+        progress: !c.no_progress,
     };
     // The text report goes to standard output unless -o names a directory for it.
-    let report = match &cli.output {
+    let report = match &c.output {
         Some(dir) if dir.as_os_str() == "-" => {
             if format != AllocFormat::Text {
                 bail!("--alloc writes one file per allocator: -o takes a directory (`-` only with -f text)");
             }
-            alloc_cmd::run_alloc(&cli.raw, cli.elf.as_deref(), Path::new("."), &opts)?
+            alloc_cmd::run_alloc(&raw, elf.as_deref(), Path::new("."), &opts)?
         }
-        Some(dir) => alloc_cmd::run_alloc_to(&cli.raw, cli.elf.as_deref(), dir, &opts, None)?,
-        None => alloc_cmd::run_alloc(&cli.raw, cli.elf.as_deref(), Path::new("."), &opts)?,
+        Some(dir) => alloc_cmd::run_alloc_to(&raw, elf.as_deref(), dir, &opts, None)?,
+        None => alloc_cmd::run_alloc(&raw, elf.as_deref(), Path::new("."), &opts)?,
     };
     for w in &report.warnings {
         eprintln!("kern-profile: warning: {w}");
@@ -328,11 +436,11 @@ fn run_alloc(cli: Cli) -> Result<()> {
     Ok(())
 }
 
-/// Standard output, or a file created at the first write, so that a failed run leaves no
-/// empty or half-written file behind.
+/// Standard output, or a file begun at the first write and in place only once finished
+/// ([`AtomicFile`]), so that a failed run leaves no empty or half-written file behind.
 struct LazyOutput {
     path: Option<PathBuf>,
-    file: Option<BufWriter<File>>,
+    file: Option<AtomicFile>,
     stdout: Option<io::StdoutLock<'static>>,
 }
 
@@ -357,19 +465,20 @@ impl LazyOutput {
             None => Ok(self.stdout.get_or_insert_with(|| io::stdout().lock())),
             Some(p) => {
                 if self.file.is_none() {
-                    let f = File::create(p).map_err(|e| {
-                        io::Error::new(e.kind(), format!("cannot create {}: {e}", p.display()))
-                    })?;
-                    self.file = Some(BufWriter::new(f));
+                    self.file = Some(AtomicFile::create(p)?);
                 }
                 Ok(self.file.as_mut().expect("just set"))
             }
         }
     }
 
-    /// Flushes; creates the file even when nothing was written.
+    /// Flushes, and puts the file in place (even when nothing was written).
     fn finish(mut self) -> io::Result<()> {
-        self.inner()?.flush()
+        self.inner()?.flush()?;
+        match self.file {
+            Some(f) => f.commit(),
+            None => Ok(()),
+        }
     }
 }
 

@@ -4,17 +4,17 @@ use std::path::PathBuf;
 
 use crate::cpu_list::CpuList;
 
-/// What to write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What to write (`-f` on the command line: the first line of each variant's doc is its help).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum OutputFormat {
-    /// An interactive flamegraph (inferno).
+    /// Interactive flamegraph (inferno; the default)
     #[default]
     Svg,
-    /// Collapsed stacks, `root;…;leaf COUNT`, one per line, sorted.
+    /// Collapsed stacks `root;...;leaf COUNT`, one per line, sorted
     Folded,
-    /// A Firefox Profiler profile (JSON), one thread per vCPU, samples at their times.
+    /// Firefox Profiler JSON, one thread per vCPU, samples at their times (CPU mode only)
     Firefox,
-    /// A `perf report`-style table of the top functions.
+    /// perf-report-style table of the top functions
     Text,
 }
 
@@ -66,6 +66,9 @@ pub struct Options {
     pub cpus: Option<CpuList>,
     /// A root frame `cpu N` per vCPU. Default: false.
     pub per_cpu: bool,
+    /// A root frame per address space (page-table base): `[user] NAME (cr3 0x…)` when a
+    /// `--user` program was found to run there, else `[as cr3 0x…]`. Default: false.
+    pub per_process: bool,
     /// Kernel/user filter. Default: [`ModeFilter::All`].
     pub mode: ModeFilter,
     /// Expand inlined functions into frames of their own (marked `_[i]`). Default: true.
@@ -84,13 +87,23 @@ pub struct Options {
     pub diff_normalize: bool,
     /// A text symbol map (nm, System.map, /proc/kallsyms). Default: `None`.
     pub symbols: Option<PathBuf>,
-    /// User programs' ELFs (`--user`): user-mode frames are named from the binary whose
-    /// loadable segments hold them, under a `[user] NAME` root. Default: none (user
+    /// User programs' ELFs (`--user`): user-mode frames are named from the binary that ran
+    /// in their address space (told from the recorded code bytes; else the first whose
+    /// loadable segments hold them), under a `[user] NAME` root. Default: none (user
     /// samples grouped under one `[user]` frame).
     pub user_binaries: Vec<PathBuf>,
     /// Allow a progress bar on stderr (drawn only for large inputs on a terminal).
     /// Default: true.
     pub progress: bool,
+    /// Keep only the stacks through this function, rooted at it (see
+    /// [`crate::filter::NameRules`]). Default: `None`.
+    pub focus: Option<String>,
+    /// Drop the stacks through any of these functions. Default: none.
+    pub exclude: Vec<String>,
+    /// Keep only samples taken this many seconds into the recording or later. Default: `None`.
+    pub from_time: Option<f64>,
+    /// Keep only samples taken before this many seconds into the recording. Default: `None`.
+    pub to_time: Option<f64>,
 }
 
 impl Options {
@@ -119,6 +132,7 @@ impl Default for Options {
             top: 20,
             cpus: None,
             per_cpu: false,
+            per_process: false,
             mode: ModeFilter::All,
             inline: true,
             lines: false,
@@ -129,6 +143,10 @@ impl Default for Options {
             symbols: None,
             user_binaries: Vec::new(),
             progress: true,
+            focus: None,
+            exclude: Vec::new(),
+            from_time: None,
+            to_time: None,
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Samples → address stacks (the keys [`crate::counts::StackCounts`] counts), and address
 //! stacks → frame names.
 //!
-//! Reading only interns *address* stacks: a key is `[meta, pc, return addresses…]` and
-//! counts go in a hash map keyed by it, so memory grows with the distinct stacks, not the
-//! samples. Names come at the end, each distinct address symbolized once.
+//! Reading only interns *address* stacks: a key is `[meta, pc, return addresses…]` (then the
+//! address space, when it matters: see `META_SPACE`) and counts go in a hash map keyed by
+//! it, so memory grows with the distinct stacks, not the samples. Names come at the end,
+//! each distinct address symbolized once.
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -11,13 +12,87 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
+use crate::address_space::{AddressSpaces, Choice, Overlaps};
 use crate::boundary;
+use crate::filter::{NameRules, SampleFilter};
 use crate::input::Sample;
-use crate::options::Options;
 use crate::symbolize::Symbolizer;
+use crate::unnamed::{self, CpuState, Unnamed};
+use kern_profile_format::{frame_marker, CpuMode};
 
 /// `meta` bit: a user-mode sample.
 const META_USER: u64 = 1;
+/// `meta` bits 1 to 3: the sample's CPU mode (format's `CpuMode` byte).
+const META_MODE_SHIFT: u32 = 1;
+/// `meta` bit: a sample at firmware privilege.
+const META_FIRMWARE: u64 = 1 << 4;
+/// `meta` bit: the key ends with the sample's address space (its page-table base). Only
+/// where it matters, so that other stacks stay merged: with `--per-process`, and with
+/// `--user` for samples whose addresses a user program may name.
+const META_SPACE: u64 = 1 << 5;
+/// `meta` bit: a root frame for the address space (`--per-process`).
+const META_PROCESS: u64 = 1 << 6;
+/// `meta` bits from here up: vCPU + 1 with `--per-cpu` (or hidden, below), else 0.
+const META_CPU_SHIFT: u32 = 7;
+/// `meta` bit: the vCPU tag is there for counting per vCPU only (name rules are judged per
+/// distinct stack, see [`crate::collect::Run::collect`]): no `cpu N` frame.
+pub const META_CPU_HIDDEN: u64 = 1 << 62;
+
+/// The `meta` word of a key: user and firmware bits, CPU mode, and the vCPU tag.
+fn meta_of(user: bool, cpu: CpuState, cpu_tag: u64) -> u64 {
+    let mut meta = (cpu.mode as u64 & 7) << META_MODE_SHIFT | cpu_tag << META_CPU_SHIFT;
+    if user {
+        meta |= META_USER;
+    }
+    if cpu.firmware {
+        meta |= META_FIRMWARE;
+    }
+    meta
+}
+
+/// The CPU state a `meta` word holds.
+fn cpu_of(meta: u64) -> CpuState {
+    CpuState {
+        mode: CpuMode::from_u8((meta >> META_MODE_SHIFT & 7) as u8).unwrap_or_default(),
+        firmware: meta & META_FIRMWARE != 0,
+    }
+}
+
+/// The vCPU tag of a `meta` word (vCPU + 1, or 0), hidden or not.
+fn meta_tag(meta: u64) -> u64 {
+    (meta & !META_CPU_HIDDEN) >> META_CPU_SHIFT
+}
+
+/// The vCPU of a key's `meta` word, when tagged.
+pub fn meta_vcpu(meta: u64) -> Option<u32> {
+    let tag = meta_tag(meta);
+    (tag > 0).then(|| (tag - 1) as u32)
+}
+
+/// How many root frames naming a key starts with that stand for no code: `cpu N`
+/// (`--per-cpu`) and the address space's (`--per-process`). Name rules leave them alone.
+pub fn synthetic_roots(key: &[u64]) -> usize {
+    let Some(&meta) = key.first() else {
+        return 0;
+    };
+    let cpu = meta & META_CPU_HIDDEN == 0 && meta_vcpu(meta).is_some();
+    let process = meta & META_SPACE != 0 && meta & META_PROCESS != 0 && key.len() > 1;
+    cpu as usize + process as usize
+}
+
+/// Whether a key's `meta` word is of a user-mode sample.
+pub fn meta_user(meta: u64) -> bool {
+    meta & META_USER != 0
+}
+
+/// `meta` without a hidden vCPU tag.
+pub fn meta_unhidden(meta: u64) -> u64 {
+    if meta & META_CPU_HIDDEN != 0 {
+        meta & ((1 << META_CPU_SHIFT) - 1)
+    } else {
+        meta
+    }
+}
 
 /// The frame user-mode samples are grouped under; with `--user`, followed by the name of
 /// the binary (`[user] user.elf`).
@@ -28,15 +103,15 @@ pub const UNKNOWN_FRAME: &str = "[unknown]";
 pub const INLINE_SUFFIX: &str = "_[i]";
 
 /// Builds interning keys from samples, applying the filters.
-pub struct KeyBuilder<'o> {
-    opts: &'o Options,
+pub struct KeyBuilder<'f> {
+    filter: &'f SampleFilter,
     markers: bool,
 }
 
-impl<'o> KeyBuilder<'o> {
-    pub fn new(opts: &'o Options) -> Self {
+impl<'f> KeyBuilder<'f> {
+    pub fn new(filter: &'f SampleFilter) -> Self {
         KeyBuilder {
-            opts,
+            filter,
             markers: false,
         }
     }
@@ -52,32 +127,52 @@ impl<'o> KeyBuilder<'o> {
     ///
     /// The entry fix: when the PC is where the frame-pointer walk misses the caller (a
     /// function's first instruction, before `push ebp`, or a `ret`, after `pop ebp`), the
-    /// word at [SP] is the caller's return address and goes in as the first return address.
+    /// word at `[SP]` is the caller's return address and goes in as the first return address.
+    /// On riscv64 and aarch64 the recorded return-address register does, in leaves,
+    /// prologues and epilogues (`symbolize/return_register.rs`).
     pub fn build(&self, s: &Sample<'_>, sym: &mut Symbolizer, key: &mut Vec<u64>) -> bool {
-        if !self.opts.mode.keeps(s.user) {
+        if !self.filter.keeps(s.vcpu, s.user, s.time_ns) {
             return false;
         }
-        if let Some(cpus) = &self.opts.cpus {
-            if !cpus.contains(s.vcpu) {
-                return false;
-            }
-        }
         key.clear();
-        let mut meta = if s.user { META_USER } else { 0 };
-        if self.opts.per_cpu {
-            meta |= (s.vcpu as u64 + 1) << 1;
-        }
-        key.push(meta);
+        let (cpu_tag, hidden) = if self.filter.per_cpu {
+            (s.vcpu as u64 + 1, 0)
+        } else if self.filter.names.is_active() {
+            (s.vcpu as u64 + 1, META_CPU_HIDDEN)
+        } else {
+            (0, 0)
+        };
+        let space = self.space_of(s, sym);
+        let space_bits = match (space, self.filter.per_process) {
+            (None, _) => 0,
+            (Some(_), false) => META_SPACE,
+            (Some(_), true) => META_SPACE | META_PROCESS,
+        };
+        key.push(meta_of(s.user, s.cpu, cpu_tag) | hidden | space_bits);
         let Some((&pc, rets)) = s.addrs.split_first() else {
+            key.extend(space);
             return true;
         };
         if s.user && !sym.has_user_binaries() {
-            if self.opts.addresses {
+            if self.filter.addresses {
                 key.extend_from_slice(s.addrs);
             }
+            key.extend(space);
             return true;
         }
         key.push(pc);
+        if let Some(ra) = s.return_register {
+            let first = rets.first().copied();
+            let in_register = if s.user {
+                sym.user_binary_of(pc)
+                    .is_some_and(|i| sym.user_symbolizer(i).caller_in_register(pc, ra, first))
+            } else {
+                sym.caller_in_register(pc, ra, first)
+            };
+            if in_register {
+                key.push(ra);
+            }
+        }
         // (Even when the word equals the first return address: in a recursion the caller
         // and the caller's caller return to the same place.)
         if let Some(w) = s.sp_word {
@@ -99,7 +194,20 @@ impl<'o> KeyBuilder<'o> {
                 }
             }
         }
+        key.extend(space);
         true
+    }
+
+    /// The address space `s`'s key carries: with `--per-process`, or when user programs may
+    /// name its addresses (a user-mode sample, or a kernel one whose walk reached a user
+    /// program's addresses) and so the address space picks the program.
+    fn space_of(&self, s: &Sample<'_>, sym: &Symbolizer) -> Option<u64> {
+        let space = s.page_table?;
+        let user_code = || {
+            sym.has_user_binaries()
+                && (s.user || s.addrs.iter().any(|&a| sym.user_binary_of(a).is_some()))
+        };
+        (self.filter.per_process || user_code()).then_some(space)
     }
 }
 
@@ -117,7 +225,7 @@ pub struct NameStyle {
 }
 
 impl NameStyle {
-    pub fn from_options(o: &Options, inline_suffix: bool) -> Self {
+    pub fn from_options(o: &crate::options::Options, inline_suffix: bool) -> Self {
         NameStyle {
             inline: o.inline,
             lines: o.lines,
@@ -139,10 +247,26 @@ pub struct StackNamer<'s> {
     /// `[user] NAME` per user binary.
     user_roots: Vec<Rc<str>>,
     cpus: FxHashMap<u64, Rc<str>>,
+    /// Names of addresses no symbol covers, by what they are.
+    unnamed: FxHashMap<Unnamed, Rc<str>>,
+    /// Which program ran in which address space.
+    spaces: AddressSpaces,
+    /// Root frames of address spaces (`--per-process`), with their program.
+    process_roots: FxHashMap<u64, (Rc<str>, Option<usize>)>,
+    /// Addresses named from the first of several programs holding them.
+    overlaps: Overlaps,
 }
 
 /// The names of an address's frames, outer function first.
 pub type Names = Rc<[Rc<str>]>;
+
+/// The address space a stack was sampled in, and its program when the stack has its root
+/// frame (`--per-process`) and the program is known.
+#[derive(Debug, Clone, Copy)]
+struct SpaceCtx {
+    space: Option<u64>,
+    process: Option<usize>,
+}
 
 /// Where an address of a stack belongs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +287,23 @@ impl<'s> StackNamer<'s> {
             user: Rc::from(USER_FRAME),
             user_roots: Vec::new(),
             cpus: FxHashMap::default(),
+            unnamed: FxHashMap::default(),
+            spaces: AddressSpaces::default(),
+            process_roots: FxHashMap::default(),
+            overlaps: Overlaps::default(),
         }
+    }
+
+    /// Names user addresses by the program each address space ran (a recording's
+    /// [`AddressSpaces`]); without, from the first program holding them.
+    pub fn with_spaces(mut self, spaces: AddressSpaces) -> Self {
+        self.spaces = spaces;
+        self
+    }
+
+    /// The warning about addresses named from the first of several programs holding them.
+    pub fn overlap_warning(&self) -> Option<crate::warning::Warning> {
+        self.overlaps.warning(self.sym)
     }
 
     pub fn symbolizer(&mut self) -> &mut Symbolizer {
@@ -175,17 +315,47 @@ impl<'s> StackNamer<'s> {
         self.name_key_spaces(key, out);
     }
 
+    /// Names a key and applies `rules` to it ([`NameRules::shape`]): `None` when they drop
+    /// it, else the user-space range of [`StackNamer::name_key_spaces`] in the shaped
+    /// frames.
+    pub fn name_key_shaped(
+        &mut self,
+        key: &[u64],
+        rules: &NameRules,
+        out: &mut Vec<Rc<str>>,
+    ) -> Option<Range<usize>> {
+        let user = self.name_key_spaces(key, out);
+        if !rules.is_active() {
+            return Some(user);
+        }
+        let skip = synthetic_roots(key);
+        let removed = rules.shape(out, skip)?;
+        let at = |i: usize| {
+            if i < skip {
+                i
+            } else {
+                i.saturating_sub(removed).max(skip)
+            }
+        };
+        Some(at(user.start)..at(user.end))
+    }
+
     /// Like [`StackNamer::name_key`], and returns where the user-space names are in `out`:
     /// the `[user]` root and the user frames after it (empty for a kernel stack). Kernel
     /// frames may follow them: a system call sampled in the kernel, whose walk went on
     /// into the user program's frames (`[user] prog;main;…;syscall_entry;…;sys_work`).
     pub fn name_key_spaces(&mut self, key: &[u64], out: &mut Vec<Rc<str>>) -> Range<usize> {
         out.clear();
-        let Some((&meta, addrs)) = key.split_first() else {
+        let Some((&meta, rest)) = key.split_first() else {
             return 0..0;
         };
-        let cpu_tag = meta >> 1;
-        if cpu_tag > 0 {
+        let (addrs, space) = match rest.split_last() {
+            Some((&space, addrs)) if meta & META_SPACE != 0 => (addrs, Some(space)),
+            _ => (rest, None),
+        };
+        let cpu_tag = meta_tag(meta);
+        let cpu = cpu_of(meta);
+        if cpu_tag > 0 && meta & META_CPU_HIDDEN == 0 {
             let n = self
                 .cpus
                 .entry(cpu_tag)
@@ -193,9 +363,21 @@ impl<'s> StackNamer<'s> {
                 .clone();
             out.push(n);
         }
+        let process = match space {
+            Some(s) if meta & META_PROCESS != 0 => {
+                let (root, program) = self.process_root(s);
+                out.push(root);
+                Some(program)
+            }
+            _ => None,
+        };
         let user_mode = meta & META_USER != 0;
         if self.sym.has_user_binaries() && !addrs.is_empty() {
-            return self.name_spaces(addrs, user_mode, out);
+            let ctx = SpaceCtx {
+                space,
+                process: process.flatten(),
+            };
+            return self.name_spaces(addrs, user_mode, cpu, ctx, out);
         }
         if user_mode {
             let start = out.len();
@@ -209,7 +391,7 @@ impl<'s> StackNamer<'s> {
             out.push(self.unknown.clone());
             return 0..0;
         }
-        self.name_addrs(addrs, true, out);
+        self.name_addrs_in(addrs, true, cpu, out);
         0..0
     }
 
@@ -221,11 +403,13 @@ impl<'s> StackNamer<'s> {
         &mut self,
         addrs: &[u64],
         user_mode: bool,
+        cpu: CpuState,
+        ctx: SpaceCtx,
         out: &mut Vec<Rc<str>>,
     ) -> Range<usize> {
         let mut resolved: Vec<(Space, Rc<[Rc<str>]>)> = (0..addrs.len())
             .map(|i| match boundary::probe(addrs, i, true) {
-                Some(probe) => self.resolve_space(probe, user_mode),
+                Some(probe) => self.resolve_space(probe, user_mode, ctx.space),
                 None => (Space::Unknown, Rc::from([])),
             })
             .collect();
@@ -243,20 +427,22 @@ impl<'s> StackNamer<'s> {
             .rev()
             .map(|r| r.0)
             .find(|s| *s != Space::Unknown);
-        let start = out.len();
+        let mut start = out.len();
         match root {
+            // The address space's root frame already names the program.
+            Some(Space::User(b)) if ctx.process == Some(b) => start -= 1,
             Some(Space::User(b)) => out.push(self.user_root(b)),
             _ if user_mode => out.push(self.user.clone()),
             _ => {}
         }
         let mut user_end = out.len();
+        // Unnamed frames of a user-mode sample stay `[unknown]` under its `[user]` root.
+        let cpu = if user_mode { CpuState::default() } else { cpu };
         for (i, (space, names)) in resolved.iter().enumerate().rev() {
             if !names.is_empty() {
                 out.extend(names.iter().cloned());
-            } else if self.style.addresses {
-                out.push(Rc::from(format!("{:#x}", addrs[i])));
-            } else if out.last().map(|l| &**l) != Some(UNKNOWN_FRAME) {
-                out.push(self.unknown.clone());
+            } else {
+                self.push_unnamed(addrs, i, cpu, out);
             }
             if user_mode || matches!(space, Space::User(_)) {
                 user_end = out.len();
@@ -269,17 +455,59 @@ impl<'s> StackNamer<'s> {
         }
     }
 
-    fn resolve_space(&mut self, probe: u64, user_mode: bool) -> (Space, Rc<[Rc<str>]>) {
+    fn resolve_space(
+        &mut self,
+        probe: u64,
+        user_mode: bool,
+        space: Option<u64>,
+    ) -> (Space, Rc<[Rc<str>]>) {
         if !user_mode {
             let k = self.probe_names(probe);
             if !k.is_empty() {
                 return (Space::Kernel, k);
             }
         }
-        match self.sym.user_binary_of(probe) {
+        match self.program_of(space, probe) {
             Some(b) => (Space::User(b), self.user_probe_names(b, probe)),
             None => (Space::Unknown, Rc::from([])),
         }
+    }
+
+    /// The user program naming `probe` in address space `space`: the one found to run
+    /// there, else the first whose segments hold it.
+    fn program_of(&mut self, space: Option<u64>, probe: u64) -> Option<usize> {
+        match self.spaces.choice(space) {
+            Choice::Program(b) => self
+                .sym
+                .user_elf(b)
+                .is_some_and(|e| e.loads(probe))
+                .then_some(b),
+            Choice::Nothing => None,
+            Choice::FirstHolding => {
+                let holding: Vec<usize> = self.sym.user_binaries_holding(probe).collect();
+                if holding.len() > 1 {
+                    self.overlaps.add(probe, &holding);
+                }
+                holding.first().copied()
+            }
+        }
+    }
+
+    /// The root frame of address space `space` (`--per-process`) and its program, if known.
+    fn process_root(&mut self, space: u64) -> (Rc<str>, Option<usize>) {
+        if let Some(r) = self.process_roots.get(&space) {
+            return r.clone();
+        }
+        let what = self.spaces.describe(space);
+        let r = match self.spaces.choice(Some(space)) {
+            Choice::Program(b) => {
+                let name = self.sym.user_binary_name(b);
+                (Rc::from(format!("{USER_FRAME} {name} ({what})")), Some(b))
+            }
+            _ => (Rc::from(format!("[as {what}]")), None),
+        };
+        self.process_roots.insert(space, r.clone());
+        r
     }
 
     /// `[user] NAME` for user binary `b`.
@@ -314,6 +542,17 @@ impl<'s> StackNamer<'s> {
     /// Appends the names of `addrs` (innermost first in the slice) root first. The first
     /// address is looked up as is when `first_is_pc`; return addresses at `addr - 1`.
     pub fn name_addrs(&mut self, addrs: &[u64], first_is_pc: bool, out: &mut Vec<Rc<str>>) {
+        self.name_addrs_in(addrs, first_is_pc, CpuState::default(), out);
+    }
+
+    /// Like [`StackNamer::name_addrs`], naming what no symbol covers by where the CPU was.
+    fn name_addrs_in(
+        &mut self,
+        addrs: &[u64],
+        first_is_pc: bool,
+        cpu: CpuState,
+        out: &mut Vec<Rc<str>>,
+    ) {
         let keep = boundary::keep(addrs, |i| {
             boundary::probe(addrs, i, first_is_pc).is_some_and(|p| !self.probe_names(p).is_empty())
         });
@@ -328,11 +567,33 @@ impl<'s> StackNamer<'s> {
             };
             if !names.is_empty() {
                 out.extend(names.iter().cloned());
-            } else if self.style.addresses {
-                out.push(Rc::from(format!("{a:#x}")));
-            } else if out.last().map(|l| &**l) != Some(UNKNOWN_FRAME) {
-                out.push(self.unknown.clone());
+            } else {
+                self.push_unnamed(addrs, i, cpu, out);
             }
+        }
+    }
+
+    /// Appends the name of frame `i` of `addrs`, which no symbol covers: its address with
+    /// `--addresses`, else what it is ([`unnamed`]), a run of the same name collapsed.
+    fn push_unnamed(&mut self, addrs: &[u64], i: usize, cpu: CpuState, out: &mut Vec<Rc<str>>) {
+        let a = addrs[i];
+        if self.style.addresses {
+            out.push(Rc::from(format!("{a:#x}")));
+            return;
+        }
+        let beyond_entry = addrs[..i].contains(&frame_marker::KERNEL_ENTRY);
+        let kind = unnamed::classify(a, cpu, beyond_entry, &*self.sym);
+        let unknown = &self.unknown;
+        let name = self
+            .unnamed
+            .entry(kind)
+            .or_insert_with(|| match kind {
+                Unnamed::Unknown => unknown.clone(),
+                k => Rc::from(k.name(UNKNOWN_FRAME)),
+            })
+            .clone();
+        if out.last() != Some(&name) {
+            out.push(name);
         }
     }
 
@@ -406,7 +667,7 @@ pub fn short_path(path: &str) -> &str {
 mod tests {
     use super::*;
     use crate::cpu_list::CpuList;
-    use crate::options::ModeFilter;
+    use crate::options::{ModeFilter, Options};
     use crate::symbolize::{symbol_map, SymbolTable};
     use std::path::Path;
 
@@ -428,15 +689,19 @@ mod tests {
             user: false,
             time_ns: None,
             sp_word: None,
+            return_register: None,
             stop: None,
             addrs,
+            cpu: CpuState::default(),
+            page_table: None,
         }
     }
 
     fn names(opts: &Options, s: &Sample<'_>) -> Option<String> {
         let mut sym = symbolizer();
         let mut key = Vec::new();
-        if !KeyBuilder::new(opts)
+        let filter = SampleFilter::from_options(opts);
+        if !KeyBuilder::new(&filter)
             .with_markers(true)
             .build(s, &mut sym, &mut key)
         {
@@ -473,6 +738,43 @@ mod tests {
     }
 
     #[test]
+    fn unnamed_addresses_are_named_by_cpu_mode_and_side() {
+        use kern_profile_format::frame_marker::KERNEL_ENTRY;
+        let o = Options::default();
+        let in_mode = |addrs: &'static [u64], mode: CpuMode| {
+            let mut s = sample(addrs);
+            s.cpu.mode = mode;
+            names(&o, &s).unwrap()
+        };
+        assert_eq!(in_mode(&[0x800], CpuMode::Real), "[firmware]");
+        assert_eq!(
+            in_mode(&[0x800, 0x1100], CpuMode::PagingOff),
+            "root;[boot, paging off]"
+        );
+        assert_eq!(in_mode(&[0x800, 0x900], CpuMode::Long), "[boot]");
+        let mut s = sample(&[0x800]);
+        s.cpu.firmware = true;
+        assert_eq!(names(&o, &s).unwrap(), "[firmware]");
+        // Beyond a kernel entry, below the kernel: the interrupted user program, whatever
+        // the file recorded of the mode.
+        for mode in [CpuMode::Unknown, CpuMode::Paging] {
+            assert_eq!(
+                in_mode(&[0x1204, 0x1410, KERNEL_ENTRY, 0x500, 0x600], mode),
+                "[user];[exception];asm_exc_page_fault;leaf"
+            );
+        }
+        // Without a recorded mode the rest stays [unknown]; --addresses shows addresses.
+        assert_eq!(in_mode(&[0x800], CpuMode::Unknown), "[unknown]");
+        let mut s = sample(&[0x800]);
+        s.cpu.mode = CpuMode::Real;
+        let a = Options {
+            addresses: true,
+            ..Options::default()
+        };
+        assert_eq!(names(&a, &s).unwrap(), "0x800");
+    }
+
+    #[test]
     fn kernel_entries_and_stack_switches_are_named_frames() {
         use kern_profile_format::frame_marker::{KERNEL_ENTRY, STACK_SWITCH};
         let o = Options::default();
@@ -492,7 +794,8 @@ mod tests {
         let mut sym = symbolizer();
         let mut key = Vec::new();
         let s = sample(&[0x1204, 0x1110, STACK_SWITCH, 0x1010]);
-        assert!(KeyBuilder::new(&o).build(&s, &mut sym, &mut key));
+        let filter = SampleFilter::from_options(&o);
+        assert!(KeyBuilder::new(&filter).build(&s, &mut sym, &mut key));
         let mut namer = StackNamer::new(&mut sym, NameStyle::from_options(&o, true));
         let mut out = Vec::new();
         namer.name_key(&key, &mut out);

@@ -104,7 +104,7 @@ fn bad_traces_are_errors_or_warnings() {
     };
     let r = run_alloc_to(&memtrace, Some(&common::tiny_elf()), &dir, &lenient, None).unwrap();
     assert!(
-        r.warnings.iter().any(|w| w.contains("skipped")),
+        r.warnings.iter().any(|w| w.to_string().contains("skipped")),
         "{:?}",
         r.warnings
     );
@@ -121,7 +121,7 @@ fn bad_traces_are_errors_or_warnings() {
     assert!(
         r.warnings
             .iter()
-            .any(|w| w.contains("ends inside a record")),
+            .any(|w| w.to_string().contains("ends inside a record")),
         "{:?}",
         r.warnings
     );

@@ -242,6 +242,107 @@ fn exact_flat_profile() {
     assert!(e.to_string().contains("exact=on"));
 }
 
+/// `exact=only` (header sampling mode off): no samples, so every output but Firefox shows the
+/// exact counts without `--exact`, as `--exact` shows those of a recording with samples.
+#[test]
+fn exact_only_recordings_show_their_exact_counts() {
+    let sampled = raw_file("exact-sampled", &common::synthetic_raw(true));
+    let only = raw_file("exact-only", &common::exact_only_raw());
+    for format in [OutputFormat::Folded, OutputFormat::Svg] {
+        let opts = Options {
+            format,
+            ..folded_opts()
+        };
+        let exact = Options {
+            exact: true,
+            ..opts.clone()
+        };
+        let (asked, _) = run(&sampled, &exact);
+        let (out, report) = run(&only, &opts);
+        assert_eq!(out, asked, "{format:?}");
+        assert!(
+            report.summary.contains("instructions executed"),
+            "{}",
+            report.summary
+        );
+        let w = common::joined(&report.warnings);
+        assert!(!w.contains("holds no samples"), "{w}");
+    }
+    let text = Options {
+        format: OutputFormat::Text,
+        ..folded_opts()
+    };
+    let (out, _) = run(&only, &text);
+    assert!(out.contains("instructions executed: 10057 at "), "{out}");
+    // No samples to compare.
+    let diff = Options {
+        diff_base: Some(sampled.clone()),
+        ..folded_opts()
+    };
+    let e = run_cpu(&only, Some(&common::tiny_elf()), &diff, &mut Vec::new()).unwrap_err();
+    assert!(matches!(e, ProfileError::Unsupported(_)), "{e}");
+    // Firefox shows samples only: an empty profile, no error.
+    let firefox = Options {
+        format: OutputFormat::Firefox,
+        ..folded_opts()
+    };
+    let (_, report) = run(&only, &firefox);
+    assert!(
+        report.summary.starts_with("0 of 0 samples"),
+        "{}",
+        report.summary
+    );
+}
+
+/// `delay=`: the host-timer record's ticks, late wake-ups, throttled ticks and halted time in
+/// the text report.
+#[test]
+fn host_timer_in_the_text_report() {
+    use kern_profile_format::{encode_sample, HostTimerStats, SamplingMode, VcpuTime};
+    let mut bytes = Vec::new();
+    kern_profile_format::Header {
+        sampling: SamplingMode::DelayMicros(10),
+        ..common::header(2, false)
+    }
+    .encode(&mut bytes);
+    let frames = [RET_MIDDLE, RET_WORK, RET_START];
+    encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &frames));
+    HostTimerStats {
+        interval_ns: 10_000,
+        ticks: 95_210,
+        late: 12,
+        vcpus: vec![
+            VcpuTime {
+                idle_ns: 520_000_000,
+                ..VcpuTime::default()
+            },
+            VcpuTime {
+                throttled_ticks: 3,
+                ..VcpuTime::default()
+            },
+        ],
+    }
+    .encode(&mut bytes);
+    let raw = raw_file("host-timer", &bytes);
+    let text = Options {
+        format: OutputFormat::Text,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &text);
+    assert!(
+        out.contains(
+            "host timer: 95210 ticks (every 10 µs on average; 12 skipped, the host woke the \
+             timer late); 3 vCPU ticks skipped because stack walks were slow (sampling kept \
+             under a tenth of the run); halted, so not sampled: cpu 0 0.52 s\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("sampling: every 10 µs of host time per vCPU (delay)"),
+        "{out}"
+    );
+}
+
 #[test]
 fn differential_against_a_base() {
     let dir = common::temp_dir("diff");
@@ -294,7 +395,7 @@ fn legacy_files_are_detected_and_read() {
     assert!(report
         .warnings
         .iter()
-        .any(|w| w.contains("without any address")));
+        .any(|w| w.to_string().contains("without any address")));
     // Cut in the middle of the last sample: the complete ones are used, with a warning.
     let raw = raw_file("legacy-cut", &bytes[..bytes.len() - 12]);
     let (out, report) = run(&raw, &folded_opts());
@@ -303,7 +404,7 @@ fn legacy_files_are_detected_and_read() {
         report
             .warnings
             .iter()
-            .any(|w| w.contains("ends inside a record")),
+            .any(|w| w.to_string().contains("ends inside a record")),
         "{:?}",
         report.warnings
     );
@@ -317,7 +418,7 @@ fn truncated_raw_files_keep_complete_records() {
     let (out, report) = run(&raw, &folded_opts());
     let (full, _) = run(&raw_file("uncut", &bytes), &folded_opts());
     assert_eq!(out, full);
-    let w = report.warnings.join("\n");
+    let w = common::joined(&report.warnings);
     assert!(w.contains("ends inside a record at byte offset"), "{w}");
     // No statistics record at all (QEMU killed between records).
     let cut = bytes.len() - 3 - 60;
@@ -469,7 +570,7 @@ fn suspicious_inputs_are_flagged() {
         &mut out,
     )
     .unwrap();
-    let w = r.warnings.join("\n");
+    let w = common::joined(&r.warnings);
     assert!(
         w.contains("legacy format") && w.contains("no function tiny.elf knows"),
         "{w}"
@@ -492,10 +593,80 @@ fn suspicious_inputs_are_flagged() {
     };
     let mut out = Vec::new();
     let r = run_cpu(&raw, Some(&common::tiny_elf()), &svg, &mut out).unwrap();
-    assert!(r.warnings.iter().any(|w| w.contains("holds no samples")));
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.to_string().contains("holds no samples")));
     let out = String::from_utf8(out).unwrap();
     assert!(
         out.starts_with("<?xml") && out.contains("no samples to draw"),
         "{out}"
+    );
+}
+
+/// A vCPU that spun in one stack for the whole run, while the other worked, is named in a
+/// warning with that stack; the working one is not.
+#[test]
+fn a_vcpu_that_never_left_one_stack_is_warned_of() {
+    use common::tiny::*;
+    use kern_profile_format::encode_sample;
+    let mut bytes = Vec::new();
+    common::header(2, false).encode(&mut bytes);
+    let full = [RET_MIDDLE, RET_WORK, RET_START];
+    for t in 0..400u64 {
+        let work = match t % 3 {
+            0 => common::sample(0, t, LEAF_SQUARE, &full),
+            1 => common::sample(0, t, MIDDLE_BODY, &full[1..]),
+            _ => common::sample(0, t, START_LOOP, &[]),
+        };
+        encode_sample(&mut bytes, 4, &work);
+        let pc = if t % 2 == 0 { LEAF_LOOP } else { LEAF_SQUARE };
+        encode_sample(&mut bytes, 4, &common::sample(1, t, pc, &full));
+    }
+    let raw = raw_file("stuck", &bytes);
+    let (_, report) = run(&raw, &folded_opts());
+    let w = common::joined(&report.warnings);
+    assert!(
+        w.contains(
+            "vCPU 1 never left one stack (100.0% of its 400 samples in _start;kernel::work;middle;leaf)"
+        ),
+        "{w}"
+    );
+    assert!(!w.contains("vCPU 0 never"), "{w}");
+}
+
+/// A crafted statistics record whose counts overflow any sum: totals saturate, so no share
+/// passes 100% (it printed 107374181581.2% before) and nothing panics, in debug builds too.
+#[test]
+fn statistics_counts_that_overflow_sums_saturate() {
+    use common::tiny::*;
+    use kern_profile_format::{encode_sample, encode_stats};
+    let mut bytes = Vec::new();
+    common::header(1, false).encode(&mut bytes);
+    encode_sample(&mut bytes, 4, &common::sample(0, 1, LEAF_LOOP, &[]));
+    encode_stats(
+        &mut bytes,
+        u64::MAX,
+        u64::MAX,
+        &[u64::MAX, u64::MAX, 7],
+        &[u64::MAX],
+    );
+    let raw = raw_file("overflow", &bytes);
+    let opts = Options {
+        format: OutputFormat::Text,
+        ..folded_opts()
+    };
+    let (out, report) = run(&raw, &opts);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("# unwind stops"))
+        .unwrap_or_else(|| panic!("{out}"));
+    for pct in line.split('(').skip(2).filter_map(|p| p.split('%').next()) {
+        let v: f64 = pct.parse().unwrap_or_else(|_| panic!("{line}"));
+        assert!((0.0..=100.0).contains(&v), "{line}");
+    }
+    assert!(
+        common::joined(&report.warnings).contains("dropped"),
+        "{report:?}"
     );
 }

@@ -1,15 +1,15 @@
 //! Measures `analyze` on a synthetic trace held in memory.
 //!
-//! `cargo run --release -p kern-profile-alloc --example throughput -- [RECORDS] [MAX_FRAMES] [SVG_DIR]`
+//! `cargo run --release -p kern-profile-alloc --example throughput -- [RECORDS] [MAX_FRAMES]`
 //!
 //! The trace mimics a kernel heap: two allocators, 200 call sites with 8 to MAX_FRAMES
 //! (default 24, at most 64) frames,
 //! allocations, frees, and reallocations (some of which "move"), about 20 000 blocks live at
-//! once. With `SVG_DIR`, the timelines are drawn there too.
+//! once. (Timelines are drawn by the aggregator: `kern-profile --alloc --timeline`.)
 
 use std::time::Instant;
 
-use kern_profile_alloc::{analyze, draw_timeline, timeline_file_name, Options, View};
+use kern_profile_alloc::{analyze, Options, View};
 use kern_profile_format::memtrace::{encode_record, Op};
 
 fn main() {
@@ -23,7 +23,6 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(24)
         .clamp(8, 64);
-    let svg_dir = args.next();
 
     let t = Instant::now();
     let bytes = synthetic(records, max_frames);
@@ -52,13 +51,6 @@ fn main() {
         if view == View::Live {
             for p in &a.allocators {
                 eprintln!("  {}: {:?}", p.name, p.stats);
-            }
-        }
-        if let (Some(dir), View::Live) = (&svg_dir, view) {
-            for p in &a.allocators {
-                let path = std::path::Path::new(dir).join(timeline_file_name(&p.name));
-                draw_timeline(&path, p).expect("timeline");
-                eprintln!("wrote {}", path.display());
             }
         }
     }

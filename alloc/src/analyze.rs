@@ -5,9 +5,9 @@ use std::io::Read;
 
 use kern_profile_format::memtrace::{MemtraceReader, Op, Skip, MAX_FRAMES};
 use kern_profile_format::Truncation;
+use rustc_hash::FxHashMap;
 
 use crate::error::AllocError;
-use crate::hash::FxHashMap;
 use crate::stats::AllocatorStats;
 use crate::tracker::Tracker;
 use crate::view::{Options, View};
@@ -37,10 +37,38 @@ pub struct Analysis {
     pub truncation: Option<Truncation>,
     /// Regions skipped in lenient mode to get past records with a bad op byte.
     pub skips: Vec<Skip>,
-    /// Complete records used.
+    /// Complete records (memtrace) or allocation events (raw files) used.
     pub records: u64,
     /// The view `stacks` weighs.
     pub view: View,
+    /// What the analysis was read from, which says what a stack's first address is.
+    pub source: Source,
+}
+
+/// What an [`Analysis`] was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// A Maestro memtrace: every stack address is a return address (look it up at
+    /// `addr - 1`), the first one inside the allocator function.
+    Memtrace,
+    /// The allocation events of a kern-profile raw file (`alloc=`): a stack's first address
+    /// is the hooked function's entry (look it up as is), then return addresses.
+    Hooks,
+}
+
+impl Source {
+    /// Whether a stack's first address is a function's entry rather than a return address.
+    pub fn first_is_entry(self) -> bool {
+        self == Source::Hooks
+    }
+
+    /// What the analysis's records are, for reports: `memtrace: N records`.
+    pub fn noun(self) -> (&'static str, &'static str) {
+        match self {
+            Source::Memtrace => ("memtrace", "records"),
+            Source::Hooks => ("allocation hooks", "events"),
+        }
+    }
 }
 
 /// Reads a whole memtrace trace in one pass and analyses it per allocator.
@@ -51,62 +79,87 @@ pub struct Analysis {
 /// torn last record is never an error (see [`Analysis::truncation`]).
 pub fn analyze<R: Read>(input: R, opts: &Options) -> Result<Analysis, AllocError> {
     let mut reader = MemtraceReader::new(input, opts.lenient);
-    let mut trackers: Vec<(Vec<u8>, Tracker)> = Vec::new();
-    let mut by_name: FxHashMap<Vec<u8>, usize> = FxHashMap::default();
-    let mut last = 0usize;
+    let mut set = TrackerSet::new(opts);
     let mut frames: Vec<u64> = Vec::with_capacity(MAX_FRAMES);
     let mut records = 0u64;
 
     while let Some(rec) = reader.next_record()? {
         records += 1;
-        // Traces interleave few allocators, usually in runs: check the last one first.
-        let i = match trackers.get(last) {
-            Some((name, _)) if name.as_slice() == rec.allocator => last,
-            _ => {
-                let i = match by_name.get(rec.allocator) {
-                    Some(&i) => i,
-                    None => {
-                        trackers.push((rec.allocator.to_vec(), Tracker::new(opts.timeline_points)));
-                        by_name.insert(rec.allocator.to_vec(), trackers.len() - 1);
-                        trackers.len() - 1
-                    }
-                };
-                last = i;
-                i
-            }
-        };
         frames.clear();
         if rec.op != Op::Free {
             frames.extend(rec.frames());
         }
-        trackers[i]
-            .1
+        set.get(rec.allocator)
             .apply(rec.op, rec.ptr, rec.size, &frames, rec.offset);
     }
 
-    let mut allocators: Vec<(Vec<u8>, AllocatorProfile)> = trackers
-        .into_iter()
-        .map(|(raw, mut t)| {
-            t.finish_stats();
-            let timeline = t.timeline.points();
-            let (stacks, live_stacks) = t.stacks.into_maps(opts.view);
-            let profile = AllocatorProfile {
-                name: String::from_utf8_lossy(&raw).into_owned(),
-                stats: t.stats,
-                stacks,
-                live_stacks,
-                timeline,
-            };
-            (raw, profile)
-        })
-        .collect();
-    allocators.sort_by(|a, b| a.1.name.cmp(&b.1.name).then_with(|| a.0.cmp(&b.0)));
-
     Ok(Analysis {
-        allocators: allocators.into_iter().map(|(_, p)| p).collect(),
+        allocators: set.finish(opts.view),
         truncation: reader.truncation(),
         skips: reader.skips().to_vec(),
         records,
         view: opts.view,
+        source: Source::Memtrace,
     })
+}
+
+/// One [`Tracker`] per allocator name, in order of first appearance.
+pub(crate) struct TrackerSet {
+    trackers: Vec<(Vec<u8>, Tracker)>,
+    by_name: FxHashMap<Vec<u8>, usize>,
+    last: usize,
+    timeline_points: usize,
+}
+
+impl TrackerSet {
+    pub fn new(opts: &Options) -> Self {
+        TrackerSet {
+            trackers: Vec::new(),
+            by_name: FxHashMap::default(),
+            last: 0,
+            timeline_points: opts.timeline_points,
+        }
+    }
+
+    /// The tracker of allocator `name`, made on first use.
+    pub fn get(&mut self, name: &[u8]) -> &mut Tracker {
+        // Traces interleave few allocators, usually in runs: check the last one first.
+        let i = match self.trackers.get(self.last) {
+            Some((n, _)) if n.as_slice() == name => self.last,
+            _ => match self.by_name.get(name) {
+                Some(&i) => i,
+                None => {
+                    let t = Tracker::new(self.timeline_points);
+                    self.trackers.push((name.to_vec(), t));
+                    self.by_name.insert(name.to_vec(), self.trackers.len() - 1);
+                    self.trackers.len() - 1
+                }
+            },
+        };
+        self.last = i;
+        &mut self.trackers[i].1
+    }
+
+    /// The profiles, sorted by name.
+    pub fn finish(self, view: View) -> Vec<AllocatorProfile> {
+        let mut allocators: Vec<(Vec<u8>, AllocatorProfile)> = self
+            .trackers
+            .into_iter()
+            .map(|(raw, mut t)| {
+                t.finish_stats();
+                let timeline = t.timeline.points();
+                let (stacks, live_stacks) = t.stacks.into_maps(view);
+                let profile = AllocatorProfile {
+                    name: String::from_utf8_lossy(&raw).into_owned(),
+                    stats: t.stats,
+                    stacks,
+                    live_stacks,
+                    timeline,
+                };
+                (raw, profile)
+            })
+            .collect();
+        allocators.sort_by(|a, b| a.1.name.cmp(&b.1.name).then_with(|| a.0.cmp(&b.0)));
+        allocators.into_iter().map(|(_, p)| p).collect()
+    }
 }

@@ -1,7 +1,7 @@
 //! Pointers freed and not allocated again since, to tell a double free from a free of an
 //! unknown pointer, in bounded memory.
 
-use crate::hash::FxHashSet;
+use rustc_hash::FxHashSet;
 
 /// Each generation holds at most this many pointers; two generations are kept, so a double
 /// free is recognised if its pointer is among at least the last `GENERATION` distinct pointers

@@ -1,15 +1,17 @@
-//! Allocation analysis of Maestro `memtrace` traces (see `format/FORMAT.md`): per allocator,
-//! counters, a weight per allocating stack in one of four [`View`]s, the stacks still holding
-//! memory, and a downsampled timeline of live units drawn as SVG.
+//! Allocation analysis of Maestro `memtrace` traces and of the allocation events the
+//! kern-profile plugin records by hooking allocator functions (`alloc=`; [`analyze_raw`],
+//! [`analyze_any`] tells the two apart), both through one model (see `format/FORMAT.md`): per
+//! allocator, counters, a weight per allocating stack in one of four [`View`]s, the stacks still holding
+//! memory, and a downsampled timeline of live units. The model only: the aggregator names the
+//! stacks and writes reports, flamegraphs and timeline charts.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use kern_profile_alloc::{analyze, draw_timeline, timeline_file_name, write_report, Options};
+//! use kern_profile_alloc::{analyze, Options};
 //! let file = std::fs::File::open("memtrace.bin")?;
 //! let a = analyze(file, &Options::default())?;
-//! write_report(&mut std::io::stdout(), &a, &mut |s| format!("{s:x?}"), 10)?;
 //! for p in &a.allocators {
-//!     draw_timeline(timeline_file_name(&p.name).as_ref(), p)?;
+//!     println!("{}: peak {} units, {} points", p.name, p.stats.peak_live, p.timeline.len());
 //! }
 //! # Ok(()) }
 //! ```
@@ -59,6 +61,14 @@
 //! the units still live in blocks that were last reallocated or proven moved, so a reader can
 //! judge how much of a leak view rests on this matching.
 //!
+//! # Hooked calls
+//! A raw file's allocation events go through the same [`AllocatorStats`] and views, with what
+//! a hook knows and a memtrace does not: a realloc's new pointer (its block is tracked
+//! exactly: the old block retired, the new one live where it went, so nothing "may have
+//! moved"), allocations that returned null ([`AllocatorStats::failed`]) and calls that never
+//! returned ([`AllocatorStats::unreturned`]). A stack's first address is the hooked
+//! function's entry ([`Source::Hooks`]).
+//!
 //! # Robustness
 //! No input makes the analysis panic; sums saturate. A bad op byte is an error naming its
 //! byte offset, or in lenient mode a skip to the next plausible record
@@ -69,19 +79,17 @@
 mod analyze;
 mod error;
 mod freed;
-mod hash;
-mod report;
+mod hooked;
 mod stacks;
 mod stats;
 mod timeline;
 mod tracker;
 mod view;
 
-pub use analyze::{analyze, AllocatorProfile, Analysis};
+pub use analyze::{analyze, AllocatorProfile, Analysis, Source};
 pub use error::AllocError;
-pub use report::write_report;
+pub use hooked::{analyze_any, analyze_raw};
 pub use stats::AllocatorStats;
-pub use timeline::{draw_timeline, timeline_file_name};
 pub use view::{Options, View};
 
 /// The memtrace types an [`Analysis`] refers to, re-exported for convenience.

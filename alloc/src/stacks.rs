@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::hash::FxHashMap;
+use rustc_hash::FxHashMap;
+
 use crate::view::View;
 
 pub(crate) type StackId = usize;

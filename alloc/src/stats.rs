@@ -39,4 +39,10 @@ pub struct AllocatorStats {
     /// Allocations that returned a pointer still live (and not reallocated): a free was not in
     /// the trace; the earlier block is taken as freed.
     pub reused_live: u64,
+    /// Hooked calls only: allocations and reallocations that returned a null pointer (for a
+    /// non-zero size); nothing was allocated, a reallocated block stays as it was.
+    pub failed: u64,
+    /// Hooked calls only: allocations and reallocations that never returned (the plugin gave
+    /// them up: a `longjmp`, a reset, or still running at exit); a reallocated block is kept.
+    pub unreturned: u64,
 }

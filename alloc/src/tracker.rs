@@ -4,12 +4,27 @@
 //! implements it.
 
 use kern_profile_format::memtrace::Op;
+use rustc_hash::FxHashMap;
 
 use crate::freed::{FreedSet, GENERATION};
-use crate::hash::FxHashMap;
 use crate::stacks::{StackId, Stacks};
 use crate::stats::AllocatorStats;
 use crate::timeline::Downsampler;
+
+/// One hooked call, as [`Tracker::apply_hooked`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HookedCall<'a> {
+    pub op: Op,
+    /// An alloc's result; the pointer a realloc or free was given.
+    pub ptr: u64,
+    /// A realloc's result.
+    pub new_ptr: u64,
+    pub size: u64,
+    pub frames: &'a [u64],
+    /// Byte offset of the event in the file.
+    pub offset: u64,
+    pub unreturned: bool,
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Block {
@@ -88,6 +103,11 @@ impl Tracker {
             }
             Op::Free => self.free(ptr, size),
         }
+        self.after(index, offset);
+    }
+
+    /// The timeline's point and the peak after operation `index`.
+    fn after(&mut self, index: u64, offset: u64) {
         self.timeline.push(index, self.total);
         if self.total > self.stats.peak_live {
             self.stats.peak_live = self.total;
@@ -95,6 +115,87 @@ impl Tracker {
             self.stats.peak_at_offset = offset;
             self.stacks.snapshot_peak();
         }
+    }
+
+    /// A hooked call (allocation events of a raw file): unlike a memtrace record, a
+    /// realloc's new pointer is known, so its block is tracked exactly. `unreturned` calls
+    /// and null results are counted, and change nothing.
+    pub fn apply_hooked(&mut self, call: HookedCall<'_>) {
+        let HookedCall {
+            op,
+            ptr,
+            new_ptr,
+            size,
+            frames,
+            offset,
+            unreturned,
+        } = call;
+        if unreturned {
+            if op != Op::Free {
+                self.stats.unreturned += 1;
+            }
+            return;
+        }
+        let result = match op {
+            Op::Realloc => new_ptr,
+            _ => ptr,
+        };
+        if op != Op::Free && result == 0 && size != 0 {
+            self.stats.failed += 1;
+            return;
+        }
+        let index = self.stats.operations;
+        self.stats.operations += 1;
+        match op {
+            Op::Alloc => {
+                let stack = self.stacks.intern(frames);
+                self.alloc(ptr, size, stack);
+            }
+            Op::Realloc => {
+                let stack = self.stacks.intern(frames);
+                self.realloc_to(ptr, new_ptr, size, stack);
+            }
+            // free(NULL) does nothing.
+            Op::Free if ptr == 0 => self.stats.frees += 1,
+            Op::Free => self.free(ptr, size),
+        }
+        self.after(index, offset);
+    }
+
+    /// A realloc whose result is known: the old block goes, the new one is where it went.
+    /// realloc(NULL, n) allocates; realloc(p, 0) returning NULL frees.
+    fn realloc_to(&mut self, old: u64, new: u64, size: u64, stack: StackId) {
+        self.stats.reallocations += 1;
+        self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
+        self.stacks.allocated(stack, size);
+        if old != 0 {
+            match self.live.remove(&old) {
+                Some(b) => {
+                    if b.realloced {
+                        self.realloced_live -= 1;
+                    }
+                    self.retire(b);
+                }
+                None => self.stats.unknown_reallocs += 1,
+            }
+            if new != old {
+                self.freed.insert(old);
+            }
+        }
+        if new == 0 {
+            return;
+        }
+        if new != old {
+            if let Some(b) = self.live.remove(&new) {
+                if b.realloced {
+                    self.realloced_live -= 1;
+                }
+                self.retire(b);
+                self.stats.reused_live += 1;
+            }
+            self.freed.remove(new);
+        }
+        self.insert(new, size, stack, false);
     }
 
     fn alloc(&mut self, ptr: u64, size: u64, stack: StackId) {

@@ -6,9 +6,18 @@
 //! paths can be overridden with `KP_PLUGIN`, `KP_KERNEL` and `KP_BIN`.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wait_timeout::ChildExt;
+
+mod inputs;
+mod virt;
+pub use inputs::{built_kernel, skip_unless, Need};
+pub use virt::{boot_virt, expected_virt, qemu_virt, skip_virt, virt_kernel, virt_user_elf};
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -17,16 +26,40 @@ pub fn root() -> PathBuf {
         .to_path_buf()
 }
 
-fn artefact(var: &str, default: &str) -> PathBuf {
-    let p = std::env::var_os(var)
+fn artefact_path(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(default));
+        .unwrap_or_else(|| root().join(default))
+}
+
+fn artefact(var: &str, default: &str) -> PathBuf {
+    let p = artefact_path(var, default);
     assert!(
         p.exists(),
         "{} not found ({var}): run scripts/test.sh, or scripts/build.sh first",
         p.display()
     );
     p
+}
+
+fn plugin_path() -> PathBuf {
+    artefact_path("KP_PLUGIN", "target/release/kern-profile.so")
+}
+
+fn kernel_path() -> PathBuf {
+    artefact_path("KP_KERNEL", "target/examples/kernel.elf")
+}
+
+fn bin_path() -> PathBuf {
+    artefact_path("KP_BIN", "target/release/kern-profile")
+}
+
+fn user_elf_path() -> PathBuf {
+    artefact_path("KP_USER_ELF", "target/examples/user.elf")
+}
+
+fn user_b_elf_path() -> PathBuf {
+    artefact_path("KP_USER_B_ELF", "target/examples/user-b.elf")
 }
 
 pub fn plugin() -> PathBuf {
@@ -39,6 +72,32 @@ pub fn kernel() -> PathBuf {
 
 pub fn bin() -> PathBuf {
     artefact("KP_BIN", "target/release/kern-profile")
+}
+
+/// The user program with its symbols and DWARF (`KP_USER_ELF` overrides it).
+pub fn user_elf() -> PathBuf {
+    artefact("KP_USER_ELF", "target/examples/user.elf")
+}
+
+/// `procs=on`'s second program, with its symbols and DWARF (`KP_USER_B_ELF` overrides it).
+pub fn user_b_elf() -> PathBuf {
+    artefact("KP_USER_B_ELF", "target/examples/user-b.elf")
+}
+
+/// The inputs of the i386 tests, with the plugin: false (and the test goes on) when they are
+/// all there.
+pub fn skip_i386() -> bool {
+    skip_unless(&[Need::Qemu("i386"), Need::Plugin, Need::Kernel, Need::Bin])
+}
+
+/// The inputs of the x86_64 tests, with the plugin.
+pub fn skip_x86_64() -> bool {
+    skip_unless(&[
+        Need::Qemu("x86_64"),
+        Need::Plugin,
+        Need::Bin,
+        Need::Kernel64,
+    ])
 }
 
 /// A fresh directory under target/e2e for one test.
@@ -61,64 +120,82 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// A QEMU command booting `kernel` in `qemu_binary`, COM1 (and with `com2`, COM2) to files
-/// in `dir`, with the plugin writing `dir/raw` when `plugin_args` is given.
+/// The QEMU command `scripts/run-kernel.sh --print0 ARGS` prints (the one place that knows
+/// how to boot the example kernels), stdin from /dev/null.
+pub fn run_kernel_command(args: &[String]) -> Command {
+    let out = Command::new("bash")
+        .arg(root().join("scripts/run-kernel.sh"))
+        .arg("--print0")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash not found");
+    assert!(
+        out.status.success(),
+        "scripts/run-kernel.sh --print0 {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let argv: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .split_terminator('\0')
+        .map(str::to_string)
+        .collect();
+    let mut c = Command::new(&argv[0]);
+    c.args(&argv[1..]).stdin(Stdio::null());
+    c
+}
+
+/// The QEMU command booting `kernel` (`arch`: i386, x86_64, riscv64, aarch64), COM1 (the
+/// `virt` boards' UART) to `dir/com1` and, with `com2`, the memtrace to `dir/memtrace` (i386:
+/// COM2; riscv64 and aarch64: semihosting), with the plugin writing `dir/raw` when
+/// `plugin_args` is given.
 fn qemu_command(
-    qemu_binary: &str,
+    arch: &str,
     kernel: &Path,
     com2: bool,
     dir: &Path,
     plugin_args: Option<&str>,
     append: &str,
 ) -> Command {
-    let mut c = Command::new(qemu_binary);
-    c.args([
-        "-m",
-        "128M",
-        "-display",
-        "none",
-        "-no-reboot",
-        "-monitor",
-        "none",
-    ])
-    .args(["-device", "isa-debug-exit,iobase=0xf4,iosize=0x04"])
-    .arg("-kernel")
-    .arg(kernel)
-    .arg("-serial")
-    .arg(format!("file:{}", dir.join("com1").display()));
-    if com2 {
-        c.arg("-serial")
-            .arg(format!("file:{}", dir.join("memtrace").display()));
-    }
+    let memtrace = match com2 {
+        true => dir.join("memtrace").display().to_string(),
+        false => "none".to_string(),
+    };
+    let mut args: Vec<String> = vec![
+        "--arch".into(),
+        arch.into(),
+        "--kernel".into(),
+        kernel.display().to_string(),
+        "--com1".into(),
+        dir.join("com1").display().to_string(),
+        "--memtrace".into(),
+        memtrace,
+    ];
     if !append.is_empty() {
-        c.args(["-append", append]);
+        args.extend(["-append".into(), append.into()]);
     }
-    if let Some(args) = plugin_args {
-        c.arg("-plugin").arg(format!(
-            "{},out={},{args}",
-            plugin().display(),
-            dir.join("raw").display()
-        ));
+    if let Some(a) = plugin_args {
+        let raw = dir.join("raw");
+        let plugin = format!("{},out={},{a}", plugin().display(), raw.display());
+        args.extend(["--plugin".into(), plugin]);
     }
-    c.stdin(Stdio::null());
-    c
+    run_kernel_command(&args)
 }
 
 /// The QEMU command booting the example kernel, COM1 and COM2 to files in `dir`.
 pub fn qemu(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
-    qemu_command(
-        "qemu-system-i386",
-        &kernel(),
-        true,
-        dir,
-        plugin_args,
-        append,
-    )
+    qemu_command("i386", &kernel(), true, dir, plugin_args, append)
 }
 
 /// Runs `c` (a QEMU command writing into `dir`) and asserts the kernel exited with success
 /// (33); `what` names the kernel in the message.
-pub fn run_to_success(mut c: Command, dir: PathBuf, what: &str) -> Run {
+pub fn run_to_success(c: Command, dir: PathBuf, what: &str) -> Run {
+    run_to_status(c, dir, what, 33)
+}
+
+/// Runs `c` (a QEMU command writing into `dir`) and asserts QEMU exited with `status`, the
+/// kernel's success; `what` names the kernel in the message.
+pub fn run_to_status(mut c: Command, dir: PathBuf, what: &str, status: i32) -> Run {
     c.stdin(Stdio::null());
     let out = output_with_timeout(c, Duration::from_secs(300));
     let run = Run {
@@ -131,8 +208,8 @@ pub fn run_to_success(mut c: Command, dir: PathBuf, what: &str) -> Run {
     };
     assert_eq!(
         run.status,
-        Some(33),
-        "{what} did not exit with success (33)\nstderr: {}\nCOM1: {}",
+        Some(status),
+        "{what} did not exit with success ({status})\nstderr: {}\nCOM1: {}",
         run.stderr,
         run.com1
     );
@@ -145,28 +222,42 @@ pub fn boot(name: &str, plugin_args: &str, append: &str) -> Run {
     run_to_success(qemu(&dir, Some(plugin_args), append), dir, "the kernel")
 }
 
-/// Runs a command, killing it after `limit` (a hung QEMU must fail the test, not CI).
+/// Runs a command, killing it after `limit` (a hung QEMU must fail the test, not CI). Both
+/// pipes are read on threads while it runs, so a child that fills one cannot stall.
 pub fn output_with_timeout(mut c: Command, limit: Duration) -> Output {
+    let program = c.get_program().to_string_lossy().into_owned();
     let mut child = c
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("qemu-system-i386 not found: run scripts/setup.sh");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > limit {
+        .unwrap_or_else(|e| panic!("{program}: {e} (run scripts/setup.sh)"));
+    let stdout = drain(child.stdout.take().unwrap());
+    let stderr = drain(child.stderr.take().unwrap());
+    let status = match child.wait_timeout(limit).unwrap() {
+        Some(status) => status,
+        None => {
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+            child.wait().unwrap();
             panic!(
-                "command timed out after {limit:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
+                "{program} timed out after {limit:?}: {}",
+                String::from_utf8_lossy(&stderr.join().unwrap())
             );
         }
-        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
     }
+}
+
+/// Reads `pipe` to its end on a thread of its own.
+fn drain(mut pipe: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        buf
+    })
 }
 
 /// What a raw file holds, counted record by record.
@@ -271,8 +362,18 @@ pub fn parse_folded(text: &str) -> Vec<(Vec<String>, u64)> {
 /// so samples in the firmware (SeaBIOS, the multiboot loader: `[unknown]`) are left out.
 pub fn kernel_self_counts(folded: &[(Vec<String>, u64)]) -> BTreeMap<String, u64> {
     let mut m = self_counts(folded);
-    m.remove("[unknown]");
+    m.retain(|name, _| !is_unnamed(name));
     m
+}
+
+/// A frame the aggregator gives to an address no symbol covers: `[unknown]`, or what the
+/// CPU mode says it is (`[firmware]`, `[boot, paging off]`, `[boot]`, `[kernel 0x… no
+/// symbol]`).
+pub fn is_unnamed(name: &str) -> bool {
+    matches!(
+        name,
+        "[unknown]" | "[firmware]" | "[boot, paging off]" | "[boot]"
+    ) || (name.starts_with("[kernel 0x") && name.ends_with(" no symbol]"))
 }
 
 /// Self counts per leaf frame name (inline marker `_[i]` removed).
@@ -319,41 +420,35 @@ pub fn hottest() -> String {
 // ---- The x86_64 example kernel (examples/kernel64) ----
 
 /// The x86_64 example kernel: `KP_KERNEL64`, or target/examples/kernel64.elf built (or found
-/// up to date) by scripts/build-kernel64.sh, once per test process.
+/// up to date) by scripts/build-kernel.sh --arch x86_64, once per test process.
 pub fn kernel64() -> PathBuf {
-    static ELF: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ELF.get_or_init(|| {
-        if let Some(p) = std::env::var_os("KP_KERNEL64") {
-            let p = PathBuf::from(p);
-            assert!(p.exists(), "{} not found (KP_KERNEL64)", p.display());
-            return p;
-        }
-        let out = Command::new("bash")
-            .arg(root().join("scripts/build-kernel64.sh"))
-            .stdin(Stdio::null())
-            .output()
-            .expect("bash not found");
-        assert!(
-            out.status.success(),
-            "scripts/build-kernel64.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-    .clone()
+    if let Some(p) = std::env::var_os("KP_KERNEL64") {
+        let p = PathBuf::from(p);
+        assert!(p.exists(), "{} not found (KP_KERNEL64)", p.display());
+        return p;
+    }
+    built_kernel("scripts/build-kernel.sh", &["--arch", "x86_64"]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The QEMU command booting the example kernel of `arch` (i386, x86_64), COM1 and COM2 (the
+/// memtrace) to files in `dir`, with the plugin writing `dir/raw` when `plugin_args` is given.
+pub fn qemu_with_memtrace(
+    arch: &str,
+    dir: &Path,
+    plugin_args: Option<&str>,
+    append: &str,
+) -> Command {
+    let kernel = match arch {
+        "x86_64" => kernel64(),
+        _ => kernel(),
+    };
+    qemu_command(arch, &kernel, true, dir, plugin_args, append)
 }
 
 /// The QEMU command booting the x86_64 example kernel in `qemu-system-x86_64`, COM1 to a file
-/// in `dir` (the kernel has no COM2 output).
+/// in `dir`, no COM2 (the kernel does not mind).
 pub fn qemu64(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
-    qemu_command(
-        "qemu-system-x86_64",
-        &kernel64(),
-        false,
-        dir,
-        plugin_args,
-        append,
-    )
+    qemu_command("x86_64", &kernel64(), false, dir, plugin_args, append)
 }
 
 /// Boots the x86_64 example kernel with the plugin (`plugin_args` after `out=`) and waits for

@@ -17,6 +17,9 @@ fn report_value(block: &str, key: &str) -> u64 {
 
 #[test]
 fn memtrace_gives_documented_totals() {
+    if skip_i386() {
+        return;
+    }
     let run = boot("alloc", "period=1000000", "");
     let k = kernel();
     let k = k.to_str().unwrap();
@@ -83,6 +86,9 @@ fn memtrace_gives_documented_totals() {
 
 #[test]
 fn default_alloc_run_draws_one_svg_per_allocator() {
+    if skip_i386() {
+        return;
+    }
     let run = boot("alloc-svg", "period=1000000", "");
     let k = kernel();
     let out = run.dir.join("svg");

@@ -13,6 +13,9 @@ const SAME_BODY: [&str; 2] = ["kernel::workload::hot_leaf", "kernel::workload::c
 
 #[test]
 fn delay_mode_shares_match_exact_counts_where_emulation_cost_is_the_same() {
+    if skip_i386() {
+        return;
+    }
     // alloc_rounds=0: the allocation phase writes its memtrace to COM2 one byte per QEMU
     // write(2) (~40 ms of host time at the default 279 records), which delay mode weighs by
     // host time: ~3% of the kernel's samples, against 0.02% of its instructions.
@@ -71,6 +74,9 @@ fn delay_mode_shares_match_exact_counts_where_emulation_cost_is_the_same() {
 
 #[test]
 fn delay_mode_records_the_host_timer_and_no_instruction_counts() {
+    if skip_i386() {
+        return;
+    }
     let run = boot("delay-timer", "delay=100", "alloc_rounds=0");
     let c = census(&run.raw);
     let stats = c.stats.expect("a statistics record at exit");

@@ -23,6 +23,9 @@ fn folded(raw: &std::path::Path, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
 
 #[test]
 fn sample_count_is_instructions_over_period() {
+    if skip_i386() {
+        return;
+    }
     let c = census(&run().raw);
     let (samples, stats) = (c.samples, c.stats);
     assert!(c.truncation.is_none());
@@ -46,6 +49,9 @@ fn sample_count_is_instructions_over_period() {
 
 #[test]
 fn hot_leaf_self_share_matches_documentation() {
+    if skip_i386() {
+        return;
+    }
     let counts = kernel_self_counts(&folded(&run().raw, &[]));
     let hot = hottest();
     let doc = expected_functions()
@@ -64,6 +70,9 @@ fn hot_leaf_self_share_matches_documentation() {
 
 #[test]
 fn text_report_shows_hot_leaf_share() {
+    if skip_i386() {
+        return;
+    }
     let raw = run().raw.to_str().unwrap().to_string();
     let k = kernel();
     let text = kern_profile(&[&raw, k.to_str().unwrap(), "-f", "text"]);
@@ -88,6 +97,9 @@ fn text_report_shows_hot_leaf_share() {
 
 #[test]
 fn no_sample_skips_a_caller() {
+    if skip_i386() {
+        return;
+    }
     let edges = call_tree();
     let stacks = folded(&run().raw, &[]);
     let mut checked = 0;
@@ -103,6 +115,9 @@ fn no_sample_skips_a_caller() {
 
 #[test]
 fn exact_counts_match_documentation() {
+    if skip_i386() {
+        return;
+    }
     let r = rounds();
     let inline = self_counts(&folded(&run().raw, &["--exact"]));
     let outer = self_counts(&folded(&run().raw, &["--exact", "--no-inline"]));
@@ -128,6 +143,9 @@ fn exact_counts_match_documentation() {
 /// `--exact`.
 #[test]
 fn exact_only_counts_without_sampling() {
+    if skip_i386() {
+        return;
+    }
     let only = boot("exact-only", "exact=only", "");
     let c = census(&only.raw);
     assert_eq!(c.samples, 0);
@@ -147,6 +165,9 @@ fn exact_only_counts_without_sampling() {
 
 #[test]
 fn inlined_function_is_a_frame_of_its_own_unless_no_inline() {
+    if skip_i386() {
+        return;
+    }
     let e = expected();
     let inl = &e["kernel"]["inlined"];
     let (func, into) = (
@@ -170,6 +191,9 @@ fn inlined_function_is_a_frame_of_its_own_unless_no_inline() {
 
 #[test]
 fn period_runs_are_reproducible() {
+    if skip_i386() {
+        return;
+    }
     let a = self_counts(&folded(&run().raw, &[]));
     let second = boot("period-again", &format!("period={PERIOD}"), "");
     let b = self_counts(&folded(&second.raw, &[]));

@@ -57,6 +57,9 @@ fn folded(raw: &Path, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
 
 #[test]
 fn every_vcpu_is_sampled_and_nothing_is_lost() {
+    if skip_i386() {
+        return;
+    }
     // A corrupt record fails the census, a cut file shows as a truncation.
     let c = census(&run().raw);
     assert_eq!(c.header.vcpus, VCPUS);
@@ -90,6 +93,9 @@ fn every_vcpu_is_sampled_and_nothing_is_lost() {
 
 #[test]
 fn each_vcpu_is_dominated_by_its_own_workload() {
+    if skip_i386() {
+        return;
+    }
     let doc = documented();
     assert_eq!(doc.len(), VCPUS as usize);
     for (cpu, d) in doc.iter().enumerate() {
@@ -123,6 +129,9 @@ fn each_vcpu_is_dominated_by_its_own_workload() {
 
 #[test]
 fn per_cpu_roots_match_the_cpu_filter() {
+    if skip_i386() {
+        return;
+    }
     let doc = documented();
     let all = folded(&run().raw, &["--per-cpu"]);
     for (cpu, d) in doc.iter().enumerate() {
@@ -174,6 +183,9 @@ fn per_cpu_roots_match_the_cpu_filter() {
 
 #[test]
 fn text_report_lists_every_vcpu() {
+    if skip_i386() {
+        return;
+    }
     let raw = run().raw.to_str().unwrap().to_string();
     let k = kernel();
     let text = kern_profile(&[&raw, k.to_str().unwrap(), "-f", "text", "--per-cpu"]);
@@ -190,6 +202,9 @@ fn text_report_lists_every_vcpu() {
 
 #[test]
 fn every_cpu_reports_its_checksum() {
+    if skip_i386() {
+        return;
+    }
     let com1 = &run().com1;
     assert!(com1.contains("smp: 4 CPU(s) in the ACPI MADT"), "{com1}");
     assert!(
@@ -210,6 +225,9 @@ fn every_cpu_reports_its_checksum() {
 
 #[test]
 fn smp_mode_works_with_one_to_three_cpus_and_default_mode_ignores_aps() {
+    if skip_i386() {
+        return;
+    }
     for vcpus in 1..=3u32 {
         let run = boot_smp(&format!("smp{vcpus}"), None, "smp=on rounds=200", vcpus);
         let started = format!("smp: started {} application processor(s)", vcpus - 1);

@@ -34,6 +34,9 @@ fn chromium_dom(url: &str, profile_dir: &std::path::Path) -> String {
 
 #[test]
 fn flamegraph_renders_and_its_search_finds_the_hot_leaf() {
+    if skip_i386() || skip_unless(&[Need::Program("chromium")]) {
+        return;
+    }
     let run = boot("svg", "period=10000", "");
     let svg = run.dir.join("cpu.svg");
     let k = kernel();

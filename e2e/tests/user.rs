@@ -2,7 +2,7 @@
 //! with `--user target/examples/user.elf`, against examples/kernel/expected.toml (`[user]`).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 
 use kern_profile_e2e::*;
@@ -12,19 +12,6 @@ use kern_profile_e2e::*;
 /// third of an smp=on round, walks through a round only ~4 times in a run: the own share of
 /// vCPU 0 came out 0.5 points high.)
 const PERIOD: u64 = 7_919;
-
-/// The user program with its symbols and DWARF (`KP_USER_ELF` overrides it).
-fn user_elf() -> PathBuf {
-    let p = std::env::var_os("KP_USER_ELF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/examples/user.elf"));
-    assert!(
-        p.exists(),
-        "{} not found: run scripts/build.sh (scripts/build-kernel.sh builds it)",
-        p.display()
-    );
-    p
-}
 
 /// One exact=on period run of `user=on` at the documented rounds, shared by the tests.
 fn run() -> &'static Run {
@@ -86,10 +73,13 @@ fn documented() -> Doc {
 
 #[test]
 fn user_functions_are_symbolized_with_documented_shares() {
+    if skip_i386() || skip_unless(&[Need::UserElf]) {
+        return;
+    }
     let doc = documented();
     let stacks = folded(&[]);
     // The documented shares are of the instructions in kernel.elf and user.elf: samples
-    // in the firmware ([unknown]) are left out.
+    // in the firmware ([firmware], or [unknown] in older files) are left out.
     let counts = kernel_self_counts(&stacks);
     for name in [
         "user::user_hot",
@@ -147,6 +137,9 @@ fn split_user_pct(line: &str) -> f64 {
 
 #[test]
 fn text_split_matches_documentation() {
+    if skip_i386() || skip_unless(&[Need::UserElf]) {
+        return;
+    }
     let doc = documented();
     let text = profile(&run().raw, &["-f", "text", "--per-cpu"]);
     let line = text
@@ -173,10 +166,27 @@ fn text_split_matches_documentation() {
 
 #[test]
 fn without_user_binaries_user_samples_are_one_frame() {
+    if skip_i386() || skip_unless(&[Need::UserElf]) {
+        return;
+    }
     let stacks = folded(&["--no-user"]);
-    let user: Vec<&(Vec<String>, u64)> = stacks.iter().filter(|(s, _)| s[0] == "[user]").collect();
+    // User-mode samples: one `[user]` frame. Kernel stacks of system calls go on into the
+    // program beyond `[syscall]`, whose frames, unnamed, are `[user]` too.
+    let (user, kernel): (Vec<_>, Vec<_>) = stacks
+        .iter()
+        .filter(|(s, _)| s[0] == "[user]")
+        .partition(|(s, _)| s.len() == 1);
     assert_eq!(user.len(), 1, "{user:?}");
-    assert_eq!(user[0].0.len(), 1);
+    assert!(
+        kernel.iter().all(|(s, _)| s[1] == "[syscall]"),
+        "{kernel:?}"
+    );
+    let sys_work: u64 = kernel
+        .iter()
+        .filter(|(s, _)| s.last().map(String::as_str) == Some("kernel::user::sys_work"))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(sys_work > 1000, "{kernel:?}");
     assert!(stacks
         .iter()
         .all(|(s, _)| s.iter().all(|f| !f.starts_with("user::"))));
@@ -184,6 +194,9 @@ fn without_user_binaries_user_samples_are_one_frame() {
 
 #[test]
 fn system_calls_are_shown_inside_the_user_program() {
+    if skip_i386() || skip_unless(&[Need::UserElf]) {
+        return;
+    }
     let stacks = folded(&[]);
     let e = expected();
     let chain: Vec<&str> = e["kernel"]["user"]["syscall_chain"]
@@ -222,6 +235,9 @@ fn system_calls_are_shown_inside_the_user_program() {
 
 #[test]
 fn exact_counts_of_the_user_program_match_documentation() {
+    if skip_i386() || skip_unless(&[Need::UserElf]) {
+        return;
+    }
     let doc = documented();
     let exact = folded(&["--exact"]);
     let counts = self_counts(&exact);
@@ -240,6 +256,9 @@ fn exact_counts_of_the_user_program_match_documentation() {
 
 #[test]
 fn samples_follow_the_instructions_and_the_modes() {
+    if skip_i386() || skip_unless(&[Need::UserElf]) {
+        return;
+    }
     let c = census(&run().raw);
     let (samples, user, stats) = (c.samples, c.user, c.stats);
     let stats = stats.expect("a statistics record");

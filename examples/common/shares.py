@@ -11,6 +11,9 @@ import sys
 import tempfile
 import threading
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from kernel_command import qemu_command  # noqa: E402
+
 # Both kernels' workloads: functions (short names) and their static call tree.
 TREE = {
     "kmain": ["run_workload"],
@@ -69,9 +72,10 @@ def in_ranges(ranges, pc):
     return any(lo <= pc < hi for lo, hi in ranges)
 
 
-def run_counted(qemu, elf, rounds, append="", smp=1, qemu_args=()):
-    """PC -> executions for one boot with rounds=R, via a FIFO log; with smp > 1, a dict
-    vCPU -> (PC -> executions). `qemu_args` go after COM1's `-serial`."""
+def run_counted(arch, qemu, elf, rounds, append="", smp=1, qemu_args=()):
+    """PC -> executions for one boot of `arch`'s kernel (i386, x86_64) with rounds=R, via a
+    FIFO log; with smp > 1, a dict vCPU -> (PC -> executions). `qemu_args` go after COM1's
+    `-serial` and the exit device (scripts/run-kernel.sh's command line)."""
     tmp = tempfile.mkdtemp(prefix="kp-measure-")
     fifo = os.path.join(tmp, "exec.log")
     os.mkfifo(fifo)
@@ -99,11 +103,10 @@ def run_counted(qemu, elf, rounds, append="", smp=1, qemu_args=()):
     t = threading.Thread(target=reader)
     t.start()
     accel = "tcg,one-insn-per-tb=on" if smp == 1 else "tcg,thread=single,one-insn-per-tb=on"
-    cmd = [qemu, "-kernel", elf, "-display", "none", "-no-reboot", "-monitor", "none",
-           "-serial", "file:" + os.path.join(tmp, "com1.txt"), *qemu_args,
-           "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
-           "-append", f"{append} rounds={rounds}".strip(),
-           "-accel", accel, "-d", "exec,nochain", "-D", fifo]
+    cmd = qemu_command(arch, "--kernel", elf, "--com1", os.path.join(tmp, "com1.txt"),
+                       "--memtrace", "none", *qemu_args,
+                       "-append", f"{append} rounds={rounds}".strip(),
+                       "-accel", accel, "-d", "exec,nochain", "-D", fifo, qemu=qemu)
     if smp > 1:
         cmd += ["-smp", str(smp)]
     rc = subprocess.run(cmd).returncode

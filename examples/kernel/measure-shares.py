@@ -70,7 +70,7 @@ def main():
         return main_user(args)
     shares.measure_cpu(
         args,
-        lambda r: run_counted(args.qemu, args.elf, r, qemu_args=COM2_NULL),
+        lambda r: run_counted("i386", args.qemu, args.elf, r, qemu_args=COM2_NULL),
         text_ranges(args.elf),
         WORKLOAD,
         args.target_rounds or shares.default_rounds(HERE),
@@ -100,7 +100,7 @@ def main_smp(args):
     runs = {}  # rounds -> cpu -> name -> count
     for r in args.rounds + ([args.check] if args.check else []):
         print(f"measuring smp=on rounds={r} under -smp {args.smp} ...", file=sys.stderr)
-        per_cpu = run_counted(args.qemu, args.elf, r, "smp=on", smp=args.smp, qemu_args=COM2_NULL)
+        per_cpu = run_counted("i386", args.qemu, args.elf, r, "smp=on", smp=args.smp, qemu_args=COM2_NULL)
         runs[r] = {}
         for cpu in range(args.smp):
             _, inl, other = attribute(per_cpu.get(cpu, {}), args.elf, ranges)
@@ -183,7 +183,7 @@ def main_user(args):
     runs = {}
     for r in args.rounds + ([args.check] if args.check else []):
         print(f"measuring user=on rounds={r} ...", file=sys.stderr)
-        counts = run_counted(args.qemu, args.elf, r, "user=on", qemu_args=COM2_NULL)
+        counts = run_counted("i386", args.qemu, args.elf, r, "user=on", qemu_args=COM2_NULL)
         _, kinl, outside = attribute(counts, args.elf, kranges)
         ucounts = {pc: n for pc, n in counts.items() if shares.in_ranges(uranges, pc)}
         _, uinl, _ = attribute(ucounts, args.user_elf, uranges)

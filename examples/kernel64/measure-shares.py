@@ -52,15 +52,15 @@ def main():
     args = ap.parse_args()
     shares.measure_cpu(
         args,
-        lambda r: shares.run_counted(args.qemu, args.elf, r, qemu_args=["-m", "128M"]),
+        lambda r: shares.run_counted("x86_64", args.qemu, args.elf, r),
         shares.code_ranges(args.elf),
         WORKLOAD,
         args.target_rounds or shares.default_rounds(HERE),
         "examples/kernel64/measure-shares.py",
         ["# Denominator of every share: instructions executed at PCs inside kernel64.elf's",
          "# executable sections (.boot: 32-bit bootstrap; .text: higher half) during the whole",
-         "# run (boot, CPU phase, exit)."],
-        "boot + exit",
+         "# run (boot, CPU phase, alloc phase at the default alloc_rounds, exit)."],
+        "boot + alloc phase + exit",
     )
 
 

@@ -1,9 +1,7 @@
 //! The command line (`-append`, from the device tree's `/chosen/bootargs`), parsed by
-//! ../common/cmdline.rs with the i386 kernel's keys and defaults (examples/kernel/src/multiboot.rs).
+//! kernel_common::cmdline with the i386 kernel's keys and defaults (examples/kernel/src/multiboot.rs).
 
-#[allow(dead_code)] // `read`: the multiboot command line
-#[path = "../common/cmdline.rs"]
-mod cmdline;
+use kernel_common::cmdline;
 pub use cmdline::Crash;
 
 pub const DEFAULT_ROUNDS: u32 = 10_000;

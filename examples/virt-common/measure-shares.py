@@ -36,12 +36,10 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(ROOT, "examples", "common"))
 import shares  # noqa: E402
+from kernel_command import qemu_command  # noqa: E402 (put on the path by shares)
 from shares import FUNCS, SLACK, TREE, attribute, check_linear, linear, write_block  # noqa: E402
 
-MACHINE = {
-    "riscv64": ["-M", "virt", "-bios", "none"],
-    "aarch64": ["-M", "virt", "-cpu", "cortex-a57"],
-}
+ARCHES = ["aarch64", "riscv64"]
 # The system-call entry (arch.rs), between the user program and syscall_dispatch.
 SYSCALL_ENTRY = {"riscv64": "trap_vector", "aarch64": "svc_entry"}
 WORKLOAD = "kernel::workload::"
@@ -81,11 +79,9 @@ def run_counted(args, rounds, append="", smp=1):
     t.start()
     accel = "tcg,one-insn-per-tb=on" if smp == 1 else "tcg,thread=single,one-insn-per-tb=on"
     com1 = os.path.join(tmp, "com1.txt")
-    cmd = [args.qemu, *MACHINE[args.arch], "-kernel", args.elf, "-m", "128M", "-display", "none",
-           "-no-reboot", "-monitor", "none", "-serial", "file:" + com1,
-           "-semihosting-config", "enable=on,target=native",
-           "-append", f"{append} rounds={rounds}".strip(),
-           "-accel", accel, "-d", "exec,nochain", "-D", fifo]
+    cmd = qemu_command(args.arch, "--kernel", args.elf, "--com1", com1, "--memtrace", "none",
+                       "-append", f"{append} rounds={rounds}".strip(),
+                       "-accel", accel, "-d", "exec,nochain", "-D", fifo, qemu=args.qemu)
     if smp > 1:
         cmd += ["-smp", str(smp)]
     rc = subprocess.run(cmd).returncode
@@ -302,7 +298,7 @@ def main_user(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--arch", choices=sorted(MACHINE), required=True)
+    ap.add_argument("--arch", choices=ARCHES, required=True)
     ap.add_argument("--mode", choices=["cpu", "smp", "user"], default="cpu")
     ap.add_argument("--elf")
     ap.add_argument("--user-elf")

@@ -1,7 +1,7 @@
 //! The C memory functions LLVM may call (no libc here). Byte loops through volatile
 //! accesses, so that LLVM cannot recognise them as copies and call memcpy (itself); they
 //! only run in the allocation phase and the user program's loading. memcmp and bcmp are the
-//! x86 kernels' (../common/mem.rs).
+//! x86 kernels' (kernel_common::mem).
 
 #[no_mangle]
 pub unsafe extern "C" fn memcpy(dst: *mut u8, src: *const u8, n: usize) -> *mut u8 {
@@ -37,5 +37,4 @@ pub unsafe extern "C" fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
     dst
 }
 
-#[path = "../common/mem.rs"]
-mod cmp;
+// memcmp and bcmp: kernel_common::mem.

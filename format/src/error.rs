@@ -8,7 +8,7 @@ pub enum FormatError {
     Io(#[from] io::Error),
     #[error("not a kern-profile raw file (bad magic at offset 0)")]
     BadMagic,
-    #[error("unsupported raw format version {0} (this build reads versions 1 and 2)")]
+    #[error("unsupported raw format version {0} (this build reads versions 1 to {max}: a newer kern-profile wrote it)", max = crate::MAX_VERSION)]
     UnsupportedVersion(u16),
     #[error("file too short for a header ({0} bytes)")]
     ShortHeader(usize),

@@ -8,8 +8,12 @@ pub const VERSION: u16 = 1;
 /// Version 2: samples also carry the CPU mode, the privilege level, the return-address
 /// register and the page-table base (see FORMAT.md).
 pub const VERSION_2: u16 = 2;
+/// Version 3: version 2 plus the allocation-hook records (kinds 5, 7 and 8), written when
+/// the plugin hooks allocators (`alloc=`). A reader of version 2 refuses such a file rather
+/// than skip its allocation events unseen.
+pub const VERSION_3: u16 = 3;
 /// The newest version this crate reads; it reads every version from 1.
-pub const MAX_VERSION: u16 = VERSION_2;
+pub const MAX_VERSION: u16 = VERSION_3;
 /// Header bytes before the QEMU version string.
 pub const HEADER_FIXED_LEN: usize = 41;
 
@@ -129,7 +133,7 @@ impl Header {
         self.encode_version(VERSION, out);
     }
 
-    /// Appends the header of a file of format `version` (1 or 2: the same layout) to `out`.
+    /// Appends the header of a file of format `version` (1 to 3: the same layout) to `out`.
     pub fn encode_version(&self, version: u16, out: &mut Vec<u8>) {
         let format_version = version;
         let version = self.qemu_version.as_bytes();

@@ -5,6 +5,11 @@ use std::io::Read;
 use crate::error::FormatError;
 use crate::source::{u64_at, Source, Truncation};
 
+/// The original plugin always writes the PC, so samples without any address are damage;
+/// this many in a row mean the input is no sample file at all (a stream of zeros would
+/// otherwise be an endless valid one).
+pub const LEGACY_MAX_EMPTY_RUN: u32 = 256;
+
 /// One legacy sample: the PC then return addresses, borrowing the reader's buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct LegacySample<'a> {
@@ -30,6 +35,8 @@ pub struct LegacyReader<R> {
     src: Source<R>,
     truncation: Option<Truncation>,
     record_offset: u64,
+    /// Samples without any address read in a row.
+    empty_run: u32,
 }
 
 impl<R: Read> LegacyReader<R> {
@@ -38,6 +45,7 @@ impl<R: Read> LegacyReader<R> {
             src: Source::new(inner),
             truncation: None,
             record_offset: 0,
+            empty_run: 0,
         }
     }
 
@@ -60,6 +68,16 @@ impl<R: Read> LegacyReader<R> {
         }
         self.record_offset = self.src.offset();
         let n = self.src.peek(1)[0] as usize;
+        self.empty_run = if n == 0 { self.empty_run + 1 } else { 0 };
+        if self.empty_run > LEGACY_MAX_EMPTY_RUN {
+            return Err(FormatError::Corrupt {
+                offset: self.record_offset - u64::from(LEGACY_MAX_EMPTY_RUN),
+                what: format!(
+                    "more than {LEGACY_MAX_EMPTY_RUN} samples in a row without any address: \
+                     not a sample file (a stream of zeros?)"
+                ),
+            });
+        }
         let len = 1 + 8 * n;
         if !self.src.fill(len)? {
             self.truncation = Some(self.src.truncation(len));

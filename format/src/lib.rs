@@ -7,10 +7,14 @@
 //!
 //! Each concept has one type here: [`StopReason`] and its tally [`StopCounts`], the sampling
 //! setting [`SamplingMode`], the exit [`Stats`], and [`RawSummary`], the count of a raw
-//! file's records that every consumer shares.
+//! file's records that every consumer shares. Version 3 adds the allocation-hook records
+//! ([`AllocTable`], [`AllocEvent`], [`AllocHookStats`]).
 
+mod alloc_record;
+mod code_bytes;
 mod error;
 mod header;
+mod input_file;
 mod legacy;
 mod machine;
 pub mod memtrace;
@@ -22,11 +26,16 @@ mod stop_reason;
 mod summary;
 mod timer_record;
 
+pub use alloc_record::{
+    alloc_flags, AllocEvent, AllocEventRef, AllocHookStats, AllocTable, HookedFunction,
+};
+pub use code_bytes::{CodeBytes, MAX_CODE_BYTES};
 pub use error::FormatError;
 pub use header::{
-    Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, MAX_VERSION, VERSION, VERSION_2,
+    Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, MAX_VERSION, VERSION, VERSION_2, VERSION_3,
 };
-pub use legacy::{LegacyReader, LegacySample};
+pub use input_file::open_input;
+pub use legacy::{LegacyReader, LegacySample, LEGACY_MAX_EMPTY_RUN};
 pub use machine::{CpuMode, Privilege};
 pub use raw_reader::{ExactBlock, ExactBlocks, RawReader, Record, SampleRef};
 pub use raw_writer::{
@@ -45,12 +54,17 @@ pub mod kind {
     pub const STATS: u8 = 3;
     /// `delay=`: the host timer's ticks and each vCPU's idle time (written at exit).
     pub const HOST_TIMER: u8 = 4;
-    /// Reserved (format version 2): allocator calls the recorder hooked (issue 15's
-    /// allocation events). Readers of this version skip it as an unknown kind.
+    /// Format version 3: one allocator call the recorder hooked (`alloc=`). Reserved in
+    /// version 2, whose readers skip it as an unknown kind.
     pub const ALLOC_EVENT: u8 = 5;
-    /// Reserved (format version 2): a few code bytes at sampled user addresses, to tell
-    /// programs linked at the same addresses apart (issue 18). Skipped like [`ALLOC_EVENT`].
+    /// A few code bytes at a sampled user address, with its address space, to tell
+    /// programs linked at the same addresses apart ([`crate::CodeBytes`]).
     pub const CODE_BYTES: u8 = 6;
+    /// Format version 3: the allocators and hooked functions that allocation events name,
+    /// written once, right after the header.
+    pub const ALLOC_TABLE: u8 = 7;
+    /// Format version 3: the allocation hooks' event counts (written at exit).
+    pub const ALLOC_STATS: u8 = 8;
 }
 
 /// Frame values below [`frame_marker::LIMIT`] are not return addresses but markers of where

@@ -93,7 +93,8 @@ pub struct Skip {
     pub bytes: u64,
 }
 
-/// Streaming memtrace reader. Strict by default: a bad op byte is an error naming its offset.
+/// Streaming memtrace reader. Strict by default: a bad op byte or an empty allocator name is
+/// an error naming its offset.
 /// Lenient: skips ahead to the next plausible record and remembers what it skipped.
 pub struct MemtraceReader<R> {
     src: Source<R>,
@@ -143,6 +144,14 @@ impl<R: Read> MemtraceReader<R> {
             return Ok(Parse::Short { needed: need });
         }
         let nlen = self.src.peek(1)[0] as usize;
+        if nlen == 0 {
+            // Every Maestro allocator has a name; without this a stream of zeros would be
+            // an endless trace of null allocations by a nameless allocator.
+            return Ok(Parse::Bad(format!(
+                "record without an allocator name (length byte 0) at byte offset {}",
+                self.src.offset()
+            )));
+        }
         need = 1 + nlen + 18;
         if !self.src.fill(need)? {
             return Ok(Parse::Short { needed: need });

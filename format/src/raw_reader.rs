@@ -2,6 +2,8 @@
 
 use std::io::Read;
 
+use crate::alloc_record::{AllocEventRef, AllocHookStats, AllocTable};
+use crate::code_bytes::CodeBytes;
 use crate::error::FormatError;
 use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
@@ -149,6 +151,14 @@ pub enum Record<'a> {
     Stats(Stats),
     /// `delay=`: the timer thread's ticks and each vCPU's idle time.
     HostTimer(HostTimerStats),
+    /// Code bytes at a sampled user address, in an address space.
+    CodeBytes(CodeBytes<'a>),
+    /// Version 3: the allocators and hooked functions events refer to.
+    AllocTable(AllocTable),
+    /// Version 3: one hooked allocator call.
+    AllocEvent(AllocEventRef<'a>),
+    /// Version 3: the allocation hooks' counts at exit.
+    AllocStats(AllocHookStats),
     /// A record kind this version does not know; skipped.
     Unknown {
         kind: u8,
@@ -205,7 +215,7 @@ impl<R: Read> RawReader<R> {
         &self.header
     }
 
-    /// The file's format version (1 or 2).
+    /// The file's format version (1 to 3).
     pub fn version(&self) -> u16 {
         self.version
     }
@@ -253,6 +263,7 @@ impl<R: Read> RawReader<R> {
         // The bytes stay in the buffer until the next fill, so borrow them from there.
         let body = &self.src_slice_before(len);
         let width = self.width;
+        let v3 = self.version >= crate::VERSION_3;
         let rec = match kind {
             kind::SAMPLE if self.version >= crate::VERSION_2 => {
                 Record::Sample(decode_sample_v2(body, width, offset)?)
@@ -265,6 +276,12 @@ impl<R: Read> RawReader<R> {
                     corrupt(offset, "host-timer record has the wrong length".into())
                 })?)
             }
+            kind::CODE_BYTES => Record::CodeBytes(CodeBytes::decode(body, width, offset)?),
+            kind::ALLOC_TABLE if v3 => Record::AllocTable(AllocTable::decode(body, width, offset)?),
+            kind::ALLOC_EVENT if v3 => {
+                Record::AllocEvent(AllocEventRef::decode(body, width, offset)?)
+            }
+            kind::ALLOC_STATS if v3 => Record::AllocStats(AllocHookStats::decode(body, offset)?),
             other => Record::Unknown {
                 kind: other,
                 offset,

@@ -24,7 +24,7 @@ pub struct SampleRecord<'a> {
     pub entry_resolved: bool,
 }
 
-fn push_word(out: &mut Vec<u8>, v: u64, width: usize) {
+pub(crate) fn push_word(out: &mut Vec<u8>, v: u64, width: usize) {
     if width == 4 {
         out.extend_from_slice(&(v as u32).to_le_bytes());
     } else {
@@ -32,14 +32,14 @@ fn push_word(out: &mut Vec<u8>, v: u64, width: usize) {
     }
 }
 
-fn begin(out: &mut Vec<u8>, kind: u8) -> usize {
+pub(crate) fn begin(out: &mut Vec<u8>, kind: u8) -> usize {
     out.push(kind);
     let at = out.len();
     out.extend_from_slice(&[0; 4]);
     at
 }
 
-fn finish(out: &mut [u8], len_at: usize) {
+pub(crate) fn finish(out: &mut [u8], len_at: usize) {
     let len = (out.len() - len_at - 4) as u32;
     out[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
 }
@@ -47,6 +47,8 @@ fn finish(out: &mut [u8], len_at: usize) {
 /// Appends one sample record of format version 1. At most `u16::MAX` frames are kept.
 pub fn encode_sample(out: &mut Vec<u8>, ptr_width: usize, s: &SampleRecord<'_>) {
     let frames = &s.frames[..s.frames.len().min(u16::MAX as usize)];
+    // One capacity check for the whole record (this runs in the sampling callback).
+    out.reserve(29 + (3 + frames.len()) * ptr_width);
     let at = begin(out, kind::SAMPLE);
     out.extend_from_slice(&s.vcpu.to_le_bytes());
     let mut flags = 0;
@@ -94,6 +96,7 @@ pub fn encode_sample_v2(
     x: &SampleExtras,
 ) {
     let frames = &s.frames[..s.frames.len().min(u16::MAX as usize)];
+    out.reserve(41 + (4 + frames.len()) * ptr_width);
     let user = match x.privilege {
         Privilege::Unknown => s.user,
         p => p == Privilege::User,

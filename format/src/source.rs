@@ -70,10 +70,13 @@ impl<R: Read> Source<R> {
             self.end -= self.pos;
             self.pos = 0;
         }
-        if self.buf.len() < n {
-            self.buf.resize(n.max(CHUNK), 0);
-        }
         while self.end < n && !self.eof {
+            if self.end == self.buf.len() {
+                // Grow with the bytes that arrive, at most doubling, never to a length
+                // field's word alone: memory stays within twice what the file holds.
+                let grow = self.buf.len().min(n - self.end);
+                self.buf.resize(self.buf.len() + grow, 0);
+            }
             match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
                 Ok(k) => self.end += k,

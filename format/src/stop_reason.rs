@@ -19,17 +19,25 @@ pub enum StopReason {
     DepthLimit = 4,
     /// A frame held a null return address.
     NullReturnAddress = 5,
+    /// The sample read as much guest memory as one sample may (the recorder's bound on
+    /// its cost, whatever the guest's stacks look like).
+    ReadBudget = 6,
+    /// The next frame pointer lay beyond the stack's span (recorder: 128 KiB above where the
+    /// stack's walk began): not read, since it may point at device memory.
+    OffStack = 7,
 }
 
 impl StopReason {
     /// All reasons, indexed by their byte value.
-    pub const ALL: [StopReason; 6] = [
+    pub const ALL: [StopReason; 8] = [
         StopReason::NullFramePointer,
         StopReason::Misaligned,
         StopReason::NotIncreasing,
         StopReason::Unreadable,
         StopReason::DepthLimit,
         StopReason::NullReturnAddress,
+        StopReason::ReadBudget,
+        StopReason::OffStack,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {
@@ -45,6 +53,8 @@ impl StopReason {
             StopReason::Unreadable => "unreadable memory",
             StopReason::DepthLimit => "depth limit",
             StopReason::NullReturnAddress => "null return address",
+            StopReason::ReadBudget => "read budget spent",
+            StopReason::OffStack => "frame pointer off the stack",
         }
     }
 
@@ -90,7 +100,7 @@ impl StopCounts {
         if i >= self.0.len() {
             self.0.resize(i + 1, 0);
         }
-        self.0[i] += 1;
+        self.0[i] = self.0[i].saturating_add(1);
     }
 
     pub fn merge(&mut self, other: &StopCounts) {
@@ -98,7 +108,7 @@ impl StopCounts {
             self.0.resize(other.0.len(), 0);
         }
         for (a, b) in self.0.iter_mut().zip(&other.0) {
-            *a += b;
+            *a = a.saturating_add(*b);
         }
     }
 
@@ -106,8 +116,9 @@ impl StopCounts {
         self.0.get(r as usize).copied().unwrap_or(0)
     }
 
+    /// All stops; saturating, as counts come from files.
     pub fn total(&self) -> u64 {
-        self.0.iter().sum()
+        self.0.iter().fold(0u64, |t, &n| t.saturating_add(n))
     }
 
     /// `(reason byte, count)` of every reason counted at least once, in byte order.
@@ -187,7 +198,7 @@ mod tests {
         c.add(StopReason::NullFramePointer);
         c.add(StopReason::DepthLimit);
         assert_eq!(c, [2, 0, 0, 0, 1]);
-        assert_eq!(c, vec![2, 0, 0, 0, 1, 0, 0]);
+        assert_eq!(c, vec![2, 0, 0, 0, 1, 0, 0, 0, 0]);
         assert_eq!(c.get(StopReason::DepthLimit), 1);
         assert_eq!(c.get(StopReason::NullReturnAddress), 0);
         assert_eq!(c.to_string(), "null frame pointer 2, depth limit 1");

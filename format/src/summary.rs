@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
+use crate::alloc_record::AllocHookStats;
 use crate::error::FormatError;
 use crate::raw_reader::{RawReader, Record, SampleRef};
 use crate::source::Truncation;
@@ -76,8 +77,13 @@ pub struct RawSummary {
     pub exact_records: u64,
     pub exact_blocks: u64,
     pub exact_instructions: u64,
+    /// Code-bytes records (user code at sampled addresses, per address space).
+    pub code_bytes: u64,
     /// Records of kinds this version does not know (skipped).
     pub unknown_records: u64,
+    /// Version 3: allocation events (hooked allocator calls), and the hooks' counts at exit.
+    pub alloc_events: u64,
+    pub alloc_stats: Option<AllocHookStats>,
     /// The statistics record, when the run ended cleanly.
     pub stats: Option<Stats>,
     /// The host-timer record (`delay=`), when the run ended cleanly.
@@ -113,6 +119,10 @@ impl RawSummary {
             }
             Record::Stats(s) => self.stats = Some(s.clone()),
             Record::HostTimer(t) => self.host_timer = Some(t.clone()),
+            Record::CodeBytes(_) => self.code_bytes += 1,
+            Record::AllocTable(_) => {}
+            Record::AllocEvent(_) => self.alloc_events += 1,
+            Record::AllocStats(s) => self.alloc_stats = Some(*s),
             Record::Unknown { .. } => self.unknown_records += 1,
         }
     }

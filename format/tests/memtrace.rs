@@ -259,3 +259,47 @@ fn records_spanning_the_read_buffer_boundary() {
     assert_eq!(n, offsets.len());
     assert_eq!(r.truncation(), None);
 }
+
+#[test]
+fn zeros_are_no_trace() {
+    // /dev/zero or a zeroed file: strict stops at the first byte...
+    let zeros = vec![0u8; 4096];
+    let mut r = MemtraceReader::new(&zeros[..], false);
+    match r.next_record() {
+        Err(FormatError::Corrupt { offset, what }) => {
+            assert_eq!(offset, 0);
+            assert!(what.contains("without an allocator name"), "{what}");
+        }
+        other => panic!("expected a corrupt-record error, got {other:?}"),
+    }
+    // ...and lenient skips them all as one region, finding no record.
+    let mut r = MemtraceReader::new(&zeros[..], true);
+    assert!(read_all(&mut r).unwrap().is_empty());
+    assert_eq!(
+        r.skips(),
+        &[Skip {
+            offset: 0,
+            bytes: 4096
+        }]
+    );
+}
+
+#[test]
+fn nameless_records_are_skipped_by_the_lenient_reader() {
+    let (mut b, offsets) = sample();
+    let mut nameless = Vec::new();
+    encode_record(&mut nameless, b"", Op::Alloc, 0x3000, 8, &[]);
+    let at = offsets[1] as usize;
+    b.splice(at..at, nameless.iter().copied());
+    let mut r = MemtraceReader::new(&b[..], true);
+    let recs = read_all(&mut r).unwrap();
+    assert_eq!(recs.len(), 3);
+    assert!(recs.iter().all(|r| !r.allocator.is_empty()));
+    assert_eq!(
+        r.skips(),
+        &[Skip {
+            offset: offsets[1],
+            bytes: nameless.len() as u64
+        }]
+    );
+}

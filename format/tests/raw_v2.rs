@@ -74,10 +74,11 @@ fn headers_of_every_architecture() {
     let mut v1 = Vec::new();
     header(Arch::I386).encode(&mut v1);
     assert_eq!(RawReader::new(&v1[..]).unwrap().version(), VERSION);
-    v1[8] = 3;
+    // Version 3 (allocation hooks) is read since; the next one is refused.
+    v1[8] = 4;
     let e = RawReader::new(&v1[..]).err().unwrap();
-    assert!(matches!(e, FormatError::UnsupportedVersion(3)));
-    assert!(e.to_string().contains("versions 1 and 2"), "{e}");
+    assert!(matches!(e, FormatError::UnsupportedVersion(4)));
+    assert!(e.to_string().contains("versions 1 to 3"), "{e}");
 }
 
 #[test]
@@ -168,7 +169,8 @@ fn damaged_v2_records() {
 #[test]
 fn reserved_kinds_are_skipped_and_summaries_count_v2() {
     let mut out = v2_file(Arch::Aarch64, &extras());
-    for k in [kind::ALLOC_EVENT, kind::CODE_BYTES] {
+    // Kind 6 (code bytes) has its layout now; kind 5 is still reserved.
+    for k in [kind::ALLOC_EVENT, 77] {
         out.extend_from_slice(&[k, 2, 0, 0, 0, 0xaa, 0xbb]);
     }
     encode_sample_v2(&mut out, 8, &sample(&[]), &SampleExtras::default());
@@ -207,4 +209,73 @@ fn random_bytes_never_panic_in_v2() {
             }
         }
     }
+}
+
+#[test]
+fn code_bytes_round_trip_in_both_widths() {
+    for arch in [Arch::I386, Arch::X86_64] {
+        let h = header(arch);
+        let mut out = Vec::new();
+        h.encode_version(VERSION_2, &mut out);
+        let code = [0x55, 0x89, 0xe5, 0x83, 0xec, 0x08];
+        let rec = CodeBytes {
+            vcpu: 1,
+            page_table_base: 0x0011_0000,
+            vaddr: 0x0400_0210,
+            bytes: &code,
+        };
+        rec.encode(&mut out, h.ptr_width());
+        encode_sample_v2(&mut out, h.ptr_width(), &sample(&FRAMES), &extras());
+        let mut r = RawReader::new(&out[..]).unwrap();
+        match r.next_record().unwrap() {
+            Some(Record::CodeBytes(c)) => assert_eq!(c, rec),
+            other => panic!("expected code bytes, got {other:?}"),
+        }
+        assert!(matches!(r.next_record().unwrap(), Some(Record::Sample(_))));
+        let sum = RawSummary::read(&mut RawReader::new(&out[..]).unwrap()).unwrap();
+        assert_eq!(
+            (sum.code_bytes, sum.samples, sum.unknown_records),
+            (1, 1, 0)
+        );
+    }
+}
+
+#[test]
+fn bad_code_bytes_records_are_named() {
+    let h = header(Arch::I386);
+    let mut out = Vec::new();
+    h.encode_version(VERSION_2, &mut out);
+    let at = out.len() as u64;
+    CodeBytes {
+        vcpu: 0,
+        page_table_base: 1,
+        vaddr: 2,
+        bytes: &[1, 2, 3],
+    }
+    .encode(&mut out, 4);
+    // n says 4 bytes follow, the record holds 3.
+    let n_at = out.len() - 3 - 2;
+    out[n_at] = 4;
+    match RawReader::new(&out[..]).unwrap().next_record() {
+        Err(FormatError::Corrupt { offset, what }) => {
+            assert_eq!(offset, at);
+            assert!(what.contains("code-bytes"), "{what}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
+    // Cut inside the record: everything before it, and where it was cut.
+    let mut cut = Vec::new();
+    h.encode_version(VERSION_2, &mut cut);
+    let keep = cut.len();
+    CodeBytes {
+        vcpu: 0,
+        page_table_base: 1,
+        vaddr: 2,
+        bytes: &[1, 2, 3],
+    }
+    .encode(&mut cut, 4);
+    cut.truncate(keep + 9);
+    let mut r = RawReader::new(&cut[..]).unwrap();
+    assert!(r.next_record().unwrap().is_none());
+    assert!(r.truncation().is_some());
 }

@@ -6,7 +6,8 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 
 use kern_profile_format::{SamplingMode, Stats, StopCounts};
-use kern_profile_recorder::summary::{summary_line, timer_line};
+use kern_profile_recorder::alloc_hooks::CallCounts;
+use kern_profile_recorder::summary::{alloc_line, summary_line, timer_line};
 use qemu_plugin_sys as sys;
 
 use crate::{guard, lock_within, stderr_line, timer, Plugin, EXIT_LOCK_WAIT, PLUGIN};
@@ -23,7 +24,7 @@ fn finish() {
         return;
     }
     let timer = timer::stop(p);
-    let (stops, mut vcpu_instructions) = drain_vcpus(p);
+    let (stops, mut vcpu_instructions, calls) = drain_vcpus(p);
     // Only `period=` counts instructions; otherwise an empty list says so.
     if !matches!(p.cfg.sampling, SamplingMode::PeriodInstructions(_)) {
         vcpu_instructions.clear();
@@ -41,6 +42,14 @@ fn finish() {
     if let Some(t) = &timer {
         t.encode(&mut trailer);
     }
+    let alloc_stats = p.alloc.as_ref().map(|_| {
+        let s = crate::alloc::stats(
+            fin.events_written,
+            p.writer.dropped_events() + fin.events_failed,
+        );
+        s.encode(&mut trailer);
+        s
+    });
     let stats = Stats {
         samples: fin.samples_written,
         dropped: p.writer.dropped() + fin.samples_failed,
@@ -48,29 +57,34 @@ fn finish() {
         vcpu_instructions,
     };
     stats.encode(&mut trailer);
+    // The writer thread reported its own error when it happened; only a new one is news.
     if let Err(e) = fin.out.write_all(&trailer).and_then(|()| fin.out.flush()) {
-        fin.error.get_or_insert(e);
-    }
-    if let Some(e) = &fin.error {
-        stderr_line(&format!(
-            "kern-profile: writing {} failed: {e}",
-            p.cfg.out.display()
-        ));
+        if fin.error.is_none() {
+            stderr_line(&format!(
+                "kern-profile: writing {} failed: {e}; the file has no statistics record",
+                p.cfg.out.display()
+            ));
+        }
     }
     stderr_line(&summary_line(&stats, exact_blocks, &p.cfg.out));
     if let Some(t) = &timer {
         stderr_line(&timer_line(t));
     }
+    if let (Some(a), Some(s)) = (&p.alloc, alloc_stats) {
+        stderr_line(&alloc_line(&s, a.set.hooks.len(), &calls, &a.set.skipped));
+    }
 }
 
-/// Hands every vCPU's last batch to the writer; returns the unwind stops of all vCPUs and
-/// each one's instruction count.
-fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>) {
+/// Hands every vCPU's last batch to the writer (with `alloc=`, after its pending calls as
+/// calls that never returned); returns the unwind stops of all vCPUs, each one's instruction
+/// count, and what the hooked calls did.
+fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>, CallCounts) {
     // vCPUs may still run (the guest wrote isa-debug-exit from one of them): each vCPU's
     // lock orders its last callback before what is read here.
     let mut stops = StopCounts::default();
     let mut icounts = vec![0u64; p.smp_vcpus];
     let mut busy = Vec::new();
+    let mut calls = CallCounts::default();
     for (i, slot) in p.vcpus.iter().enumerate() {
         let Some(mut v) = lock_within(&slot.0, EXIT_LOCK_WAIT) else {
             busy.push(i);
@@ -84,6 +98,12 @@ fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>) {
         }
         icounts[i] = v.counter.instructions(p.acc.get(i as u32));
         stops.merge(v.capture.stops());
+        crate::alloc::finish_vcpu(p, i as u32, &mut v);
+        if let Some(c) = v.hooks.as_ref().map(|h| h.counts()) {
+            calls.events += c.events;
+            calls.unreturned += c.unreturned;
+            calls.nested += c.nested;
+        }
         if !v.buffer.is_empty() {
             let batch = v.buffer.take(Vec::new());
             p.writer.submit_blocking(batch);
@@ -94,5 +114,5 @@ fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>) {
             "kern-profile: vCPUs {busy:?} were busy at exit; their last samples are lost"
         ));
     }
-    (stops, icounts)
+    (stops, icounts, calls)
 }

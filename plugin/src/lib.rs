@@ -15,12 +15,14 @@
 //! - with `exact=on`, an inline add of 1 into the block's own counter slot; `exact=only`
 //!   registers nothing else.
 
+mod alloc;
 mod exact;
 mod exit;
 mod qemu;
 mod timer;
 mod translate;
 mod vcpu;
+mod window;
 
 use std::ffi::{c_char, c_int, CStr};
 use std::fs::File;
@@ -31,7 +33,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use kern_profile_format::{Arch, Header};
+use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3};
 use kern_profile_recorder::blocks::BlockTable;
 use kern_profile_recorder::config::Config;
 use kern_profile_recorder::target::{check_threading, guest_arch};
@@ -40,6 +42,7 @@ use kern_profile_recorder::writer::{Writer, WriterConfig};
 use kern_profile_unwind::PtrWidth;
 use qemu_plugin_sys as sys;
 
+use alloc::AllocHooks;
 use exact::ExactState;
 use qemu::U64Entry;
 use timer::Timed;
@@ -48,6 +51,23 @@ use vcpu::Vcpu;
 /// The plugin API version this plugin is built for (QEMU reads this symbol).
 #[no_mangle]
 pub static qemu_plugin_version: c_int = sys::QEMU_PLUGIN_VERSION as c_int;
+
+/// Which kern-profile this plugin belongs to, NUL-terminated: `kern-profile record` reads it
+/// from the dynamic symbol table (without loading the plugin) and uses only a plugin of its
+/// own version.
+#[no_mangle]
+pub static kern_profile_plugin_version: [u8; PLUGIN_ID.len()] = bytes_of(PLUGIN_ID);
+
+const PLUGIN_ID: &str = concat!("kern-profile-plugin ", env!("CARGO_PKG_VERSION"), "\0");
+
+const fn bytes_of<const N: usize>(s: &str) -> [u8; N] {
+    let (b, mut a, mut i) = (s.as_bytes(), [0u8; N], 0);
+    while i < N {
+        a[i] = b[i];
+        i += 1;
+    }
+    a
+}
 
 /// How long the exit path waits for a vCPU that is inside a callback.
 const EXIT_LOCK_WAIT: Duration = Duration::from_millis(200);
@@ -58,7 +78,10 @@ struct Slot(Mutex<Vcpu>);
 
 struct Plugin {
     cfg: Config,
+    arch: Arch,
     width: PtrWidth,
+    /// `alloc=`: the hooked allocator functions.
+    alloc: Option<AllocHooks>,
     vcpus: Box<[Slot]>,
     /// Number of vCPUs QEMU was started with.
     smp_vcpus: usize,
@@ -74,6 +97,8 @@ struct Plugin {
     exiting: AtomicBool,
     /// The host thread each vCPU was initialised on, to detect single-threaded TCG.
     vcpu_threads: Mutex<Vec<(u32, std::thread::ThreadId)>>,
+    /// `window=`: sampling only inside a function.
+    window: Option<window::Window>,
 }
 
 impl Plugin {
@@ -84,9 +109,22 @@ impl Plugin {
 
 static PLUGIN: OnceLock<Plugin> = OnceLock::new();
 
-/// Runs `f`, containing any panic: nothing may unwind into QEMU.
+/// Runs `f`, containing any panic: nothing may unwind into QEMU. The first panic is
+/// reported (a panic inside a callback is a bug; silence would hide lost data).
 fn guard<F: FnOnce()>(f: F) {
-    let _ = catch_unwind(AssertUnwindSafe(f));
+    static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        if !REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            stderr_line(&format!(
+                "kern-profile: internal error in a callback (please report): {what}"
+            ));
+        }
+    }
 }
 
 fn stderr_line(msg: &str) {
@@ -166,13 +204,28 @@ unsafe fn install(
         start_unix_ns: unix_now_ns(),
         qemu_version: running_qemu_version(info.version.cur),
     };
-    let writer = open_output(&cfg.out, &header)?;
-    let plugin = Plugin::new(cfg, arch, smp, max, writer)?;
+    // 64-byte elements: each vCPU's counter on its own cache line, its `alloc=` watch slot
+    // beside it.
+    let acc = U64Entry::new_scoreboard(64).ok_or("cannot allocate a scoreboard")?;
+    let alloc = match &cfg.alloc {
+        Some(a) => Some(AllocHooks::load(a, arch, acc.at_offset(8))?),
+        None => None,
+    };
+    let version = if alloc.is_some() {
+        VERSION_3
+    } else {
+        VERSION_2
+    };
+    let table = alloc.as_ref().map(|a| &a.set.table);
+    let writer = open_output(&cfg.out, &header, version, table)?;
+    let plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
     }
     register_callbacks(id);
-    timer::start(PLUGIN.get().ok_or("the plugin state is gone")?)
+    let p = PLUGIN.get().ok_or("the plugin state is gone")?;
+    window::park_all(p);
+    timer::start(p)
 }
 
 /// QEMU's `argc`/`argv` of the plugin: its `key=value` arguments.
@@ -204,16 +257,31 @@ fn unix_now_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Creates the output file, writes the header and starts the writer thread over it.
-fn open_output(out: &Path, header: &Header) -> Result<Writer<File>, String> {
+/// Creates the output file, writes the header (and the allocator table of `alloc=`) and
+/// starts the writer thread over it.
+fn open_output(
+    out: &Path,
+    header: &Header,
+    version: u16,
+    table: Option<&AllocTable>,
+) -> Result<Writer<File>, String> {
     let mut file = File::create(out)
         .map_err(|e| format!("out={}: cannot create the output file: {e}", out.display()))?;
     let mut bytes = Vec::new();
-    header.encode(&mut bytes);
+    header.encode_version(version, &mut bytes);
+    if let Some(t) = table {
+        t.encode(header.ptr_width(), &mut bytes);
+    }
     file.write_all(&bytes)
         .and_then(|()| file.flush())
         .map_err(|e| format!("out={}: cannot write: {e}", out.display()))?;
-    Writer::spawn(file, WriterConfig::default())
+    let path = out.display().to_string();
+    let on_error = Box::new(move |e: &std::io::Error| {
+        stderr_line(&format!(
+            "kern-profile: writing {path} failed: {e}; the samples from here on are lost (counted as dropped)"
+        ))
+    });
+    Writer::spawn(file, WriterConfig::default(), on_error)
         .map_err(|e| format!("cannot start the writer thread: {e}"))
 }
 
@@ -225,19 +293,25 @@ impl Plugin {
         smp: usize,
         max: usize,
         writer: Writer<File>,
+        acc: U64Entry,
+        alloc: Option<AllocHooks>,
     ) -> Result<Plugin, String> {
         let width = PtrWidth::from_bytes(arch.ptr_width() as usize).map_err(|e| e.to_string())?;
-        // 64-byte elements: each vCPU's counter on its own cache line.
-        let acc = U64Entry::new_scoreboard(64).ok_or("cannot allocate a scoreboard")?;
         let vcpus = (0..max as u64)
-            .map(|i| Slot(Mutex::new(Vcpu::new(cfg.sampling, width, cfg.depth, i))))
+            .map(|i| Slot(Mutex::new(Vcpu::new(cfg.sampling, arch, cfg.depth, i))))
             .collect();
         let exact = cfg.exact.then(|| Mutex::new(ExactState::default()));
         let sampling = cfg.sampling;
+        let window = cfg
+            .window
+            .clone()
+            .map(|r| window::Window::new(r, arch, max));
         Ok(Plugin {
             timed: Timed::new(sampling, max),
             cfg,
+            arch,
             width,
+            alloc,
             vcpus,
             smp_vcpus: smp,
             acc,
@@ -247,6 +321,7 @@ impl Plugin {
             start: Instant::now(),
             exiting: AtomicBool::new(false),
             vcpu_threads: Mutex::new(Vec::new()),
+            window,
         })
     }
 }

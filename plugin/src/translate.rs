@@ -28,12 +28,16 @@ unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
     let insns: Vec<u64> = (0..n)
         .map(|i| sys::qemu_plugin_insn_vaddr(sys::qemu_plugin_tb_get_insn(tb, i)))
         .collect();
-    let entry = EntryState::classify(&first_bytes(tb, n), p.width);
+    let entry = EntryState::classify_on(p.arch, &first_bytes(tb, n));
     let Some(info) = p.blocks.lock().ok().map(|mut t| t.intern(&insns, entry)) else {
         return;
     };
     instrument_sampling(p, tb, n, info);
+    crate::window::instrument(p, tb, &insns);
     count_exactly(p, tb, &insns);
+    if let Some(a) = &p.alloc {
+        crate::alloc::instrument(a, tb, &insns);
+    }
 }
 
 /// The sampler's per-block instrumentation. With `period=`, the count first, then the

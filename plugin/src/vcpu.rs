@@ -5,12 +5,14 @@ use std::ffi::{c_uint, c_void};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kern_profile_format::SamplingMode;
+use kern_profile_format::{Arch, SampleExtras, SamplingMode};
+use kern_profile_recorder::alloc_hooks::args::RegisterFile;
+use kern_profile_recorder::alloc_hooks::{Hook, HookSet, Moment, VcpuHooks};
 use kern_profile_recorder::batch::SampleBuffer;
 use kern_profile_recorder::blocks::BlockInfo;
 use kern_profile_recorder::capture::{Capture, Reg, RegisterReader, SampleSite};
+use kern_profile_recorder::code_sampler::CodeSampler;
 use kern_profile_recorder::trigger::{fire, Counter, Trigger};
-use kern_profile_unwind::PtrWidth;
 use qemu_plugin_sys as sys;
 
 use crate::qemu::{self, ByteArray, Register};
@@ -26,13 +28,17 @@ pub struct Vcpu {
     pub trigger: Trigger,
     pub buffer: SampleBuffer,
     pub capture: Capture,
+    /// Code bytes at the first user-mode sample of each page of each address space.
+    pub code: CodeSampler,
+    /// `alloc=`: the vCPU's hooked calls.
+    pub hooks: Option<VcpuHooks>,
     /// Picks the sampled instruction of a block with `delay=`.
     rng: fastrand::Rng,
 }
 
 impl Vcpu {
     /// A vCPU not yet initialised by QEMU.
-    pub fn new(sampling: SamplingMode, width: PtrWidth, depth: u32, index: u64) -> Self {
+    pub fn new(sampling: SamplingMode, arch: Arch, depth: u32, index: u64) -> Self {
         Vcpu {
             rng: fastrand::Rng::with_seed(
                 crate::unix_now_ns() ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -42,8 +48,34 @@ impl Vcpu {
             counter: Counter::new(),
             trigger: Trigger::new(sampling, 0),
             buffer: SampleBuffer::new(Vec::new()),
-            capture: Capture::new(width, depth),
+            capture: Capture::new(arch, depth),
+            code: CodeSampler::default(),
+            hooks: None,
         }
+    }
+
+    /// At a hooked function's entry: see [`VcpuHooks::enter`].
+    pub fn enter_hook(&mut self, set: &HookSet, hook: &Hook, at: Moment, out: &mut Vec<u8>) -> u64 {
+        let (Some(m), Some(h)) = (self.machine.as_mut(), self.hooks.as_mut()) else {
+            return 0;
+        };
+        let mem = &mut m.membuf;
+        h.enter(
+            set,
+            hook,
+            at,
+            &mut m.regs,
+            |addr, b| mem.read_memory(addr, b),
+            out,
+        )
+    }
+
+    /// At the watched return address: see [`VcpuHooks::reached`].
+    pub fn reach_hook(&mut self, set: &HookSet, pc: u64, at: Moment, out: &mut Vec<u8>) -> u64 {
+        let (Some(m), Some(h)) = (self.machine.as_mut(), self.hooks.as_mut()) else {
+            return 0;
+        };
+        h.reached(set, pc, at, &mut m.regs, out)
     }
 }
 
@@ -53,41 +85,72 @@ pub struct Machine {
     membuf: ByteArray,
 }
 
+/// The handle of each [`Reg`] QEMU exposes on this target (indexed like [`Reg::ALL`]): a
+/// sample reads only these, and a register QEMU lacks costs nothing.
 struct Registers {
-    sp: Register,
-    fp: Register,
-    cs: Register,
+    handles: [Option<Register>; Reg::ALL.len()],
+    /// `alloc=`: the registers arguments and results are read from, by name.
+    named: Vec<(&'static str, Register)>,
     buf: ByteArray,
 }
 
 impl Machine {
-    /// Finds the registers by name; only in a vCPU callback.
-    fn find() -> Option<Machine> {
+    /// Finds the registers of `arch` by name, and those of `named` QEMU has; only in a vCPU
+    /// callback. `Err` lists the names QEMU has when a required one is missing.
+    fn find(arch: Arch, named: &[&'static str]) -> Result<Machine, String> {
         let regs = qemu::registers();
-        let find = |reg: Reg| {
-            regs.iter()
-                .find(|(n, _)| reg.names().contains(&n.as_str()))
-                .map(|&(_, r)| r)
+        let named = named
+            .iter()
+            .filter_map(|&n| regs.iter().find(|(r, _)| r == n).map(|&(_, h)| (n, h)))
+            .collect();
+        let handles = Reg::ALL.map(|reg| {
+            let names = reg.names(arch);
+            // In the order of `names`: the first is the preferred one.
+            names.iter().find_map(|want| {
+                regs.iter()
+                    .find(|(n, _)| n.as_str() == *want)
+                    .map(|&(_, r)| r)
+            })
+        });
+        let missing: Vec<&str> = Reg::ALL
+            .iter()
+            .zip(&handles)
+            .filter(|(r, h)| r.required() && h.is_none())
+            .filter_map(|(r, _)| r.names(arch).first().copied())
+            .collect();
+        if !missing.is_empty() {
+            let have: Vec<&str> = regs.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(format!(
+                "QEMU does not expose {} on {} (it has: {})",
+                missing.join(", "),
+                arch.name(),
+                have.join(" ")
+            ));
+        }
+        let (Some(buf), Some(membuf)) = (ByteArray::new(), ByteArray::new()) else {
+            return Err("cannot allocate GLib byte arrays".into());
         };
-        Some(Machine {
+        Ok(Machine {
             regs: Registers {
-                sp: find(Reg::StackPointer)?,
-                fp: find(Reg::FramePointer)?,
-                cs: find(Reg::CodeSegment)?,
-                buf: ByteArray::new()?,
+                handles,
+                named,
+                buf,
             },
-            membuf: ByteArray::new()?,
+            membuf,
         })
     }
 }
 
 impl RegisterReader for Registers {
     fn read(&mut self, reg: Reg) -> Option<u64> {
-        let r = match reg {
-            Reg::StackPointer => self.sp,
-            Reg::FramePointer => self.fp,
-            Reg::CodeSegment => self.cs,
-        };
+        let i = Reg::ALL.iter().position(|&r| r == reg)?;
+        self.buf.read_register(self.handles[i]?)
+    }
+}
+
+impl RegisterFile for Registers {
+    fn register(&mut self, name: &'static str) -> Option<u64> {
+        let &(_, r) = self.named.iter().find(|(n, _)| *n == name)?;
         self.buf.read_register(r)
     }
 }
@@ -113,11 +176,20 @@ fn vcpu_init(idx: u32) {
         return;
     }
     warn_shared_thread(p, idx);
-    v.machine = Machine::find();
-    if v.machine.is_none() && idx == 0 {
-        stderr_line(
-            "kern-profile: QEMU does not expose the stack, frame and cs registers: samples will have no stacks",
-        );
+    let named = p.alloc.as_ref().map_or(Vec::new(), |a| a.set.registers());
+    v.machine = match Machine::find(p.arch, &named) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            if idx == 0 {
+                stderr_line(&format!("kern-profile: {e}: samples will have no stacks"));
+            }
+            None
+        }
+    };
+    if let Some(a) = &p.alloc {
+        v.hooks = Some(VcpuHooks::new(p.arch, p.cfg.depth));
+        crate::alloc::vcpu_init(a, idx);
+        warn_missing_registers(&v.machine, &named, idx);
     }
     v.buffer = SampleBuffer::new(p.writer.fresh_buffer());
     v.trigger = Trigger::new(p.cfg.sampling, p.now_ns());
@@ -130,6 +202,24 @@ fn vcpu_init(idx: u32) {
         p.acc.set(idx, armed);
     }
     v.ready = true;
+}
+
+/// Warns (once, for vCPU 0) about argument registers QEMU does not expose.
+fn warn_missing_registers(m: &Option<Machine>, named: &[&'static str], idx: u32) {
+    let have: Vec<&str> = m.as_ref().map_or(Vec::new(), |m| {
+        m.regs.named.iter().map(|(n, _)| *n).collect()
+    });
+    let missing: Vec<&str> = named
+        .iter()
+        .copied()
+        .filter(|n| !have.contains(n))
+        .collect();
+    if idx == 0 && !missing.is_empty() {
+        stderr_line(&format!(
+            "kern-profile: QEMU exposes no register {}: allocation arguments there read as 0",
+            missing.join(", ")
+        ));
+    }
 }
 
 /// Warns when vCPU `idx` runs on a host thread another vCPU was initialised on.
@@ -163,7 +253,7 @@ pub unsafe extern "C" fn on_vcpu_idle(_id: sys::qemu_plugin_id_t, vcpu: c_uint) 
 }
 
 /// Hands the vCPU's batch to the writer (never blocks; drops when it is behind).
-fn send(p: &Plugin, buffer: &mut SampleBuffer) {
+pub fn send(p: &Plugin, buffer: &mut SampleBuffer) {
     let batch = buffer.take(p.writer.fresh_buffer());
     let _ = p.writer.submit(batch);
 }
@@ -183,7 +273,7 @@ fn sample(idx: u32, block: &BlockInfo) {
     let Some(mut v) = p.vcpus.get(idx as usize).and_then(lock_now) else {
         return;
     };
-    if !v.ready {
+    if !v.ready || !crate::window::admits(p, idx, &mut v) {
         return;
     }
     if let Some(t) = &p.timed {
@@ -237,22 +327,33 @@ fn sample_armed(p: &Plugin, t: &timer::Timed, idx: u32, v: &mut Vcpu, block: &Bl
     t.slots.charge(idx as usize, p.now_ns().saturating_sub(now));
 }
 
-/// Captures the sample through QEMU's register and memory reads and queues it.
+/// Captures the sample through QEMU's register and memory reads and queues it, after the
+/// code bytes at its PC when it is the first user-mode sample of its page (see
+/// [`CodeSampler`]).
 fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite) {
     let Vcpu {
         machine,
         capture,
         buffer,
+        code,
         ..
     } = v;
-    let rec = match machine {
+    let (rec, extras) = match machine {
         Some(m) => {
             let mem = &mut m.membuf;
-            capture.take(site, &mut m.regs, |addr, out| mem.read_memory(addr, out))
+            let (rec, extras) =
+                capture.take(site, &mut m.regs, |addr, out| mem.read_memory(addr, out));
+            if let Some(c) = code.sample(&rec, &extras, |addr, out| mem.read_memory(addr, out)) {
+                buffer.push_code(p.width.bytes(), &c);
+            }
+            (rec, extras)
         }
-        None => capture.take_without_registers(site),
+        None => (
+            capture.take_without_registers(site),
+            SampleExtras::default(),
+        ),
     };
-    if buffer.push(p.width.bytes(), &rec) {
+    if buffer.push(p.width.bytes(), &rec, &extras) {
         send(p, buffer);
     }
 }

@@ -1,9 +1,10 @@
 //! Prints a summary of a kern-profile raw file: header, statistics, per-vCPU sample spacing,
-//! the most frequent stacks and the exact-count totals. A debugging aid for the plugin.
+//! the most frequent stacks, the exact-count totals, the code bytes recorded per address space
+//! and the allocation events per allocator (`alloc=`). A debugging aid for the plugin.
 //!
 //! `cargo run -p kern-profile-recorder --example kp-dump -- FILE [TOP]`
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::BufReader;
 
@@ -20,6 +21,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut times: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut icounts: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut sum = RawSummary::default();
+    // Page-table base -> (records, the first one's address and bytes).
+    let mut code: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    let mut spaces: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut table = None;
+    // (allocator, op) -> (events, of which never returned)
+    let mut events: std::collections::BTreeMap<(u16, u8), (u64, u64)> = Default::default();
     while let Some(rec) = r.next_record()? {
         sum.add(&rec);
         match rec {
@@ -29,8 +36,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 *stacks.entry(st).or_default() += 1;
                 times.entry(s.vcpu).or_default().push(s.time_ns);
                 icounts.entry(s.vcpu).or_default().push(s.icount);
+                if let Some(b) = s.page_table_base() {
+                    *spaces.entry(b).or_default() += 1;
+                }
+            }
+            Record::CodeBytes(c) => {
+                let e = code.entry(c.page_table_base).or_insert_with(|| {
+                    let hex: Vec<String> = c.bytes.iter().map(|b| format!("{b:02x}")).collect();
+                    (0, format!("{:#x}: {}", c.vaddr, hex.join(" ")))
+                });
+                e.0 += 1;
             }
             Record::HostTimer(t) => println!("host timer: {t:?}"),
+            Record::AllocTable(t) => table = Some(t),
+            Record::AllocEvent(e) => {
+                let c = events.entry((e.allocator, e.op.as_u8())).or_default();
+                c.0 += 1;
+                c.1 += e.unreturned() as u64;
+            }
+            Record::AllocStats(s) => println!("allocation hooks: {s:?}"),
             Record::Unknown { kind, offset } => println!("unknown record kind {kind} at {offset}"),
             _ => {}
         }
@@ -48,6 +72,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "exact: {} blocks, {} instructions",
             sum.exact_blocks, sum.exact_instructions
         );
+    }
+    println!(
+        "address spaces (page-table bases of samples): {}",
+        spaces
+            .iter()
+            .map(|(b, n)| format!("{b:#x} ({n} samples)"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (b, (n, first)) in &code {
+        println!("code bytes in {b:#x}: {n} records, the first at {first}");
+    }
+    if let Some(t) = &table {
+        for f in &t.functions {
+            println!("hooked {:#x} {:?} {}", f.entry, f.op, f.name);
+        }
+    }
+    for ((a, op), (n, unreturned)) in &events {
+        let name = table
+            .as_ref()
+            .and_then(|t| t.allocators.get(*a as usize))
+            .map_or("?", String::as_str);
+        println!("allocator {name} op {op}: {n} events ({unreturned} never returned)");
     }
     let mut vcpus: Vec<_> = times.keys().copied().collect();
     vcpus.sort();

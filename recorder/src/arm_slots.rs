@@ -5,6 +5,8 @@
 //! the vCPU's next block entry fires the callback, which disarms the slot and samples. So the
 //! only per-block cost is the compare, and no instruction counter is needed.
 //!
+//! A parked vCPU (outside the `window=` function) is not armed either, nor counted.
+//!
 //! A halted vCPU (QEMU's idle callback) is not armed: its ticks are counted as idle instead,
 //! and its halted host time is measured, so the report can show idle time per vCPU.
 //!
@@ -12,6 +14,9 @@
 //! time to its vCPU ([`ArmSlots::charge`]), and a vCPU whose samples took more than
 //! 1/[`MAX_COST_SHARE`] of the time between ticks skips ticks until the excess is paid off. A
 //! guest whose stacks are slow to walk gets fewer samples, never a slower run than that.
+//! One sample's charge is capped at [`MAX_CHARGE_NS`]: the read budget keeps a real walk far
+//! below it, so a longer one means the host preempted the vCPU's thread mid-sample (a loaded
+//! machine), which must not silence sampling for thousands of ticks.
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Relaxed};
 
@@ -19,6 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Relaxed};
 pub const ARMED: u64 = 1;
 /// Sampling may take at most 1/MAX_COST_SHARE of a vCPU's host time.
 pub const MAX_COST_SHARE: u64 = 10;
+/// The most one sample is charged, ns.
+pub const MAX_CHARGE_NS: u64 = 100_000;
 
 /// One vCPU's slot and idle bookkeeping.
 #[derive(Debug, Default)]
@@ -26,6 +33,8 @@ struct Slot {
     /// The scoreboard entry, or null until the vCPU is initialised.
     entry: AtomicPtr<u64>,
     idle: AtomicBool,
+    /// Outside the `window=` function: not armed.
+    parked: AtomicBool,
     /// Host time the vCPU went idle (when `idle`).
     idle_since_ns: AtomicU64,
     /// Host time spent halted, summed over finished idle periods.
@@ -97,6 +106,8 @@ impl ArmSlots {
             };
             if slot.idle.load(Relaxed) {
                 slot.idle_ticks.fetch_add(1, Relaxed);
+            } else if slot.parked.load(Relaxed) {
+                continue;
             } else if pay_off(&slot.debt, interval_ns) {
                 slot.throttled_ticks.fetch_add(1, Relaxed);
             } else if entry.swap(ARMED, Relaxed) < ARMED {
@@ -107,17 +118,25 @@ impl ArmSlots {
         }
     }
 
+    /// Parks `vcpu` (no arming, as if the timer skipped it) or lets it be armed again.
+    pub fn set_parked(&self, vcpu: usize, parked: bool) {
+        if let Some(slot) = self.slots.get(vcpu) {
+            slot.parked.store(parked, Relaxed);
+        }
+    }
+
     /// In the callback: disarms `vcpu`'s slot; true if it was armed (take a sample).
     pub fn disarm(&self, vcpu: usize) -> bool {
         self.entry(vcpu)
             .is_some_and(|entry| entry.swap(0, Relaxed) >= ARMED)
     }
 
-    /// In the callback: a sample of `vcpu` took `cost_ns` of host time.
+    /// In the callback: a sample of `vcpu` took `cost_ns` of host time (capped at
+    /// [`MAX_CHARGE_NS`]).
     pub fn charge(&self, vcpu: usize, cost_ns: u64) {
         if let Some(slot) = self.slots.get(vcpu) {
-            slot.debt
-                .fetch_add(cost_ns.saturating_mul(MAX_COST_SHARE), Relaxed);
+            let charge = cost_ns.min(MAX_CHARGE_NS) * MAX_COST_SHARE;
+            slot.debt.fetch_add(charge, Relaxed);
         }
     }
 
@@ -207,6 +226,20 @@ mod tests {
     }
 
     #[test]
+    fn a_parked_vcpu_is_neither_armed_nor_counted() {
+        let mut entries = [0u64; 2];
+        let slots = slots_with(&mut entries);
+        slots.set_parked(1, true);
+        slots.arm_all(10);
+        assert!(slots.disarm(0));
+        assert!(!slots.disarm(1));
+        assert_eq!(slots.idle_stats(1, 0), IdleStats::default());
+        slots.set_parked(1, false);
+        slots.arm_all(10);
+        assert!(slots.disarm(1));
+    }
+
+    #[test]
     fn halted_vcpu_is_not_armed_and_its_idle_time_is_measured() {
         let mut entries = [0u64; 1];
         let slots = slots_with(&mut entries);
@@ -257,6 +290,21 @@ mod tests {
         }
         assert_eq!(armed_after, 30);
         assert_eq!(slots.idle_stats(0, 0).throttled_ticks, 29);
+    }
+
+    #[test]
+    fn a_preempted_sample_is_charged_at_most_the_cap() {
+        let mut entries = [0u64; 1];
+        let slots = slots_with(&mut entries);
+        // 50 ms: the thread was descheduled, not walking.
+        slots.charge(0, 50_000_000);
+        let skipped = (1..=2_000)
+            .take_while(|_| {
+                slots.arm_all(1_000);
+                !slots.disarm(0)
+            })
+            .count() as u64;
+        assert_eq!(skipped, MAX_CHARGE_NS * MAX_COST_SHARE / 1_000 - 1);
     }
 
     #[test]

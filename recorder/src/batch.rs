@@ -1,6 +1,7 @@
-//! A vCPU's buffer of encoded samples, handed to the writer when it is full or old enough.
+//! A vCPU's buffer of encoded samples (and allocation events), handed to the writer when it
+//! is full or old enough.
 
-use kern_profile_format::{encode_sample, SampleRecord};
+use kern_profile_format::{encode_sample_v2, CodeBytes, SampleExtras, SampleRecord};
 
 use crate::writer::Batch;
 
@@ -24,21 +25,40 @@ impl SampleBuffer {
         SampleBuffer {
             batch: Batch {
                 bytes: buf,
-                samples: 0,
+                ..Batch::default()
             },
             first_ns: 0,
             last_ns: None,
         }
     }
 
-    /// Encodes a sample; returns whether the batch should be handed over now.
-    pub fn push(&mut self, ptr_width: usize, s: &SampleRecord<'_>) -> bool {
+    /// Encodes a sample (format version 2); returns whether the batch should be handed over
+    /// now.
+    pub fn push(&mut self, ptr_width: usize, s: &SampleRecord<'_>, x: &SampleExtras) -> bool {
         let now = s.time_ns;
-        if self.batch.samples == 0 {
+        if self.is_empty() {
             self.first_ns = now;
         }
-        encode_sample(&mut self.batch.bytes, ptr_width, s);
+        encode_sample_v2(&mut self.batch.bytes, ptr_width, s, x);
         self.batch.samples += 1;
+        self.due(now)
+    }
+
+    /// Appends what `encode` writes, which returns how many records (allocation events, not
+    /// samples) it wrote; returns whether the batch should be handed over now.
+    pub fn push_events(&mut self, now: u64, encode: impl FnOnce(&mut Vec<u8>) -> u64) -> bool {
+        if self.is_empty() {
+            self.first_ns = now;
+        }
+        let n = encode(&mut self.batch.bytes);
+        if n == 0 {
+            return false;
+        }
+        self.batch.events += n;
+        self.due(now)
+    }
+
+    fn due(&mut self, now: u64) -> bool {
         let slow = self
             .last_ns
             .is_some_and(|last| now.saturating_sub(last) >= SLOW_NS);
@@ -48,8 +68,13 @@ impl SampleBuffer {
             || slow
     }
 
+    /// Encodes a code-bytes record; it goes out with the next samples.
+    pub fn push_code(&mut self, ptr_width: usize, c: &CodeBytes<'_>) {
+        c.encode(&mut self.batch.bytes, ptr_width);
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.batch.samples == 0
+        self.batch.samples == 0 && self.batch.events == 0
     }
 
     pub fn samples(&self) -> u64 {
@@ -62,7 +87,7 @@ impl SampleBuffer {
             &mut self.batch,
             Batch {
                 bytes: fresh,
-                samples: 0,
+                ..Batch::default()
             },
         )
     }
@@ -71,7 +96,9 @@ impl SampleBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kern_profile_format::{Arch, Header, RawReader, Record, SamplingMode, StopReason};
+    use kern_profile_format::{
+        Arch, CpuMode, Header, Privilege, RawReader, Record, SamplingMode, StopReason, VERSION_2,
+    };
 
     fn rec(t: u64, frames: &[u64]) -> SampleRecord<'_> {
         SampleRecord {
@@ -88,12 +115,21 @@ mod tests {
         }
     }
 
+    fn extras() -> SampleExtras {
+        SampleExtras {
+            mode: CpuMode::Paging,
+            privilege: Privilege::Kernel,
+            return_register: Some(0xc000_3000),
+            page_table_base: Some(0x1000),
+        }
+    }
+
     #[test]
     fn hands_over_when_full() {
         let mut b = SampleBuffer::new(Vec::new());
         let frames = [0xc000_0000u64; 64];
         let mut n = 0;
-        while !b.push(4, &rec(n, &frames)) {
+        while !b.push(4, &rec(n, &frames), &extras()) {
             n += 1;
         }
         assert!(b.batch.bytes.len() >= BATCH_BYTES);
@@ -112,13 +148,15 @@ mod tests {
             start_unix_ns: 0,
             qemu_version: "10.0.2".into(),
         }
-        .encode(&mut file);
+        .encode_version(VERSION_2, &mut file);
         file.extend_from_slice(&batch.bytes);
         let mut r = RawReader::new(&file[..]).unwrap();
         let mut count = 0;
         while let Some(Record::Sample(s)) = r.next_record().unwrap() {
             assert_eq!(s.frame_count(), 64);
             assert_eq!(s.icount, s.time_ns * 3);
+            assert_eq!(s.return_register(), Some(0xc000_3000));
+            assert_eq!(s.privilege(), Privilege::Kernel);
             count += 1;
         }
         assert_eq!(count, n + 1);
@@ -127,16 +165,109 @@ mod tests {
     #[test]
     fn hands_over_when_old_or_slow() {
         let mut b = SampleBuffer::new(Vec::new());
-        assert!(!b.push(8, &rec(1_000, &[])));
-        assert!(!b.push(8, &rec(2_000, &[])));
-        assert!(b.push(8, &rec(1_000 + MAX_AGE_NS, &[])));
+        assert!(!b.push(8, &rec(1_000, &[]), &SampleExtras::default()));
+        assert!(!b.push(8, &rec(2_000, &[]), &SampleExtras::default()));
+        assert!(b.push(8, &rec(1_000 + MAX_AGE_NS, &[]), &SampleExtras::default()));
         b.take(Vec::new());
         // Slow sampling: every sample goes out at once.
         let mut b = SampleBuffer::new(Vec::new());
-        assert!(!b.push(8, &rec(0, &[])));
-        assert!(b.push(8, &rec(SLOW_NS, &[])));
+        assert!(!b.push(8, &rec(0, &[]), &SampleExtras::default()));
+        assert!(b.push(8, &rec(SLOW_NS, &[]), &SampleExtras::default()));
         assert_eq!(b.samples(), 2);
         b.take(Vec::new());
-        assert!(b.push(8, &rec(2 * SLOW_NS, &[])));
+        assert!(b.push(8, &rec(2 * SLOW_NS, &[]), &SampleExtras::default()));
+    }
+
+    #[test]
+    fn allocation_events_ride_along_with_samples() {
+        use kern_profile_format::memtrace::Op;
+        use kern_profile_format::{AllocEvent, Privilege, VERSION_3};
+        let mut b = SampleBuffer::new(Vec::new());
+        assert!(!b.push_events(5, |_| 0), "nothing written, nothing due");
+        assert!(b.is_empty());
+        let x = SampleExtras {
+            privilege: Privilege::Kernel,
+            ..SampleExtras::default()
+        };
+        assert!(!b.push(4, &rec(10, &[0xc000_1234]), &x));
+        let ev = AllocEvent {
+            vcpu: 1,
+            op: Op::Free,
+            flags: 0,
+            function: 0,
+            allocator: 0,
+            stop: StopReason::NullFramePointer,
+            time_ns: 11,
+            icount: 0,
+            size: 0,
+            ptr: 0x40_1000,
+            new_ptr: 0,
+            frames: &[0xc000_1234],
+        };
+        assert!(!b.push_events(11, |out| {
+            ev.encode(4, out);
+            1
+        }));
+        let batch = b.take(Vec::new());
+        assert_eq!((batch.samples, batch.events), (1, 1));
+        let mut file = Vec::new();
+        Header {
+            arch: Arch::I386,
+            sampling: SamplingMode::PeriodInstructions(1),
+            exact: false,
+            markers: true,
+            vcpus: 2,
+            max_depth: 64,
+            start_unix_ns: 0,
+            qemu_version: "10.0.2".into(),
+        }
+        .encode_version(VERSION_3, &mut file);
+        file.extend_from_slice(&batch.bytes);
+        let mut r = RawReader::new(&file[..]).unwrap();
+        match r.next_record().unwrap() {
+            Some(Record::Sample(s)) => {
+                assert_eq!(s.privilege(), Privilege::Kernel);
+                assert_eq!(s.frames().collect::<Vec<_>>(), [0xc000_1234]);
+            }
+            other => panic!("{other:?}"),
+        }
+        match r.next_record().unwrap() {
+            Some(Record::AllocEvent(e)) => assert_eq!((e.op, e.ptr), (Op::Free, 0x40_1000)),
+            other => panic!("{other:?}"),
+        }
+    }
+    #[test]
+    fn code_bytes_go_out_with_the_samples_and_are_no_samples() {
+        let mut b = SampleBuffer::new(Vec::new());
+        let code = kern_profile_format::CodeBytes {
+            vcpu: 1,
+            page_table_base: 0x10f000,
+            vaddr: 0x0400_0210,
+            bytes: &[0x55, 0x89, 0xe5],
+        };
+        b.push_code(4, &code);
+        assert!(b.is_empty());
+        b.push(4, &rec(1, &[]), &extras());
+        let batch = b.take(Vec::new());
+        assert_eq!(batch.samples, 1);
+        let mut file = Vec::new();
+        Header {
+            arch: Arch::I386,
+            sampling: SamplingMode::PeriodInstructions(1),
+            exact: false,
+            markers: false,
+            vcpus: 2,
+            max_depth: 64,
+            start_unix_ns: 0,
+            qemu_version: "10.0.2".into(),
+        }
+        .encode_version(VERSION_2, &mut file);
+        file.extend_from_slice(&batch.bytes);
+        let mut r = RawReader::new(&file[..]).unwrap();
+        match r.next_record().unwrap() {
+            Some(Record::CodeBytes(c)) => assert_eq!(c, code),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(r.next_record().unwrap(), Some(Record::Sample(_))));
     }
 }

@@ -3,32 +3,17 @@
 //! starts without a frame record of its own, and the frame-pointer chain, into a record ready
 //! to encode. The plugin supplies QEMU's register and memory readers; the tests fake them.
 
-use kern_profile_format::{SampleRecord, StopCounts, StopReason};
-use kern_profile_unwind::{walk_across, Crossings, EntryState, PtrWidth};
+use kern_profile_format::{
+    Arch, CpuMode, Privilege, SampleExtras, SampleRecord, StopCounts, StopReason,
+};
+use kern_profile_unwind::registers::{clean_return_address, cpu_mode};
+use kern_profile_unwind::{walk_guest, Crossings, EntryState, PtrWidth};
 
 use crate::window::WindowReader;
 
-/// The registers a sample reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reg {
-    StackPointer,
-    FramePointer,
-    /// x86 `cs`, whose low two bits are the privilege level.
-    CodeSegment,
-}
-
-impl Reg {
-    pub const ALL: [Reg; 3] = [Reg::StackPointer, Reg::FramePointer, Reg::CodeSegment];
-
-    /// The names QEMU gives the register on i386 and x86_64 guests (`esp` or `rsp`, ...).
-    pub fn names(self) -> &'static [&'static str] {
-        match self {
-            Reg::StackPointer => &["rsp", "esp"],
-            Reg::FramePointer => &["rbp", "ebp"],
-            Reg::CodeSegment => &["cs"],
-        }
-    }
-}
+/// The registers a sample reads, by role; unwind's [`Role::names`](kern_profile_unwind::registers::Role::names) tells their names per
+/// architecture.
+pub use kern_profile_unwind::registers::Role as Reg;
 
 /// Reads the sampled vCPU's registers.
 pub trait RegisterReader {
@@ -54,21 +39,34 @@ pub struct SampleSite {
 /// One vCPU's sampling state: buffers reused from sample to sample, and its stop counts.
 #[derive(Debug, Clone)]
 pub struct Capture {
+    arch: Arch,
     width: PtrWidth,
     window: WindowReader,
     /// Return addresses, as many as the depth; a caller read from the stack counts.
     frames: Box<[u64]>,
     stops: StopCounts,
+    /// The CPU mode last read, with the page-table base and the host time it was read at:
+    /// mode registers change only at mode switches, so they are read again only when the
+    /// page-table base changes or [`MODE_TTL_NS`] has passed (two register reads fewer per
+    /// sample on x86).
+    mode_cache: Option<(CpuMode, Option<u64>, u64)>,
 }
 
+/// How long a CPU mode read stays good, in host ns.
+const MODE_TTL_NS: u64 = 1_000_000;
+
 impl Capture {
-    /// A capture of at most `depth` (at least 1) return addresses per sample.
-    pub fn new(width: PtrWidth, depth: u32) -> Self {
+    /// A capture of at most `depth` (at least 1) return addresses per sample of an `arch`
+    /// guest.
+    pub fn new(arch: Arch, depth: u32) -> Self {
+        let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
         Capture {
+            arch,
             width,
             window: WindowReader::new(width.max_addr()),
             frames: vec![0; depth.max(1) as usize].into_boxed_slice(),
             stops: StopCounts::default(),
+            mode_cache: None,
         }
     }
 
@@ -79,23 +77,41 @@ impl Capture {
 
     /// A sample at `site`, reading registers through `regs` and guest memory through
     /// `mem(addr, out)`, which fills `out` and returns whether the memory was readable.
-    pub fn take<R, M>(&mut self, site: &SampleSite, regs: &mut R, mut mem: M) -> SampleRecord<'_>
+    ///
+    /// Besides the record, the version-2 extras: privilege, CPU mode, the return-address
+    /// register and the page-table base, each from the registers `regs` has.
+    pub fn take<R, M>(
+        &mut self,
+        site: &SampleSite,
+        regs: &mut R,
+        mut mem: M,
+    ) -> (SampleRecord<'_>, SampleExtras)
     where
         R: RegisterReader,
         M: FnMut(u64, &mut [u8]) -> bool,
     {
         let Capture {
+            arch,
             width,
             window,
             frames,
             stops,
+            mode_cache,
         } = self;
-        let (width, w) = (*width, width.bytes());
+        let (arch, width, w) = (*arch, *width, width.bytes());
         let sp = regs.read(Reg::StackPointer).unwrap_or(0) & width.max_addr();
         let fp = regs.read(Reg::FramePointer).unwrap_or(0) & width.max_addr();
-        let user = regs.read(Reg::CodeSegment).is_some_and(|cs| cs & 3 == 3);
-        // Guest memory changed since the last sample.
-        window.invalidate();
+        let privilege_reg = regs.read(Reg::Privilege);
+        let extras = extras(arch, width, privilege_reg, regs, mode_cache, site.time_ns);
+        let user = extras.privilege == Privilege::User;
+        // x86 in ring 0: the sampled `cs` is the kernel's selector, by which interrupts of
+        // kernel code are recognised.
+        let kernel_cs = match arch {
+            Arch::I386 | Arch::X86_64 => privilege_reg.filter(|cs| cs & 3 == 0 && *cs <= 0xffff),
+            _ => None,
+        };
+        // Guest memory changed since the last sample; a fresh read budget.
+        window.start_sample();
         let mut word = [0u8; 8];
         let mut read_word = |addr: u64| {
             window
@@ -115,20 +131,28 @@ impl Capture {
         }
         let depth = frames.len() - skip;
         // Across kernel entries and stack switches (unwind's `walk_across`).
-        let walk = walk_across(
+        let crossings = Crossings {
+            kernel_cs: kernel_cs.unwrap_or(0) as u16,
+            ..Crossings::ALL
+        };
+        let walk = walk_guest(
+            arch,
             sp,
             fp,
-            width,
             depth,
-            Crossings::ALL,
+            crossings,
             |addr, out| window.read(addr, out, &mut mem),
             &mut frames[skip..],
         );
-        stops.add(walk.stop);
-        SampleRecord {
+        let stop = match walk.stop {
+            StopReason::Unreadable if window.budget_spent() => StopReason::ReadBudget,
+            s => s,
+        };
+        stops.add(stop);
+        let rec = SampleRecord {
             vcpu: site.vcpu,
             user,
-            stop: walk.stop,
+            stop,
             time_ns: site.time_ns,
             icount: site.icount,
             pc: site.pc,
@@ -136,7 +160,8 @@ impl Capture {
             sp_word,
             frames: &frames[..skip + walk.frames],
             entry_resolved: caller.is_some(),
-        }
+        };
+        (rec, extras)
     }
 
     /// A sample at `site` of a vCPU whose registers QEMU does not expose: no stack.
@@ -154,6 +179,47 @@ impl Capture {
             frames: &[],
             entry_resolved: false,
         }
+    }
+}
+
+/// The version-2 extras, from the registers `regs` has (a register it cannot read costs
+/// nothing: the plugin reads only those QEMU exposes).
+fn extras<R: RegisterReader>(
+    arch: Arch,
+    width: PtrWidth,
+    privilege_reg: Option<u64>,
+    regs: &mut R,
+    mode_cache: &mut Option<(CpuMode, Option<u64>, u64)>,
+    now_ns: u64,
+) -> SampleExtras {
+    let privilege = privilege_reg.map_or(Privilege::Unknown, |v| {
+        kern_profile_unwind::registers::privilege(arch, v)
+    });
+    let page_table_base = regs.read(Reg::PageTableBase);
+    let mode = match (arch, *mode_cache) {
+        (Arch::Riscv64, _) => cpu_mode(arch, page_table_base, None),
+        (_, Some((mode, base, at)))
+            if base == page_table_base && now_ns.wrapping_sub(at) < MODE_TTL_NS =>
+        {
+            mode
+        }
+        _ => {
+            let mode = cpu_mode(
+                arch,
+                regs.read(Reg::ModeControl),
+                regs.read(Reg::ModeExtended),
+            );
+            *mode_cache = Some((mode, page_table_base, now_ns));
+            mode
+        }
+    };
+    SampleExtras {
+        mode,
+        privilege,
+        return_register: regs
+            .read(Reg::ReturnAddress)
+            .map(|ra| clean_return_address(arch, ra & width.max_addr())),
+        page_table_base,
     }
 }
 

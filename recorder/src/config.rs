@@ -1,8 +1,12 @@
-//! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`.
+//! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`
+//! `[,window=0xSTART-0xEND][,alloc=SPEC,elf=FILE|symbols=FILE]`.
 
+use std::ops::Range;
 use std::path::PathBuf;
 
 use kern_profile_format::SamplingMode;
+
+use crate::alloc_hooks::SymbolSource;
 
 /// Default `delay=` in host microseconds (the original C plugin's interface).
 pub const DEFAULT_DELAY_US: u64 = 10;
@@ -25,12 +29,24 @@ pub struct Config {
     pub depth: u32,
     /// Also count every translated block's executions exactly.
     pub exact: bool,
+    /// Sample only while the function at this address range is on the vCPU's stack.
+    pub window: Option<Range<u64>>,
+    /// `alloc=`: hook allocator functions.
+    pub alloc: Option<AllocConfig>,
+}
+
+/// `alloc=SPEC` with the kernel's symbols (`elf=` or `symbols=`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocConfig {
+    /// A preset name or a SPEC file (see [`crate::alloc_hooks::spec`]).
+    pub spec: String,
+    pub symbols: SymbolSource,
 }
 
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, symbols=FILE)")]
     Unknown(String),
     #[error("argument '{0}' needs a value: {0}=...")]
     NoValue(String),
@@ -46,8 +62,18 @@ pub enum ConfigError {
     DelayAndPeriod,
     #[error("exact=only counts blocks without sampling: drop 'delay'/'period', or use exact=on to sample too")]
     OnlyAndSampling,
+    #[error(
+        "window= limits sampling, and exact=only samples nothing: use exact=on, or drop 'window'"
+    )]
+    WindowWithoutSampling,
     #[error("argument 'out' is required: out=PATH names the output file")]
     NoOut,
+    #[error("alloc= needs the kernel's symbols: add elf=KERNEL.ELF or symbols=FILE (System.map, nm output, /proc/kallsyms)")]
+    AllocWithoutSymbols,
+    #[error("'{0}' gives symbols for alloc=, which is missing: alloc=rust|linux|libc|SPEC-FILE")]
+    SymbolsWithoutAlloc(&'static str),
+    #[error("'elf' and 'symbols' exclude each other: give one place to find the kernel's symbols")]
+    ElfAndSymbols,
 }
 
 fn bad(arg: &'static str, value: &str, why: impl Into<String>) -> ConfigError {
@@ -103,12 +129,15 @@ impl Config {
         let mut period = None;
         let mut depth = None;
         let mut exact = None;
+        let mut window = None;
+        let mut alloc = None;
+        let mut elf = None;
+        let mut symbols = None;
         for arg in args {
             let Some((key, value)) = arg.split_once('=') else {
                 return Err(match arg {
-                    "out" | "delay" | "period" | "depth" | "exact" => {
-                        ConfigError::NoValue(arg.to_string())
-                    }
+                    "out" | "delay" | "period" | "depth" | "exact" | "window" | "alloc" | "elf"
+                    | "symbols" => ConfigError::NoValue(arg.to_string()),
                     _ => ConfigError::Unknown(arg.to_string()),
                 });
             };
@@ -135,23 +164,71 @@ impl Config {
                     number("depth", value, 1, MAX_DEPTH as u64)? as u32,
                 )?,
                 "exact" => set(&mut exact, "exact", exact_value(value)?)?,
+                "window" => set(
+                    &mut window,
+                    "window",
+                    crate::window_fn::parse_window(value)
+                        .map_err(|why| bad("window", value, why))?,
+                )?,
+                "alloc" => set(&mut alloc, "alloc", non_empty("alloc", value)?)?,
+                "elf" => set(&mut elf, "elf", PathBuf::from(non_empty("elf", value)?))?,
+                "symbols" => set(
+                    &mut symbols,
+                    "symbols",
+                    PathBuf::from(non_empty("symbols", value)?),
+                )?,
                 _ => return Err(ConfigError::Unknown(arg.to_string())),
             }
         }
         let exact = exact.unwrap_or(Exact::Off);
+        let alloc = alloc_config(alloc, elf, symbols)?;
         let sampling = match (delay, period, exact) {
             (Some(_), Some(_), _) => return Err(ConfigError::DelayAndPeriod),
             (None, None, Exact::Only) => SamplingMode::Off,
+            // alloc= alone records allocations only; delay= or period= samples too.
+            (None, None, _) if alloc.is_some() => SamplingMode::Off,
             (_, _, Exact::Only) => return Err(ConfigError::OnlyAndSampling),
             (None, Some(n), _) => SamplingMode::PeriodInstructions(n),
             (d, None, _) => SamplingMode::DelayMicros(d.unwrap_or(DEFAULT_DELAY_US)),
         };
+        if window.is_some() && sampling == SamplingMode::Off {
+            return Err(ConfigError::WindowWithoutSampling);
+        }
         Ok(Config {
             out: out.ok_or(ConfigError::NoOut)?,
             sampling,
             depth: depth.unwrap_or(DEFAULT_DEPTH),
             exact: exact != Exact::Off,
+            window,
+            alloc,
         })
+    }
+}
+
+fn non_empty(arg: &'static str, value: &str) -> Result<String, ConfigError> {
+    if value.is_empty() {
+        return Err(bad(arg, value, "the value is empty"));
+    }
+    Ok(value.to_string())
+}
+
+fn alloc_config(
+    spec: Option<String>,
+    elf: Option<PathBuf>,
+    symbols: Option<PathBuf>,
+) -> Result<Option<AllocConfig>, ConfigError> {
+    let source = match (elf, symbols) {
+        (Some(_), Some(_)) => return Err(ConfigError::ElfAndSymbols),
+        (Some(p), None) => Some(SymbolSource::Elf(p)),
+        (None, Some(p)) => Some(SymbolSource::Map(p)),
+        (None, None) => None,
+    };
+    match (spec, source) {
+        (Some(spec), Some(symbols)) => Ok(Some(AllocConfig { spec, symbols })),
+        (Some(_), None) => Err(ConfigError::AllocWithoutSymbols),
+        (None, Some(SymbolSource::Elf(_))) => Err(ConfigError::SymbolsWithoutAlloc("elf")),
+        (None, Some(SymbolSource::Map(_))) => Err(ConfigError::SymbolsWithoutAlloc("symbols")),
+        (None, None) => Ok(None),
     }
 }
 
@@ -172,7 +249,9 @@ mod tests {
                 out: "raw-data".into(),
                 sampling: SamplingMode::DelayMicros(10),
                 depth: 64,
-                exact: false
+                exact: false,
+                window: None,
+                alloc: None,
             }
         );
         let c = parse("out=/tmp/x").unwrap();
@@ -193,6 +272,10 @@ mod tests {
         assert_eq!((only.sampling, only.exact), (SamplingMode::Off, true));
         assert_eq!(parse("out=x,depth=1").unwrap().depth, 1);
         assert_eq!(parse("out=x,depth=1024").unwrap().depth, 1024);
+        assert_eq!(
+            parse("out=x,window=0x1000-0x1080").unwrap().window,
+            Some(0x1000..0x1080)
+        );
     }
 
     fn err(s: &str) -> String {
@@ -222,5 +305,40 @@ mod tests {
         assert!(err("out=x,period=100,delay=10").contains("'delay' and 'period'"));
         assert!(err("out=x,out=y").contains("argument 'out' is given twice"));
         assert!(err("out=x,depth=3,depth=4").contains("'depth' is given twice"));
+        assert!(err("out=x,window=0x20-0x10").starts_with("window=0x20-0x10: the range is empty"));
+        assert!(err("out=x,window=main").starts_with("window=main: expected 0xSTART-0xEND"));
+        assert!(err("out=x,exact=only,window=0x1-0x2").contains("exact=only samples nothing"));
+    }
+
+    #[test]
+    fn alloc_hooks_and_their_symbols() {
+        let c = parse("out=x,alloc=rust,elf=k.elf").unwrap();
+        assert_eq!(
+            c.alloc,
+            Some(AllocConfig {
+                spec: "rust".into(),
+                symbols: SymbolSource::Elf("k.elf".into())
+            })
+        );
+        // alloc= alone samples nothing; with delay= or period= it samples too.
+        assert_eq!(c.sampling, SamplingMode::Off);
+        let c = parse("out=x,alloc=my.spec,symbols=System.map,period=1000").unwrap();
+        assert_eq!(c.sampling, SamplingMode::PeriodInstructions(1000));
+        assert_eq!(
+            c.alloc.unwrap().symbols,
+            SymbolSource::Map("System.map".into())
+        );
+        assert_eq!(
+            parse("out=x,alloc=linux,symbols=m,delay=10")
+                .unwrap()
+                .sampling,
+            SamplingMode::DelayMicros(10)
+        );
+        assert!(err("out=x,alloc=rust").contains("alloc= needs the kernel's symbols"));
+        assert!(err("out=x,elf=k").contains("'elf' gives symbols for alloc=, which is missing"));
+        assert!(err("out=x,alloc=rust,elf=k,symbols=m").contains("'elf' and 'symbols' exclude"));
+        assert!(err("out=x,alloc=,elf=k").starts_with("alloc=: the value is empty"));
+        assert!(err("out=x,alloc").contains("argument 'alloc' needs a value"));
+        assert!(err("out=x,alloc=a,alloc=b,elf=k").contains("'alloc' is given twice"));
     }
 }

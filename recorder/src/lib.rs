@@ -8,21 +8,28 @@
 //! - [`blocks`]: what a sample needs of each translated block, made once per block;
 //! - [`capture`]: what the sampling callback reads once a sample is due (registers, the
 //!   word at `[SP]`, a frameless entry's caller, the frame-pointer chain);
+//! - [`code_sampler`]: code bytes at the first sampled user PC of each page of each address
+//!   space (record kind 6);
 //! - [`batch`]: a vCPU's buffer of encoded samples and when to hand it to the writer;
 //! - [`writer`]: the writer thread behind a bounded channel, which drops rather than blocks;
 //! - [`window`]: a small read-ahead cache over guest memory reads for the stack walk;
+//! - [`window_fn`]: `window=`, sampling only while a function is on the vCPU's stack;
 //! - [`exact`]: counter slots for exact per-block instruction counts;
 //! - [`qemu_args`]: QEMU command-line settings the plugin cannot work under;
 //! - [`target`]: the QEMUs the plugin refuses (user mode, other guests, one thread for
 //!   several vCPUs);
 //! - [`summary`]: the lines printed at exit;
 //! - [`arm_slots`], [`host_timer`]: host-timer sampling for `delay=` (one timer thread arms
-//!   per-vCPU slots that a conditional callback tests at block entry).
+//!   per-vCPU slots that a conditional callback tests at block entry);
+//! - [`alloc_hooks`]: `alloc=`: the allocator functions to hook, their arguments at entry,
+//!   and each call's entry matched to its return, into allocation events.
 
+pub mod alloc_hooks;
 pub mod arm_slots;
 pub mod batch;
 pub mod blocks;
 pub mod capture;
+pub mod code_sampler;
 pub mod config;
 pub mod exact;
 pub mod host_timer;
@@ -32,4 +39,5 @@ pub mod target;
 pub mod trigger;
 pub mod version;
 pub mod window;
+pub mod window_fn;
 pub mod writer;

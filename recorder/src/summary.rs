@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use kern_profile_format::{HostTimerStats, Stats};
+use kern_profile_format::{AllocHookStats, HostTimerStats, Stats};
+
+use crate::alloc_hooks::CallCounts;
 
 /// The one-line summary printed to stderr at exit, from the statistics record just written.
 pub fn summary_line(stats: &Stats, exact_blocks: Option<usize>, out: &Path) -> String {
@@ -14,6 +16,33 @@ pub fn summary_line(stats: &Stats, exact_blocks: Option<usize>, out: &Path) -> S
         s.push_str(&format!("; {n} exact blocks"));
     }
     s.push_str(&format!("; output {}", out.display()));
+    s
+}
+
+/// The allocation hooks' line: events written and lost, calls that never returned, calls a
+/// hooked call made itself, and the hooked functions the kernel lacked.
+pub fn alloc_line(
+    stats: &AllocHookStats,
+    functions: usize,
+    calls: &CallCounts,
+    skipped: &[String],
+) -> String {
+    let mut s = format!(
+        "kern-profile: alloc hooks on {functions} functions: {} events written, {} dropped",
+        stats.events, stats.dropped
+    );
+    if calls.unreturned > 0 {
+        s.push_str(&format!("; {} calls never returned", calls.unreturned));
+    }
+    if calls.nested > 0 {
+        s.push_str(&format!(
+            "; {} calls made by a hooked call of the same allocator (its implementation: not recorded)",
+            calls.nested
+        ));
+    }
+    if !skipped.is_empty() {
+        s.push_str(&format!("; not in the kernel: {}", skipped.join(", ")));
+    }
     s
 }
 
@@ -53,6 +82,27 @@ pub fn timer_line(t: &HostTimerStats) -> String {
 mod tests {
     use super::*;
     use kern_profile_format::{StopCounts, StopReason, VcpuTime};
+
+    #[test]
+    fn alloc_line_names_losses() {
+        let st = AllocHookStats {
+            events: 279,
+            dropped: 0,
+        };
+        assert_eq!(
+            alloc_line(&st, 6, &CallCounts::default(), &[]),
+            "kern-profile: alloc hooks on 6 functions: 279 events written, 0 dropped"
+        );
+        let calls = CallCounts {
+            events: 279,
+            unreturned: 2,
+            nested: 3,
+        };
+        assert_eq!(
+            alloc_line(&st, 6, &calls, &["kmalloc_trace".into(), "krealloc".into()]),
+            "kern-profile: alloc hooks on 6 functions: 279 events written, 0 dropped; 2 calls never returned; 3 calls made by a hooked call of the same allocator (its implementation: not recorded); not in the kernel: kmalloc_trace, krealloc"
+        );
+    }
 
     #[test]
     fn timer_line_names_late_ticks_and_idle_vcpus() {

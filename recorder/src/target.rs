@@ -8,9 +8,9 @@ use crate::qemu_args::{single_threaded_tcg, split_cmdline};
 /// A QEMU the plugin refuses to run in.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
-    #[error("kern-profile profiles guest kernels: load it into qemu-system-i386 or qemu-system-x86_64, not user-mode QEMU")]
+    #[error("kern-profile profiles guest kernels: load it into qemu-system-i386, qemu-system-x86_64, qemu-system-riscv64 or qemu-system-aarch64, not user-mode QEMU")]
     UserMode,
-    #[error("guest architecture '{0}' is not supported (i386 and x86_64 are)")]
+    #[error("guest architecture '{0}' is not supported (i386, x86_64, riscv64 and aarch64 are)")]
     Unsupported(String),
     #[error("-smp {smp} with '{option}' runs all vCPUs on one host thread, where QEMU credits each translated block's counters to the vCPU that translated it (wrong counts and stacks per vCPU; guests were seen to crash): use -accel tcg,thread=multi (QEMU's default) and no -icount")]
     SingleThreadedSmp { smp: usize, option: String },
@@ -24,6 +24,8 @@ pub fn guest_arch(system_emulation: bool, target_name: &str) -> Result<Arch, Tar
     match target_name {
         "i386" => Ok(Arch::I386),
         "x86_64" => Ok(Arch::X86_64),
+        "riscv64" => Ok(Arch::Riscv64),
+        "aarch64" => Ok(Arch::Aarch64),
         other => Err(TargetError::Unsupported(other.to_string())),
     }
 }
@@ -52,10 +54,12 @@ mod tests {
     fn architectures() {
         assert_eq!(guest_arch(true, "i386"), Ok(Arch::I386));
         assert_eq!(guest_arch(true, "x86_64"), Ok(Arch::X86_64));
-        let e = guest_arch(true, "riscv64").unwrap_err().to_string();
+        assert_eq!(guest_arch(true, "riscv64"), Ok(Arch::Riscv64));
+        assert_eq!(guest_arch(true, "aarch64"), Ok(Arch::Aarch64));
+        let e = guest_arch(true, "riscv32").unwrap_err().to_string();
         assert_eq!(
             e,
-            "guest architecture 'riscv64' is not supported (i386 and x86_64 are)"
+            "guest architecture 'riscv32' is not supported (i386, x86_64, riscv64 and aarch64 are)"
         );
         let e = guest_arch(false, "x86_64").unwrap_err().to_string();
         assert!(e.contains("not user-mode QEMU"), "{e}");

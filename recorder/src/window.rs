@@ -3,11 +3,18 @@
 //! stack walk reads a window of up to [`WINDOW`] bytes (never past the end of a page, so
 //! that the window is readable whenever the record in it is) and serves the next records
 //! from it.
+//!
+//! Each sample may fetch at most [`FETCH_BUDGET`] times from guest memory: whatever the
+//! guest's frame chain (one frame per page, thousands deep), a sample costs at most that many
+//! QEMU reads; a walk that needs more stops with `StopReason::ReadBudget`.
 
 /// Bytes read ahead.
 pub const WINDOW: usize = 512;
 /// Windows never cross a boundary of this size (the smallest guest page).
 pub const PAGE: u64 = 4096;
+/// Guest-memory fetches one sample may make: 32 windows hold 16 KiB of stack, more than a
+/// 64-frame kernel stack with a user stack and an interrupt stack needs.
+pub const FETCH_BUDGET: u32 = 32;
 
 /// A cached window of guest memory.
 #[derive(Debug, Clone)]
@@ -17,6 +24,10 @@ pub struct WindowReader {
     buf: [u8; WINDOW],
     /// The highest guest address.
     max_addr: u64,
+    /// Fetches left in this sample.
+    fetches_left: u32,
+    /// A read of this sample was refused for want of budget.
+    refused: bool,
 }
 
 impl WindowReader {
@@ -27,12 +38,22 @@ impl WindowReader {
             len: 0,
             buf: [0; WINDOW],
             max_addr,
+            fetches_left: FETCH_BUDGET,
+            refused: false,
         }
     }
 
-    /// Forgets the cached bytes (guest memory may have changed).
-    pub fn invalidate(&mut self) {
+    /// Starts a sample: forgets the cached bytes (guest memory may have changed) and gives
+    /// it a fresh fetch budget.
+    pub fn start_sample(&mut self) {
         self.len = 0;
+        self.fetches_left = FETCH_BUDGET;
+        self.refused = false;
+    }
+
+    /// Whether a read of this sample failed because the sample spent its fetch budget.
+    pub fn budget_spent(&self) -> bool {
+        self.refused
     }
 
     /// Reads `out.len()` bytes at `addr`, from the window or through `fetch(addr, buf)`,
@@ -56,6 +77,11 @@ impl WindowReader {
             out.copy_from_slice(&self.buf[at..at + out.len()]);
             return true;
         }
+        if self.fetches_left == 0 {
+            self.refused = true;
+            return false;
+        }
+        self.fetches_left -= 1;
         // Up to the window size, the page end and the address space end.
         let to_page_end = PAGE - (addr & (PAGE - 1));
         let to_space_end = (self.max_addr - addr).saturating_add(1);
@@ -118,9 +144,30 @@ mod tests {
         assert!(w.read(0x1200, &mut out, mem(0, 1 << 20, &mut calls)));
         check(&out, 0x1200);
         assert_eq!(calls.len(), 2);
-        w.invalidate();
+        w.start_sample();
         assert!(w.read(0x1200, &mut out, mem(0, 1 << 20, &mut calls)));
         assert_eq!(calls.len(), 3);
+    }
+
+    #[test]
+    fn a_sample_fetches_at_most_its_budget() {
+        let mut calls = Vec::new();
+        let mut w = WindowReader::new(u64::MAX);
+        let mut out = [0u8; 8];
+        // One frame per page: every read a fetch.
+        for i in 0..FETCH_BUDGET as u64 {
+            assert!(w.read(0x10_0000 + i * PAGE, &mut out, mem(0, 1 << 30, &mut calls)));
+        }
+        assert!(!w.budget_spent());
+        assert!(!w.read(0x80_0000, &mut out, mem(0, 1 << 30, &mut calls)));
+        assert!(w.budget_spent());
+        assert_eq!(calls.len(), FETCH_BUDGET as usize);
+        // Still served from the last window.
+        let last = 0x10_0000 + (FETCH_BUDGET as u64 - 1) * PAGE;
+        assert!(w.read(last + 8, &mut out, mem(0, 1 << 30, &mut calls)));
+        w.start_sample();
+        assert!(!w.budget_spent());
+        assert!(w.read(0x80_0000, &mut out, mem(0, 1 << 30, &mut calls)));
     }
 
     #[test]

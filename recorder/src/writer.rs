@@ -1,20 +1,23 @@
 //! The writer thread: receives batches of encoded records over a bounded channel and writes
-//! them through a large buffer, flushing at least every `flush_interval`. Senders never
-//! block: a batch that does not fit in the channel is dropped and its samples counted.
+//! each one to the output as it comes (no buffer of its own: the operating system's page
+//! cache keeps what a killed QEMU wrote). Senders never block: a batch that does not fit in
+//! the channel is dropped and its samples counted. A sample counts as written only once its
+//! bytes reached the output; the first write error is reported when it happens, through
+//! the `on_error` hook, and every later batch is counted as failed.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
-/// Encoded records and how many samples they hold.
+/// Encoded records and how many samples (and allocation events) they hold.
 #[derive(Debug, Default)]
 pub struct Batch {
     pub bytes: Vec<u8>,
     pub samples: u64,
+    pub events: u64,
 }
 
 enum Msg {
@@ -27,10 +30,6 @@ enum Msg {
 pub struct WriterConfig {
     /// Batches the channel holds before senders start dropping.
     pub channel_batches: usize,
-    /// Size of the write buffer.
-    pub buffer_bytes: usize,
-    /// Data reaches the file at most this long after the writer received it.
-    pub flush_interval: Duration,
     /// Capacity of fresh batch buffers.
     pub batch_bytes: usize,
 }
@@ -39,21 +38,25 @@ impl Default for WriterConfig {
     fn default() -> Self {
         WriterConfig {
             channel_batches: 256,
-            buffer_bytes: 1 << 20,
-            flush_interval: Duration::from_millis(250),
             batch_bytes: 64 << 10,
         }
     }
 }
 
+/// Called once, from the writer thread, with the first write error.
+pub type OnError = Box<dyn Fn(&io::Error) + Send>;
+
 /// What the writer thread hands back when finished.
 pub struct Finished<W: Write> {
-    /// The output, flushed, positioned after the last batch.
-    pub out: BufWriter<W>,
-    /// Samples of batches written successfully.
+    /// The output, positioned after the last batch written.
+    pub out: W,
+    /// Samples of batches whose bytes reached the output.
     pub samples_written: u64,
     /// Samples of batches that could not be written after an I/O error.
     pub samples_failed: u64,
+    /// Allocation events, likewise.
+    pub events_written: u64,
+    pub events_failed: u64,
     /// The first I/O error, if any.
     pub error: Option<io::Error>,
 }
@@ -63,27 +66,28 @@ pub struct Writer<W: Write + Send + 'static> {
     tx: Sender<Msg>,
     pool: Receiver<Vec<u8>>,
     dropped: AtomicU64,
+    dropped_events: AtomicU64,
     batch_bytes: usize,
     thread: Mutex<Option<JoinHandle<Finished<W>>>>,
 }
 
 impl<W: Write + Send + 'static> Writer<W> {
-    /// Starts the writer thread over `out`.
-    pub fn spawn(out: W, cfg: WriterConfig) -> io::Result<Self> {
+    /// Starts the writer thread over `out`; `on_error` hears of the first write error.
+    pub fn spawn(out: W, cfg: WriterConfig, on_error: OnError) -> io::Result<Self> {
         let (tx, rx) = bounded(cfg.channel_batches.max(1));
         let (pool_tx, pool) = bounded(cfg.channel_batches.max(1));
         let thread = thread::Builder::new()
             .name("kern-profile-writer".into())
-            .spawn(move || run(out, rx, pool_tx, cfg))?;
+            .spawn(move || run(out, rx, pool_tx, on_error))?;
         Ok(Writer {
             tx,
             pool,
             dropped: AtomicU64::new(0),
+            dropped_events: AtomicU64::new(0),
             batch_bytes: cfg.batch_bytes,
             thread: Mutex::new(Some(thread)),
         })
     }
-
     /// An empty buffer for a new batch, recycled when possible.
     pub fn fresh_buffer(&self) -> Vec<u8> {
         self.pool
@@ -103,6 +107,7 @@ impl<W: Write + Send + 'static> Writer<W> {
             Err(TrySendError::Full(m)) | Err(TrySendError::Disconnected(m)) => {
                 let Msg::Batch(mut b) = m else { return None };
                 self.dropped.fetch_add(b.samples, Ordering::Relaxed);
+                self.dropped_events.fetch_add(b.events, Ordering::Relaxed);
                 b.bytes.clear();
                 Some(b.bytes)
             }
@@ -114,15 +119,21 @@ impl<W: Write + Send + 'static> Writer<W> {
         if batch.bytes.is_empty() {
             return;
         }
-        let samples = batch.samples;
+        let (samples, events) = (batch.samples, batch.events);
         if self.tx.send(Msg::Batch(batch)).is_err() {
             self.dropped.fetch_add(samples, Ordering::Relaxed);
+            self.dropped_events.fetch_add(events, Ordering::Relaxed);
         }
     }
 
     /// Samples dropped because the writer fell behind.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Allocation events dropped because the writer fell behind.
+    pub fn dropped_events(&self) -> u64 {
+        self.dropped_events.load(Ordering::Relaxed)
     }
 
     /// Writes everything submitted so far, stops the thread and returns the output.
@@ -138,62 +149,50 @@ fn run<W: Write>(
     out: W,
     rx: Receiver<Msg>,
     pool: Sender<Vec<u8>>,
-    cfg: WriterConfig,
+    on_error: OnError,
 ) -> Finished<W> {
     let mut f = Finished {
-        out: BufWriter::with_capacity(cfg.buffer_bytes, out),
+        out,
         samples_written: 0,
         samples_failed: 0,
+        events_written: 0,
+        events_failed: 0,
         error: None,
     };
-    let mut last_flush = Instant::now();
-    let mut dirty = false;
-    loop {
-        let wait = if dirty {
-            cfg.flush_interval.saturating_sub(last_flush.elapsed())
-        } else {
-            Duration::from_secs(3600)
-        };
-        match rx.recv_timeout(wait) {
-            Ok(Msg::Batch(mut b)) => {
-                if f.error.is_none() {
-                    match f.out.write_all(&b.bytes) {
-                        Ok(()) => {
-                            f.samples_written += b.samples;
-                            dirty = true;
-                        }
-                        Err(e) => {
-                            f.samples_failed += b.samples;
-                            f.error = Some(e);
-                        }
-                    }
-                } else {
-                    f.samples_failed += b.samples;
-                }
-                b.bytes.clear();
-                let _ = pool.try_send(b.bytes);
-            }
-            Ok(Msg::Finish) | Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        if dirty && last_flush.elapsed() >= cfg.flush_interval {
-            if let Err(e) = f.out.flush() {
-                f.error.get_or_insert(e);
-            }
-            dirty = false;
-            last_flush = Instant::now();
-        }
-    }
-    if let Err(e) = f.out.flush() {
-        f.error.get_or_insert(e);
+    while let Ok(Msg::Batch(mut b)) = rx.recv() {
+        write_batch(&mut f, &b, &on_error);
+        b.bytes.clear();
+        let _ = pool.try_send(b.bytes);
     }
     f
+}
+
+/// Writes one batch, or counts it as failed once an error has been seen.
+fn write_batch<W: Write>(f: &mut Finished<W>, b: &Batch, on_error: &OnError) {
+    if f.error.is_some() {
+        f.samples_failed += b.samples;
+        f.events_failed += b.events;
+        return;
+    }
+    match f.out.write_all(&b.bytes).and_then(|()| f.out.flush()) {
+        Ok(()) => {
+            f.samples_written += b.samples;
+            f.events_written += b.events;
+        }
+        Err(e) => {
+            on_error(&e);
+            f.samples_failed += b.samples;
+            f.events_failed += b.events;
+            f.error = Some(e);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::{Arc, Condvar};
+    use std::time::{Duration, Instant};
 
     /// A shared in-memory output that records flushes and can be held shut.
     #[derive(Clone, Default)]
@@ -235,17 +234,22 @@ mod tests {
         }
     }
 
+    fn quiet() -> OnError {
+        Box::new(|_| {})
+    }
+
     fn batch(byte: u8, n: usize, samples: u64) -> Batch {
         Batch {
             bytes: vec![byte; n],
             samples,
+            events: 0,
         }
     }
 
     #[test]
     fn batches_arrive_in_order_and_finish_flushes() {
         let sink = Sink::default();
-        let w = Writer::spawn(sink.clone(), WriterConfig::default()).unwrap();
+        let w = Writer::spawn(sink.clone(), WriterConfig::default(), quiet()).unwrap();
         for i in 0..10u8 {
             assert!(w.submit(batch(i, 100, 2)).is_none());
         }
@@ -264,21 +268,39 @@ mod tests {
     }
 
     #[test]
-    fn data_reaches_the_output_without_finish() {
+    fn allocation_events_are_counted_apart_from_samples() {
         let sink = Sink::default();
+        sink.close_gate();
         let cfg = WriterConfig {
-            flush_interval: Duration::from_millis(20),
-            buffer_bytes: 1 << 20,
+            channel_batches: 1,
             ..WriterConfig::default()
         };
-        let w = Writer::spawn(sink.clone(), cfg).unwrap();
+        let w = Writer::spawn(sink.clone(), cfg, quiet()).unwrap();
+        let with_events = |n| Batch {
+            bytes: vec![1; 8],
+            samples: 1,
+            events: n,
+        };
+        for _ in 0..5 {
+            w.submit(with_events(10));
+        }
+        sink.open_gate();
+        let f = w.finish().unwrap();
+        assert!(w.dropped_events() >= 30, "{}", w.dropped_events());
+        assert_eq!(f.events_written + w.dropped_events(), 50);
+        assert_eq!(f.events_written, 10 * f.samples_written);
+    }
+
+    #[test]
+    fn data_reaches_the_output_without_finish() {
+        let sink = Sink::default();
+        let w = Writer::spawn(sink.clone(), WriterConfig::default(), quiet()).unwrap();
         w.submit(batch(7, 10, 1));
         let t = Instant::now();
         while sink.bytes().is_empty() {
-            assert!(t.elapsed() < Duration::from_secs(2), "never flushed");
+            assert!(t.elapsed() < Duration::from_secs(2), "never written");
             thread::sleep(Duration::from_millis(5));
         }
-        assert!(sink.flushes.load(Ordering::Relaxed) >= 1);
         w.finish();
     }
 
@@ -288,10 +310,9 @@ mod tests {
         sink.close_gate();
         let cfg = WriterConfig {
             channel_batches: 2,
-            buffer_bytes: 0,
             ..WriterConfig::default()
         };
-        let w = Writer::spawn(sink.clone(), cfg).unwrap();
+        let w = Writer::spawn(sink.clone(), cfg, quiet()).unwrap();
         let mut returned = 0;
         for _ in 0..10 {
             if let Some(v) = w.submit(batch(1, 10, 3)) {
@@ -308,29 +329,42 @@ mod tests {
         assert_eq!(sink.bytes().len() as u64, f.samples_written / 3 * 10);
     }
 
+    /// A failing output: nothing counts as written, and the error is reported once, when
+    /// it happens (with a buffer in between, batches used to count as written when buffered).
     #[test]
-    fn write_errors_are_counted_not_fatal() {
+    fn write_errors_are_reported_once_and_nothing_counts_as_written() {
         let sink = Sink {
             fail: true,
             ..Sink::default()
         };
-        let cfg = WriterConfig {
-            buffer_bytes: 0,
-            ..WriterConfig::default()
-        };
-        let w = Writer::spawn(sink, cfg).unwrap();
+        let reports = Arc::new(AtomicU64::new(0));
+        let seen = Arc::clone(&reports);
+        let on_error: OnError = Box::new(move |e| {
+            assert!(e.to_string().contains("disk full"));
+            seen.fetch_add(1, Ordering::Relaxed);
+        });
+        let w = Writer::spawn(sink, WriterConfig::default(), on_error).unwrap();
         w.submit(batch(1, 10, 4));
+        let t = Instant::now();
+        while reports.load(Ordering::Relaxed) == 0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "the error was not reported"
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
         w.submit_blocking(batch(1, 10, 5));
         let f = w.finish().unwrap();
         assert_eq!(f.samples_written, 0);
         assert_eq!(f.samples_failed, 9);
         assert!(f.error.unwrap().to_string().contains("disk full"));
+        assert_eq!(reports.load(Ordering::Relaxed), 1, "reported once");
     }
 
     #[test]
     fn buffers_are_recycled() {
         let sink = Sink::default();
-        let w = Writer::spawn(sink, WriterConfig::default()).unwrap();
+        let w = Writer::spawn(sink, WriterConfig::default(), quiet()).unwrap();
         let mut b = w.fresh_buffer();
         assert!(b.capacity() >= 64 << 10);
         b.extend_from_slice(&[1; 1000]);
@@ -338,6 +372,7 @@ mod tests {
         w.submit(Batch {
             bytes: b,
             samples: 1,
+            events: 0,
         });
         let t = Instant::now();
         loop {

@@ -8,6 +8,14 @@
 //! bit cleared. The walk decodes it, checks the saved `cs`, and goes on at the interrupted
 //! `ip` and `bp`, kernel or user, after a [`frame_marker::KERNEL_ENTRY`] marker.
 //!
+//! Kernels that are not Linux get the same from the hardware's interrupt frame: an entry stub
+//! that starts with `push bp; mov bp, sp` right after the CPU pushed `ip, cs, flags, sp, ss`
+//! makes a frame record whose "return address" is the interrupted `ip`, with the rest of the
+//! interrupt frame just above it. When such a record leads down to another stack (or ends
+//! the chain) and a ring-3 interrupt frame follows it, or when the kernel's own code selector
+//! and flags with interrupts enabled follow it (an interrupt of kernel code, on the same
+//! stack), the walk marks a kernel entry there.
+//!
 //! Elsewhere a frame pointer must move strictly upwards, which guards against loops; a jump
 //! downwards is taken as a switch to another stack at most `stack_switches` times, after a
 //! [`frame_marker::STACK_SWITCH`] marker, and each stack gets its own upward guard. The
@@ -22,17 +30,34 @@ use crate::{PtrWidth, Walk};
 pub struct Crossings {
     /// Decode Linux's encoded `pt_regs` frame pointers.
     pub linux_pt_regs: bool,
+    /// Recognise the hardware interrupt frame above an entry stub's frame record.
+    pub interrupt_frames: bool,
+    /// The kernel's code selector (the sampled `cs` when in ring 0; 0 when unknown): an
+    /// interrupt of kernel code is recognised by it, on the same stack.
+    pub kernel_cs: u16,
     /// Downward jumps to another stack allowed per walk.
     pub stack_switches: u8,
+    /// How far above where a stack's walk began (the stack pointer, or the first frame after
+    /// a switch) a frame record may lie; 0: no limit. Nothing beyond it is read: a frame
+    /// pointer that left its stack may point at device memory, whose reads have effects.
+    pub stack_span: u64,
 }
 
 impl Crossings {
     /// Everything: what the plugin uses on x86 guests.
     pub const ALL: Crossings = Crossings {
         linux_pt_regs: true,
+        interrupt_frames: true,
+        kernel_cs: 0,
         stack_switches: 2,
+        stack_span: STACK_SPAN,
     };
 }
+
+/// The most a frame chain may climb above its stack's start: twice the largest kernel stack
+/// of the kernels we know (Linux 16 KiB, the example kernels 64 KiB), with room for deep user
+/// stacks.
+pub const STACK_SPAN: u64 = 128 << 10;
 
 /// At most this many kernel entries per walk (an exception inside an interrupt inside a
 /// system call is three).
@@ -46,11 +71,19 @@ struct PtRegs {
     bp: u64,
     ip: u64,
     cs: u64,
+    /// The interrupted stack pointer: where the interrupted context's stack begins.
+    sp: u64,
 }
 
 /// The registers an encoded frame pointer `fp` points to, if it is one and they look right:
 /// they lie on the stack being walked (at or above `lowest`) and hold a code selector.
-fn decode_pt_regs<R>(fp: u64, lowest: u64, width: PtrWidth, read: &mut R) -> Option<PtRegs>
+fn decode_pt_regs<R>(
+    fp: u64,
+    lowest: u64,
+    seg_end: u64,
+    width: PtrWidth,
+    read: &mut R,
+) -> Option<PtRegs>
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
@@ -62,7 +95,7 @@ where
         PtrWidth::W4 if fp & I386_TOP == 0 && lowest > I386_TOP => (fp | I386_TOP, 20, 48, 52),
         _ => return None,
     };
-    if regs < lowest {
+    if regs < lowest || regs >= seg_end {
         return None;
     }
     let w = width.bytes();
@@ -71,14 +104,76 @@ where
         let addr = regs.checked_add(at)?;
         read(addr, &mut b[..w]).then(|| width.word(&b))
     };
+    let cs = word(cs_at)? & 0xffff;
+    // x86_64 always saves sp (offset 152); i386 only on entry from ring 3 (offset 60): an
+    // interrupted i386 kernel context's stack goes on right above the saved registers.
+    let sp = match width {
+        PtrWidth::W8 => word(152)?,
+        PtrWidth::W4 if cs & 3 == 3 => word(60)?,
+        PtrWidth::W4 => regs + 60,
+    };
     let r = PtRegs {
         bp: word(bp_at)?,
         ip: word(ip_at)?,
-        cs: word(cs_at)? & 0xffff,
+        cs,
+        sp,
     };
     // A code selector: not null, ring 0 or 3.
     let plausible = r.cs & !3 != 0 && matches!(r.cs & 3, 0 | 3) && r.ip != 0;
     plausible.then_some(r)
+}
+
+/// The `n` (at most 4) words right above the frame record at `fp`: where the CPU's interrupt
+/// frame lies when an entry stub made that record.
+fn words_above_record<R>(fp: u64, width: PtrWidth, n: usize, read: &mut R) -> Option<[u64; 4]>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let w = width.bytes();
+    let at = fp.checked_add(2 * w as u64)?;
+    let last = at.checked_add((n * w) as u64 - 1)?;
+    let mut b = [0u8; 32];
+    if last > width.max_addr() || !read(at, &mut b[..n * w]) {
+        return None;
+    }
+    let mut out = [0u64; 4];
+    for (i, v) in out.iter_mut().take(n).enumerate() {
+        *v = width.word(&b[i * w..]);
+    }
+    Some(out)
+}
+
+/// Flags as the CPU pushes them: bit 1 set; 3, 5, 15 and 22 up clear.
+fn plausible_flags(flags: u64) -> bool {
+    flags & 0x2 != 0 && flags & !0x003f_7fd7 == 0
+}
+
+/// The interrupted user stack pointer, if the record at `fp` is an entry stub's made just
+/// below a hardware interrupt frame pushed on entry from ring 3: `[fp, ip, cs, flags, sp,
+/// ss]`, with user selectors in `cs` and `ss` and plausible flags.
+fn user_interrupt_frame<R>(fp: u64, width: PtrWidth, read: &mut R) -> Option<u64>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let [cs, flags, sp, ss] = words_above_record(fp, width, 4, read)?;
+    let user_selector = |s: u64| s <= 0xffff && s & 3 == 3 && s & !3 != 0;
+    (user_selector(cs) && user_selector(ss) && plausible_flags(flags) && sp != 0).then_some(sp)
+}
+
+/// Whether the record at `fp` is an entry stub's right below the frame the CPU pushed when
+/// it interrupted kernel code running with interrupts on: `[fp, ip, cs, flags]` (and, on
+/// x86_64, `sp` at or above the record and `ss`), `cs` the kernel's own selector, plausible
+/// flags with IF set.
+fn kernel_interrupt_frame<R>(fp: u64, width: PtrWidth, kernel_cs: u16, read: &mut R) -> bool
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let words = if width == PtrWidth::W8 { 4 } else { 2 };
+    let Some([cs, flags, sp, ss]) = words_above_record(fp, width, words, read) else {
+        return false;
+    };
+    let stack_ok = width == PtrWidth::W4 || (sp > fp && ss <= 0xffff);
+    cs == kernel_cs as u64 && plausible_flags(flags) && flags & 0x200 != 0 && stack_ok
 }
 
 /// Like [`crate::walk_above`], crossing kernel entries and stack switches as `crossings`
@@ -103,6 +198,12 @@ where
     let record = &mut record[..2 * w];
     let mut fp = fp;
     let mut lowest = floor;
+    // Where the current stack's span ends: no record is read at or beyond it.
+    let span_end = |start: u64| match crossings.stack_span {
+        0 => u64::MAX,
+        span => start.saturating_add(span),
+    };
+    let mut seg_end = span_end(floor);
     let mut switches = 0u8;
     let mut entries = 0u8;
     let mut n = 0usize;
@@ -120,14 +221,16 @@ where
         }
         // Even the first: a sample in entry code, after the encoding, before the call.
         if crossings.linux_pt_regs && entries < MAX_ENTRIES {
-            if let Some(r) = decode_pt_regs(fp, lowest, width, &mut read) {
+            if let Some(r) = decode_pt_regs(fp, lowest, seg_end, width, &mut read) {
                 entries += 1;
                 if !push(&mut n, frame_marker::KERNEL_ENTRY) || !push(&mut n, r.ip) {
                     break StopReason::DepthLimit;
                 }
-                // The interrupted context's stack: a guard of its own.
+                // The interrupted context's stack, from its stack pointer: a guard and a
+                // span of its own.
                 fp = r.bp;
-                lowest = 0;
+                lowest = r.sp;
+                seg_end = span_end(r.sp);
                 continue;
             }
         }
@@ -139,10 +242,11 @@ where
                 break StopReason::NotIncreasing;
             }
             switches += 1;
-            // The other stack's guard starts at this frame (set below).
+            // The other stack's guard (set below) and span start at this frame.
             if !push(&mut n, frame_marker::STACK_SWITCH) {
                 break StopReason::DepthLimit;
             }
+            seg_end = span_end(fp);
         }
         if n >= cap {
             break StopReason::DepthLimit;
@@ -150,6 +254,9 @@ where
         match fp.checked_add(2 * w as u64 - 1) {
             Some(last) if last <= width.max_addr() => {}
             _ => break StopReason::Unreadable,
+        }
+        if fp >= seg_end || seg_end - fp < 2 * w as u64 {
+            break StopReason::OffStack;
         }
         if !read(fp, record) {
             break StopReason::Unreadable;
@@ -159,8 +266,36 @@ where
         if ret == 0 {
             break StopReason::NullReturnAddress;
         }
-        push(&mut n, ret);
-        lowest = fp + 1;
+        // From user space: only where the chain leaves this stack (a switch or its end).
+        let user_sp = (crossings.interrupt_frames && entries < MAX_ENTRIES && saved_fp <= fp)
+            .then(|| user_interrupt_frame(fp, width, &mut read))
+            .flatten();
+        let from_user = user_sp.is_some();
+        // From kernel code: on the same stack, so the chain goes on up.
+        let from_kernel = !from_user
+            && crossings.interrupt_frames
+            && crossings.kernel_cs != 0
+            && entries < MAX_ENTRIES
+            && saved_fp > fp
+            && kernel_interrupt_frame(fp, width, crossings.kernel_cs, &mut read);
+        if from_user || from_kernel {
+            entries += 1;
+            // The interrupted ip as is; user space gets a guard of its own.
+            if !push(&mut n, frame_marker::KERNEL_ENTRY) || !push(&mut n, ret) {
+                break StopReason::DepthLimit;
+            }
+            match user_sp {
+                // The user stack, from the interrupted stack pointer.
+                Some(sp) => {
+                    lowest = sp;
+                    seg_end = span_end(sp);
+                }
+                None => lowest = fp + 1,
+            }
+        } else {
+            push(&mut n, ret);
+            lowest = fp + 1;
+        }
         fp = saved_fp;
     };
     Walk { frames: n, stop }

@@ -9,7 +9,7 @@
 //! | --- | --- | --- |
 //! | `push ebp` (function entry) | `[SP]` = return address | `SP + 0` |
 //! | `mov ebp, esp` (after the push) | `[SP]` = saved FP, `[SP+W]` = return address | `SP + W` |
-//! | `ret` (after `pop ebp`) | `[SP]` = return address | `SP + 0` |
+//! | `ret`, `ret imm16`, `rep ret` (after `pop ebp`) | `[SP]` = return address | `SP + 0` |
 //!
 //! Every other instruction of a function compiled with frame pointers runs with its own frame
 //! record at FP, and a block never spans a call or a return, so classifying a block's first
@@ -31,7 +31,21 @@ pub enum EntryState {
 }
 
 impl EntryState {
-    /// Classifies a block by the bytes of its first instruction.
+    /// Classifies a block of an `arch` guest by the bytes of its first instruction. Only x86
+    /// keeps the return address on the stack at entry; riscv64 and aarch64 keep it in
+    /// `ra` / `x30`, which the recorder records with every sample: always [`Framed`] there.
+    ///
+    /// [`Framed`]: EntryState::Framed
+    pub fn classify_on(arch: kern_profile_format::Arch, first: &[u8]) -> Self {
+        use kern_profile_format::Arch;
+        match arch {
+            Arch::I386 => Self::classify(first, PtrWidth::W4),
+            Arch::X86_64 => Self::classify(first, PtrWidth::W8),
+            Arch::Riscv64 | Arch::Aarch64 => EntryState::Framed,
+        }
+    }
+
+    /// Classifies an x86 block by the bytes of its first instruction.
     pub fn classify(first: &[u8], width: PtrWidth) -> Self {
         // x86_64 encodes the 64-bit moves with a REX.W prefix.
         let mov = match (width, first) {
@@ -39,10 +53,11 @@ impl EntryState {
             (PtrWidth::W4, rest) => rest,
             _ => &[][..],
         };
-        match first {
-            [0x55, ..] => return EntryState::BeforePush,
-            [0xc3, ..] | [0xc2, _, _, ..] => return EntryState::AtReturn,
-            _ => {}
+        if first.first() == Some(&0x55) {
+            return EntryState::BeforePush;
+        }
+        if crate::x86::is_ret(first) {
+            return EntryState::AtReturn;
         }
         match mov {
             // mov ebp, esp: 89 /r with ModRM e5, or 8b /r with ModRM ec.
@@ -94,6 +109,7 @@ mod tests {
             EntryState::classify(&[0xc2, 0x08, 0x00], w),
             EntryState::AtReturn
         );
+        assert_eq!(EntryState::classify(&[0xf3, 0xc3], w), EntryState::AtReturn);
         // mov ecx, eax; a truncated ret imm16; nothing at all.
         assert_eq!(EntryState::classify(&[0x89, 0xc1], w), EntryState::Framed);
         assert_eq!(EntryState::classify(&[0xc2, 0x08], w), EntryState::Framed);

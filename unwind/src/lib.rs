@@ -1,4 +1,10 @@
-//! A frame-pointer stack walker for i386 and x86_64 guests.
+//! Frame-pointer stack walkers for i386, x86_64, riscv64 and aarch64 guests, and the
+//! architecture facts around them, for the plugin and the aggregator alike: register names
+//! and privilege levels ([`registers`]); x86 returns and calls ([`x86`]); riscv64 and aarch64
+//! instructions as they make and take down frame records ([`code`]), and where a function
+//! stands in that at an instruction ([`frame_state`]). The x86 walk is this file's (with
+//! [`walk_across`] and the frameless-entry classification [`EntryState`]); riscv64 and
+//! aarch64 have their own modules; [`walk_guest`] picks.
 //!
 //! With frame pointers, every function starts with `push ebp; mov ebp, esp` (or the `rbp`
 //! equivalent), so the frame pointer (FP) points at a *frame record*:
@@ -14,10 +20,16 @@
 //! short stack: every step must move strictly upwards, so a walk ends after at most
 //! `max_depth` reads.
 
-use kern_profile_format::StopReason;
+use kern_profile_format::{Arch, StopReason};
 
+pub mod aarch64;
+pub mod code;
 mod cross;
 mod entry;
+pub mod frame_state;
+pub mod registers;
+pub mod riscv64;
+pub mod x86;
 
 pub use cross::{walk_across, Crossings};
 pub use entry::{sampled_index, EntryState};
@@ -86,6 +98,31 @@ impl PtrWidth {
 pub struct Walk {
     pub frames: usize,
     pub stop: StopReason,
+}
+
+/// Walks a guest's frame-pointer chain from `fp`, with `sp` the stack pointer, the way
+/// `arch` lays out frame records: x86 with [`walk_across`] and `crossings` (kernel entries,
+/// stack switches, the stack span), riscv64 with [`riscv64::walk`], aarch64 with
+/// [`aarch64::walk`].
+pub fn walk_guest<R>(
+    arch: Arch,
+    sp: u64,
+    fp: u64,
+    max_depth: usize,
+    crossings: Crossings,
+    read: R,
+    out: &mut [u64],
+) -> Walk
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    match arch {
+        Arch::I386 => walk_across(sp, fp, PtrWidth::W4, max_depth, crossings, read, out),
+        Arch::X86_64 => walk_across(sp, fp, PtrWidth::W8, max_depth, crossings, read, out),
+        // Their kernels' trap entries join kernel and user stacks far apart: no span yet.
+        Arch::Riscv64 => riscv64::walk(sp, fp, max_depth, read, out),
+        Arch::Aarch64 => aarch64::walk(sp, fp, max_depth, read, out),
+    }
 }
 
 /// Walks the frame-pointer chain starting at `fp`.

@@ -3,9 +3,14 @@
 //! shrank.
 
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
+use crate::collect::Run;
+use crate::error::ProfileError;
 use crate::folded::Folded;
-use crate::output::svg::{write_svg_lines, SvgParams};
+use crate::options::{Options, OutputFormat};
+use crate::output::svg::{write_svg_lines, SvgParams, SvgRenderer};
+use crate::output::{file_name, write_err, CpuRenderer};
 
 /// The two-count folded lines `stack BASE THIS`, sorted.
 pub fn diff_lines(base: &Folded, this: &Folded, normalize: bool) -> io::Result<Vec<u8>> {
@@ -53,6 +58,69 @@ pub fn write_diff_svg(
     let lines = diff_lines(base, this, normalize)?;
     let text = String::from_utf8_lossy(&lines);
     write_svg_lines(text.lines().filter(|l| !l.is_empty()), params, out)
+}
+
+/// This run against a base run: two-count folded lines, or a differential flamegraph.
+pub struct DiffRenderer {
+    base: PathBuf,
+    /// Scale the base to this run's sample count.
+    normalize: bool,
+    /// `None`: folded lines.
+    svg: Option<SvgRenderer>,
+}
+
+impl DiffRenderer {
+    pub fn new(base: &Path, opts: &Options) -> Self {
+        DiffRenderer {
+            base: base.to_path_buf(),
+            normalize: opts.diff_normalize,
+            svg: (opts.format == OutputFormat::Svg).then(|| SvgRenderer::new(opts)),
+        }
+    }
+
+    fn subtitle(&self, this: &Path) -> String {
+        format!(
+            "{} against {}: red grew, blue shrank{}",
+            file_name(this),
+            file_name(&self.base),
+            if self.normalize {
+                " (base scaled to this run)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+impl CpuRenderer for DiffRenderer {
+    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
+        let this = run.collect(run.input, false)?;
+        let base = run.collect(&self.base, false)?;
+        let filter = run.filter;
+        let base_f = Folded::from_counts(&base.counts, &mut run.namer_for(&base), &filter.names);
+        let this_f = run.name(&this);
+        match &self.svg {
+            None => write_diff_folded(&base_f, &this_f, self.normalize, &mut *out),
+            Some(svg) => {
+                let params = svg.params(
+                    || {
+                        format!(
+                            "{}: {} samples vs {} in the base",
+                            run.kernel, this.kept, base.kept
+                        )
+                    },
+                    self.subtitle(&this.path),
+                    "samples",
+                );
+                write_diff_svg(&base_f, &this_f, self.normalize, &params, &mut *out)
+            }
+        }
+        .map_err(write_err)?;
+        Ok(format!(
+            "differential of {} samples against {} base samples",
+            this.kept, base.kept
+        ))
+    }
 }
 
 #[cfg(test)]

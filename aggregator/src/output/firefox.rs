@@ -7,148 +7,243 @@
 //! placed 1 ms apart, in file order, on one thread.
 
 use std::io::Write;
+use std::rc::Rc;
 
 use fxprof_processed_profile::{
-    CategoryColor, CategoryHandle, CpuDelta, Frame, FrameFlags, FrameInfo, Profile,
+    CategoryColor, CategoryHandle, CpuDelta, Frame, FrameFlags, FrameInfo, ProcessHandle, Profile,
     ReferenceTimestamp, SamplingInterval, StackHandle, ThreadHandle, Timestamp,
 };
-use kern_profile_format::SamplingMode;
+use kern_profile_format::{Arch, Header, SamplingMode};
 use rustc_hash::FxHashMap;
 
+use crate::address_space::AddressSpaces;
+use crate::collect::Run;
 use crate::error::ProfileError;
-use crate::input::{CpuInput, ReadSummary};
-use crate::options::Options;
-use crate::stacks::{KeyBuilder, NameStyle, StackNamer, UNKNOWN_FRAME};
-use crate::symbolize::Symbolizer;
+use crate::filter::{NameRules, SampleFilter};
+use crate::input::{CpuInput, ReadSummary, Sample};
+use crate::output::CpuRenderer;
+use crate::stacks::{KeyBuilder, StackNamer, UNKNOWN_FRAME};
+use crate::warning::Warning;
+
+/// A distinct address stack of a thread: its interned stack (`None`: empty), or dropped by
+/// `--focus`/`--exclude`.
+#[derive(Clone, Copy)]
+enum Interned {
+    Kept(Option<StackHandle>),
+    Dropped,
+}
 
 struct ThreadState {
     handle: ThreadHandle,
-    stacks: FxHashMap<Box<[u64]>, Option<StackHandle>>,
+    stacks: FxHashMap<Box<[u64]>, Interned>,
     last_ns: Option<u64>,
     first_ns: Option<u64>,
     samples: u64,
 }
 
-/// Reads `input` and writes its profile as JSON to `out`. Returns what reading found and the
-/// number of samples kept.
+/// The sampled profile as a Firefox Profiler profile, streamed from the input.
+pub struct FirefoxRenderer;
+
+impl CpuRenderer for FirefoxRenderer {
+    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
+        let input = run.open(run.input)?;
+        let format = input.format;
+        let spaces = address_spaces(run, input.header.as_ref().map(|h| h.arch))?;
+        run.warnings.extend(spaces.warnings(run.sym));
+        let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
+        let (summary, kept) = write_firefox(input, &mut namer, run.filter, &run.kernel, out)?;
+        let overlap = namer.overlap_warning();
+        run.warnings
+            .extend(Warning::of_input(run.input, format, &summary));
+        run.warnings.extend(overlap);
+        Ok(format!(
+            "{kept} of {} samples in a Firefox profile, one thread per vCPU",
+            summary.tally.samples
+        ))
+    }
+}
+
+/// Which user program ran in which address space: stacks are named as they stream in, so
+/// the recording's code bytes are read first (only when user programs are given).
+fn address_spaces(run: &mut Run<'_>, arch: Option<Arch>) -> Result<AddressSpaces, ProfileError> {
+    if !run.sym.has_user_binaries() {
+        return Ok(AddressSpaces::none(arch));
+    }
+    let code = run.open(run.input)?.for_each(false, |_| {})?.code;
+    Ok(AddressSpaces::decide(&code, arch, run.sym))
+}
+
+/// Reads `input` and writes its profile as JSON to `out`, naming stacks with `namer`.
+/// Returns what reading found and the number of samples kept.
 pub fn write_firefox(
     input: CpuInput,
-    sym: &mut Symbolizer,
-    opts: &Options,
+    namer: &mut StackNamer<'_>,
+    filter: &SampleFilter,
     product: &str,
     out: impl Write,
 ) -> Result<(ReadSummary, u64), ProfileError> {
-    let header = input.header.clone();
-    let reference = header
-        .as_ref()
-        .map_or(ReferenceTimestamp::from_millis_since_unix_epoch(0.0), |h| {
-            ReferenceTimestamp::from_millis_since_unix_epoch(h.start_unix_ns as f64 / 1e6)
-        });
-    let declared = match header.as_ref().map(|h| h.sampling) {
-        Some(SamplingMode::DelayMicros(us)) => {
-            Some(SamplingInterval::from_nanos(us.saturating_mul(1000)))
-        }
-        _ => None,
-    };
-    let mut profile = Profile::new(
-        product,
-        reference,
-        declared.unwrap_or(SamplingInterval::from_millis(1)),
-    );
-    profile.set_symbolicated(true);
-    profile.set_os_name("guest kernel under QEMU (kern-profile)");
-    let start = Timestamp::from_nanos_since_reference(0);
-    let process = profile.add_process(product, 1, start);
-    let kernel_cat = profile.add_category("Kernel", CategoryColor::Orange);
-    let user_cat = profile.add_category("User", CategoryColor::Blue);
-
-    let mut threads: FxHashMap<u32, ThreadState> = FxHashMap::default();
-    let new_thread = |profile: &mut Profile, vcpu: u32| {
-        // No "main" thread: the profiler would name it after the process.
-        let handle = profile.add_thread(process, vcpu, start, false);
-        profile.set_thread_name(handle, &format!("vCPU {vcpu}"));
-        ThreadState {
-            handle,
-            stacks: FxHashMap::default(),
-            last_ns: None,
-            first_ns: None,
-            samples: 0,
-        }
-    };
-    // One track per vCPU QEMU ran, even an idle one.
-    if let Some(h) = &header {
-        for v in 0..h.vcpus.min(4096) {
-            if opts.cpus.as_ref().is_none_or(|c| c.contains(v)) {
-                let t = new_thread(&mut profile, v);
-                threads.insert(v, t);
-            }
-        }
-    }
-
+    let mut b = Builder::new(input.header.as_ref(), product, filter);
+    b.rules = filter.names.clone();
     let markers = input.header.as_ref().is_some_and(|h| h.markers);
-    let keys = KeyBuilder::new(opts).with_markers(markers);
-    let mut namer = StackNamer::new(sym, NameStyle::from_options(opts, false));
+    let keys = KeyBuilder::new(filter).with_markers(markers);
     let mut key = Vec::with_capacity(256);
-    let mut names = Vec::with_capacity(256);
-    let mut infos = Vec::with_capacity(256);
     let mut index = 0u64;
-    let mut kept = 0u64;
     let summary = input.for_each(false, |s| {
         let seq = index;
         index += 1;
-        if !keys.build(s, namer.symbolizer(), &mut key) {
-            return;
+        if keys.build(s, namer.symbolizer(), &mut key) {
+            // Legacy samples have no time: 1 ms apart, in file order.
+            let ns = s.time_ns.unwrap_or(seq.saturating_mul(1_000_000));
+            b.add(s, &key, ns, namer);
         }
-        kept += 1;
-        let t = threads
-            .entry(s.vcpu)
-            .or_insert_with(|| new_thread(&mut profile, s.vcpu));
-        let stack = match t.stacks.get(&key[..]) {
-            Some(h) => *h,
-            None => {
-                // User frames (of a user-mode sample, or the user part of a system call's
-                // stack sampled in the kernel) in the User category.
-                let user_part = namer.name_key_spaces(&key, &mut names);
-                infos.clear();
-                for (i, n) in names.iter().enumerate() {
-                    let category = if &**n == UNKNOWN_FRAME {
-                        CategoryHandle::OTHER
-                    } else if s.user || user_part.contains(&i) {
-                        user_cat
-                    } else {
-                        kernel_cat
-                    };
-                    infos.push(FrameInfo {
-                        frame: Frame::Label(profile.intern_string(n)),
-                        category_pair: category.into(),
-                        flags: FrameFlags::empty(),
-                    });
-                }
-                let h = profile.intern_stack_frames(t.handle, infos.drain(..));
-                t.stacks.insert(key.as_slice().into(), h);
-                h
+    })?;
+    let kept = b.kept;
+    b.finish(out).map_err(|source| ProfileError::Write {
+        what: "the Firefox profile".into(),
+        source,
+    })?;
+    Ok((summary, kept))
+}
+
+/// The profile being built, with one thread per vCPU.
+struct Builder {
+    profile: Profile,
+    process: ProcessHandle,
+    kernel_cat: CategoryHandle,
+    user_cat: CategoryHandle,
+    threads: FxHashMap<u32, ThreadState>,
+    /// Whether the header declared the sampling interval (`delay` sampling).
+    declared: bool,
+    kept: u64,
+    names: Vec<Rc<str>>,
+    infos: Vec<FrameInfo>,
+    rules: NameRules,
+}
+
+fn start() -> Timestamp {
+    Timestamp::from_nanos_since_reference(0)
+}
+
+impl Builder {
+    fn new(header: Option<&Header>, product: &str, filter: &SampleFilter) -> Self {
+        let reference = header.map_or(ReferenceTimestamp::from_millis_since_unix_epoch(0.0), |h| {
+            ReferenceTimestamp::from_millis_since_unix_epoch(h.start_unix_ns as f64 / 1e6)
+        });
+        let declared = match header.map(|h| h.sampling) {
+            Some(SamplingMode::DelayMicros(us)) => {
+                Some(SamplingInterval::from_nanos(us.saturating_mul(1000)))
             }
+            _ => None,
         };
-        let ns = s.time_ns.unwrap_or(seq.saturating_mul(1_000_000));
+        let mut profile = Profile::new(
+            product,
+            reference,
+            declared.unwrap_or(SamplingInterval::from_millis(1)),
+        );
+        profile.set_symbolicated(true);
+        profile.set_os_name("guest kernel under QEMU (kern-profile)");
+        let process = profile.add_process(product, 1, start());
+        let kernel_cat = profile.add_category("Kernel", CategoryColor::Orange);
+        let user_cat = profile.add_category("User", CategoryColor::Blue);
+        let mut b = Builder {
+            profile,
+            process,
+            kernel_cat,
+            user_cat,
+            threads: FxHashMap::default(),
+            declared: declared.is_some(),
+            kept: 0,
+            names: Vec::with_capacity(256),
+            infos: Vec::with_capacity(256),
+            rules: NameRules::default(),
+        };
+        // One track per vCPU QEMU ran, even an idle one.
+        if let Some(h) = header {
+            for v in 0..h.vcpus.min(4096) {
+                if filter.cpus.as_ref().is_none_or(|c| c.contains(v)) {
+                    b.thread(v);
+                }
+            }
+        }
+        b
+    }
+
+    fn thread(&mut self, vcpu: u32) -> &mut ThreadState {
+        let (profile, process) = (&mut self.profile, self.process);
+        self.threads.entry(vcpu).or_insert_with(|| {
+            // No "main" thread: the profiler would name it after the process.
+            let handle = profile.add_thread(process, vcpu, start(), false);
+            profile.set_thread_name(handle, &format!("vCPU {vcpu}"));
+            ThreadState {
+                handle,
+                stacks: FxHashMap::default(),
+                last_ns: None,
+                first_ns: None,
+                samples: 0,
+            }
+        })
+    }
+
+    /// A kept sample with interning key `key`, at `ns`.
+    fn add(&mut self, s: &Sample<'_>, key: &[u64], ns: u64, namer: &mut StackNamer<'_>) {
+        self.thread(s.vcpu);
+        let t = &self.threads[&s.vcpu];
+        let interned = match t.stacks.get(key) {
+            Some(h) => *h,
+            None => self.intern(s, key, namer),
+        };
+        let Interned::Kept(stack) = interned else {
+            return;
+        };
+        self.kept += 1;
+        let t = self.threads.get_mut(&s.vcpu).expect("created above");
         let delta = t.last_ns.map_or(CpuDelta::ZERO, |l| {
             CpuDelta::from_nanos(ns.saturating_sub(l))
         });
         t.last_ns = Some(ns);
         t.first_ns.get_or_insert(ns);
         t.samples += 1;
-        profile.add_sample(
-            t.handle,
-            Timestamp::from_nanos_since_reference(ns),
-            stack,
-            delta,
-            1,
-        );
-    })?;
+        let at = Timestamp::from_nanos_since_reference(ns);
+        self.profile.add_sample(t.handle, at, stack, delta, 1);
+    }
 
-    if declared.is_none() {
-        // `period` sampling: declare the mean host-time spacing of samples.
+    /// Names `key` and interns it on the sample's thread. User frames (of a user-mode sample,
+    /// or the user part of a system call's stack sampled in the kernel) go in the User
+    /// category.
+    fn intern(&mut self, s: &Sample<'_>, key: &[u64], namer: &mut StackNamer<'_>) -> Interned {
+        let t = self.threads.get_mut(&s.vcpu).expect("created by add");
+        let Some(user_part) = namer.name_key_shaped(key, &self.rules, &mut self.names) else {
+            t.stacks.insert(key.into(), Interned::Dropped);
+            return Interned::Dropped;
+        };
+        self.infos.clear();
+        for (i, n) in self.names.iter().enumerate() {
+            let category = if &**n == UNKNOWN_FRAME {
+                CategoryHandle::OTHER
+            } else if s.user || user_part.contains(&i) {
+                self.user_cat
+            } else {
+                self.kernel_cat
+            };
+            self.infos.push(FrameInfo {
+                frame: Frame::Label(self.profile.intern_string(n)),
+                category_pair: category.into(),
+                flags: FrameFlags::empty(),
+            });
+        }
+        let t = self.threads.get_mut(&s.vcpu).expect("created by add");
+        let h = Interned::Kept(
+            self.profile
+                .intern_stack_frames(t.handle, self.infos.drain(..)),
+        );
+        t.stacks.insert(key.into(), h);
+        h
+    }
+
+    /// `period` sampling declares no interval: declare the mean host-time spacing of samples.
+    fn declare_interval(&mut self) {
         let (span, gaps) =
-            threads
+            self.threads
                 .values()
                 .fold((0u64, 0u64), |(s, g), t| match (t.first_ns, t.last_ns) {
                     (Some(a), Some(b)) if t.samples > 1 => (
@@ -158,17 +253,17 @@ pub fn write_firefox(
                     _ => (s, g),
                 });
         if gaps > 0 && span > 0 {
-            profile.set_interval(SamplingInterval::from_nanos((span / gaps).max(1)));
+            self.profile
+                .set_interval(SamplingInterval::from_nanos((span / gaps).max(1)));
         }
     }
 
-    let mut out = std::io::BufWriter::new(out);
-    serde_json::to_writer(&mut out, &profile)
-        .map_err(std::io::Error::other)
-        .and_then(|()| out.flush())
-        .map_err(|source| ProfileError::Write {
-            what: "the Firefox profile".into(),
-            source,
-        })?;
-    Ok((summary, kept))
+    fn finish(mut self, out: impl Write) -> std::io::Result<()> {
+        if !self.declared {
+            self.declare_interval();
+        }
+        let mut out = std::io::BufWriter::new(out);
+        serde_json::to_writer(&mut out, &self.profile).map_err(std::io::Error::other)?;
+        out.flush()
+    }
 }

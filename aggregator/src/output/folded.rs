@@ -2,9 +2,24 @@
 
 use std::io::{self, Write};
 
+use crate::collect::Run;
+use crate::error::ProfileError;
 use crate::folded::Folded;
+use crate::output::{write_err, CpuRenderer};
 
 /// Writes `folded` as collapsed stack lines.
 pub fn write_folded(folded: &Folded, out: impl Write) -> io::Result<()> {
     folded.write(out)
+}
+
+/// Collapsed stacks of the sampled profile.
+pub struct FoldedRenderer;
+
+impl CpuRenderer for FoldedRenderer {
+    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
+        let profile = run.collect(run.input, false)?;
+        let folded = run.name(&profile);
+        write_folded(&folded, out).map_err(write_err)?;
+        Ok(run.summary(&profile, &folded))
+    }
 }

@@ -1,8 +1,44 @@
-//! The output formats: flamegraph SVG, folded stacks, Firefox Profiler JSON, text report,
-//! and the differential flamegraph.
+//! The output formats, one file each, behind [`CpuRenderer`]: flamegraph SVG, folded stacks,
+//! Firefox Profiler JSON, text report, differential flamegraph and exact counts; plus the
+//! words shared by several ([`describe`]). A new format is one more file here and one more
+//! arm in [`crate::job`]. Allocation mode's own outputs: [`alloc_flamegraph`], [`alloc_report`],
+//! [`timeline`].
 
+pub mod alloc_flamegraph;
+pub mod alloc_report;
+pub mod describe;
 pub mod diff;
+pub mod exact;
 pub mod firefox;
 pub mod folded;
 pub mod svg;
 pub mod text;
+pub mod timeline;
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::collect::Run;
+use crate::error::ProfileError;
+
+/// One output of a CPU run.
+pub trait CpuRenderer {
+    /// Collects what this output draws from `run` and writes it to `out`; returns the
+    /// one-line summary for the user.
+    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError>;
+}
+
+pub(crate) fn write_err(source: std::io::Error) -> ProfileError {
+    ProfileError::Write {
+        what: "the output".into(),
+        source,
+    }
+}
+
+/// A path's file name, for subtitles.
+pub(crate) fn file_name(p: &Path) -> String {
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}

@@ -5,7 +5,12 @@ use std::io::{self, Write};
 
 use inferno::flamegraph::{self, color::MultiPalette, Direction, Palette};
 
+use crate::collect::Run;
+use crate::error::ProfileError;
 use crate::folded::Folded;
+use crate::options::Options;
+use crate::output::describe::subtitle;
+use crate::output::{write_err, CpuRenderer};
 
 /// What the flamegraph says around its frames.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,4 +78,49 @@ fn write_empty(p: &SvgParams, out: &mut impl Write) -> io::Result<()> {
         esc(&p.title),
         esc(&p.count_name)
     )
+}
+
+/// The flamegraph of the sampled profile.
+pub struct SvgRenderer {
+    /// `None`: "`<kernel>`: `<N>` samples".
+    pub title: Option<String>,
+    pub reverse: bool,
+}
+
+impl SvgRenderer {
+    pub fn new(opts: &Options) -> Self {
+        SvgRenderer {
+            title: opts.title.clone(),
+            reverse: opts.reverse,
+        }
+    }
+
+    /// Parameters with this renderer's title, or `default_title` when none was given.
+    pub fn params(
+        &self,
+        default_title: impl FnOnce() -> String,
+        subtitle: String,
+        count_name: &str,
+    ) -> SvgParams {
+        SvgParams {
+            title: self.title.clone().unwrap_or_else(default_title),
+            subtitle: Some(subtitle),
+            reverse: self.reverse,
+            count_name: count_name.into(),
+        }
+    }
+}
+
+impl CpuRenderer for SvgRenderer {
+    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
+        let profile = run.collect(run.input, false)?;
+        let folded = run.name(&profile);
+        let params = self.params(
+            || format!("{}: {} samples", run.kernel, profile.kept),
+            subtitle(&profile, run.filter, self.reverse),
+            "samples",
+        );
+        write_svg(&folded, &params, out).map_err(write_err)?;
+        Ok(run.summary(&profile, &folded))
+    }
 }

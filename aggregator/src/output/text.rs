@@ -7,7 +7,11 @@ use std::io::{self, Write};
 
 use rustc_hash::FxHashMap;
 
+use crate::collect::Run;
+use crate::error::ProfileError;
 use crate::folded::Folded;
+use crate::output::describe::describe;
+use crate::output::{write_err, CpuRenderer};
 
 /// One function's counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +123,26 @@ fn table(rows: &[&FunctionRow], total: u64, out: &mut impl Write) -> io::Result<
         )?;
     }
     Ok(())
+}
+
+/// The text report of the sampled profile.
+pub struct TextRenderer {
+    /// Rows of each table.
+    pub top: usize,
+    /// The kernel/user split per vCPU too (`--per-cpu`, which has no frames here).
+    pub per_cpu_lines: bool,
+}
+
+impl CpuRenderer for TextRenderer {
+    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
+        let profile = run.collect(run.input, false)?;
+        let folded = run.name(&profile);
+        let split = profile.summary.tally.user_samples > 0 || run.sym.has_user_binaries();
+        let mut header = describe(&profile, &run.kernel, run.filter, split, self.per_cpu_lines);
+        header.extend(run.sym.corrections().describe());
+        write_report(&folded, &header, self.top, "samples", out).map_err(write_err)?;
+        Ok(run.summary(&profile, &folded))
+    }
 }
 
 /// `part` of `total` in percent.

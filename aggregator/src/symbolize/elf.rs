@@ -1,8 +1,10 @@
-//! Loading a kernel ELF: its architecture, code symbols, code bytes and DWARF.
+//! Loading a kernel ELF: its architecture, code symbols, code bytes, DWARF and call-frame
+//! information.
 //!
 //! Everything is copied out of the file once, so the image owns its data (no borrowed
 //! buffers, no memory map held open).
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -11,6 +13,8 @@ use object::{
     Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind, SymbolSection,
 };
 
+use super::cfi::CfiTable;
+use super::compressed::section_bytes;
 use super::table::{RawSymbol, SymbolTable};
 use super::SymbolError;
 
@@ -26,6 +30,8 @@ pub struct ElfImage {
     pub machine: String,
     pub symbols: SymbolTable,
     pub dwarf: Option<addr2line::Context<DwarfReader>>,
+    /// Call-frame information (riscv64 and aarch64 only: for the leaf and prologue correction).
+    pub cfi: Option<CfiTable>,
     /// Executable sections: start address and bytes.
     code: Vec<(u64, Vec<u8>)>,
     /// Loadable segments (PT_LOAD): `[start, end)` in memory, sorted.
@@ -35,48 +41,41 @@ pub struct ElfImage {
 }
 
 impl ElfImage {
-    /// Loads an ELF file.
+    /// Loads an ELF file: its magic is checked before the rest is read (then once, whole).
     pub fn load(path: &Path) -> Result<Self, SymbolError> {
-        let data = std::fs::read(path).map_err(|source| SymbolError::Open {
+        let open_err = |source| SymbolError::Open {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let mut file = kern_profile_format::open_input(path).map_err(open_err)?;
+        let mut data = Vec::new();
+        (&mut file)
+            .take(8)
+            .read_to_end(&mut data)
+            .map_err(open_err)?;
+        check_magic(&data, path)?;
+        file.read_to_end(&mut data).map_err(open_err)?;
         Self::parse(&data, path)
     }
 
     /// Parses ELF bytes; `path` names the file in errors.
     pub fn parse(data: &[u8], path: &Path) -> Result<Self, SymbolError> {
-        let not_elf = |reason: String| SymbolError::NotElf {
+        check_magic(data, path)?;
+        let file = object::File::parse(data).map_err(|e| SymbolError::NotElf {
             path: path.to_path_buf(),
-            reason,
-        };
-        if data.starts_with(kern_profile_format::MAGIC) {
-            return Err(not_elf(
-                "this is a kern-profile raw sample file; the ELF comes second: \
-                 `kern-profile RAW ELF`"
-                    .into(),
-            ));
-        }
-        if !data.starts_with(b"\x7fELF") {
-            return Err(not_elf("no ELF magic (\\x7fELF) at offset 0".into()));
-        }
-        let file = object::File::parse(data).map_err(|e| not_elf(e.to_string()))?;
+            reason: e.to_string(),
+        })?;
         let arch = match file.architecture() {
             object::Architecture::I386 => Some(Arch::I386),
             object::Architecture::X86_64 | object::Architecture::X86_64_X32 => Some(Arch::X86_64),
+            object::Architecture::Riscv64 => Some(Arch::Riscv64),
+            object::Architecture::Aarch64 => Some(Arch::Aarch64),
             _ => None,
         };
         let machine = format!("{:?}", file.architecture()).to_lowercase();
 
-        let mut code = Vec::new();
-        for s in file.sections() {
-            if s.kind() == SectionKind::Text && s.size() > 0 {
-                if let Ok(bytes) = s.data() {
-                    code.push((s.address(), bytes.to_vec()));
-                }
-            }
-        }
-        code.sort_by_key(|c| c.0);
+        let mut warnings = Vec::new();
+        let code = code_sections(&file, data.len(), path, &mut warnings);
 
         let mut segments: Vec<(u64, u64)> = file
             .segments()
@@ -98,7 +97,6 @@ impl ElfImage {
                 .map(|(_, e)| *e)
         });
 
-        let mut warnings = Vec::new();
         let has_dwarf = file
             .section_by_name(".debug_info")
             .is_some_and(|s| s.size() > 0);
@@ -107,7 +105,7 @@ impl ElfImage {
                 Ok(ctx) => Some(ctx),
                 Err(e) => {
                     warnings.push(format!(
-                        "{}: unreadable DWARF ({e}); using the symbol table only",
+                        "{}: unreadable DWARF: {e}; using the symbol table only",
                         path.display()
                     ));
                     None
@@ -116,12 +114,21 @@ impl ElfImage {
         } else {
             None
         };
+        let (cfi, cfi_error) = arch.map_or((None, None), |a| CfiTable::load(&file, a));
+        if let Some(e) = cfi_error {
+            warnings.push(format!(
+                "{}: unreadable call-frame information ({e}); prologue analysis where it is \
+                 missing",
+                path.display()
+            ));
+        }
         Ok(ElfImage {
             path: path.to_path_buf(),
             arch,
             machine,
             symbols,
             dwarf,
+            cfi,
             code,
             segments,
             warnings,
@@ -157,6 +164,52 @@ impl ElfImage {
         }
         Some(&bytes[off..(off + n).min(bytes.len())])
     }
+}
+
+/// Tells a file that is no ELF from its first bytes.
+fn check_magic(data: &[u8], path: &Path) -> Result<(), SymbolError> {
+    let reason = if data.starts_with(kern_profile_format::MAGIC) {
+        "this is a kern-profile raw sample file; the ELF comes second: `kern-profile RAW ELF`"
+    } else if !data.starts_with(b"\x7fELF") {
+        "no ELF magic (\\x7fELF) at offset 0"
+    } else {
+        return Ok(());
+    };
+    Err(SymbolError::NotElf {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    })
+}
+
+/// Executable sections' start addresses and bytes, sorted. Section headers may point many
+/// sections at the same bytes: the copies together stay within the file's size.
+fn code_sections(
+    file: &object::File<'_>,
+    file_size: usize,
+    path: &Path,
+    warnings: &mut Vec<String>,
+) -> Vec<(u64, Vec<u8>)> {
+    let mut code = Vec::new();
+    let mut copied = 0usize;
+    for s in file.sections() {
+        if s.kind() != SectionKind::Text || s.size() == 0 {
+            continue;
+        }
+        let Ok(bytes) = s.data() else { continue };
+        copied += bytes.len();
+        if copied > file_size {
+            warnings.push(format!(
+                "{}: executable sections overlap (more code than the file holds); \
+                 those after {} are not used",
+                path.display(),
+                s.name().unwrap_or("?")
+            ));
+            break;
+        }
+        code.push((s.address(), bytes.to_vec()));
+    }
+    code.sort_by_key(|c| c.0);
+    code
 }
 
 fn collect_symbols<'data, 'file>(
@@ -197,22 +250,31 @@ fn collect_symbols<'data, 'file>(
     raw
 }
 
-fn load_dwarf(file: &object::File<'_>) -> Result<addr2line::Context<DwarfReader>, gimli::Error> {
+/// The DWARF sections, each decompressed within [`super::compressed`]'s bound; a section
+/// that cannot be read makes the whole DWARF unusable (an error naming it), never empty.
+fn load_dwarf(file: &object::File<'_>) -> Result<addr2line::Context<DwarfReader>, String> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
         gimli::RunTimeEndian::Big
     };
+    let mut bad = None;
     let load = |id: gimli::SectionId| -> Result<DwarfReader, gimli::Error> {
         let data: Rc<[u8]> = match file.section_by_name(id.name()) {
-            Some(s) => match s.uncompressed_data() {
+            Some(s) => match section_bytes(&s) {
                 Ok(d) => Rc::from(&*d),
-                Err(_) => Rc::from(&[][..]),
+                Err(e) => {
+                    bad.get_or_insert_with(|| format!("section {}: {e}", id.name()));
+                    Rc::from(&[][..])
+                }
             },
             None => Rc::from(&[][..]),
         };
         Ok(gimli::EndianRcSlice::new(data, endian))
     };
-    let dwarf = gimli::Dwarf::load(load)?;
-    addr2line::Context::from_dwarf(dwarf)
+    let dwarf = gimli::Dwarf::load(load).map_err(|e| e.to_string())?;
+    if let Some(e) = bad {
+        return Err(e);
+    }
+    addr2line::Context::from_dwarf(dwarf).map_err(|e| e.to_string())
 }

@@ -12,12 +12,20 @@
 //! Callers pass *probe* addresses: the sampled PC as is, a return address minus one (so
 //! that the call instruction, not the one after it, is looked up).
 //!
+//! riscv64 and aarch64 samples whose walk misses the sampled function's caller take it from
+//! the recorded return-address register ([`Symbolizer::caller_in_register`], from the ELF's
+//! call-frame information or prologue analysis); x86 samples of older recordings from the word
+//! at `[SP]` ([`Symbolizer::caller_skipped`]).
+//!
 //! User programs (`--user`): each binary gets a symbolizer of its own, the same resolution
 //! order over its ELF; an address belongs to the first binary whose loadable segments
 //! (PT_LOAD) hold it ([`Symbolizer::user_binary_of`]).
 
+pub mod cfi;
+mod compressed;
 mod demangle;
 pub mod elf;
+mod return_register;
 pub mod symbol_map;
 pub mod table;
 
@@ -25,10 +33,12 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use kern_profile_format::Arch;
+use kern_profile_unwind::x86;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use demangle::{demangle, sanitize};
 pub use elf::ElfImage;
+pub use return_register::{Corrections, Source};
 pub use table::{Symbol, SymbolTable};
 
 /// What can go wrong when loading symbols.
@@ -42,7 +52,7 @@ pub enum SymbolError {
     #[error("{} is not an ELF file: {reason}", path.display())]
     NotElf { path: PathBuf, reason: String },
     #[error(
-        "{} is an ELF for {elf}, but the samples come from an {samples} guest; \
+        "{} is an ELF for {elf}, but the samples come from a guest of {samples}; \
          pass the kernel that ran",
         path.display()
     )]
@@ -105,6 +115,10 @@ pub struct Symbolizer {
     names: FxHashMap<Box<str>, Rc<str>>,
     /// User programs (`--user`), in the order given.
     users: Vec<UserBinary>,
+    /// The lowest function start: where a kernel named by a symbol map begins.
+    lowest_start: Option<u64>,
+    /// riscv64 and aarch64: the leaf and prologue correction's caches and counts.
+    ra_fix: return_register::ReturnRegisterFix,
 }
 
 /// A user program's ELF and its own symbolizer.
@@ -133,14 +147,17 @@ impl Symbolizer {
         if let Some(m) = &map {
             starts.extend(m.starts());
         }
+        let lowest_start = starts.iter().copied().filter(|&a| a != 0).min();
         Ok(Symbolizer {
             elf,
             map,
+            lowest_start,
             cache: FxHashMap::default(),
             starts,
             skip_memo: FxHashMap::default(),
             names: FxHashMap::default(),
             users: Vec::new(),
+            ra_fix: Default::default(),
         })
     }
 
@@ -184,6 +201,21 @@ impl Symbolizer {
             .position(|u| u.sym.elf.as_ref().is_some_and(|e| e.loads(addr)))
     }
 
+    /// The number of user programs.
+    pub fn user_binary_count(&self) -> usize {
+        self.users.len()
+    }
+
+    /// The ELF of user program `i`.
+    pub fn user_elf(&self, i: usize) -> Option<&ElfImage> {
+        self.users.get(i).and_then(|u| u.sym.elf.as_ref())
+    }
+
+    /// The user programs whose loadable segments hold `addr`, in the order given.
+    pub fn user_binaries_holding(&self, addr: u64) -> impl Iterator<Item = usize> + '_ {
+        (0..self.users.len()).filter(move |&i| self.user_elf(i).is_some_and(|e| e.loads(addr)))
+    }
+
     /// The name of user program `i`.
     pub fn user_binary_name(&self, i: usize) -> Rc<str> {
         self.users[i].name.clone()
@@ -197,6 +229,15 @@ impl Symbolizer {
     /// True when the kernel ELF's loadable segments hold `addr`.
     pub fn kernel_loads(&self, addr: u64) -> bool {
         self.elf.as_ref().is_some_and(|e| e.loads(addr))
+    }
+
+    /// True when `addr` lies in the kernel: its ELF's loadable segments, or with a symbol
+    /// map alone, at or above its lowest function.
+    pub fn kernel_holds(&self, addr: u64) -> bool {
+        match &self.elf {
+            Some(e) => e.loads(addr),
+            None => self.lowest_start.is_some_and(|low| addr >= low),
+        }
     }
 
     /// Loads `elf` and/or the symbol map `symbols`.
@@ -252,8 +293,8 @@ impl Symbolizer {
         self.cache.len() + self.users.iter().map(|u| u.sym.resolved()).sum::<usize>()
     }
 
-    /// True when a sample at `pc`, with `sp_word` at [SP], was taken where the frame-pointer
-    /// walk misses the caller, whose return address is then the word at [SP]: at a
+    /// True when a sample at `pc`, with `sp_word` at `[SP]`, was taken where the frame-pointer
+    /// walk misses the caller, whose return address is then the word at `[SP]`: at a
     /// function's first instruction (before `push ebp`), at a `ret` (after `pop ebp`), or
     /// near a function's start (shrink-wrapped prologues run an early-exit test before
     /// `push ebp`). In each case the word must also be a return address: it follows a call
@@ -284,12 +325,12 @@ impl Symbolizer {
         let Some(elf) = self.elf.as_ref() else {
             return FrameSetup::Done;
         };
-        if elf.code_at(pc, 2).is_some_and(is_ret) {
+        if elf.code_at(pc, x86::RET_BYTES).is_some_and(x86::is_ret) {
             let start = elf.symbols.lookup(pc).map(|s| s.start);
             return FrameSetup::Missing { start };
         }
         match elf.symbols.lookup(pc) {
-            Some(sym) if pc - sym.start < PROLOGUE_WINDOW => {
+            Some(sym) if pc - sym.start < x86::PROLOGUE_WINDOW => {
                 FrameSetup::MaybeMissing { start: sym.start }
             }
             _ => FrameSetup::Done,
@@ -308,14 +349,16 @@ impl Symbolizer {
             ret.checked_sub(n)
                 .and_then(|at| elf.code_at(at, n as usize))
         };
-        if let Some(&[0xe8, a, b, c, d]) = before(5) {
-            let target = ret.wrapping_add(i32::from_le_bytes([a, b, c, d]) as i64 as u64);
+        if let Some(target) = before(5).and_then(|b| x86::direct_call_target(b, ret)) {
             // An i386 target wraps at 4 GiB.
             if start.is_none_or(|s| target == s || target & 0xffff_ffff == s) {
                 return true;
             }
         }
-        indirect && (2..=7).any(|n| before(n).is_some_and(is_indirect_call))
+        indirect
+            && x86::INDIRECT_CALL_LENGTHS
+                .iter()
+                .any(|&n| before(n as u64).is_some_and(x86::is_indirect_call))
     }
 
     fn intern(&mut self, name: &str) -> Rc<str> {
@@ -396,75 +439,26 @@ impl Symbolizer {
     }
 }
 
-/// `ret`, `ret imm16`, or `rep ret`.
-/// How far into a function code may run before its `push ebp` (shrink-wrapping).
-const PROLOGUE_WINDOW: u64 = 64;
-
 /// Where an instruction stands in its function's frame set-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FrameSetup {
     /// The frame record is not (or no longer) there: function start, `ret`.
     Missing { start: Option<u64> },
-    /// Near the start: missing if [SP] holds a return address from a call of this function.
+    /// Near the start: missing if `[SP]` holds a return address from a call of this function.
     MaybeMissing { start: u64 },
     /// The function's own frame record is at FP.
     Done,
 }
 
-/// `FF /2`, `call r/m`, exactly filling `code` (ModRM, optional SIB and displacement).
-fn is_indirect_call(code: &[u8]) -> bool {
-    let [0xff, modrm, rest @ ..] = code else {
-        return false;
-    };
-    if modrm & 0x38 != 0x10 {
-        return false;
+impl crate::unnamed::KernelSpace for Symbolizer {
+    fn holds(&self, addr: u64) -> bool {
+        self.kernel_holds(addr)
     }
-    let (md, rm) = (modrm >> 6, modrm & 7);
-    let sib = usize::from(md != 3 && rm == 4);
-    let disp = match md {
-        0 if rm == 5 => 4,
-        0 => match rest.first() {
-            // A SIB with base 5 and mod 0 takes a 32-bit displacement.
-            Some(s) if sib == 1 && s & 7 == 5 => 4,
-            _ => 0,
-        },
-        1 => 1,
-        2 => 4,
-        _ => 0,
-    };
-    rest.len() == sib + disp
-}
-
-fn is_ret(code: &[u8]) -> bool {
-    matches!(code, [0xc3, ..] | [0xc2, ..] | [0xf3, 0xc3, ..])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ret_detection() {
-        assert!(is_ret(&[0xc3]));
-        assert!(is_ret(&[0xc2, 4]));
-        assert!(is_ret(&[0xf3, 0xc3]));
-        assert!(!is_ret(&[0xf3]));
-        assert!(!is_ret(&[0x55, 0x89]));
-        assert!(!is_ret(&[]));
-    }
-
-    #[test]
-    fn indirect_calls() {
-        assert!(is_indirect_call(&[0xff, 0xd0])); // call eax
-        assert!(is_indirect_call(&[0xff, 0x10])); // call [eax]
-        assert!(is_indirect_call(&[0xff, 0x50, 0x08])); // call [eax+8]
-        assert!(is_indirect_call(&[0xff, 0x15, 1, 2, 3, 4])); // call [disp32]
-        assert!(is_indirect_call(&[0xff, 0x14, 0x85, 1, 2, 3, 4])); // call [eax*4+disp32]
-        assert!(is_indirect_call(&[0xff, 0x54, 0x24, 0x04])); // call [esp+4]
-        assert!(!is_indirect_call(&[0xff, 0xe0])); // jmp eax
-        assert!(!is_indirect_call(&[0xff, 0x50])); // displacement missing
-        assert!(!is_indirect_call(&[0xe8, 0, 0, 0, 0]));
-    }
 
     #[test]
     fn map_only_symbolizer() {

@@ -5,6 +5,7 @@
 //! undefined symbols (no address), data and absolute symbols are skipped, and so are the
 //! `file.o:` headers nm prints for archives.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use super::table::{RawSymbol, SymbolTable};
@@ -12,25 +13,85 @@ use super::SymbolError;
 
 /// Parses a symbol map's text. `path` only names the file in errors.
 pub fn parse(text: &str, path: &Path) -> Result<Vec<RawSymbol>, SymbolError> {
-    let mut out = Vec::new();
-    let mut zero_addresses = 0usize;
+    let mut p = Parser::new(path);
     for (i, line) in text.lines().enumerate() {
+        p.line(i + 1, line)?;
+    }
+    p.finish()
+}
+
+/// Lines longer than this are no symbol map (the longest demangled kernel names are a few
+/// hundred bytes); it bounds what one line can buffer.
+pub const MAX_LINE: usize = 64 << 10;
+
+/// Reads and parses a symbol map file into a table, line by line: a file that is no symbol
+/// map fails at its first line, whatever its size.
+pub fn load(path: &Path) -> Result<SymbolTable, SymbolError> {
+    let open_err = |source| SymbolError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = kern_profile_format::open_input(path).map_err(open_err)?;
+    let mut reader = BufReader::new(file);
+    let mut p = Parser::new(path);
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        let n = (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(open_err)?;
+        if n == 0 {
+            break;
+        }
+        if line.last() != Some(&b'\n') && n > MAX_LINE {
+            return Err(SymbolError::BadSymbolMap {
+                path: path.to_path_buf(),
+                line: number,
+                what: format!("line longer than {MAX_LINE} bytes: not a symbol map"),
+            });
+        }
+        let text = String::from_utf8_lossy(&line);
+        p.line(number, text.trim_end_matches(['\n', '\r']))?;
+    }
+    Ok(SymbolTable::new(p.finish()?, |_| None))
+}
+
+/// The code symbols of a map so far.
+struct Parser<'p> {
+    path: &'p Path,
+    out: Vec<RawSymbol>,
+    zero_addresses: usize,
+}
+
+impl<'p> Parser<'p> {
+    fn new(path: &'p Path) -> Self {
+        Parser {
+            path,
+            out: Vec::new(),
+            zero_addresses: 0,
+        }
+    }
+
+    /// Takes line `number` (from 1), without its end of line.
+    fn line(&mut self, number: usize, line: &str) -> Result<(), SymbolError> {
+        let path = self.path;
         let line = line.trim_end();
         let trimmed = line.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
+            return Ok(());
         }
         // `nm` on an archive prints `member.o:` headers.
         if trimmed.ends_with(':') && !trimmed.contains(char::is_whitespace) {
-            continue;
+            return Ok(());
         }
         // An undefined symbol has no address: the line starts with blanks then `U name`.
         if line.starts_with(char::is_whitespace) {
-            continue;
+            return Ok(());
         }
         let bad = |what: &str| SymbolError::BadSymbolMap {
             path: path.to_path_buf(),
-            line: i + 1,
+            line: number,
             what: format!("{what}: `{}`", excerpt(line)),
         };
         let (addr_tok, rest) = split_token(trimmed);
@@ -54,45 +115,39 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<RawSymbol>, SymbolError> {
             return Err(bad("missing symbol name"));
         }
         if !matches!(ty, "T" | "t" | "W" | "w" | "i") {
-            continue;
+            return Ok(());
         }
         if start == 0 {
-            zero_addresses += 1;
+            self.zero_addresses += 1;
         }
         // kallsyms: `name\t[module]` becomes `name [module]`.
         let name = match name.split_once('\t') {
             Some((n, module)) => format!("{} {}", n.trim(), module.trim()),
             None => name.to_string(),
         };
-        out.push(RawSymbol {
+        self.out.push(RawSymbol {
             start,
             size,
             name,
             is_function: true,
         });
+        Ok(())
     }
-    if out.is_empty() {
-        return Err(SymbolError::EmptySymbolMap {
-            path: path.to_path_buf(),
-        });
-    }
-    if zero_addresses == out.len() {
-        return Err(SymbolError::ZeroAddresses {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(out)
-}
 
-/// Reads and parses a symbol map file into a table.
-pub fn load(path: &Path) -> Result<SymbolTable, SymbolError> {
-    let bytes = std::fs::read(path).map_err(|source| SymbolError::Open {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let text = String::from_utf8_lossy(&bytes);
-    let raw = parse(&text, path)?;
-    Ok(SymbolTable::new(raw, |_| None))
+    fn finish(self) -> Result<Vec<RawSymbol>, SymbolError> {
+        let path = self.path;
+        if self.out.is_empty() {
+            return Err(SymbolError::EmptySymbolMap {
+                path: path.to_path_buf(),
+            });
+        }
+        if self.zero_addresses == self.out.len() {
+            return Err(SymbolError::ZeroAddresses {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(self.out)
+    }
 }
 
 fn split_token(s: &str) -> (&str, &str) {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod trace;
+
 use std::path::{Path, PathBuf};
 
 use kern_profile_format::{
@@ -116,38 +118,7 @@ pub fn synthetic_raw(exact: bool) -> Vec<u8> {
         push(&mut out, s);
     }
     if exact {
-        let blocks: Vec<(u64, Vec<u64>)> = vec![
-            // leaf's loop: square's instructions and leaf's own.
-            (
-                1000,
-                vec![
-                    0xc010_0010,
-                    0xc010_0012,
-                    0xc010_0014,
-                    0xc010_0017,
-                    0xc010_0019,
-                    0xc010_001c,
-                    0xc010_001f,
-                    0xc010_0021,
-                    0xc010_0023,
-                    0xc010_0025,
-                ],
-            ),
-            (
-                10,
-                vec![
-                    0xc010_0040,
-                    0xc010_0041,
-                    0xc010_0043,
-                    0xc010_0046,
-                    0xc010_0049,
-                ],
-            ),
-            (1, vec![0xc010_0080, 0xc010_0081]),
-            // Retranslated: counts add up.
-            (5, vec![0xc010_0040]),
-        ];
-        encode_exact_blocks(&mut out, 4, blocks.iter().map(|(n, v)| (*n, v.as_slice())));
+        synthetic_exact_blocks(&mut out);
     }
     encode_stats(
         &mut out,
@@ -156,6 +127,56 @@ pub fn synthetic_raw(exact: bool) -> Vec<u8> {
         &[44, 0, 0, 1, 0, 0],
         &[4_500_000, 4_400_000],
     );
+    out
+}
+
+/// The synthetic run's exact block counts (one record).
+fn synthetic_exact_blocks(out: &mut Vec<u8>) {
+    let blocks: Vec<(u64, Vec<u64>)> = vec![
+        // leaf's loop: square's instructions and leaf's own.
+        (
+            1000,
+            vec![
+                0xc010_0010,
+                0xc010_0012,
+                0xc010_0014,
+                0xc010_0017,
+                0xc010_0019,
+                0xc010_001c,
+                0xc010_001f,
+                0xc010_0021,
+                0xc010_0023,
+                0xc010_0025,
+            ],
+        ),
+        (
+            10,
+            vec![
+                0xc010_0040,
+                0xc010_0041,
+                0xc010_0043,
+                0xc010_0046,
+                0xc010_0049,
+            ],
+        ),
+        (1, vec![0xc010_0080, 0xc010_0081]),
+        // Retranslated: counts add up.
+        (5, vec![0xc010_0040]),
+    ];
+    encode_exact_blocks(out, 4, blocks.iter().map(|(n, v)| (*n, v.as_slice())));
+}
+
+/// An `exact=only` recording (header sampling mode off): the synthetic run's exact counts,
+/// no samples, statistics.
+pub fn exact_only_raw() -> Vec<u8> {
+    let mut out = Vec::new();
+    Header {
+        sampling: SamplingMode::Off,
+        ..header(2, true)
+    }
+    .encode(&mut out);
+    synthetic_exact_blocks(&mut out);
+    encode_stats(&mut out, 0, 0, &[0; 6], &[4_500_000, 4_400_000]);
     out
 }
 
@@ -171,12 +192,14 @@ pub fn legacy(samples: &[&[u64]]) -> Vec<u8> {
     out
 }
 
-/// A fresh temporary directory for one test.
+/// A fresh temporary directory for one test, of a unique name. It is kept (the tests return
+/// paths into it), under the system's temporary directory.
 pub fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kern-profile-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    tempfile::Builder::new()
+        .prefix(&format!("kern-profile-test-{name}-"))
+        .tempdir()
+        .unwrap()
+        .keep()
 }
 
 pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
@@ -185,8 +208,28 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     p
 }
 
+/// An SVG without its `<script>` element: inferno's JavaScript is inferno's, not ours, and
+/// would make every inferno upgrade a golden change.
+pub fn without_script(svg: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(svg);
+    match (text.find("<script"), text.find("</script>")) {
+        (Some(a), Some(b)) if a < b => {
+            format!("{}{}", &text[..a], &text[b + "</script>".len()..]).into_bytes()
+        }
+        _ => svg.to_vec(),
+    }
+}
+
 /// Compares `actual` with the golden file `tests/golden/<name>`; `KP_BLESS=1` rewrites it.
+/// SVGs are compared without their script ([`without_script`]).
 pub fn golden(name: &str, actual: &[u8]) {
+    let stripped;
+    let actual = if name.ends_with(".svg") {
+        stripped = without_script(actual);
+        &stripped[..]
+    } else {
+        actual
+    };
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(name);
@@ -214,4 +257,10 @@ pub fn golden(name: &str, actual: &[u8]) {
             dump.display()
         );
     }
+}
+
+/// Warnings as the user sees them, one per line.
+pub fn joined(warnings: &[kern_profile::Warning]) -> String {
+    let lines: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+    lines.join("\n")
 }

@@ -122,13 +122,18 @@ _start:
     la t0, ap_start
     csrw mepc, t0
     mret
+    .size _start, . - _start
+
+    /* A function of its own, so that the secondaries' stacks end in it (a label inside
+       _start's size would be named _start). */
     .global ap_start
+    .type ap_start, @function
 ap_start:
     call {ap_main}
 park:
     wfi
     j park
-    .size _start, . - _start
+    .size ap_start, . - ap_start
 
     /* Machine-mode traps. Only the boot hart takes interrupts here: its MSIP, raised by a
        secondary that is done, becomes a pending supervisor software interrupt (SSIP) that

@@ -2,7 +2,8 @@
 //! the i386 kernel's workloads (CPU phase, `smp=on`, `user=on`, the allocation phase traced in
 //! Maestro's `memtrace` format) over the board's machine mode. See README.md.
 //!
-//! Built by scripts/build-kernel-virt.sh with plain rustc (no Cargo, `core` only). Everything
+//! Built by scripts/build-kernel-virt.sh with plain rustc (no Cargo; `core` and
+//! examples/kernel-common only). Everything
 //! but src/arch.rs is shared with the aarch64 kernel (../virt-common, `#[path]`-included until
 //! it moves into kernel-common).
 

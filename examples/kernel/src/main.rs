@@ -3,26 +3,26 @@
 //! It is the fixture of kern-profile's end-to-end tests; see README.md for what it does and
 //! expected.toml for the numbers the tests check.
 //!
-//! Built by scripts/build-kernel.sh with plain rustc (no Cargo, no crates, `core` only).
+//! Built by scripts/build-kernel.sh with plain rustc (no Cargo; `core` and
+//! examples/kernel-common only).
 
 #![no_std]
 #![no_main]
 
 mod acpi;
-mod alloc_phase;
 mod apic;
 mod boot;
-mod kalloc;
 mod mem;
-mod memtrace;
+mod hostile;
+mod irq;
 mod multiboot;
-#[path = "../../common/serial.rs"]
-mod serial;
+mod procs;
 mod smp;
 mod user;
 mod workload;
 
 use core::panic::PanicInfo;
+use kernel_common::{alloc_phase, kalloc, serial};
 use serial::Com1;
 
 /// Version of the workload's shape: bump it whenever expected.toml has to be re-measured.
@@ -53,6 +53,11 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
         multiboot::Mode::Kernel => {}
         multiboot::Mode::Smp => out.str(" smp=on"),
         multiboot::Mode::User => out.str(" user=on"),
+        multiboot::Mode::Hostile => out.str(" hostile=on"),
+        multiboot::Mode::Procs => out.str(" procs=on"),
+    }
+    if cfg.irq {
+        out.str(" irq=on");
     }
     out.str("\n");
 
@@ -69,7 +74,10 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     match cfg.mode {
         multiboot::Mode::Kernel => {
             out.str("phase cpu: start\n");
-            let checksum = workload::run_workload(cfg.rounds);
+            let checksum = match cfg.irq {
+                false => workload::run_workload(cfg.rounds),
+                true => irq::run(cfg.rounds, &mut out),
+            };
             out.str("phase cpu: done, checksum ");
             out.hex(checksum as u64);
             out.str("\n");
@@ -86,6 +94,20 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
             let code = user::run(cfg.rounds, cfg.mem_end, &mut out);
             out.str("phase user: done, exit code ");
             out.dec(code as u64);
+            out.str("\n");
+        }
+        multiboot::Mode::Procs => {
+            out.str("phase procs: start\n");
+            let code = procs::run(cfg.rounds, cfg.mem_end, &mut out);
+            out.str("phase procs: done, exit code ");
+            out.dec(code as u64);
+            out.str("\n");
+        }
+        multiboot::Mode::Hostile => {
+            out.str("phase hostile: start\n");
+            let checksum = hostile::run(cfg.rounds, cfg.mem_end, &mut out);
+            out.str("phase hostile: done, checksum ");
+            out.hex(checksum as u64);
             out.str("\n");
         }
     }

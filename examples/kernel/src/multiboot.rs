@@ -1,8 +1,7 @@
-//! Multiboot v1 information: the command line (`-append`, parsed by ../../common/cmdline.rs)
+//! Multiboot v1 information: the command line (`-append`, parsed by kernel_common::cmdline)
 //! and the memory size.
 
-#[path = "../../common/cmdline.rs"]
-mod cmdline;
+use kernel_common::cmdline;
 pub use cmdline::Crash;
 
 /// Defaults (see README.md and expected.toml, which are measured for exactly these values).
@@ -12,6 +11,11 @@ pub const DEFAULT_ALLOC_ROUNDS: u32 = 32;
 /// (rounds of the user program, user/main.rs), unless `rounds=` is given.
 pub const DEFAULT_SMP_ROUNDS: u32 = 5_000;
 pub const DEFAULT_USER_ROUNDS: u32 = 5_000;
+/// `rounds` when `procs=on`: rounds of each of the two programs, over all their turns
+/// (src/procs.rs).
+pub const DEFAULT_PROCS_ROUNDS: u32 = 2_000;
+/// `rounds` when `hostile=on`: thousands of spin iterations per case (src/hostile.rs).
+pub const DEFAULT_HOSTILE_ROUNDS: u32 = 2_000;
 
 const MULTIBOOT_MAGIC: u32 = 0x2BAD_B002;
 const FLAG_MEM: u32 = 1 << 0;
@@ -25,6 +29,8 @@ pub struct Config {
     pub crash: Crash,
     /// What the CPU phase runs: `smp=on` and `user=on` select the SMP and user-mode workloads.
     pub mode: Mode,
+    /// `irq=on`: the default workload with the timer interrupt on (src/irq.rs).
+    pub irq: bool,
     /// Upper memory end (bytes), when the loader said.
     pub mem_end: Option<usize>,
     pub cmdline: &'static [u8],
@@ -39,6 +45,11 @@ pub enum Mode {
     Smp,
     /// `user=on`: the ring-3 program of user/main.rs, with system calls (src/user.rs).
     User,
+    /// `hostile=on`: spin loops over frame chains no compiler makes (src/hostile.rs).
+    Hostile,
+    /// `procs=on`: two user programs linked at the same addresses, each in its own address
+    /// space, in turns (src/procs.rs).
+    Procs,
 }
 
 pub fn parse(magic: u32, info: u32) -> Config {
@@ -68,11 +79,12 @@ pub fn parse(magic: u32, info: u32) -> Config {
         alloc_rounds: DEFAULT_ALLOC_ROUNDS,
         crash: Crash::No,
         mode: Mode::Kernel,
+        irq: false,
         mem_end,
         cmdline,
     };
     let mut rounds = None;
-    let (mut smp, mut user) = (false, false);
+    let (mut smp, mut user, mut hostile, mut procs) = (false, false, false, false);
     for tok in cmdline::tokens(cmdline) {
         let Some((key, val)) = cmdline::key_value(tok) else { continue };
         match key {
@@ -81,19 +93,29 @@ pub fn parse(magic: u32, info: u32) -> Config {
             b"crash" => cfg.crash = cmdline::crash(val),
             b"smp" => smp = cmdline::on_off(key, val),
             b"user" => user = cmdline::on_off(key, val),
+            b"hostile" => hostile = cmdline::on_off(key, val),
+            b"procs" => procs = cmdline::on_off(key, val),
+            b"irq" => cfg.irq = cmdline::on_off(key, val),
             _ => {}
         }
     }
-    cfg.mode = match (smp, user) {
-        (false, false) => Mode::Kernel,
-        (true, false) => Mode::Smp,
-        (false, true) => Mode::User,
-        (true, true) => panic!("`smp=on` and `user=on` do not combine: pick one"),
+    cfg.mode = match (smp, user, hostile, procs) {
+        (false, false, false, false) => Mode::Kernel,
+        (true, false, false, false) => Mode::Smp,
+        (false, true, false, false) => Mode::User,
+        (false, false, true, false) => Mode::Hostile,
+        (false, false, false, true) => Mode::Procs,
+        _ => panic!("`smp=on`, `user=on`, `hostile=on` and `procs=on` do not combine: pick one"),
     };
+    if cfg.irq && cfg.mode != Mode::Kernel {
+        panic!("`irq=on` runs the default workload: it does not combine with the other modes");
+    }
     cfg.rounds = rounds.unwrap_or(match cfg.mode {
         Mode::Kernel => DEFAULT_ROUNDS,
         Mode::Smp => DEFAULT_SMP_ROUNDS,
         Mode::User => DEFAULT_USER_ROUNDS,
+        Mode::Hostile => DEFAULT_HOSTILE_ROUNDS,
+        Mode::Procs => DEFAULT_PROCS_ROUNDS,
     });
     cfg
 }

@@ -19,6 +19,12 @@
 //! of each call (measured exactly: examples/kernel/expected.toml, `[user]`).
 //!
 //! Built by scripts/build-kernel.sh with the kernel's flags (frame pointers, DWARF).
+//!
+//! Built again with `--cfg variant_b` into target/examples/user-b.elf (`procs=on`: two
+//! programs linked at the same addresses, each in its own address space): that variant's
+//! `round` first calls `b_only`, a function only it has (B_ITERS iterations), which also
+//! moves every function after it to other addresses.
+//! Without the cfg this file builds user.elf exactly as before.
 
 #![no_std]
 #![no_main]
@@ -28,6 +34,9 @@ use core::arch::{asm, global_asm};
 pub const HOT_ITERS: u32 = 5_000;
 pub const COLD_ITERS: u32 = 1_000;
 pub const KERNEL_ITERS: u32 = 4_000;
+/// Iterations of `b_only` a round (variant B only).
+#[cfg(variant_b)]
+pub const B_ITERS: u32 = 3_000;
 
 const SYS_EXIT: u32 = 0;
 const SYS_WORK: u32 = 1;
@@ -99,9 +108,18 @@ pub fn run(rounds: u32) -> u32 {
 
 #[inline(never)]
 pub fn round(seed: u32) -> u32 {
+    #[cfg(variant_b)]
+    let seed = b_only(seed);
     let a = user_hot(seed);
     let b = user_cold(a);
     opaque!(syscall(SYS_WORK, b, KERNEL_ITERS))
+}
+
+/// Variant B's own function: nothing in user.elf has this name.
+#[cfg(variant_b)]
+#[inline(never)]
+pub fn b_only(seed: u32) -> u32 {
+    leaf_loop!(seed, B_ITERS)
 }
 
 /// The user program's hottest function.

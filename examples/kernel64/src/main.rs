@@ -1,10 +1,12 @@
 //! kern-profile's x86_64 example guest kernel: a higher-half kernel (code at
 //! 0xffffffff80000000 and up) booted by QEMU's multiboot v1 loader through a 32-bit
-//! bootstrap, running a CPU workload of known shape. It is the fixture of kern-profile's
-//! x86_64 end-to-end test; see README.md for what it does and expected.toml for the numbers
-//! the tests check.
+//! bootstrap, running a CPU workload of known shape, then the i386 kernel's allocation
+//! pattern (examples/kernel-common: its allocators and Maestro memtrace records on COM2). It
+//! is the fixture of kern-profile's x86_64 end-to-end tests; see README.md for what it does
+//! and expected.toml for the numbers the tests check.
 //!
-//! Built by scripts/build-kernel64.sh with plain rustc (no Cargo, no crates, `core` only).
+//! Built by scripts/build-kernel64.sh with plain rustc (no Cargo; `core` and
+//! examples/kernel-common only).
 
 #![no_std]
 #![no_main]
@@ -12,11 +14,10 @@
 mod boot;
 mod mem;
 mod multiboot;
-#[path = "../../common/serial.rs"]
-mod serial;
 mod workload;
 
 use core::panic::PanicInfo;
+use kernel_common::{alloc_phase, serial};
 use serial::Com1;
 
 /// Version of the workload's shape: bump it whenever expected.toml has to be re-measured.
@@ -29,6 +30,7 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     boot::init_idt(); // first: from here on a fault is reported, not a silent triple fault
     boot::mask_pic();
     serial::init(serial::COM1);
+    serial::init(serial::COM2);
 
     let mut out = Com1;
     out.str("kern-profile example kernel64 v");
@@ -40,6 +42,8 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     out.bytes(cfg.cmdline);
     out.str("\nrounds=");
     out.dec(cfg.rounds as u64);
+    out.str(" alloc_rounds=");
+    out.dec(cfg.alloc_rounds as u64);
     out.str("\n");
 
     match cfg.crash {
@@ -53,6 +57,12 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     out.str("phase cpu: done, checksum ");
     out.hex(checksum);
     out.str("\n");
+
+    // After the CPU phase, never interleaved with it, as on i386.
+    out.str("phase alloc: start\n");
+    alloc_phase::run(cfg.alloc_rounds);
+    alloc_phase::report(&mut out);
+    out.str("phase alloc: done\n");
 
     out.str("done\n");
     boot::exit(boot::EXIT_SUCCESS)

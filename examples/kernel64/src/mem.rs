@@ -30,6 +30,4 @@ pub unsafe extern "C" fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8 {
     dst
 }
 
-// memcmp and bcmp: the same in both kernels.
-#[path = "../../common/mem.rs"]
-mod cmp;
+// memcmp and bcmp: kernel_common::mem.

@@ -1,19 +1,20 @@
-//! Multiboot v1 information: the command line (`-append`), parsed by ../../common/cmdline.rs.
+//! Multiboot v1 information: the command line (`-append`), parsed by kernel_common::cmdline.
 //! The information structure and the command line lie in low physical memory, which the boot
 //! page tables keep identity-mapped.
 
-#[path = "../../common/cmdline.rs"]
-mod cmdline;
+use kernel_common::cmdline;
 pub use cmdline::Crash;
 
-/// Default (see README.md and expected.toml, which are measured for exactly this value).
+/// Defaults (see README.md and expected.toml, which are measured for exactly these values).
 pub const DEFAULT_ROUNDS: u32 = 10_000;
+pub const DEFAULT_ALLOC_ROUNDS: u32 = 32;
 
 const MULTIBOOT_MAGIC: u32 = 0x2BAD_B002;
 const FLAG_CMDLINE: u32 = 1 << 2;
 
 pub struct Config {
     pub rounds: u32,
+    pub alloc_rounds: u32,
     /// `crash=panic` / `crash=fault`: fail on purpose, to test the failure exits.
     pub crash: Crash,
     pub cmdline: &'static [u8],
@@ -31,11 +32,13 @@ pub fn parse(magic: u32, info: u32) -> Config {
         &[]
     };
 
-    let mut cfg = Config { rounds: DEFAULT_ROUNDS, crash: Crash::No, cmdline };
+    let mut cfg =
+        Config { rounds: DEFAULT_ROUNDS, alloc_rounds: DEFAULT_ALLOC_ROUNDS, crash: Crash::No, cmdline };
     for tok in cmdline::tokens(cmdline) {
         let Some((key, val)) = cmdline::key_value(tok) else { continue };
         match key {
             b"rounds" => cfg.rounds = cmdline::number(key, val),
+            b"alloc_rounds" => cfg.alloc_rounds = cmdline::number(key, val),
             b"crash" => cfg.crash = cmdline::crash(val),
             _ => {}
         }

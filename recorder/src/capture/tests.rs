@@ -1,4 +1,5 @@
 use super::*;
+use kern_profile_format::{Arch, Privilege};
 
 /// Fake registers; `None` reads as QEMU failing to read the register.
 #[derive(Debug, Clone, Copy, Default)]
@@ -6,6 +7,7 @@ struct Regs {
     sp: Option<u64>,
     fp: Option<u64>,
     cs: Option<u64>,
+    ra: Option<u64>,
 }
 
 impl RegisterReader for Regs {
@@ -13,8 +15,18 @@ impl RegisterReader for Regs {
         match reg {
             Reg::StackPointer => self.sp,
             Reg::FramePointer => self.fp,
-            Reg::CodeSegment => self.cs,
+            Reg::Privilege => self.cs,
+            Reg::ReturnAddress => self.ra,
+            _ => None,
         }
+    }
+}
+
+/// The x86 architecture of a pointer width.
+fn arch(w: PtrWidth) -> Arch {
+    match w {
+        PtrWidth::W4 => Arch::I386,
+        PtrWidth::W8 => Arch::X86_64,
     }
 }
 
@@ -96,6 +108,7 @@ fn regs() -> Regs {
         sp: Some(SP),
         fp: Some(FP),
         cs: Some(0x08),
+        ra: None,
     }
 }
 
@@ -106,8 +119,8 @@ fn sample(width: PtrWidth, entry: EntryState, depth: u32) -> (SampleRecord<'stat
     stack.put(SP, RET);
     stack.put(SP + width.bytes() as u64, RET + 1);
     let chain = stack.chain(FP, 3);
-    let mut c = Capture::new(width, depth);
-    let rec = c.take(&site(entry), &mut regs(), stack.reader());
+    let mut c = Capture::new(arch(width), depth);
+    let (rec, _) = c.take(&site(entry), &mut regs(), stack.reader());
     let frames: &'static [u64] = rec.frames.to_vec().leak();
     (SampleRecord { frames, ..rec }, chain)
 }
@@ -163,14 +176,15 @@ fn depth_limit_counts_the_caller_read_from_the_stack() {
 fn unreadable_memory() {
     for w in BOTH {
         let mut stack = Stack::new(w);
-        let mut c = Capture::new(w, 64);
+        let mut c = Capture::new(arch(w), 64);
         // SP outside the mapping: no [SP] word, so no caller fix; FP too.
         let mut r = Regs {
             sp: Some(0x10),
             fp: Some(0x20),
             cs: Some(0x08),
+            ra: None,
         };
-        let rec = c.take(&site(EntryState::BeforePush), &mut r, stack.reader());
+        let (rec, _) = c.take(&site(EntryState::BeforePush), &mut r, stack.reader());
         assert_eq!(rec.sp_word, None);
         assert!(!rec.entry_resolved);
         assert!(rec.frames.is_empty());
@@ -179,13 +193,13 @@ fn unreadable_memory() {
         let top = BASE + stack.bytes.len() as u64 - w.bytes() as u64;
         stack.put(top, RET);
         r.sp = Some(top);
-        let rec = c.take(&site(EntryState::AfterPush), &mut r, stack.reader());
+        let (rec, _) = c.take(&site(EntryState::AfterPush), &mut r, stack.reader());
         assert_eq!(rec.sp_word, Some(RET));
         assert!(!rec.entry_resolved);
-        // A chain that leads out of the mapping.
+        // A chain that leads out of the mapping (near the stack: far away is not even read).
         stack.chain(FP, 2);
-        stack.put(FP + 0x40, 0x4000_0000);
-        let rec = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
+        stack.put(FP + 0x40, BASE + 0x2000);
+        let (rec, _) = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
         assert_eq!(rec.frames.len(), 2);
         assert_eq!(rec.stop, StopReason::Unreadable);
         // The second sample's FP lay below its SP.
@@ -198,12 +212,12 @@ fn fp_below_sp_is_garbage() {
     for w in BOTH {
         let mut stack = Stack::new(w);
         stack.chain(SP - 0x40, 2);
-        let mut c = Capture::new(w, 64);
+        let mut c = Capture::new(arch(w), 64);
         let mut r = Regs {
             fp: Some(SP - 0x40),
             ..regs()
         };
-        let rec = c.take(&site(EntryState::Framed), &mut r, stack.reader());
+        let (rec, _) = c.take(&site(EntryState::Framed), &mut r, stack.reader());
         assert!(rec.frames.is_empty());
         assert_eq!(rec.stop, StopReason::NotIncreasing);
     }
@@ -213,7 +227,7 @@ fn fp_below_sp_is_garbage() {
 fn registers() {
     for w in BOTH {
         let mut stack = Stack::new(w);
-        let mut c = Capture::new(w, 64);
+        let mut c = Capture::new(arch(w), 64);
         // CPL 3 is user mode; an unreadable CS reads as kernel mode.
         let mut r = Regs {
             cs: Some(0x1b),
@@ -221,15 +235,17 @@ fn registers() {
         };
         assert!(
             c.take(&site(EntryState::Framed), &mut r, stack.reader())
+                .0
                 .user
         );
         r.cs = None;
         assert!(
             !c.take(&site(EntryState::Framed), &mut r, stack.reader())
+                .0
                 .user
         );
         // Unreadable SP and FP read as 0: nothing to walk.
-        let rec = c.take(
+        let (rec, _) = c.take(
             &site(EntryState::Framed),
             &mut Regs::default(),
             stack.reader(),
@@ -240,13 +256,14 @@ fn registers() {
     // i386: whatever QEMU hands back beyond 32 bits is not an address.
     let mut stack = Stack::new(PtrWidth::W4);
     let chain = stack.chain(FP, 2);
-    let mut c = Capture::new(PtrWidth::W4, 64);
+    let mut c = Capture::new(Arch::I386, 64);
     let mut r = Regs {
         sp: Some(0xdead_0000_0000_0000 | SP),
         fp: Some(0xdead_0000_0000_0000 | FP),
         cs: Some(0x08),
+        ra: None,
     };
-    let rec = c.take(&site(EntryState::Framed), &mut r, stack.reader());
+    let (rec, _) = c.take(&site(EntryState::Framed), &mut r, stack.reader());
     assert_eq!(rec.sp, SP);
     assert_eq!(rec.frames, chain);
 }
@@ -257,21 +274,21 @@ fn memory_is_read_afresh_for_each_sample() {
     let mut stack = Stack::new(w);
     stack.put(SP, RET);
     let chain = stack.chain(FP, 3);
-    let mut c = Capture::new(w, 64);
-    let rec = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
+    let mut c = Capture::new(arch(w), 64);
+    let (rec, _) = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
     assert_eq!(rec.frames, chain);
     // The [SP] word and the three records lie in one window: few guest reads.
     assert!(stack.fetches <= 2, "{} fetches", stack.fetches);
     stack.put(SP, RET + 8);
     stack.put(FP + 8, 0xc020_0000);
-    let rec = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
+    let (rec, _) = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
     assert_eq!(rec.sp_word, Some(RET + 8));
     assert_eq!(rec.frames[0], 0xc020_0000);
 }
 
 #[test]
 fn without_registers_there_is_no_stack() {
-    let mut c = Capture::new(PtrWidth::W4, 64);
+    let mut c = Capture::new(Arch::I386, 64);
     let rec = c.take_without_registers(&site(EntryState::BeforePush));
     assert_eq!((rec.sp, rec.sp_word, rec.frames.len()), (0, None, 0));
     assert_eq!(rec.stop, StopReason::Unreadable);
@@ -279,4 +296,128 @@ fn without_registers_there_is_no_stack() {
     assert_eq!((rec.pc, rec.icount, rec.time_ns), (0xc000_0042, 1000, 77));
     c.take_without_registers(&site(EntryState::Framed));
     assert_eq!(c.stops(), &[0, 0, 0, 2]);
+}
+
+/// A chain whose records lie farther apart than a window, deeper than a real stack: the
+/// sample stops when it has fetched its budget of windows, whatever the depth allows, and
+/// says so.
+#[test]
+fn a_sparse_chain_spends_the_read_budget() {
+    use crate::window::{FETCH_BUDGET, WINDOW};
+    let gap = (WINDOW + 88) as u64;
+    for w in BOTH {
+        let mut stack = Stack::new(w);
+        stack.bytes = vec![0; 100 * gap as usize + 0x1000];
+        let n = 90u64;
+        for i in 0..n {
+            let at = FP + i * gap;
+            stack.put(at, if i + 1 == n { 0 } else { at + gap });
+            stack.put(at + w.bytes() as u64, RET + i);
+        }
+        let mut c = Capture::new(arch(w), 1024);
+        let mut fetches = 0;
+        let (rec, _) = c.take(&site(EntryState::Framed), &mut regs(), |a, o| {
+            fetches += 1;
+            stack.reader()(a, o)
+        });
+        assert_eq!(rec.stop, StopReason::ReadBudget, "{w:?}");
+        // [SP]'s window holds the first record (same page), then one window a frame.
+        assert_eq!(rec.frames.len(), FETCH_BUDGET as usize, "{w:?}");
+        assert_eq!(fetches, FETCH_BUDGET as usize, "{w:?}");
+        assert_eq!(c.stops().get(StopReason::ReadBudget), 1);
+    }
+}
+
+#[test]
+fn riscv64_records_below_fp_privilege_and_ra() {
+    let mut stack = Stack::new(PtrWidth::W8);
+    // fp points just above {saved fp, ra}.
+    stack.put(FP - 16, FP + 0x40);
+    stack.put(FP - 8, RET);
+    stack.put(FP + 0x40 - 16, 0);
+    stack.put(FP + 0x40 - 8, RET + 0x10);
+    let mut c = Capture::new(Arch::Riscv64, 64);
+    let mut r = Regs {
+        cs: Some(1),
+        ra: Some(0x8000_0abc),
+        ..regs()
+    };
+    let (rec, x) = c.take(&site(EntryState::Framed), &mut r, stack.reader());
+    assert_eq!(rec.frames, [RET, RET + 0x10]);
+    assert_eq!(rec.stop, StopReason::NullFramePointer);
+    assert!(!rec.user);
+    assert_eq!(x.privilege, Privilege::Kernel);
+    assert_eq!(x.return_register, Some(0x8000_0abc));
+    // U-mode.
+    r.cs = Some(0);
+    let (rec, x) = c.take(&site(EntryState::Framed), &mut r, stack.reader());
+    assert!(rec.user);
+    assert_eq!(x.privilege, Privilege::User);
+}
+
+#[test]
+fn aarch64_strips_the_link_register_and_reads_el() {
+    let mut stack = Stack::new(PtrWidth::W8);
+    let chain = stack.chain(FP, 2);
+    let mut c = Capture::new(Arch::Aarch64, 64);
+    let mut r = Regs {
+        cs: Some(0x3c5),
+        ra: Some(0x0023_0000_4020_0010),
+        ..regs()
+    };
+    let (rec, x) = c.take(&site(EntryState::Framed), &mut r, stack.reader());
+    assert_eq!(rec.frames, chain);
+    assert_eq!(x.privilege, Privilege::Kernel);
+    assert_eq!(x.return_register, Some(0x4020_0010));
+}
+
+/// x86's mode registers are read again only when the page-table base changes or a
+/// millisecond has passed; in between, the mode read last is used.
+#[test]
+fn the_cpu_mode_is_read_again_on_a_new_address_space_or_after_a_while() {
+    struct ModeRegs {
+        cr0: u64,
+        cr3: u64,
+        mode_reads: usize,
+    }
+    impl RegisterReader for ModeRegs {
+        fn read(&mut self, reg: Reg) -> Option<u64> {
+            match reg {
+                Reg::StackPointer => Some(SP),
+                Reg::FramePointer => Some(0),
+                Reg::Privilege => Some(0x08),
+                Reg::PageTableBase => Some(self.cr3),
+                Reg::ModeControl => {
+                    self.mode_reads += 1;
+                    Some(self.cr0)
+                }
+                _ => None,
+            }
+        }
+    }
+    let mut stack = Stack::new(PtrWidth::W4);
+    let mut c = Capture::new(Arch::I386, 8);
+    let mut r = ModeRegs {
+        cr0: 1, // protected mode, paging off
+        cr3: 0,
+        mode_reads: 0,
+    };
+    let at = |t: u64| SampleSite {
+        time_ns: t,
+        ..site(EntryState::Framed)
+    };
+    let mut mode =
+        |c: &mut Capture, r: &mut ModeRegs, t: u64| c.take(&at(t), r, stack.reader()).1.mode;
+    assert_eq!(mode(&mut c, &mut r, 1_000), CpuMode::PagingOff);
+    r.cr0 = 1 | 1 << 31; // paging on, same CR3: not seen yet
+    assert_eq!(mode(&mut c, &mut r, 2_000), CpuMode::PagingOff);
+    assert_eq!(r.mode_reads, 1);
+    r.cr3 = 0x1000; // a new address space: read again
+    assert_eq!(mode(&mut c, &mut r, 3_000), CpuMode::Paging);
+    r.cr0 = 1;
+    assert_eq!(
+        mode(&mut c, &mut r, 3_000 + MODE_TTL_NS),
+        CpuMode::PagingOff
+    );
+    assert_eq!(r.mode_reads, 3);
 }

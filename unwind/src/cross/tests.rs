@@ -68,6 +68,7 @@ fn x86_64_linux_syscall_goes_on_into_user_space() {
     m.put(regs + 32, ustack); // bp
     m.put(regs + 128, 0x40_1234); // ip
     m.put(regs + 136, 0x33); // cs: user
+    m.put(regs + 152, ustack - 0x18); // sp: the user stack
     m.frame(ustack, ustack + 0x30, 0x40_2000);
     m.frame(ustack + 0x30, 0, 0x40_3000);
     let (frames, stop) = m.walk(kstack - 8, kstack, Crossings::ALL);
@@ -166,6 +167,146 @@ fn a_jump_down_to_the_user_stack_is_a_stack_switch() {
     let (frames, stop) = m.walk(0x8010_0ef0, 0x8010_0f00, Crossings::default());
     assert_eq!(frames, [0x8000_1000, 0x8000_2000]);
     assert_eq!(stop, StopReason::NotIncreasing);
+}
+
+/// A non-Linux kernel's system-call stub that starts with `push ebp; mov ebp, esp` right
+/// below the CPU's interrupt frame (the example kernel's `syscall_entry`): the record's
+/// "return address" is the interrupted user ip, so the walk marks a kernel entry there and
+/// goes on down in the user stack.
+#[test]
+fn an_entry_stub_below_a_user_interrupt_frame_is_a_kernel_entry() {
+    for width in [PtrWidth::W4, PtrWidth::W8] {
+        let w = width.bytes() as u64;
+        let mut m = Mem::new(width);
+        let stub = 0x0060_0f40u64;
+        m.frame(0x0060_0f00, stub, 0x0010_1000); // sys_work <- dispatch
+        m.frame(stub, 0x0004_7f00, 0x0004_0123); // the stub: user bp, user ip
+        m.put(stub + 2 * w, 0x1b); // cs: ring 3
+        m.put(stub + 3 * w, 0x202); // flags: IF and the fixed bit
+        m.put(stub + 4 * w, 0x0004_7ef0); // user sp
+        m.put(stub + 5 * w, 0x23); // ss: ring 3
+        m.frame(0x0004_7f00, 0x0004_7f40, 0x0004_0500); // user: round <- run
+        m.frame(0x0004_7f40, 0, 0x0004_0600); // user: run <- _start
+        let (frames, stop) = m.walk(0x0060_0ef0, 0x0060_0f00, Crossings::ALL);
+        assert_eq!(
+            frames,
+            [0x0010_1000, KE, 0x0004_0123, 0x0004_0500, 0x0004_0600],
+            "{width:?}"
+        );
+        assert_eq!(stop, StopReason::NullFramePointer);
+        // A ring-0 selector or flags with a reserved bit set: only a stack switch.
+        for (at, bad) in [(2, 0x08), (3, 0x8202), (5, 0x10)] {
+            let mut m2 = Mem::new(width);
+            m2.words = m.words.clone();
+            m2.put(stub + at * w, bad);
+            let (frames, _) = m2.walk(0x0060_0ef0, 0x0060_0f00, Crossings::ALL);
+            assert_eq!(
+                frames[..3],
+                [0x0010_1000, 0x0004_0123, SW],
+                "{width:?} word {at} = {bad:#x}"
+            );
+        }
+        // Off: the old walk.
+        let off = Crossings {
+            interrupt_frames: false,
+            ..Crossings::ALL
+        };
+        let (frames, _) = m.walk(0x0060_0ef0, 0x0060_0f00, off);
+        assert_eq!(frames[..3], [0x0010_1000, 0x0004_0123, SW]);
+    }
+}
+
+/// A non-Linux kernel's interrupt stub (`push ebp; mov ebp, esp` right below the frame the
+/// CPU pushed when it interrupted kernel code): with the kernel's code selector known, the
+/// walk marks a kernel entry and goes on up through the interrupted function's frames.
+#[test]
+fn an_interrupt_of_kernel_code_is_a_kernel_entry() {
+    for width in [PtrWidth::W4, PtrWidth::W8] {
+        let w = width.bytes() as u64;
+        let mut m = Mem::new(width);
+        let stub = 0x0020_0f40u64;
+        m.frame(0x0020_0f00, stub, 0x0010_1000); // timer_tick <- the stub
+        m.frame(stub, 0x0020_0fc0, 0x0010_2345); // the stub: interrupted bp and ip
+        m.put(stub + 2 * w, 0x08); // cs: the kernel's
+        m.put(stub + 3 * w, 0x202); // flags: IF and the fixed bit
+        m.put(stub + 4 * w, 0x0020_0fb0); // x86_64: sp above the record
+        m.put(stub + 5 * w, 0x10); // x86_64: ss
+        m.frame(0x0020_0fc0, 0, 0x0010_3000); // the interrupted function's caller
+        let kernel = Crossings {
+            kernel_cs: 0x08,
+            ..Crossings::ALL
+        };
+        let (frames, stop) = m.walk(0x0020_0ef0, 0x0020_0f00, kernel);
+        assert_eq!(
+            frames,
+            [0x0010_1000, KE, 0x0010_2345, 0x0010_3000],
+            "{width:?}"
+        );
+        assert_eq!(stop, StopReason::NullFramePointer);
+        // Unknown selector, another selector, or interrupts off: plain frames.
+        let plain = [0x0010_1000, 0x0010_2345, 0x0010_3000];
+        let (frames, _) = m.walk(0x0020_0ef0, 0x0020_0f00, Crossings::ALL);
+        assert_eq!(frames, plain, "{width:?}");
+        let other = Crossings {
+            kernel_cs: 0x60,
+            ..Crossings::ALL
+        };
+        let (frames, _) = m.walk(0x0020_0ef0, 0x0020_0f00, other);
+        assert_eq!(frames, plain, "{width:?}");
+        m.put(stub + 3 * w, 0x2);
+        let (frames, _) = m.walk(0x0020_0ef0, 0x0020_0f00, kernel);
+        assert_eq!(frames, plain, "{width:?}");
+    }
+}
+
+/// An interrupt frame is only looked for where the chain leaves its stack: frame records
+/// going up are plain calls whatever lies above them.
+#[test]
+fn interrupt_frames_are_not_looked_for_on_the_way_up() {
+    let mut m = Mem::new(PtrWidth::W4);
+    m.frame(0x1000, 0x1100, 0xa);
+    m.put(0x1008, 0x1b);
+    m.put(0x100c, 0x202);
+    m.put(0x1010, 0x2000);
+    m.put(0x1014, 0x23);
+    m.frame(0x1100, 0, 0xb);
+    let (frames, stop) = m.walk(0x0ff0, 0x1000, Crossings::ALL);
+    assert_eq!(
+        (frames, stop),
+        (vec![0xa, 0xb], StopReason::NullFramePointer)
+    );
+}
+
+/// Nothing beyond a stack's span is read: a chain climbing far above where its stack began,
+/// or an interrupted context whose frame pointer lies far from its stack pointer (data in
+/// the register of code built without frame pointers), stops before reading there.
+#[test]
+fn frames_beyond_the_stack_span_are_not_read() {
+    let mut m = Mem::new(PtrWidth::W8);
+    let far = 0x10_0000 + STACK_SPAN;
+    m.frame(0x10_0000, 0x10_0100, 0xa);
+    m.frame(0x10_0100, far, 0xb);
+    m.frame(far, 0, 0xc); // readable, but off the stack
+    let (frames, stop) = m.walk(0x10_0000, 0x10_0000, Crossings::ALL);
+    assert_eq!((frames, stop), (vec![0xa, 0xb], StopReason::OffStack));
+    let unbounded = Crossings {
+        stack_span: 0,
+        ..Crossings::ALL
+    };
+    let (frames, _) = m.walk(0x10_0000, 0x10_0000, unbounded);
+    assert_eq!(frames, [0xa, 0xb, 0xc]);
+    // x86_64 Linux: the user bp is garbage far above the user sp.
+    let mut m = Mem::new(PtrWidth::W8);
+    let regs = 0xffff_c900_0001_3f58u64;
+    m.frame(0xffff_c900_0001_3f00, regs | 1, 0xffff_ffff_8100_0100);
+    m.put(regs + 32, 0xfbad_2488_0000); // bp: not a frame pointer
+    m.put(regs + 128, 0x40_1234);
+    m.put(regs + 136, 0x33);
+    m.put(regs + 152, 0x7ffe_1000);
+    m.frame(0xfbad_2488_0000, 0, 0x40_2000);
+    let (frames, stop) = m.walk(0xffff_c900_0001_3ef0, 0xffff_c900_0001_3f00, Crossings::ALL);
+    assert_eq!(frames, [0xffff_ffff_8100_0100, KE, 0x40_1234]);
+    assert_eq!(stop, StopReason::OffStack);
 }
 
 /// A cycle costs at most one pass per allowed switch, then stops as before.

@@ -1,0 +1,355 @@
+//! Address spaces: which user program ran where, when several are linked at the same
+//! addresses.
+//!
+//! Samples of format version 2 carry the page-table base they ran under (x86 CR3, riscv
+//! `satp`, aarch64 `TTBR0_EL1`): one value per address space, i.e. per process. The plugin
+//! also records a few bytes of code at user-mode PCs (record kind 6, the first time a vCPU
+//! samples a 4 KiB page of an address space). Given `--user` programs, each address space's
+//! recorded code is compared with each program's code at the same addresses: the one program
+//! whose bytes match everywhere it has code names that address space's user frames, whatever
+//! the order of `--user`. An address space that matches none, or several, is warned of.
+//! Address spaces without recorded code (and files without page-table bases) are named as
+//! before: from the first program whose loadable segments hold the address.
+
+use kern_profile_format::{Arch, CodeBytes, CpuMode};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::symbolize::Symbolizer;
+use crate::warning::Warning;
+
+/// Code records kept per address space (the plugin writes few; a damaged file may not).
+const MAX_RECORDS_PER_SPACE: usize = 256;
+/// Bytes of a record compared.
+const MAX_BYTES: usize = 64;
+
+/// The identity of the address space a recorded page-table base names. x86: CR3 without its
+/// low 12 bits (the PCID or cache-control bits, which vary for one page directory).
+pub fn identity(arch: Option<Arch>, base: u64) -> u64 {
+    match arch {
+        Some(Arch::I386 | Arch::X86_64) => base & !0xfff,
+        _ => base,
+    }
+}
+
+/// The address space of a sample: its page-table base, when one was recorded while address
+/// translation was on (with it off, the register names no address space).
+pub fn of_sample(arch: Option<Arch>, mode: CpuMode, base: Option<u64>) -> Option<u64> {
+    match mode {
+        CpuMode::Real | CpuMode::PagingOff => None,
+        _ => base.map(|b| identity(arch, b)),
+    }
+}
+
+/// The page-table register's name, for frames and warnings.
+fn register(arch: Option<Arch>) -> &'static str {
+    match arch {
+        Some(Arch::Riscv64) => "satp",
+        Some(Arch::Aarch64) => "ttbr0",
+        Some(Arch::I386 | Arch::X86_64) => "cr3",
+        None => "page tables",
+    }
+}
+
+/// One code record: an address and the bytes there.
+type Code = (u64, Box<[u8]>);
+
+/// The code records of a recording, by address space.
+#[derive(Debug, Clone, Default)]
+pub struct CodeSamples {
+    spaces: FxHashMap<u64, Vec<Code>>,
+}
+
+impl CodeSamples {
+    /// Keeps a record (its first 64 bytes; at most 256 per address space).
+    pub fn add(&mut self, arch: Option<Arch>, c: &CodeBytes<'_>) {
+        let records = self
+            .spaces
+            .entry(identity(arch, c.page_table_base))
+            .or_default();
+        if records.len() < MAX_RECORDS_PER_SPACE && !c.bytes.is_empty() {
+            let n = c.bytes.len().min(MAX_BYTES);
+            records.push((c.vaddr, c.bytes[..n].into()));
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spaces.is_empty()
+    }
+}
+
+/// What the code of one address space says about the given programs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// This program's code, and no other's, matches.
+    Program(usize),
+    /// These programs (in `--user` order, two or more) all match at every recorded address;
+    /// the first names the address space.
+    Several(Vec<usize>),
+    /// No program matches: each has other bytes at some recorded address, or none there.
+    NoProgram,
+}
+
+/// Judges one address space's `records` against `programs` programs; `byte_at(p, addr)` is
+/// program `p`'s code byte at `addr`, if it has one there. A program matches when it has
+/// code at one recorded address at least and every record where it has code equals it.
+pub fn judge(
+    records: &[Code],
+    programs: usize,
+    byte_at: impl Fn(usize, u64) -> Option<u8>,
+) -> Verdict {
+    let matching: Vec<usize> = (0..programs)
+        .filter(|&p| {
+            let mut held = false;
+            for (vaddr, bytes) in records {
+                let mut compared = bytes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, &b)| Some(byte_at(p, vaddr.wrapping_add(i as u64))? == b))
+                    .peekable();
+                if compared.peek().is_none() {
+                    continue;
+                }
+                if !compared.all(|same| same) {
+                    return false;
+                }
+                held = true;
+            }
+            held
+        })
+        .collect();
+    match matching[..] {
+        [] => Verdict::NoProgram,
+        [p] => Verdict::Program(p),
+        _ => Verdict::Several(matching),
+    }
+}
+
+/// The program that names a user address of an address space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// The address space's program (which may not hold the address).
+    Program(usize),
+    /// None: the address space's code matches no given program.
+    Nothing,
+    /// Not known (no recorded code there, or no address space): the first program whose
+    /// segments hold the address.
+    FirstHolding,
+}
+
+/// The verdicts of a recording's address spaces.
+#[derive(Debug, Clone)]
+pub struct AddressSpaces {
+    verdicts: FxHashMap<u64, Verdict>,
+    register: &'static str,
+}
+
+impl Default for AddressSpaces {
+    fn default() -> Self {
+        AddressSpaces::none(None)
+    }
+}
+
+impl AddressSpaces {
+    /// No verdicts (no code bytes, or no user programs): addresses are named from the first
+    /// program holding them; address spaces are named with `arch`'s register.
+    pub fn none(arch: Option<Arch>) -> Self {
+        AddressSpaces {
+            verdicts: FxHashMap::default(),
+            register: register(arch),
+        }
+    }
+
+    /// Judges every address space of `code` against `sym`'s user programs.
+    pub fn decide(code: &CodeSamples, arch: Option<Arch>, sym: &Symbolizer) -> Self {
+        let n = sym.user_binary_count();
+        let byte_at = |p: usize, addr: u64| {
+            sym.user_elf(p)
+                .and_then(|e| e.code_at(addr, 1))
+                .map(|b| b[0])
+        };
+        let verdicts = match n {
+            0 => FxHashMap::default(),
+            _ => code
+                .spaces
+                .iter()
+                .map(|(&space, records)| (space, judge(records, n, byte_at)))
+                .collect(),
+        };
+        AddressSpaces {
+            verdicts,
+            register: register(arch),
+        }
+    }
+
+    /// Which program names the user addresses of `space`.
+    pub fn choice(&self, space: Option<u64>) -> Choice {
+        match space.and_then(|s| self.verdicts.get(&s)) {
+            Some(Verdict::Program(p)) => Choice::Program(*p),
+            Some(Verdict::Several(ps)) => Choice::Program(ps[0]),
+            Some(Verdict::NoProgram) => Choice::Nothing,
+            None => Choice::FirstHolding,
+        }
+    }
+
+    /// `cr3 0x…` (or the architecture's register).
+    pub fn describe(&self, space: u64) -> String {
+        format!("{} {space:#x}", self.register)
+    }
+
+    /// The address spaces whose program could not be told, sorted by address space.
+    pub fn warnings(&self, sym: &Symbolizer) -> Vec<Warning> {
+        let mut spaces: Vec<_> = self.verdicts.iter().collect();
+        spaces.sort_unstable_by_key(|(s, _)| **s);
+        spaces
+            .into_iter()
+            .filter_map(|(&s, v)| match v {
+                Verdict::Program(_) => None,
+                Verdict::NoProgram => Some(Warning::SpaceMatchesNoProgram {
+                    space: self.describe(s),
+                }),
+                Verdict::Several(ps) => Some(Warning::SpaceMatchesSeveral {
+                    space: self.describe(s),
+                    programs: ps
+                        .iter()
+                        .map(|&p| sym.user_binary_name(p).to_string())
+                        .collect(),
+                }),
+            })
+            .collect()
+    }
+}
+
+/// User addresses named from the first program holding them while several programs hold
+/// them (no recorded code decided): for one warning at the end.
+#[derive(Debug, Default)]
+pub struct Overlaps {
+    probes: FxHashSet<u64>,
+    programs: Vec<usize>,
+}
+
+impl Overlaps {
+    /// Notes that `probe` was named from the first of `holding` (two or more programs).
+    pub fn add(&mut self, probe: u64, holding: &[usize]) {
+        self.probes.insert(probe);
+        for &p in holding {
+            if !self.programs.contains(&p) {
+                self.programs.push(p);
+            }
+        }
+    }
+
+    /// The warning, when addresses were named so.
+    pub fn warning(&self, sym: &Symbolizer) -> Option<Warning> {
+        if self.probes.is_empty() {
+            return None;
+        }
+        let mut programs = self.programs.clone();
+        programs.sort_unstable();
+        Some(Warning::ProgramsOverlap {
+            programs: programs
+                .iter()
+                .map(|&p| sym.user_binary_name(p).to_string())
+                .collect(),
+            addresses: self.probes.len() as u64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two programs linked at 0x1000 with the same first 16 bytes, then different code;
+    /// a third holds code elsewhere only.
+    fn byte_at(p: usize, addr: u64) -> Option<u8> {
+        match p {
+            0 | 1 if (0x1000..0x1010).contains(&addr) => Some(addr as u8),
+            0 if (0x1010..0x1100).contains(&addr) => Some(0xa0 ^ addr as u8),
+            1 if (0x1010..0x1080).contains(&addr) => Some(0xb0 ^ addr as u8),
+            2 if (0x9000..0x9100).contains(&addr) => Some(0x55),
+            _ => None,
+        }
+    }
+
+    fn code(p: usize, vaddr: u64, n: usize) -> Code {
+        let bytes: Vec<u8> = (0..n as u64)
+            .map(|i| byte_at(p, vaddr + i).unwrap_or(0xcc))
+            .collect();
+        (vaddr, bytes.into())
+    }
+
+    #[test]
+    fn the_program_whose_bytes_match_everywhere_wins() {
+        assert_eq!(
+            judge(&[code(1, 0x1020, 16)], 3, byte_at),
+            Verdict::Program(1)
+        );
+        assert_eq!(
+            judge(&[code(0, 0x1020, 16)], 3, byte_at),
+            Verdict::Program(0)
+        );
+        // The order of the programs does not matter: only their bytes.
+        let swapped = |p: usize, a: u64| byte_at(1 - p, a);
+        assert_eq!(
+            judge(&[code(1, 0x1020, 16)], 2, swapped),
+            Verdict::Program(0)
+        );
+        // Common code decides nothing alone; one distinct record is enough.
+        let records = [code(0, 0x1000, 16), code(0, 0x1040, 32)];
+        assert_eq!(judge(&records, 3, byte_at), Verdict::Program(0));
+    }
+
+    #[test]
+    fn common_code_only_matches_several() {
+        assert_eq!(
+            judge(&[code(0, 0x1000, 16)], 3, byte_at),
+            Verdict::Several(vec![0, 1])
+        );
+    }
+
+    #[test]
+    fn foreign_code_matches_no_program() {
+        // Bytes no program has at that address.
+        let other: Code = (0x1020, vec![0x90; 16].into());
+        assert_eq!(judge(&[other], 3, byte_at), Verdict::NoProgram);
+        // Code where no program has any.
+        let elsewhere: Code = (0x5000, vec![0x90; 16].into());
+        assert_eq!(judge(&[elsewhere], 3, byte_at), Verdict::NoProgram);
+        // One record against a program is enough to rule it out.
+        let records = [
+            code(0, 0x1000, 16),
+            code(1, 0x1020, 16),
+            code(0, 0x1040, 16),
+        ];
+        assert_eq!(judge(&records, 3, byte_at), Verdict::NoProgram);
+        assert_eq!(judge(&[], 3, byte_at), Verdict::NoProgram);
+    }
+
+    #[test]
+    fn records_past_a_programs_code_compare_what_it_has() {
+        // Program 1's code ends at 0x1080: a record running past it compares its part
+        // (the bytes beyond are another section's, or nothing the program loads).
+        assert_eq!(
+            judge(&[code(1, 0x1078, 16)], 2, byte_at),
+            Verdict::Program(1)
+        );
+    }
+
+    #[test]
+    fn x86_identities_drop_the_pcid() {
+        assert_eq!(identity(Some(Arch::X86_64), 0x1234_5007), 0x1234_5000);
+        assert_eq!(
+            identity(Some(Arch::Riscv64), 0x8000_0000_0008_1234),
+            0x8000_0000_0008_1234
+        );
+        assert_eq!(
+            of_sample(Some(Arch::I386), CpuMode::PagingOff, Some(0x1000)),
+            None
+        );
+        assert_eq!(
+            of_sample(Some(Arch::I386), CpuMode::Paging, Some(0x10f000)),
+            Some(0x10f000)
+        );
+        assert_eq!(of_sample(Some(Arch::I386), CpuMode::Unknown, None), None);
+    }
+}

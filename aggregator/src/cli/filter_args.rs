@@ -1,0 +1,42 @@
+//! `--focus`, `--exclude`, `--from-time`, `--to-time`: for every CPU output.
+
+use clap::Args;
+
+/// Which part of the profile to show.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "Focus")]
+pub struct FilterArgs {
+    /// Keep only the stacks through FUNCTION, rooted at it (its outermost call). FUNCTION is
+    /// a full name (`kernel::workload::stage_outer`) or its tail after `::` (`stage_outer`)
+    #[arg(long, value_name = "FUNCTION")]
+    pub focus: Option<String>,
+
+    /// Drop the stacks through FUNCTION (repeatable, or comma-separated)
+    #[arg(long, value_name = "FUNCTION", value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub exclude: Vec<String>,
+
+    /// Keep only samples taken SECS or more into the recording
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub from_time: Option<f64>,
+
+    /// Keep only samples taken less than SECS into the recording
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub to_time: Option<f64>,
+}
+
+impl FilterArgs {
+    /// Whether any of these options was given.
+    pub fn any(&self) -> bool {
+        self.focus.is_some()
+            || !self.exclude.is_empty()
+            || self.from_time.is_some()
+            || self.to_time.is_some()
+    }
+}
+
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds (e.g. 1.5)")),
+    }
+}

@@ -1,0 +1,8 @@
+//! The subcommands besides the default one: `record`, `top`, `completions`, `man`, and the
+//! option groups they share with it.
+
+pub mod filter_args;
+pub mod generate;
+pub mod record;
+pub mod session_args;
+pub mod top;

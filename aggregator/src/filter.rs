@@ -1,0 +1,241 @@
+//! Which samples a CPU run keeps, and what their address stacks carry besides addresses.
+//!
+//! Two kinds of rules: those a sample's fields decide ([`SampleFilter::keeps`]: vCPU, mode,
+//! time), applied while reading, and those its *named* stack decides ([`NameRules`]:
+//! `--focus`, `--exclude`), applied once per distinct stack in the collect stage
+//! ([`crate::collect::Run::collect`]) and when stacks are named.
+
+use std::rc::Rc;
+
+use crate::cpu_list::CpuList;
+use crate::options::{ModeFilter, Options};
+
+/// The sample filters and key options, resolved from [`Options`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SampleFilter {
+    /// Kernel/user filter.
+    pub mode: ModeFilter,
+    /// Keep only these vCPUs (`None`: all).
+    pub cpus: Option<CpuList>,
+    /// Key stacks by vCPU too (a root frame `cpu N`).
+    pub per_cpu: bool,
+    /// Key stacks by address space too (a root frame per address space).
+    pub per_process: bool,
+    /// Keep user samples' addresses when no user binary names them.
+    pub addresses: bool,
+    /// Keep only samples taken in this part of the recording.
+    pub time: TimeRange,
+    /// `--focus` and `--exclude`.
+    pub names: NameRules,
+}
+
+impl SampleFilter {
+    pub fn from_options(o: &Options) -> Self {
+        SampleFilter {
+            mode: o.mode,
+            cpus: o.cpus.clone(),
+            per_cpu: o.per_cpu,
+            per_process: o.per_process,
+            addresses: o.addresses,
+            time: TimeRange::from_secs(o.from_time, o.to_time),
+            names: NameRules {
+                focus: o.focus.clone(),
+                exclude: o.exclude.clone(),
+            },
+        }
+    }
+
+    /// Whether a sample of `vcpu`, in user mode or not, taken at `time_ns` (`None`: a file
+    /// without times, which [`crate::collect::Run::open`] refuses under a time range) is kept.
+    pub fn keeps(&self, vcpu: u32, user: bool, time_ns: Option<u64>) -> bool {
+        self.mode.keeps(user)
+            && self.cpus.as_ref().is_none_or(|c| c.contains(vcpu))
+            && time_ns.is_none_or(|t| self.time.contains(t))
+    }
+}
+
+/// `--from-time` / `--to-time`: a part of the recording, in host time since the plugin
+/// started (each sample's time stamp).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    pub from_ns: Option<u64>,
+    /// Exclusive.
+    pub to_ns: Option<u64>,
+}
+
+impl TimeRange {
+    /// From seconds (negative values count as 0).
+    pub fn from_secs(from: Option<f64>, to: Option<f64>) -> Self {
+        let ns = |s: f64| (s.max(0.0) * 1e9) as u64;
+        TimeRange {
+            from_ns: from.map(ns),
+            to_ns: to.map(ns),
+        }
+    }
+
+    /// Whether a bound is set.
+    pub fn is_set(&self) -> bool {
+        self.from_ns.is_some() || self.to_ns.is_some()
+    }
+
+    pub fn contains(&self, t: u64) -> bool {
+        self.from_ns.is_none_or(|f| t >= f) && self.to_ns.is_none_or(|e| t < e)
+    }
+
+    /// `0.5 s to 2 s into the recording`, for headers.
+    pub fn describe(&self) -> String {
+        let s = |ns: u64| format!("{} s", ns as f64 / 1e9);
+        match (self.from_ns, self.to_ns) {
+            (Some(f), Some(t)) => format!("{} to {} into the recording", s(f), s(t)),
+            (Some(f), None) => format!("from {} into the recording", s(f)),
+            (None, Some(t)) => format!("the first {} of the recording", s(t)),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// Rules on the functions of a named stack.
+///
+/// A pattern names a function by its full name (`kernel::workload::hot_leaf`) or by a tail
+/// of it after `::` (`hot_leaf`, `workload::hot_leaf`); decorations (` (file:line)`, the
+/// inline marker `_[i]`) are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NameRules {
+    /// Keep only stacks through this function, rooted at it (its outermost occurrence).
+    pub focus: Option<String>,
+    /// Drop stacks through any of these functions.
+    pub exclude: Vec<String>,
+}
+
+impl NameRules {
+    pub fn is_active(&self) -> bool {
+        self.focus.is_some() || !self.exclude.is_empty()
+    }
+
+    /// Whether the stack `frames` (root first) is kept: the frames from `skip` on are judged
+    /// (the first `skip` are roots such as `cpu N`, kept as they are).
+    pub fn keeps(&self, frames: &[Rc<str>], skip: usize) -> bool {
+        let judged = frames.get(skip..).unwrap_or_default();
+        if judged
+            .iter()
+            .any(|f| self.exclude.iter().any(|p| matches(f, p)))
+        {
+            return false;
+        }
+        match &self.focus {
+            Some(p) => judged.iter().any(|f| matches(f, p)),
+            None => true,
+        }
+    }
+
+    /// Applies the rules to `frames` (root first; the first `skip` left alone): `None` when
+    /// the stack is dropped; with a focus, the frames above the focused function go, and
+    /// how many went is returned.
+    pub fn shape(&self, frames: &mut Vec<Rc<str>>, skip: usize) -> Option<usize> {
+        if !self.keeps(frames, skip) {
+            return None;
+        }
+        let skip = skip.min(frames.len());
+        let removed = match &self.focus {
+            Some(p) => frames[skip..]
+                .iter()
+                .position(|f| matches(f, p))
+                .unwrap_or(0),
+            None => 0,
+        };
+        frames.drain(skip..skip + removed);
+        Some(removed)
+    }
+}
+
+/// Whether frame name `frame` is function `pattern` (see [`NameRules`]).
+pub fn matches(frame: &str, pattern: &str) -> bool {
+    let base = function_of(frame);
+    base == pattern
+        || base
+            .strip_suffix(pattern)
+            .is_some_and(|head| head.ends_with("::"))
+}
+
+/// A frame name without its decorations: the inline marker and ` (file:line)`.
+fn function_of(frame: &str) -> &str {
+    let f = frame
+        .strip_suffix(crate::stacks::INLINE_SUFFIX)
+        .unwrap_or(frame);
+    match f.rfind(" (") {
+        Some(i) if f.ends_with(')') => &f[..i],
+        _ => f,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(s: &str) -> Vec<Rc<str>> {
+        s.split(';').map(Rc::from).collect()
+    }
+
+    fn join(f: &[Rc<str>]) -> String {
+        f.iter().map(|s| &**s).collect::<Vec<_>>().join(";")
+    }
+
+    #[test]
+    fn patterns_match_full_names_tails_and_decorated_frames() {
+        assert!(matches("kernel::workload::hot_leaf", "hot_leaf"));
+        assert!(matches("kernel::workload::hot_leaf", "workload::hot_leaf"));
+        assert!(matches(
+            "kernel::workload::hot_leaf",
+            "kernel::workload::hot_leaf"
+        ));
+        assert!(!matches("kernel::workload::not_hot_leaf", "hot_leaf"));
+        assert!(!matches("kernel::workload::hot_leaf", "leaf"));
+        assert!(matches("kernel::blend::mix_inlined_[i]", "mix_inlined"));
+        assert!(matches("kmain (src/main.rs:12)", "kmain"));
+        assert!(matches("a::mix (src/a.rs:3)_[i]", "mix"));
+    }
+
+    #[test]
+    fn focus_roots_at_the_outermost_occurrence_and_exclude_drops() {
+        let rules = NameRules {
+            focus: Some("recurse".into()),
+            exclude: vec![],
+        };
+        let mut f = frames("kmain;run;k::recurse;k::recurse;leaf");
+        assert_eq!(rules.shape(&mut f, 0), Some(2));
+        assert_eq!(join(&f), "k::recurse;k::recurse;leaf");
+        let mut f = frames("cpu 1;kmain;k::recurse");
+        assert_eq!(rules.shape(&mut f, 1), Some(1));
+        assert_eq!(join(&f), "cpu 1;k::recurse");
+        assert_eq!(rules.shape(&mut frames("kmain;other"), 0), None);
+
+        let rules = NameRules {
+            focus: None,
+            exclude: vec!["cold_leaf".into(), "idle".into()],
+        };
+        assert_eq!(rules.shape(&mut frames("kmain;k::cold_leaf"), 0), None);
+        let mut f = frames("kmain;k::hot_leaf");
+        assert_eq!(rules.shape(&mut f, 0), Some(0));
+        assert_eq!(join(&f), "kmain;k::hot_leaf");
+        // A root outside the judged part is not matched.
+        assert!(rules.keeps(&frames("idle;k::hot_leaf"), 1));
+    }
+
+    #[test]
+    fn time_ranges() {
+        let r = TimeRange::from_secs(Some(0.5), Some(2.0));
+        assert!(!r.contains(499_999_999));
+        assert!(r.contains(500_000_000));
+        assert!(r.contains(1_999_999_999));
+        assert!(!r.contains(2_000_000_000));
+        assert_eq!(r.describe(), "0.5 s to 2 s into the recording");
+        assert!(!TimeRange::default().is_set());
+        assert!(TimeRange::default().contains(u64::MAX));
+        let filter = SampleFilter {
+            time: TimeRange::from_secs(None, Some(1.0)),
+            ..SampleFilter::default()
+        };
+        assert!(filter.keeps(0, false, Some(10)));
+        assert!(!filter.keeps(0, false, Some(1_000_000_000)));
+    }
+}

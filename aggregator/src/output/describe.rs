@@ -1,0 +1,260 @@
+//! Words about a CPU profile for people: the text report's header, the flamegraph's
+//! subtitle, and the phrases both use.
+
+use kern_profile_format::{CpuFormat, Header, HostTimerStats, SamplingMode, StopReason, StopsFrom};
+
+use crate::filter::SampleFilter;
+use crate::input::ReadSummary;
+use crate::options::ModeFilter;
+use crate::output::text::pct;
+use crate::profile::CpuProfile;
+
+/// Header lines of the text report; with `split`, the kernel/user split of the kept
+/// samples (by the mode each was sampled in), per vCPU too with `per_cpu`.
+pub fn describe(
+    p: &CpuProfile,
+    kernel: &str,
+    filter: &SampleFilter,
+    split: bool,
+    per_cpu: bool,
+) -> Vec<String> {
+    let mut h = vec![origin_line(p, kernel), samples_line(p, filter)];
+    h.extend(p.header.as_ref().map(sampling_line));
+    h.extend(p.summary.tally.host_timer.as_ref().map(host_timer_line));
+    if p.per_vcpu.len() > 1 {
+        let parts: Vec<String> = p
+            .per_vcpu
+            .iter()
+            .map(|(c, n)| format!("cpu {c} {n} ({:.1}%)", pct(*n, p.kept)))
+            .collect();
+        h.push(format!("per vCPU: {}", parts.join(", ")));
+    }
+    if split {
+        h.extend(split_lines(p, per_cpu));
+    }
+    if p.format == CpuFormat::Raw {
+        h.extend(stops_line(&p.summary));
+        h.extend(stop_meanings(&p.summary));
+    }
+    h
+}
+
+fn origin_line(p: &CpuProfile, kernel: &str) -> String {
+    let fmt = match p.format {
+        CpuFormat::Raw => format!("kern-profile raw format v{}", p.version),
+        CpuFormat::Legacy => {
+            "legacy format of the original C plugin: no time, vCPU 0, kernel only".into()
+        }
+    };
+    format!(
+        "kern-profile CPU profile of {kernel}, from {} ({fmt})",
+        p.path.display()
+    )
+}
+
+fn samples_line(p: &CpuProfile, filter: &SampleFilter) -> String {
+    let s = &p.summary;
+    let mut line = format!("samples: {} read, {} kept", s.tally.samples, p.kept);
+    let filters = filter_description(filter);
+    if !filters.is_empty() {
+        line.push_str(&format!(" ({filters})"));
+    }
+    if let Some(st) = &s.tally.stats {
+        line.push_str(&format!("; {} dropped by the plugin", st.dropped));
+    }
+    line
+}
+
+fn sampling_line(hd: &Header) -> String {
+    format!(
+        "sampling: {}; {} vCPU{}; QEMU {}; unwind depth limit {}",
+        sampling_description(hd.sampling),
+        hd.vcpus,
+        if hd.vcpus == 1 { "" } else { "s" },
+        hd.qemu_version,
+        hd.max_depth
+    )
+}
+
+fn split_lines(p: &CpuProfile, per_cpu: bool) -> Vec<String> {
+    let mut h = vec![format!(
+        "kernel/user split: {}",
+        split_text(p.kept, p.user_kept(None))
+    )];
+    if per_cpu {
+        for &(c, n) in &p.per_vcpu {
+            h.push(format!(
+                "kernel/user split, cpu {c}: {}",
+                split_text(n, p.user_kept(Some(c)))
+            ));
+        }
+    }
+    h
+}
+
+/// `host timer: 95210 ticks (every 10 µs on average; 12 skipped, …); halted, so not sampled:
+/// cpu 1 0.52 s` (`delay=`).
+fn host_timer_line(t: &HostTimerStats) -> String {
+    let mut line = format!(
+        "host timer: {} ticks (every {} µs on average",
+        t.ticks,
+        t.interval_ns as f64 / 1000.0
+    );
+    if t.late > 0 {
+        line.push_str(&format!(
+            "; {} skipped, the host woke the timer late",
+            t.late
+        ));
+    }
+    line.push(')');
+    let throttled = t
+        .vcpus
+        .iter()
+        .fold(0u64, |s, v| s.saturating_add(v.throttled_ticks));
+    if throttled > 0 {
+        line.push_str(&format!(
+            "; {throttled} vCPU ticks skipped because stack walks were slow (sampling kept under a tenth of the run)"
+        ));
+    }
+    let idle: Vec<String> = t
+        .vcpus
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.idle_ns > 0)
+        .map(|(c, v)| format!("cpu {c} {:.2} s", v.idle_ns as f64 / 1e9))
+        .collect();
+    if !idle.is_empty() {
+        line.push_str(&format!("; halted, so not sampled: {}", idle.join(", ")));
+    }
+    line
+}
+
+/// Why unwinds stopped: from the statistics record, else as counted from the samples.
+fn stops_line(s: &ReadSummary) -> Option<String> {
+    let (stops, from) = s.tally.run_stops();
+    let from = match from {
+        StopsFrom::Statistics => "statistics record",
+        StopsFrom::Samples => "counted from the samples: no statistics record",
+    };
+    let total = stops.total();
+    let parts: Vec<String> = stops
+        .nonzero()
+        .map(|(b, n)| {
+            let name = StopReason::name_of_byte(b);
+            format!("{name} {n} ({:.1}%)", pct(n, total))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("unwind stops ({from}): {}", parts.join(", ")))
+}
+
+/// What each unwind stop that occurred means, one indented line each, in words a user
+/// understands: which ends are normal and which cut stacks short.
+fn stop_meanings(s: &ReadSummary) -> Vec<String> {
+    let (stops, _) = s.tally.run_stops();
+    stops
+        .nonzero()
+        .filter_map(|(b, _)| StopReason::from_u8(b))
+        .map(|r| format!("  {}: {}", r.name(), stop_meaning(r)))
+        .collect()
+}
+
+/// What a stop reason says about the stacks it ended.
+pub fn stop_meaning(r: StopReason) -> &'static str {
+    match r {
+        StopReason::NullFramePointer => {
+            "the end of the chain, at a thread's first frame (normal: the stack is whole)"
+        }
+        StopReason::NullReturnAddress => {
+            "the end of the chain, a frame with no caller (normal at entry points)"
+        }
+        StopReason::Misaligned => {
+            "the frame-pointer register held no frame (code built without frame pointers, \
+             or a stack the walker cannot cross): the stack is cut there"
+        }
+        StopReason::NotIncreasing => {
+            "the next frame lay below the last (a loop, code without frame pointers, or a \
+             stack switch beyond the two a walk may take): the stack is cut there"
+        }
+        StopReason::Unreadable => {
+            "the next frame was in memory QEMU could not read (unmapped, or not a pointer): \
+             the stack is cut there"
+        }
+        StopReason::DepthLimit => "the depth limit (`depth=`): deeper callers are left out",
+        StopReason::OffStack => {
+            "the next frame lay far beyond where the stack began (garbage in the frame-pointer \
+             register, or a chain that left its stack): not read, as it might be device \
+             memory; the stack is cut there"
+        }
+        StopReason::ReadBudget => {
+            "the sample read as much guest memory as one sample may (32 windows): a chain \
+             spread over many pages is cut there"
+        }
+    }
+}
+
+/// `kernel 62.10% (621), user 37.90% (379)`: samples in kernel and in user mode.
+fn split_text(total: u64, user: u64) -> String {
+    let kernel = total.saturating_sub(user);
+    format!(
+        "kernel {:.2}% ({kernel}), user {:.2}% ({user})",
+        pct(kernel, total),
+        pct(user, total)
+    )
+}
+
+/// `every 100000 guest instructions per vCPU`.
+pub fn sampling_description(m: SamplingMode) -> String {
+    match m {
+        SamplingMode::DelayMicros(us) => format!("every {us} µs of host time per vCPU (delay)"),
+        SamplingMode::PeriodInstructions(n) => {
+            format!("every {n} guest instructions per vCPU (period)")
+        }
+        SamplingMode::Off => "none: exact block counts only (exact=only)".to_string(),
+    }
+}
+
+/// The filters in force, for headers and subtitles (empty when none).
+pub fn filter_description(o: &SampleFilter) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = &o.cpus {
+        parts.push(format!("vCPUs {c}"));
+    }
+    match o.mode {
+        ModeFilter::All => {}
+        ModeFilter::KernelOnly => parts.push("kernel only".to_string()),
+        ModeFilter::UserOnly => parts.push("user only".to_string()),
+    }
+    if o.time.is_set() {
+        parts.push(o.time.describe());
+    }
+    if let Some(f) = &o.names.focus {
+        parts.push(format!("focus on {f}"));
+    }
+    if !o.names.exclude.is_empty() {
+        parts.push(format!("excluding {}", o.names.exclude.join(", ")));
+    }
+    parts.join(", ")
+}
+
+/// The flamegraph's subtitle: sampling, vCPUs, filters, orientation.
+pub fn subtitle(p: &CpuProfile, filter: &SampleFilter, reverse: bool) -> String {
+    let mut parts = Vec::new();
+    if let Some(h) = &p.header {
+        parts.push(sampling_description(h.sampling));
+        parts.push(format!(
+            "{} vCPU{}",
+            h.vcpus,
+            if h.vcpus == 1 { "" } else { "s" }
+        ));
+    } else {
+        parts.push("legacy samples".to_string());
+    }
+    let f = filter_description(filter);
+    if !f.is_empty() {
+        parts.push(f);
+    }
+    if reverse {
+        parts.push("reversed: leaves first".into());
+    }
+    parts.join(" · ")
+}

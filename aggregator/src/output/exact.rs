@@ -1,0 +1,96 @@
+//! The exact counts of an `exact=on` recording (see [`crate::exact`]) as a flamegraph,
+//! folded stacks or a text report: instructions instead of samples.
+
+use std::io::Write;
+
+use crate::collect::Run;
+use crate::error::ProfileError;
+use crate::exact::exact_folded;
+use crate::folded::Folded;
+use crate::options::{Options, OutputFormat};
+use crate::output::svg::{write_svg, SvgRenderer};
+use crate::output::text::write_report;
+use crate::output::{write_err, CpuRenderer};
+
+/// Exact instruction counts, drawn as `format`.
+pub struct ExactRenderer {
+    format: OutputFormat,
+    svg: SvgRenderer,
+    top: usize,
+    /// Attributed to the innermost inlined function (else the real one), for the header.
+    inline: bool,
+}
+
+impl ExactRenderer {
+    pub fn new(opts: &Options) -> Self {
+        ExactRenderer {
+            format: opts.format,
+            svg: SvgRenderer::new(opts),
+            top: opts.top,
+            inline: opts.inline,
+        }
+    }
+
+    fn header(&self, run: &Run<'_>, folded: &Folded, addresses: usize) -> Vec<String> {
+        vec![
+            format!(
+                "kern-profile exact profile of {}, from {} (exact=on)",
+                run.kernel,
+                run.input.display()
+            ),
+            format!(
+                "instructions executed: {} at {addresses} distinct addresses; attributed to the {} function",
+                folded.total,
+                if self.inline {
+                    "innermost (inlined)"
+                } else {
+                    "real (outer)"
+                }
+            ),
+        ]
+    }
+}
+
+impl CpuRenderer for ExactRenderer {
+    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
+        if run.filter.time.is_set() {
+            return Err(ProfileError::Unsupported(
+                "exact counts are totals of the whole run, without time: drop \
+                 --from-time/--to-time"
+                    .into(),
+            ));
+        }
+        let profile = run.collect(run.input, true)?;
+        if !profile.summary.has_exact() {
+            return Err(ProfileError::NoExactData { path: profile.path });
+        }
+        let (addresses, filter) = (run.style.addresses, run.filter);
+        let folded = exact_folded(
+            &profile.summary.exact,
+            &mut run.namer(),
+            addresses,
+            &filter.names,
+        );
+        match self.format {
+            OutputFormat::Folded => folded.write(&mut *out),
+            OutputFormat::Text => {
+                let header = self.header(run, &folded, profile.summary.exact.len());
+                write_report(&folded, &header, self.top, "instructions", &mut *out)
+            }
+            _ => {
+                let params = self.svg.params(
+                    || format!("{}: {} instructions (exact)", run.kernel, folded.total),
+                    "exact=on: every executed instruction, by function".into(),
+                    "instructions",
+                );
+                write_svg(&folded, &params, &mut *out)
+            }
+        }
+        .map_err(write_err)?;
+        Ok(format!(
+            "{} instructions executed, in {} functions",
+            folded.total,
+            folded.lines.len()
+        ))
+    }
+}

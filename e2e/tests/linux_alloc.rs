@@ -1,0 +1,137 @@
+//! `alloc=linux` on a real kernel: Debian 12's Linux 6.1 (i386, built with regparm(3), and
+//! amd64, System V) booted twice by scripts/run-linux.sh, first bare for the `/proc/kallsyms`
+//! it writes (booted with `nokaslr`, so the addresses hold for the next boot), then with the
+//! plugin hooking the preset's functions from those symbols. The slab allocator's calls must
+//! be recorded, none lost, its reallocations' implementations not recorded twice, and the
+//! stacks named.
+//!
+//! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it these
+//! tests print why and pass, unless `KP_E2E=required`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kern_profile_e2e::*;
+
+fn linux_present(arch: &str) -> bool {
+    let dir = root().join("target/linux").join(arch);
+    let present = dir.join("vmlinuz").exists() && dir.join("busybox").exists();
+    if !present {
+        let msg = format!(
+            "no Linux guest in {}: run scripts/setup.sh --with-linux",
+            dir.display()
+        );
+        assert!(
+            std::env::var("KP_E2E").as_deref() != Ok("required"),
+            "{msg} (KP_E2E=required)"
+        );
+        println!("skipped: {msg}");
+    }
+    present
+}
+
+/// Boots Linux into `dir`; returns run-linux.sh's stderr.
+fn boot(dir: &Path, arch: &str, plugin_args: Option<&str>) -> String {
+    let mut c = Command::new("bash");
+    c.arg(root().join("scripts/run-linux.sh"))
+        .args(["--arch", arch, "--timeout", "1200", "--out"])
+        .arg(dir);
+    if let Some(a) = plugin_args {
+        c.args(["--plugin", a]).env("KP_PLUGIN", plugin());
+    }
+    let out = output_with_timeout(c, Duration::from_secs(1300));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "Linux ({arch}) failed: {stderr}");
+    stderr
+}
+
+/// The counters of allocator `name` in a text report.
+fn counters(report: &str, name: &str) -> BTreeMap<String, u64> {
+    let block = report
+        .split("allocator `")
+        .find(|b| b.starts_with(&format!("{name}`")))
+        .unwrap_or_else(|| panic!("no allocator {name} in\n{report}"));
+    block
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let at = l.find(|c: char| c.is_ascii_digit())?;
+            let n = l[at..].split_whitespace().next()?.parse().ok()?;
+            Some((l[..at].trim().to_string(), n))
+        })
+        .collect()
+}
+
+fn hooked_linux(arch: &'static str) {
+    if !linux_present(arch) || skip_unless(&[Need::Qemu(arch), Need::Plugin, Need::Bin]) {
+        return;
+    }
+    let bare = scratch(&format!("linux-alloc-{arch}-bare"));
+    boot(&bare, arch, None);
+    let kallsyms = bare.join("kallsyms");
+    let dir = scratch(&format!("linux-alloc-{arch}"));
+    let raw: PathBuf = dir.join("alloc.raw");
+    let args = format!(
+        "out={},alloc=linux,symbols={}",
+        raw.display(),
+        kallsyms.display()
+    );
+    let stderr = boot(&dir, arch, Some(&args));
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("alloc hooks on"))
+        .unwrap_or_else(|| panic!("no alloc hooks line: {stderr}"));
+    println!("{arch}: {line}");
+    assert!(line.contains(" events written, 0 dropped"), "{line}");
+
+    let report = kern_profile(&[
+        "--alloc",
+        raw.to_str().unwrap(),
+        "--symbols",
+        kallsyms.to_str().unwrap(),
+        "-f",
+        "text",
+        "--top",
+        "5",
+        "-o",
+        "-",
+    ]);
+    println!("{report}");
+    let slab = counters(&report, "slab");
+    assert!(slab["allocations"] > 10_000, "{slab:?}");
+    assert!(slab["frees"] > 1_000, "{slab:?}");
+    assert!(slab["units allocated"] > 100_000, "{slab:?}");
+    assert!(slab["reallocations"] > 0, "{slab:?}");
+    // krealloc's own kmalloc and kfree calls are not recorded twice: every reallocation acts
+    // on a live block, and no allocation returns a live pointer.
+    let block = report.split("allocator `slab`").nth(1).unwrap();
+    assert!(!block.contains("of a pointer not live"), "{block}");
+    assert!(
+        slab.get("allocs at a live pointer").copied().unwrap_or(0) < 10,
+        "{slab:?}"
+    );
+    for name in ["pages", "page"] {
+        assert!(counters(&report, name)["allocations"] > 0, "{name}");
+    }
+    // Stacks end in a hooked function, named from kallsyms.
+    let leaves: Vec<&str> = ["__kmalloc", "kmalloc_trace", "kmem_cache_alloc"].to_vec();
+    assert!(
+        block
+            .lines()
+            .filter(|l| l.contains("%  "))
+            .any(|l| leaves.iter().any(|f| l.ends_with(&format!(";{f}")))),
+        "{block}"
+    );
+}
+
+#[test]
+fn linux_i386_slab_through_the_preset() {
+    hooked_linux("i386");
+}
+
+#[test]
+fn linux_x86_64_slab_through_the_preset() {
+    hooked_linux("x86_64");
+}

@@ -1,0 +1,359 @@
+//! `kern-profile record` and `kern-profile top` on the i386 example kernel in a real QEMU:
+//! the console and QEMU's status passed through, the outputs and the documented hottest
+//! function, `--window`, signals, the plugin found beside the binary or built into it, and
+//! bad input refused by name with nothing left behind.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kern_profile_e2e::{
+    bin, census, hottest, kern_profile, kernel, output_with_timeout, parse_folded,
+    run_kernel_command, scratch, skip_i386,
+};
+
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// The example kernel's QEMU command (console on stdio), `append` for its -append.
+fn qemu_argv(append: &str) -> Vec<OsString> {
+    let k = kernel();
+    let mut args = vec![
+        "--kernel".to_string(),
+        k.display().to_string(),
+        "--memtrace".into(),
+        "none".into(),
+    ];
+    if !append.is_empty() {
+        args.extend(["-append".into(), append.into()]);
+    }
+    let c = run_kernel_command(&args);
+    std::iter::once(c.get_program().to_os_string())
+        .chain(c.get_args().map(|a| a.to_os_string()))
+        .collect()
+}
+
+/// `kern-profile SUBCOMMAND ARGS -- QEMU...`, in `dir`.
+fn kp_session(bin: &Path, dir: &Path, args: &[&str], qemu: &[OsString]) -> Command {
+    let mut c = Command::new(bin);
+    c.current_dir(dir)
+        .args(args)
+        .arg("--")
+        .args(qemu)
+        .stdin(Stdio::null())
+        // The built-in plugin, where one is used, goes to a cache of the test's own.
+        .env("XDG_CACHE_HOME", dir.join("cache"));
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The table `record` prints: function names, hottest first.
+fn top_functions(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("kern-profile: hottest functions"))
+        .skip(2)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
+        .collect()
+}
+
+fn no_leftovers(dir: &Path) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(
+            !name.starts_with('.') && !name.ends_with(".recording"),
+            "left behind: {name}"
+        );
+    }
+}
+
+#[test]
+fn record_draws_the_example_kernel() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("record");
+    let out = output_with_timeout(
+        kp_session(&bin(), &dir, &["record", "-o", "out"], &qemu_argv("")),
+        LIMIT,
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(33),
+        "QEMU's status passes through\n{stderr}"
+    );
+    assert!(stdout.contains("phase cpu: done"), "the console: {stdout}");
+    // The plugin beside the binary (scripts/build.sh puts it there), checked.
+    let beside = bin()
+        .canonicalize()
+        .unwrap()
+        .with_file_name("kern-profile.so");
+    assert!(
+        stderr.contains(&format!("with plugin {} (installed)", beside.display())),
+        "{stderr}"
+    );
+    let top = top_functions(&stderr);
+    let first = top.iter().find(|f| !f.starts_with('['));
+    assert_eq!(first, Some(&hottest()), "{stderr}");
+    for f in ["kernel::workload::recurse", "kernel::workload::cold_leaf"] {
+        assert!(top.iter().any(|t| t == f), "{f} not in the top: {stderr}");
+    }
+    let o = dir.join("out");
+    for f in ["cpu.svg", "report.txt", "profile.json", "cpu.raw"] {
+        assert!(
+            stderr.contains(&o.join(f).display().to_string()),
+            "{f} not named: {stderr}"
+        );
+    }
+    let svg = std::fs::read_to_string(o.join("cpu.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains(&hottest()));
+    let report = std::fs::read_to_string(o.join("report.txt")).unwrap();
+    assert!(
+        report.contains("Top ") && report.contains(&hottest()),
+        "{report}"
+    );
+    let json = std::fs::read_to_string(o.join("profile.json")).unwrap();
+    assert!(json.starts_with('{') && json.contains("vCPU 0") && json.contains(&hottest()));
+    let c = census(&o.join("cpu.raw"));
+    assert!(c.samples > 0 && c.stats.is_some() && c.truncation.is_none());
+    no_leftovers(&o);
+    // The recording draws again later.
+    let again = kern_profile(&[
+        o.join("cpu.raw").to_str().unwrap(),
+        kernel().to_str().unwrap(),
+        "-f",
+        "text",
+    ]);
+    assert!(again.contains(&hottest()));
+}
+
+#[test]
+fn record_window_samples_only_inside_the_function() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("record-window");
+    let window = "kernel::workload::stage_middle";
+    for mode in ["--period=10000", "--delay=10"] {
+        let out = output_with_timeout(
+            kp_session(
+                &bin(),
+                &dir,
+                &["record", mode, "--window", "stage_middle", "-o", "w"],
+                &qemu_argv(""),
+            ),
+            LIMIT,
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(33), "{mode}: {stderr}");
+        assert!(stderr.contains(",window=0x"), "{stderr}");
+        let raw = dir.join("w/cpu.raw");
+        let k = kernel();
+        let folded = parse_folded(&kern_profile(&[
+            raw.to_str().unwrap(),
+            k.to_str().unwrap(),
+            "-f",
+            "folded",
+            "-o",
+            "-",
+        ]));
+        let total: u64 = folded.iter().map(|f| f.1).sum();
+        assert!(total > 0, "{mode}: no samples");
+        for (stack, n) in &folded {
+            assert!(
+                stack.iter().any(|f| f == window),
+                "{mode}: {n} sample(s) outside {window}: {}",
+                stack.join(";")
+            );
+        }
+    }
+}
+
+#[test]
+fn record_stops_qemu_cleanly_on_sigterm() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("record-sigterm");
+    let child = kp_session(
+        &bin(),
+        &dir,
+        &["record", "-o", "out"],
+        &qemu_argv("rounds=100000000"),
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Wait for samples in the file (not for a time).
+    let partial = dir.join("out/cpu.raw.recording");
+    let start = Instant::now();
+    while std::fs::metadata(&partial).map_or(0, |m| m.len()) < 64 * 1024 {
+        assert!(start.elapsed() < LIMIT, "no samples came");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "QEMU's status on SIGTERM: {stderr}"
+    );
+    assert!(stderr.contains("stopped by a signal"), "{stderr}");
+    let c = census(&dir.join("out/cpu.raw"));
+    assert!(c.stats.is_some(), "the plugin completed the file");
+    assert!(dir.join("out/cpu.svg").exists());
+    assert!(top_functions(&stderr).contains(&hottest()), "{stderr}");
+}
+
+#[test]
+fn top_prints_tables_and_keeps_the_recording() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("top");
+    let out = output_with_timeout(
+        kp_session(
+            &bin(),
+            &dir,
+            &["top", "--rows", "8", "-o", "t"],
+            &qemu_argv("rounds=20000"),
+        ),
+        LIMIT,
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(33), "{stderr}");
+    // Not a terminal: plain tables, the last one once QEMU exited.
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "no escape sequences in batch mode"
+    );
+    let last = stdout.rsplit("kern-profile top:").next().expect("a table");
+    assert!(last.contains("QEMU exited, status 33"), "{stdout}");
+    let rows: Vec<&str> = last
+        .lines()
+        .skip_while(|l| !l.contains("Function"))
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(rows.len() <= 8, "{last}");
+    let first = rows
+        .iter()
+        .map(|r| r.split_whitespace().nth(3).unwrap_or(""))
+        .find(|f| !f.starts_with('['));
+    assert_eq!(first, Some(hottest().as_str()), "{last}");
+    let raw = dir.join("t/cpu.raw");
+    assert!(stderr.contains("recording kept"), "{stderr}");
+    assert!(std::fs::read_to_string(dir.join("t/console.log"))
+        .unwrap()
+        .contains("phase cpu: done"));
+    let report = kern_profile(&[
+        "report",
+        raw.to_str().unwrap(),
+        kernel().to_str().unwrap(),
+        "-f",
+        "text",
+    ]);
+    assert!(report.contains(&hottest()));
+}
+
+#[test]
+fn a_lone_binary_uses_its_built_in_plugin() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("record-lone");
+    let lone = dir.join("bin/kern-profile");
+    std::fs::create_dir_all(lone.parent().unwrap()).unwrap();
+    std::fs::copy(bin(), &lone).unwrap();
+    let out = output_with_timeout(
+        kp_session(&lone, &dir, &["record", "-o", "out"], &qemu_argv("")),
+        LIMIT,
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(33), "{stderr}");
+    assert!(stderr.contains("(built in)"), "{stderr}");
+    assert!(stderr.contains(&dir.join("cache/kern-profile").display().to_string()));
+    assert!(dir.join("out/cpu.svg").exists());
+}
+
+fn refused(dir: &Path, args: &[&str], qemu: &[OsString]) -> (Output, String) {
+    let out = output_with_timeout(kp_session(&bin(), dir, args, qemu), LIMIT);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    (out, stderr)
+}
+
+#[test]
+fn bad_input_is_refused_by_name_and_leaves_nothing() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("record-bad");
+    // A guest that stops at once: QEMU refuses a device after loading the plugin.
+    let mut argv = qemu_argv("");
+    argv.extend(["-device".into(), "no-such-device".into()]);
+    let (_, e) = refused(&dir, &["record", "-o", "out"], &argv);
+    assert!(
+        e.contains("QEMU exited (status 1) before the plugin recorded a single sample"),
+        "{e}"
+    );
+    assert!(
+        e.contains("no-such-device"),
+        "QEMU's own message passes: {e}"
+    );
+    assert!(!dir.join("out").exists(), "nothing left behind");
+    // -kernel not an ELF (a real QEMU), and no --kernel.
+    let not_elf = dir.join("kernel.bin");
+    std::fs::write(&not_elf, b"\xb8\x00\x00 flat binary").unwrap();
+    let argv: Vec<OsString> = qemu_argv("")
+        .into_iter()
+        .map(|a| {
+            if a == kernel().as_os_str() {
+                not_elf.clone().into()
+            } else {
+                a
+            }
+        })
+        .collect();
+    let (_, e) = refused(&dir, &["record", "-o", "out"], &argv);
+    assert!(e.contains("kernel.bin: not an ELF"), "{e}");
+    // The same with --kernel naming the ELF works past that check.
+    let (_, e) = refused(
+        &dir,
+        &["record", "-o", "out", "--kernel", "/nonexistent.elf"],
+        &argv,
+    );
+    assert!(
+        e.contains("--kernel /nonexistent.elf: cannot read it"),
+        "{e}"
+    );
+    // A QEMU binary that is not there.
+    let (_, e) = refused(
+        &dir,
+        &["top", "-o", "out"],
+        &["qemu-system-i387".into(), "-kernel".into(), kernel().into()],
+    );
+    assert!(
+        e.contains("QEMU binary `qemu-system-i387` not found on PATH"),
+        "{e}"
+    );
+    // An output directory that cannot be made.
+    std::fs::write(dir.join("file"), b"").unwrap();
+    let (_, e) = refused(&dir, &["record", "-o", "file/out"], &qemu_argv(""));
+    assert!(
+        e.contains("cannot write to the output directory file/out"),
+        "{e}"
+    );
+    assert!(!dir.join("out").exists());
+}

@@ -1,0 +1,138 @@
+//! `alloc=`: the allocator hooks' QEMU glue. At translation, an instruction callback at each
+//! hooked function's entry, and on every block a conditional callback that fires when the
+//! block starts at the vCPU's watched return address (a scoreboard slot holding the newest
+//! pending call's). The logic (arguments, stacks, matching, events) is
+//! `recorder::alloc_hooks`.
+
+use std::ffi::{c_uint, c_void};
+use std::sync::atomic::Ordering;
+
+use kern_profile_format::{AllocHookStats, Arch, SamplingMode};
+use kern_profile_recorder::alloc_hooks::matcher::NOTHING;
+use kern_profile_recorder::alloc_hooks::{Hook, HookSet, Moment, Spec, VcpuHooks};
+use kern_profile_recorder::config::AllocConfig;
+use qemu_plugin_sys as sys;
+
+use crate::qemu::U64Entry;
+use crate::vcpu::{send, Vcpu};
+use crate::{guard, lock_now, Plugin, PLUGIN};
+
+/// The hooks and each vCPU's watch slot.
+pub struct AllocHooks {
+    pub set: HookSet,
+    /// Per vCPU: the return address its conditional callback waits for.
+    pub watch: U64Entry,
+}
+
+impl AllocHooks {
+    /// Loads the SPEC and the symbols; every error names the argument (and SPEC line).
+    pub fn load(cfg: &AllocConfig, arch: Arch, watch: U64Entry) -> Result<AllocHooks, String> {
+        let spec = Spec::load(&cfg.spec).map_err(|e| e.to_string())?;
+        let set = HookSet::load(&spec, &cfg.symbols, arch).map_err(|e| e.to_string())?;
+        Ok(AllocHooks { set, watch })
+    }
+}
+
+/// A vCPU starts: nothing to watch yet (scoreboards start at 0, a possible block address).
+pub fn vcpu_init(a: &AllocHooks, idx: u32) {
+    a.watch.set(idx, NOTHING);
+}
+
+/// At translation: the entry hooks of the block's instructions, and the return watch.
+///
+/// # Safety
+/// `tb` is the block QEMU is translating, with `n` instructions.
+pub unsafe fn instrument(a: &'static AllocHooks, tb: *mut sys::qemu_plugin_tb, insns: &[u64]) {
+    for (i, &addr) in insns.iter().enumerate() {
+        if let Some(hook) = a.set.at(addr) {
+            sys::qemu_plugin_register_vcpu_insn_exec_cb(
+                sys::qemu_plugin_tb_get_insn(tb, i),
+                Some(on_entry),
+                sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+                hook as *const Hook as *mut c_void,
+            );
+        }
+    }
+    let start = sys::qemu_plugin_tb_vaddr(tb);
+    sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
+        tb,
+        Some(on_return),
+        sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+        sys::qemu_plugin_cond::QEMU_PLUGIN_COND_EQ,
+        a.watch.0,
+        start,
+        start as usize as *mut c_void,
+    );
+}
+
+/// Where the vCPU is, for an event.
+fn moment(p: &Plugin, idx: u32, v: &Vcpu) -> Moment {
+    let icount = match p.cfg.sampling {
+        SamplingMode::PeriodInstructions(_) => v.counter.instructions(p.acc.get(idx)),
+        _ => 0,
+    };
+    Moment {
+        vcpu: idx,
+        time_ns: p.now_ns(),
+        icount,
+    }
+}
+
+unsafe extern "C" fn on_entry(vcpu: c_uint, userdata: *mut c_void) {
+    // SAFETY: userdata is a `&'static Hook` of the plugin's hook set.
+    let hook = unsafe { &*(userdata as *const Hook) };
+    guard(|| with_hooks(vcpu, |a, v, at, out| v.enter_hook(&a.set, hook, at, out)));
+}
+
+unsafe extern "C" fn on_return(vcpu: c_uint, userdata: *mut c_void) {
+    let pc = userdata as usize as u64;
+    guard(|| with_hooks(vcpu, |a, v, at, out| v.reach_hook(&a.set, pc, at, out)));
+}
+
+/// Runs `f` on vCPU `idx`'s hooks, then updates its watch slot and hands over its batch when
+/// due.
+fn with_hooks(idx: u32, f: impl FnOnce(&AllocHooks, &mut Vcpu, Moment, &mut Vec<u8>) -> u64) {
+    let Some(p) = PLUGIN.get() else { return };
+    let Some(a) = &p.alloc else { return };
+    if p.exiting.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(mut v) = p.vcpus.get(idx as usize).and_then(lock_now) else {
+        return;
+    };
+    if !v.ready {
+        return;
+    }
+    let v = &mut *v;
+    let at = moment(p, idx, v);
+    let mut buffer = std::mem::take(&mut v.buffer);
+    let due = buffer.push_events(at.time_ns, |out| f(a, v, at, out));
+    v.buffer = buffer;
+    a.watch
+        .set(idx, v.hooks.as_ref().map_or(NOTHING, VcpuHooks::watch));
+    if due {
+        send(p, &mut v.buffer);
+    }
+}
+
+/// At exit: vCPU `idx`'s pending calls never returned.
+pub fn finish_vcpu(p: &Plugin, idx: u32, v: &mut Vcpu) {
+    let (Some(a), Some(hooks)) = (&p.alloc, v.hooks.as_mut()) else {
+        return;
+    };
+    let at = Moment {
+        vcpu: idx,
+        time_ns: p.now_ns(),
+        icount: 0,
+    };
+    v.buffer
+        .push_events(at.time_ns, |out| hooks.finish(&a.set, at, out));
+}
+
+/// The hooks' record at exit, from the writer's counts.
+pub fn stats(events_written: u64, events_lost: u64) -> AllocHookStats {
+    AllocHookStats {
+        events: events_written,
+        dropped: events_lost,
+    }
+}

@@ -1,0 +1,302 @@
+//! One vCPU's hooked calls, from entry to event: the arguments and the stack are read at the
+//! entry; a free becomes an event there, an allocation or reallocation when it returns (its
+//! result is the pointer), matched by [`Matcher`]. The plugin supplies QEMU's register and
+//! memory readers; the tests fake them, as for samples.
+//!
+//! A hooked call made *by* a pending reallocation of the same allocator is that
+//! reallocation's implementation (Linux's `krealloc` allocates with
+//! `__kmalloc_node_track_caller` and frees with `kfree`; some C libraries' `realloc` calls
+//! `malloc` and `free`): it is not recorded, only counted, so that the operation is recorded
+//! once, by its outermost function. It is recognised by the outer call's return address among
+//! the inner call's return addresses, before any boundary marker (an interrupt handler's call,
+//! past a kernel-entry marker, is its own operation), or without frame pointers by its SP just
+//! below the reallocation's. Calls made inside an allocation or a free are recorded: memory
+//! reclaim inside `kmalloc` frees other objects for real.
+
+use kern_profile_format::memtrace::Op;
+use kern_profile_format::{alloc_flags, frame_marker, AllocEvent, Arch, StopReason};
+use kern_profile_unwind::{EntryState, PtrWidth};
+
+use super::args::{read, return_register, sp_at_return, Location, RegisterFile};
+use super::matcher::{Matcher, Pending};
+use super::resolve::{Hook, HookSet};
+use crate::capture::{Capture, Reg, RegisterReader, SampleSite};
+
+/// How far below a pending reallocation's entry SP a call of the same allocator counts as
+/// made by it, when the return addresses cannot tell (no frame pointers): a few frames.
+const NEST_SP_WINDOW: u64 = 1024;
+
+/// When something happened on the vCPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moment {
+    pub vcpu: u32,
+    /// Host time since the plugin started.
+    pub time_ns: u64,
+    /// The vCPU's instruction count (0 when not counted).
+    pub icount: u64,
+}
+
+/// A call read at its entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Call {
+    hook: u16,
+    size: u64,
+    ptr: u64,
+    flags: u8,
+    stop: StopReason,
+    frames: Vec<u64>,
+}
+
+/// What the hooks of one vCPU did, for the exit line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    pub events: u64,
+    /// Calls that never returned (events flagged so).
+    pub unreturned: u64,
+    /// Calls made by a pending call of the same allocator (not recorded).
+    pub nested: u64,
+}
+
+/// One vCPU's hook state.
+#[derive(Debug, Clone)]
+pub struct VcpuHooks {
+    arch: Arch,
+    width: PtrWidth,
+    matcher: Matcher<Call>,
+    capture: Capture,
+    given_up: Vec<Call>,
+    counts: CallCounts,
+}
+
+impl VcpuHooks {
+    /// Stacks of at most `depth` return addresses.
+    pub fn new(arch: Arch, depth: u32) -> Self {
+        let width = if arch.ptr_width() == 4 {
+            PtrWidth::W4
+        } else {
+            PtrWidth::W8
+        };
+        VcpuHooks {
+            arch,
+            width,
+            matcher: Matcher::default(),
+            capture: Capture::new(arch, depth),
+            given_up: Vec::new(),
+            counts: CallCounts::default(),
+        }
+    }
+
+    /// The return address the plugin must watch for (see [`Matcher::watch`]).
+    pub fn watch(&self) -> u64 {
+        self.matcher.watch()
+    }
+
+    pub fn counts(&self) -> CallCounts {
+        self.counts
+    }
+
+    /// The vCPU is at `hook`'s entry. A free is encoded into `out` at once; an allocation
+    /// waits for its return. Returns the number of events encoded.
+    pub fn enter<G, M>(
+        &mut self,
+        set: &HookSet,
+        hook: &Hook,
+        at: Moment,
+        guest: &mut G,
+        mut mem: M,
+        out: &mut Vec<u8>,
+    ) -> u64
+    where
+        G: RegisterReader + RegisterFile,
+        M: FnMut(u64, &mut [u8]) -> bool,
+    {
+        // At the entry the caller's return address is at [SP] on x86, whatever the first
+        // instruction is; riscv64 and aarch64 have it in ra/x30.
+        let x86 = matches!(self.arch, Arch::I386 | Arch::X86_64);
+        let site = SampleSite {
+            vcpu: at.vcpu,
+            pc: hook.entry,
+            entry: match x86 {
+                true => EntryState::BeforePush,
+                false => EntryState::Framed,
+            },
+            icount: at.icount,
+            time_ns: at.time_ns,
+        };
+        let (rec, extras) = self.capture.take(&site, guest, &mut mem);
+        let (sp, user, stop) = (rec.sp, rec.user, rec.stop);
+        let (ret, frames) = match x86 {
+            true => (rec.sp_word, rec.frames.to_vec()),
+            false => {
+                let ra = extras.return_register;
+                (
+                    ra,
+                    ra.into_iter().chain(rec.frames.iter().copied()).collect(),
+                )
+            }
+        };
+        if self.is_nested(set, hook, sp, &frames) {
+            self.counts.nested += 1;
+            return 0;
+        }
+        let mut flags = if user { alloc_flags::USER } else { 0 };
+        let mut arg = |loc: Option<Location>| -> Option<u64> {
+            let loc = loc?;
+            let v = read(loc, self.arch, sp, guest, &mut mem);
+            if v.is_none() {
+                flags |= alloc_flags::ARG_UNREADABLE;
+            }
+            Some(v.unwrap_or(0))
+        };
+        let size = arg(hook.size);
+        let count = arg(hook.count).map(|c| c & u32::MAX as u64);
+        let order = arg(hook.order).map(|o| o & u32::MAX as u64);
+        let ptr = arg(hook.ptr).unwrap_or(0);
+        let size = match (size, count, order) {
+            (_, _, Some(o)) => 1u64.checked_shl(o as u32).unwrap_or(0),
+            (Some(s), Some(c), _) => s.saturating_mul(c),
+            (Some(s), None, _) => s,
+            (None, ..) => 0,
+        };
+        let call = Call {
+            hook: hook.id,
+            size,
+            ptr,
+            flags,
+            stop,
+            frames,
+        };
+        let mut n = 0;
+        match (hook.op, ret) {
+            (Op::Free, _) => n += self.emit(set, &call, call.ptr, 0, at, out),
+            (_, Some(ret)) => {
+                let p = Pending {
+                    ret,
+                    sp: sp_at_return(self.arch, sp),
+                    call,
+                };
+                self.matcher.enter(p, &mut self.given_up);
+            }
+            // No return address to watch for: the result cannot be caught.
+            (_, None) => self.given_up.push(call),
+        }
+        n + self.emit_given_up(set, at, out)
+    }
+
+    /// Whether a pending reallocation of `hook`'s allocator made this call (it is that
+    /// reallocation's implementation): its return address is among `frames` before the first
+    /// boundary marker, or, for kernels without frame pointers, this call's SP (`sp`) lies
+    /// just below its entry's, on the same stack.
+    fn is_nested(&self, set: &HookSet, hook: &Hook, sp: u64, frames: &[u64]) -> bool {
+        let own: Vec<u64> = frames
+            .iter()
+            .take_while(|&&f| f >= frame_marker::LIMIT)
+            .copied()
+            .collect();
+        let w = self.width.bytes() as u64;
+        self.matcher.pending().any(|p| {
+            let outer = set.hooks.get(p.call.hook as usize);
+            if outer.map(|h| (h.allocator, h.op)) != Some((hook.allocator, Op::Realloc)) {
+                return false;
+            }
+            let outer_sp = p.sp.wrapping_sub(sp_at_return(self.arch, 0));
+            let below = outer_sp.wrapping_sub(sp);
+            own.contains(&p.ret) || (sp < outer_sp && below <= NEST_SP_WINDOW.max(w))
+        })
+    }
+
+    /// The vCPU entered a block at `pc`, the watched return address. Returns the number of
+    /// events encoded into `out`.
+    pub fn reached<G>(
+        &mut self,
+        set: &HookSet,
+        pc: u64,
+        at: Moment,
+        guest: &mut G,
+        out: &mut Vec<u8>,
+    ) -> u64
+    where
+        G: RegisterReader + RegisterFile,
+    {
+        let mask = self.width.max_addr();
+        let Some(sp) = guest.read(Reg::StackPointer) else {
+            return 0;
+        };
+        let returned = self.matcher.reached(pc, sp & mask, &mut self.given_up);
+        // The calls above it were left before it returned.
+        let mut n = self.emit_given_up(set, at, out);
+        if let Some(mut c) = returned {
+            let result = guest.register(return_register(self.arch)).map(|v| v & mask);
+            if result.is_none() {
+                c.flags |= alloc_flags::ARG_UNREADABLE;
+            }
+            let result = result.unwrap_or(0);
+            n += match self.op_of(set, &c) {
+                Some(Op::Realloc) => self.emit(set, &c, c.ptr, result, at, out),
+                _ => self.emit(set, &c, result, 0, at, out),
+            };
+        }
+        n
+    }
+
+    /// At exit: every call still pending never returned.
+    pub fn finish(&mut self, set: &HookSet, at: Moment, out: &mut Vec<u8>) -> u64 {
+        let pending: Vec<Call> = self.matcher.drain().collect();
+        self.given_up.extend(pending);
+        self.emit_given_up(set, at, out)
+    }
+
+    fn emit_given_up(&mut self, set: &HookSet, at: Moment, out: &mut Vec<u8>) -> u64 {
+        let calls = std::mem::take(&mut self.given_up);
+        let mut n = 0;
+        for mut c in calls {
+            c.flags |= alloc_flags::UNRETURNED;
+            self.counts.unreturned += 1;
+            let old = if self.op_of(set, &c) == Some(Op::Realloc) {
+                c.ptr
+            } else {
+                0
+            };
+            n += self.emit(set, &c, old, 0, at, out);
+        }
+        n
+    }
+
+    fn op_of(&self, set: &HookSet, c: &Call) -> Option<Op> {
+        set.hooks.get(c.hook as usize).map(|h| h.op)
+    }
+
+    fn emit(
+        &mut self,
+        set: &HookSet,
+        c: &Call,
+        ptr: u64,
+        new_ptr: u64,
+        at: Moment,
+        out: &mut Vec<u8>,
+    ) -> u64 {
+        let Some(hook) = set.hooks.get(c.hook as usize) else {
+            return 0;
+        };
+        AllocEvent {
+            vcpu: at.vcpu,
+            op: hook.op,
+            flags: c.flags,
+            function: hook.id,
+            allocator: hook.allocator,
+            stop: c.stop,
+            time_ns: at.time_ns,
+            icount: at.icount,
+            size: c.size,
+            ptr,
+            new_ptr,
+            frames: &c.frames,
+        }
+        .encode(self.width.bytes(), out);
+        self.counts.events += 1;
+        1
+    }
+}
+
+#[cfg(test)]
+mod tests;

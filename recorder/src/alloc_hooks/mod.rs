@@ -1,0 +1,29 @@
+//! Allocation profiles from hooks on the guest's allocator functions (`alloc=SPEC` with
+//! `elf=` or `symbols=`), without QEMU so that it can be tested:
+//!
+//! - [`spec`]: the SPEC, a preset or a file of `ALLOCATOR KIND FUNCTION [ARG=WHERE]...` lines;
+//! - [`symbols`]: function addresses by demangled name (ELF symbol table, or a text map);
+//! - [`dwarf`]: parameter locations at a function's entry;
+//! - [`args`]: calling conventions, and reading a location's value at the entry;
+//! - [`resolve`]: the SPEC against the symbols: [`HookSet`], every error naming its line;
+//! - [`matcher`]: a call's return matched to its entry per vCPU (nesting, recursion,
+//!   interrupts, calls that never return);
+//! - [`calls`]: one vCPU's calls from entry to encoded allocation events.
+//!
+//! The plugin registers an instruction callback at each hooked function's entry and a
+//! conditional callback at every block that fires when the block starts at the vCPU's
+//! watched return address ([`calls::VcpuHooks::watch`]).
+
+pub mod args;
+pub mod calls;
+pub mod dwarf;
+mod error;
+pub mod matcher;
+pub mod resolve;
+pub mod spec;
+pub mod symbols;
+
+pub use calls::{CallCounts, Moment, VcpuHooks};
+pub use error::HookError;
+pub use resolve::{Hook, HookSet, SymbolSource};
+pub use spec::Spec;

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Makes the fuzz targets' seed corpus, fuzz/corpus/<target>/, from real files: raw files
+# recorded from the example kernels by the real plugin in QEMU (short runs, so each is a few
+# kilobytes), legacy files converted from them, Maestro memtraces of the example kernel's
+# COM2, tiny.elf of the aggregator's tests (plain, zlib- and zstd-compressed DWARF,
+# stripped) and its riscv64 ones (with and without CFI), the ring-3 example programs, `nm` symbol maps, and plugin argument strings.
+# The corpus is checked in; run this again after a format change (needs QEMU, the kernels
+# and the plugin: scripts/setup.sh, build-kernel.sh, build-kernel64.sh, build.sh).
+#
+# usage: scripts/fuzz-corpus.sh
+. "$(dirname "$0")/lib.sh"
+cd "$KP_ROOT"
+plugin="$KP_ROOT/target/release/kern-profile.so"
+ex="$KP_ROOT/target/examples"
+for f in "$plugin" "$ex/kernel.elf" "$ex/kernel64.elf" "$ex/user.elf"; do
+    [ -e "$f" ] || die "$f is missing (scripts/build.sh, build-kernel.sh, build-kernel64.sh)"
+done
+corpus="$KP_ROOT/fuzz/corpus"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+rm -rf "$corpus"
+mkdir -p "$corpus"/{raw,legacy,memtrace,alloc_analyze,symbol_map,elf,plugin_args,cpu_e2e}
+
+# record NAME RUN-KERNEL-ARGS... PLUGIN-ARGS (the last argument)
+record() {
+    local name="$1"; shift
+    local args=("$@")
+    local pargs="${args[-1]}"
+    unset 'args[-1]'
+    bash scripts/run-kernel.sh "${args[@]}" --com1 /dev/null --timeout 120 \
+        --plugin "$plugin,out=$corpus/raw/$name.raw,$pargs" >/dev/null 2>&1 ||
+        die "recording $name failed"
+}
+i386=(--kernel "$ex/kernel.elf" --memtrace none)
+record i386-period "${i386[@]}" --rounds 20 --alloc-rounds 1 period=200000
+record i386-delay "${i386[@]}" --rounds 20 --alloc-rounds 1 delay=500
+record i386-exact "${i386[@]}" --rounds 5 --alloc-rounds 1 period=400000,exact=on,depth=8
+record i386-exact-only "${i386[@]}" --rounds 5 --alloc-rounds 1 exact=only
+record i386-smp "${i386[@]}" --rounds 20 --smp 2 period=400000
+record i386-user "${i386[@]}" --rounds 20 --user period=200000
+record x86_64-period --arch x86_64 --kernel "$ex/kernel64.elf" --memtrace none --rounds 100 period=400000
+# Exact counts cover every block the guest ran (100 KB): keep the first 24 of each record.
+python3 - "$corpus"/raw/i386-exact*.raw <<'PY'
+import struct, sys
+for path in sys.argv[1:]:
+    raw = open(path, "rb").read()
+    width = 4  # i386
+    at = struct.unpack_from("<H", raw, 10)[0]
+    out = bytearray(raw[:at])
+    while at + 5 <= len(raw):
+        kind, n = struct.unpack_from("<BI", raw, at)
+        body = raw[at + 5:at + 5 + n]
+        at += 5 + n
+        if kind == 2:
+            count, cut = min(24, struct.unpack_from("<I", body)[0]), 4
+            for _ in range(count):
+                cut += 10 + width * struct.unpack_from("<H", body, cut + 8)[0]
+            body = struct.pack("<I", count) + body[4:cut]
+        out += struct.pack("<BI", kind, len(body)) + body
+    open(path, "wb").write(out)
+PY
+# A file cut inside its last record (QEMU killed while writing).
+head -c -7 "$corpus/raw/i386-period.raw" >"$corpus/raw/i386-period-cut.raw"
+
+# Memtraces: two short runs' COM2.
+for r in 1 3; do
+    bash scripts/run-kernel.sh --kernel "$ex/kernel.elf" --com1 /dev/null --timeout 120 \
+        --memtrace "$corpus/memtrace/alloc-rounds-$r.memtrace" --rounds 1 --alloc-rounds "$r" \
+        >/dev/null 2>&1 || die "memtrace run failed"
+done
+cp "$corpus"/memtrace/* "$corpus/alloc_analyze/"
+
+# Legacy files: the samples of real raw files in the original C plugin's layout.
+python3 - "$corpus" <<'PY'
+import struct, sys, pathlib
+corpus = pathlib.Path(sys.argv[1])
+def samples(raw):
+    version, hlen = struct.unpack_from("<HH", raw, 8)
+    at = hlen
+    while at + 5 <= len(raw):
+        kind, n = struct.unpack_from("<BI", raw, at)
+        body = raw[at + 5:at + 5 + n]
+        at += 5 + n
+        if kind != 1 or len(body) != n:
+            continue
+        frames = struct.unpack_from("<H", body, 6)[0]
+        fixed, words = (24, 3) if version == 1 else (36, 4)
+        width = (n - fixed) // (words + frames)
+        fmt = "<I" if width == 4 else "<Q"
+        word = lambda i: struct.unpack_from(fmt, body, fixed + i * width)[0]
+        yield [word(0)] + [word(words + i) for i in range(frames)]
+for name in ["i386-period", "i386-user", "x86_64-period"]:
+    out = bytearray()
+    for addrs in samples((corpus / "raw" / f"{name}.raw").read_bytes()):
+        addrs = addrs[:255]
+        out += bytes([len(addrs)]) + b"".join(struct.pack("<Q", a) for a in addrs)
+    (corpus / "legacy" / f"{name}.legacy").write_bytes(out)
+PY
+cp "$corpus"/raw/* "$corpus"/legacy/* "$corpus/cpu_e2e/"
+
+# ELFs and symbol maps.
+tiny="$KP_ROOT/aggregator/tests/data/tiny.elf"
+cp "$tiny" "$corpus/elf/tiny.elf"
+objcopy --compress-debug-sections=zlib "$tiny" "$corpus/elf/tiny-zlib.elf"
+objcopy --compress-debug-sections=zstd "$tiny" "$corpus/elf/tiny-zstd.elf"
+strip -o "$corpus/elf/tiny-stripped.elf" "$tiny"
+cp "$ex/user.embed.elf" "$corpus/elf/user-embed.elf"
+# riscv64 with call-frame information (.eh_frame) and without.
+cp aggregator/tests/data/tiny-riscv64.elf aggregator/tests/data/tiny-riscv64-nocfi.elf "$corpus/elf/"
+strip -o "$corpus/elf/user-stripped.elf" "$ex/user.elf"
+nm "$tiny" >"$corpus/symbol_map/tiny.nm"
+nm -S -C "$ex/user.elf" >"$corpus/symbol_map/user.nm-S-C"
+nm -n "$ex/kernel.elf" | head -n 200 >"$corpus/symbol_map/kernel.System.map"
+# /proc/kallsyms' layout: a tab, then the module in brackets.
+nm -n "$ex/kernel64.elf" | head -n 60 | sed '1~3s/$/\t[example]/' >"$corpus/symbol_map/kernel64.kallsyms"
+
+# Plugin arguments as QEMU passes them (comma-separated) and command lines as
+# /proc/self/cmdline holds them (NUL-separated).
+printf '%s' "out=cpu.raw" >"$corpus/plugin_args/default"
+printf '%s' "out=cpu.raw,period=100000,exact=on" >"$corpus/plugin_args/period-exact"
+printf '%s' "out=/tmp/x.raw,delay=200,depth=1024" >"$corpus/plugin_args/delay-depth"
+printf '%s' "out=x.raw,exact=only" >"$corpus/plugin_args/exact-only"
+printf 'qemu-system-i386\0-accel\0tcg,thread=single\0-plugin\0kern-profile.so,out=x\0' \
+    >"$corpus/plugin_args/cmdline-single"
+printf 'qemu-system-x86_64\0-smp\0' >"$corpus/plugin_args/cmdline-cut"
+printf 'qemu-system-i386\0-smp\0002\0-accel\0tcg\0-plugin\0kern-profile.so,out=x,period=1000\0' \
+    >"$corpus/plugin_args/cmdline-smp"
+
+du -sh "$corpus"/*

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Boots the Linux guest (Debian's kernel + the busybox initramfs of
+# scripts/build-linux-initramfs.sh, fetched by `scripts/setup.sh --with-linux`) in QEMU (TCG)
+# and waits for its workload to finish and the guest to power off.
+#
+# usage: scripts/run-linux.sh --arch i386|x86_64 [OPTIONS]
+#
+#   --arch ARCH        i386 (qemu-system-i386, the 686 kernel) or x86_64 (qemu-system-x86_64)
+#   --plugin ARGS      load the kern-profile plugin with these options, e.g.
+#                      `period=100000` or `delay=100`; out=DIR/cpu.raw unless ARGS has out=.
+#                      The plugin is $KP_PLUGIN, default target/release/kern-profile.so
+#   --smp N            vCPUs (default 2)
+#   --out DIR          where console.log (ttyS0), kallsyms (ttyS1, gzipped) and cpu.raw go
+#                      (default target/linux/run-ARCH)
+#   --timeout SECS     give up after SECS seconds (default 600)
+#   --print0           print the QEMU command line (each argument ended by a NUL byte) instead
+#                      of running it, for programs that run and check it themselves (the
+#                      benchmark): the guest succeeded when QEMU exits 0 and console.log has
+#                      "reboot: Power down" and a line starting "workload done"
+#   -h, --help         this text
+#
+# The kernel command line is `console=ttyS0 nokaslr panic=-1 cryptomgr.notests`: addresses
+# match kallsyms of any boot of the same kernel, and the crypto self-tests (a third of the
+# i386 boot's instructions, in the DH test's bignum code) are skipped. $QEMU overrides the
+# QEMU binary.
+# Exit status: 0 when the workload finished and the guest powered off; 1 otherwise (timeout,
+# QEMU error, the guest rebooted or panicked), with the console's last lines on stderr.
+. "$(dirname "$0")/lib.sh"
+
+arch="" plugin_args="" plugin_on=0 smp=2 out="" timeout_s=600 print0=0
+need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --arch) need "$@"; arch="$2"; shift 2 ;;
+        --plugin) need "$@"; plugin_args="$2"; plugin_on=1; shift 2 ;;
+        --smp) need "$@"; smp="$2"; shift 2 ;;
+        --out) need "$@"; out="$2"; shift 2 ;;
+        --timeout) need "$@"; timeout_s="$2"; shift 2 ;;
+        --print0) print0=1; shift ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        *) die "unknown argument '$1' (see --help)" ;;
+    esac
+done
+case "$arch" in
+    i386|x86_64) ;;
+    *) die "--arch must be i386 or x86_64 (got '${arch}')" ;;
+esac
+[[ "$smp" =~ ^[1-9][0-9]*$ ]] || die "--smp must be a positive number (got '$smp')"
+[[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number of seconds (got '$timeout_s')"
+
+dir="$KP_ROOT/target/linux/$arch"
+[ -s "$dir/vmlinuz" ] || die "no Linux kernel at $dir/vmlinuz: run scripts/setup.sh --with-linux"
+initrd="$(bash "$KP_ROOT/scripts/build-linux-initramfs.sh" --arch "$arch")"
+QEMU="${QEMU:-qemu-system-$arch}"
+command -v "$QEMU" >/dev/null || die "$QEMU not found; run scripts/setup.sh"
+
+out="${out:-$KP_ROOT/target/linux/run-$arch}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+rm -f "$out/console.log" "$out/kallsyms" "$out/kallsyms.gz"
+
+plugin=()
+if [ "$plugin_on" = 1 ]; then
+    so="${KP_PLUGIN:-$KP_ROOT/target/release/kern-profile.so}"
+    [ -f "$so" ] || die "no plugin at $so: run scripts/build.sh"
+    case ",$plugin_args," in
+        *,out=*) opts="$plugin_args" ;;
+        *) opts="out=$out/cpu.raw${plugin_args:+,$plugin_args}" ;;
+    esac
+    plugin=(-plugin "$so,$opts")
+fi
+
+cmd=("$QEMU" -m 512M -smp "$smp" -kernel "$dir/vmlinuz" -initrd "$initrd"
+     -append "console=ttyS0 nokaslr panic=-1 cryptomgr.notests" -display none -no-reboot -monitor none
+     -serial "file:$out/console.log" -serial "file:$out/kallsyms.gz" "${plugin[@]}")
+if [ "$print0" = 1 ]; then
+    printf '%s\0' "${cmd[@]}"
+    exit 0
+fi
+
+start=$(date +%s.%N)
+set +e
+timeout "$timeout_s" "${cmd[@]}" </dev/null
+status=$?
+set -e
+secs=$(echo "$(date +%s.%N) - $start" | bc)
+
+fail() {
+    printf '[kern-profile] error: %s\n--- last lines of %s ---\n' "$1" "$out/console.log" >&2
+    tail -n 15 "$out/console.log" >&2 2>/dev/null || true
+    exit 1
+}
+[ "$status" != 124 ] || fail "the Linux guest ($arch) did not power off within ${timeout_s} s; QEMU killed"
+[ "$status" = 0 ] || fail "QEMU exited with status $status"
+grep -q 'reboot: Power down' "$out/console.log" ||
+    fail "QEMU stopped but the guest did not power off (panic or reboot?)"
+grep -q '^workload done' "$out/console.log" || fail "the guest powered off before its workload was done"
+gzip -dc "$out/kallsyms.gz" >"$out/kallsyms" || fail "the kallsyms the guest wrote to ttyS1 ($out/kallsyms.gz) do not unpack"
+rm -f "$out/kallsyms.gz"
+say "Linux ($arch, -smp $smp) done in ${secs} s: $out/console.log, $out/kallsyms${plugin[*]:+, $out/cpu.raw}"

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Fetches the Linux guest of the end-to-end tests and benchmarks (called by
+# `scripts/setup.sh --with-linux`): Debian 12's Linux 6.1 kernels (i386: the "686" flavour,
+# frame pointers on; x86_64: "amd64") and a static busybox of each architecture, downloaded
+# with `apt-get download` (no install) and unpacked under target/linux/ARCH/:
+#   vmlinuz      the kernel (boots with `qemu-system-* -kernel`)
+#   busybox      static busybox for the initramfs
+#   packages.txt the Debian packages they came from
+# then builds target/linux/ARCH/initramfs.cpio.gz (scripts/build-linux-initramfs.sh).
+# Cached: a second run checks and downloads nothing. --force downloads again.
+. "$(dirname "$0")/lib.sh"
+
+force=0
+for a in "$@"; do
+    case "$a" in
+        --force) force=1 ;;
+        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        *) die "unknown argument '$a' (see --help)" ;;
+    esac
+done
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+LINUX_DIR="$KP_ROOT/target/linux"
+
+apt_updated=0
+apt_update() {
+    [ "$apt_updated" = 0 ] || return 0
+    say "apt-get update"
+    $SUDO apt-get update -qq || say "warning: apt-get update reported errors; going on with the indexes it has"
+    apt_updated=1
+}
+
+# The newest Debian 12 Linux 6.1 image of flavour $1 (686, amd64) offered for dpkg arch $2.
+newest_image() {
+    apt-cache search --names-only "^linux-image-[0-9.]+-[0-9]+-$1-unsigned\$" | awk '{print $1}' |
+        sort -V | while read -r p; do
+            apt-cache show "$p:$2" >/dev/null 2>&1 && echo "$p"
+        done | tail -n1
+}
+
+# fetch ARCH (i386|x86_64): kernel and busybox into target/linux/ARCH.
+fetch() {
+    local arch="$1" deb flavour out pkg tmp
+    case "$arch" in
+        i386) deb=i386 flavour=686 ;;
+        x86_64) deb=amd64 flavour=amd64 ;;
+    esac
+    out="$LINUX_DIR/$arch"
+    if [ "$force" = 0 ] && [ -s "$out/vmlinuz" ] && [ -x "$out/busybox" ]; then
+        say "Linux guest ($arch) already fetched: $(tr '\n' ' ' <"$out/packages.txt")"
+        return
+    fi
+    . /etc/os-release 2>/dev/null || true
+    [ "${VERSION_CODENAME:-}" = bookworm ] ||
+        die "the Linux guest comes from Debian 12 (bookworm) packages; found '${PRETTY_NAME:-unknown}'"
+    if [ "$deb" = i386 ] && ! dpkg --print-foreign-architectures | grep -qx i386; then
+        say "enabling the i386 architecture (to download its kernel and busybox)"
+        $SUDO dpkg --add-architecture i386
+        apt_updated=0
+    fi
+    apt_update
+    pkg="$(newest_image "$flavour" "$deb")"
+    [ -n "$pkg" ] || die "apt offers no linux-image-*-$flavour-unsigned for $deb"
+    say "downloading $pkg:$deb and busybox-static:$deb"
+    tmp="$(mktemp -d)"
+    chmod 755 "$tmp"  # apt-get download runs as _apt
+    (cd "$tmp" && apt-get download -qq "$pkg:$deb" "busybox-static:$deb") ||
+        { rm -rf "$tmp"; die "apt-get download $pkg:$deb busybox-static:$deb failed"; }
+    dpkg-deb -x "$tmp"/linux-image-*.deb "$tmp/k"
+    dpkg-deb -x "$tmp"/busybox-static_*.deb "$tmp/b"
+    mkdir -p "$out"
+    cp "$tmp"/k/boot/vmlinuz-* "$out/vmlinuz"
+    cp "$tmp/b/bin/busybox" "$out/busybox"
+    (cd "$tmp" && ls -- *.deb) >"$out/packages.txt"
+    rm -rf "$tmp"
+    rm -f "$out/initramfs.cpio.gz"
+}
+
+# The initramfs is packed with cpio; run-linux.sh times boots with bc. Neither is in every
+# minimal Debian 12.
+missing=()
+for tool in cpio bc; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    apt_update
+    say "installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+fi
+
+for arch in i386 x86_64; do
+    fetch "$arch"
+    bash "$KP_ROOT/scripts/build-linux-initramfs.sh" --arch "$arch" >/dev/null
+done
+say "Linux guest ready in $LINUX_DIR"

@@ -1,0 +1,79 @@
+//! aarch64 frame records (AAPCS64): `x29` points at `{saved x29, saved x30}`, the caller's
+//! frame pointer at `[x29]` and the return address at `[x29 + 8]`, the x86 layout at 8
+//! bytes. Return addresses saved by code built with pointer authentication
+//! (`-mbranch-protection`, Linux's `CONFIG_ARM64_PTR_AUTH`) carry a signature in their top
+//! bits: [`strip_pac`] removes it.
+//!
+//! Leaf functions without a record (GCC and clang's default) and functions before their
+//! prologue run with the caller's `x29`; their caller is only in `x30`, which the recorder
+//! records beside the walk.
+
+pub(crate) mod insn;
+
+use crate::{walk_above, PtrWidth, Walk};
+
+/// Virtual-address bits assumed when stripping signatures (Linux's default 48-bit VA).
+const VA_BITS: u32 = 48;
+
+/// `addr` without pointer-authentication bits: the bits above the virtual address become
+/// copies of bit 55, which selects the upper (kernel, TTBR1) or lower (user, TTBR0) half.
+pub fn strip_pac(addr: u64) -> u64 {
+    let mask = u64::MAX << VA_BITS;
+    if addr & (1 << 55) != 0 {
+        addr | mask
+    } else {
+        addr & !mask
+    }
+}
+
+/// Walks the record chain from `x29`, which must be at or above `floor` (the stack pointer);
+/// return addresses come out stripped. See [`crate::walk`] for `read`, `out` and the stop
+/// reasons.
+pub fn walk<R>(floor: u64, fp: u64, max_depth: usize, read: R, out: &mut [u64]) -> Walk
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let w = walk_above(floor, fp, PtrWidth::W8, max_depth, read, out);
+    for r in &mut out[..w.frames] {
+        *r = strip_pac(*r);
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kern_profile_format::StopReason;
+
+    #[test]
+    fn strips_signatures_in_both_halves() {
+        assert_eq!(strip_pac(0x002a_0000_4020_1234), 0x4020_1234);
+        assert_eq!(strip_pac(0x4020_1234), 0x4020_1234);
+        assert_eq!(strip_pac(0xff9f_8000_1000_2000), 0xffff_8000_1000_2000);
+        assert_eq!(strip_pac(0xffff_8000_1000_2000), 0xffff_8000_1000_2000);
+    }
+
+    #[test]
+    fn walks_signed_records() {
+        // Records at x29: {saved x29, x30}.
+        let base = 0x4100_0000u64;
+        let mut mem = vec![0u64; 32];
+        let put = |mem: &mut Vec<u64>, fp: u64, saved: u64, ret: u64| {
+            let i = ((fp - base) / 8) as usize;
+            mem[i] = saved;
+            mem[i + 1] = ret;
+        };
+        put(&mut mem, base + 0x20, base + 0x60, 0x0055_0000_4020_0100);
+        put(&mut mem, base + 0x60, 0, 0x4020_0200);
+        let read = |a: u64, out: &mut [u8]| {
+            let i = ((a - base) / 8) as usize;
+            out[..8].copy_from_slice(&mem[i].to_le_bytes());
+            out[8..].copy_from_slice(&mem[i + 1].to_le_bytes());
+            true
+        };
+        let mut out = [0; 4];
+        let w = walk(base, base + 0x20, 4, read, &mut out);
+        assert_eq!(w.stop, StopReason::NullFramePointer);
+        assert_eq!(&out[..w.frames], &[0x4020_0100, 0x4020_0200]);
+    }
+}

@@ -1,0 +1,179 @@
+//! riscv64 frame records, as GCC and LLVM lay them out with frame pointers: `fp` (`s0`)
+//! points just *above* the record, which holds the caller's `fp` at `fp - 16` and the return
+//! address at `fp - 8`:
+//!
+//! ```text
+//! fp - 16     saved fp of the caller
+//! fp - 8      return address into the caller
+//! fp          (the caller's frame, the top of this one)
+//! ```
+//!
+//! A function without a record of its own (a leaf as rustc's `force-frame-pointers=non-leaf`
+//! or GCC leave it, or any function before its prologue) runs with the caller's `fp`; its
+//! caller is only in `ra`, which the recorder records beside the walk and the reader inserts
+//! where the call-frame information says `ra` still holds the return address.
+//!
+//! GCC 12 leaves may save only `s0`, at `fp - 8`, with no `ra` below it: the first record
+//! then holds a stack address (the caller's `fp`) where the return address should be. The
+//! walk recognises it (a value just above `fp`, aligned like a frame pointer) and goes on
+//! from that saved `fp` without a return address.
+
+pub(crate) mod insn;
+
+use kern_profile_format::StopReason;
+
+use crate::Walk;
+
+/// Bytes between `fp` and the start of the record below it.
+const RECORD_BELOW: u64 = 16;
+/// riscv's stack (and so every frame pointer) is 16-byte aligned.
+const FP_ALIGN: u64 = 16;
+/// A GCC leaf's saved `fp` lies at most this far above its own `fp`.
+const LEAF_FRAME_MAX: u64 = 1 << 20;
+
+/// Walks the record chain from `fp`, which must be above `floor` (the stack pointer); see
+/// [`crate::walk`] for `read`, `out` and the stop reasons.
+pub fn walk<R>(floor: u64, fp: u64, max_depth: usize, mut read: R, out: &mut [u64]) -> Walk
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let cap = max_depth.min(out.len());
+    let mut record = [0u8; 16];
+    let mut fp = fp;
+    let mut lowest = floor;
+    let mut n = 0usize;
+    let mut first = true;
+    let stop = loop {
+        if fp == 0 {
+            break StopReason::NullFramePointer;
+        }
+        if !fp.is_multiple_of(FP_ALIGN) {
+            break StopReason::Misaligned;
+        }
+        // The record lies below fp: fp - 16 must still be at or above the floor.
+        let Some(at) = fp.checked_sub(RECORD_BELOW) else {
+            break StopReason::Unreadable;
+        };
+        if at < lowest {
+            break StopReason::NotIncreasing;
+        }
+        if n >= cap {
+            break StopReason::DepthLimit;
+        }
+        if !read(at, &mut record) {
+            break StopReason::Unreadable;
+        }
+        let saved_fp = u64::from_le_bytes(record[..8].try_into().unwrap_or_default());
+        let ret = u64::from_le_bytes(record[8..].try_into().unwrap_or_default());
+        if first && is_gcc_leaf_record(fp, ret) {
+            // [fp - 8] is the saved fp: no return address here (the caller is in ra).
+            first = false;
+            lowest = fp;
+            fp = ret;
+            continue;
+        }
+        first = false;
+        if ret == 0 {
+            break StopReason::NullReturnAddress;
+        }
+        out[n] = ret;
+        n += 1;
+        // Strictly upwards: the next record must lie at or above this frame's top.
+        lowest = fp;
+        fp = saved_fp;
+    };
+    Walk { frames: n, stop }
+}
+
+/// A GCC 12 leaf record: the word at `fp - 8` is a frame pointer (just above `fp`, aligned),
+/// not a return address.
+fn is_gcc_leaf_record(fp: u64, word: u64) -> bool {
+    word > fp && word - fp <= LEAF_FRAME_MAX && word.is_multiple_of(FP_ALIGN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Little-endian words mapped at `base`.
+    struct Stack {
+        base: u64,
+        words: Vec<u64>,
+    }
+
+    impl Stack {
+        fn new(base: u64, n: usize) -> Self {
+            Stack {
+                base,
+                words: vec![0; n],
+            }
+        }
+        fn put(&mut self, addr: u64, v: u64) {
+            self.words[((addr - self.base) / 8) as usize] = v;
+        }
+        /// A record for the frame whose fp is `fp`.
+        fn record(&mut self, fp: u64, saved_fp: u64, ret: u64) {
+            self.put(fp - 16, saved_fp);
+            self.put(fp - 8, ret);
+        }
+        fn read(&self, addr: u64, out: &mut [u8]) -> bool {
+            let Some(off) = addr.checked_sub(self.base) else {
+                return false;
+            };
+            let end = off + out.len() as u64;
+            if end > self.words.len() as u64 * 8 {
+                return false;
+            }
+            let bytes: Vec<u8> = self.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            out.copy_from_slice(&bytes[off as usize..end as usize]);
+            true
+        }
+    }
+
+    #[test]
+    fn walks_records_below_fp() {
+        let mut s = Stack::new(0x8000_1000, 64);
+        s.record(0x8000_1040, 0x8000_1080, 0x8000_0100);
+        s.record(0x8000_1080, 0x8000_10c0, 0x8000_0200);
+        s.record(0x8000_10c0, 0, 0x8000_0300);
+        let mut out = [0; 8];
+        let w = walk(0x8000_1010, 0x8000_1040, 8, |a, b| s.read(a, b), &mut out);
+        assert_eq!(w.stop, StopReason::NullFramePointer);
+        assert_eq!(&out[..w.frames], &[0x8000_0100, 0x8000_0200, 0x8000_0300]);
+    }
+
+    #[test]
+    fn gcc_leaf_record_without_ra_is_skipped() {
+        let mut s = Stack::new(0x8000_1000, 64);
+        // The leaf saved only s0 (= the caller's fp 0x8000_1080) at fp - 8.
+        s.put(0x8000_1040 - 8, 0x8000_1080);
+        s.record(0x8000_1080, 0, 0x8000_0200);
+        let mut out = [0; 8];
+        let w = walk(0x8000_1030, 0x8000_1040, 8, |a, b| s.read(a, b), &mut out);
+        assert_eq!(w.stop, StopReason::NullFramePointer);
+        assert_eq!(&out[..w.frames], &[0x8000_0200]);
+    }
+
+    #[test]
+    fn bad_chains_stop_with_a_reason() {
+        let mut s = Stack::new(0x8000_1000, 64);
+        // A cycle: the record points back at its own frame.
+        s.record(0x8000_1040, 0x8000_1040, 0x8000_0100);
+        let mut out = [0; 8];
+        let w = walk(0x8000_1000, 0x8000_1040, 8, |a, b| s.read(a, b), &mut out);
+        assert_eq!((w.frames, w.stop), (1, StopReason::NotIncreasing));
+        // Unmapped, misaligned, below the stack pointer, depth.
+        let w = walk(0, 0x9000_0000, 8, |a, b| s.read(a, b), &mut out);
+        assert_eq!((w.frames, w.stop), (0, StopReason::Unreadable));
+        let w = walk(0, 0x8000_1048, 8, |a, b| s.read(a, b), &mut out);
+        assert_eq!(w.stop, StopReason::Misaligned);
+        let w = walk(0x8000_1100, 0x8000_1040, 8, |a, b| s.read(a, b), &mut out);
+        assert_eq!(w.stop, StopReason::NotIncreasing);
+        let w = walk(0, 0x8000_1040, 0, |a, b| s.read(a, b), &mut out);
+        assert_eq!(w.stop, StopReason::DepthLimit);
+        let w = walk(0, 8, 8, |a, b| s.read(a, b), &mut out);
+        assert_eq!(w.stop, StopReason::Misaligned);
+        let w = walk(0, 0x10, 8, |a, b| s.read(a, b), &mut out);
+        assert_eq!(w.stop, StopReason::Unreadable);
+    }
+}
