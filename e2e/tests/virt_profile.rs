@@ -55,6 +55,7 @@ on_both!(
     user_kernel_split,
     allocation_views_from_the_memtrace,
     an_elf_of_the_other_architecture_is_refused,
+    delay_mode_samples_by_host_time,
 );
 
 type Runs = [OnceLock<Run>; 2];
@@ -253,6 +254,69 @@ fn self_shares_match_exact_counts(arch: &'static str) {
         );
     }
     let top = sampled.iter().max_by_key(|(_, n)| **n).unwrap().0;
+    assert_eq!(top, e["kernel"]["hottest"].as_str().unwrap());
+}
+
+/// `delay=` (the host timer) on the `virt` boards: samples by host time, no instruction
+/// counts, the workload named. As on i386 (e2e/tests/cpu_delay.rs), host time and
+/// instructions weigh code differently, except where the code is the same: hot_leaf and
+/// cold_leaf run one loop body, 10 times more often in hot_leaf.
+fn delay_mode_samples_by_host_time(arch: &'static str) {
+    if skip_virt(arch) {
+        return;
+    }
+    let run = boot_virt(arch, "delay", "delay=10", "alloc_rounds=0", &[]);
+    let c = census(&run.raw);
+    assert!(c.truncation.is_none(), "{:?}", c.truncation);
+    let stats = c.stats.expect("a statistics record at exit");
+    assert!(
+        stats.vcpu_instructions.is_empty(),
+        "delay= counts no instructions"
+    );
+    let timer = c.host_timer.expect("a host-timer record with delay=");
+    assert_eq!(timer.interval_ns, 10_000);
+    let armed = timer.vcpus[0].armed_ticks;
+    assert!(
+        c.samples <= armed,
+        "{} samples for {armed} armed ticks",
+        c.samples
+    );
+    let counts = kernel_self_counts(&folded(&run.raw, arch, &[]));
+    let total: u64 = counts.values().sum();
+    // The CPU phase lasts ~0.4 s: 100,000 ticks a second asked for, fewer delivered on a
+    // loaded host (the plugin says how many it skipped).
+    assert!(total > 2_000, "only {total} kernel samples at delay=10");
+    let e = expected_virt(arch);
+    let doc = expected_functions_of(&e);
+    let pair = ["kernel::workload::hot_leaf", "kernel::workload::cold_leaf"];
+    let documented = |n: &str| {
+        doc.iter()
+            .find(|f| f.symbol == n)
+            .unwrap()
+            .self_share_inline
+    };
+    let sampled = |n: &str| counts.get(n).copied().unwrap_or(0) as f64;
+    let (s_sum, d_sum) = (
+        sampled(pair[0]) + sampled(pair[1]),
+        documented(pair[0]) + documented(pair[1]),
+    );
+    for n in pair {
+        let (got, want) = (sampled(n) / s_sum, documented(n) / d_sum);
+        assert!(
+            (got - want).abs() < 0.03,
+            "{n}: {got:.4} of the same-body pair sampled, {want:.4} by exact counts"
+        );
+    }
+    for f in doc.iter().filter(|f| f.self_share_inline > 0.01) {
+        let got = sampled(&f.symbol) / total as f64;
+        assert!(
+            (got - f.self_share_inline).abs() < 0.12,
+            "{}: {got:.4} sampled, {:.4} of instructions",
+            f.symbol,
+            f.self_share_inline
+        );
+    }
+    let top = counts.iter().max_by_key(|(_, n)| **n).unwrap().0;
     assert_eq!(top, e["kernel"]["hottest"].as_str().unwrap());
 }
 
