@@ -9,8 +9,8 @@
 #                         [--linux-arch A] [--linux-runs N] [--linux-bringup N]
 #
 #   --only LIST        run only these workloads (comma-separated): overhead, linux,
-#                      aggregator, memtrace, alloc_hooks (default: all five), bringup (needs
-#                      --linux-bringup)
+#                      aggregator, memtrace, alloc_hooks, hostile (default: all six), bringup
+#                      (needs --linux-bringup)
 #   --runs N           runs of each example-kernel configuration (default 5; --quick 2)
 #   --quick            smoke test: 1-2 runs, smaller inputs (numbers not comparable to targets)
 #   --keep             keep the recorded inputs (10 M-sample raw file, memtrace) in
@@ -44,7 +44,10 @@
 #   - memtrace: kern-profile --alloc on a recorded memtrace: records/s, median of 3;
 #   - alloc_hooks: the x86 example kernels' allocation phase alone (rounds=0, --alloc-rounds,
 #     no COM2) bare and with alloc=examples/kernel-common/alloc.spec, round-robin: the same
-#     ratios, events, and the cost of one hooked call.
+#     ratios, events, and the cost of one hooked call;
+#   - hostile: the i386 example kernel's hostile=on phase (frame chains no compiler makes)
+#     bare and with delay=10,depth=1024 and period=10000,depth=1024, round-robin: the same
+#     ratios against plugin/README.md's cost bound, samples and throttled ticks.
 # The load average at the start and end and the CPU time other processes used are printed;
 # the notes warn when other jobs competed (load average > 1.5) and ratios are not trustworthy.
 # The binaries and kernels are copied to $KP_OUT/bench-data/bin first and measured from
@@ -68,8 +71,8 @@ while [ $# -gt 0 ]; do
             args+=("$1" "$2"); shift 2 ;;
         --only)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
-            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks))*$ ]] ||
-                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks"
+            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile))*$ ]] ||
+                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile"
             only="$2"; args+=("$1" "$2"); shift 2 ;;
         --linux-arch)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"

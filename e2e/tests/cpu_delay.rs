@@ -19,25 +19,29 @@ fn delay_mode_shares_match_exact_counts_where_emulation_cost_is_the_same() {
     // alloc_rounds=0: the allocation phase writes its memtrace to COM2 one byte per QEMU
     // write(2) (~40 ms of host time at the default 279 records), which delay mode weighs by
     // host time: ~3% of the kernel's samples, against 0.02% of its instructions.
-    let run = boot("delay", "delay=10", "alloc_rounds=0");
-    let k = kernel();
-    let text = kern_profile(&[
-        run.raw.to_str().unwrap(),
-        k.to_str().unwrap(),
-        "-f",
-        "folded",
-        "-o",
-        "-",
-    ]);
-    let counts = kernel_self_counts(&parse_folded(&text));
-    let total: u64 = counts.values().sum();
     // 100,000 ticks a second are asked for; a host delivers 50,000 to 60,000 when quiet, and
     // far fewer when loaded (8,000 at a load average of 8; the plugin says how many it
-    // skipped); the run lasts about a second. 3,000 samples still hold the shares below.
-    assert!(
-        total > 3_000,
-        "only {total} samples at delay=10 over a ~1 s run"
-    );
+    // skipped). 3,000 samples hold the shares below.
+    let k = kernel();
+    let ((run, counts), total) = with_enough_samples(3_000, |rounds| {
+        let run = boot(
+            "delay",
+            "delay=10",
+            &format!("rounds={rounds} alloc_rounds=0"),
+        );
+        let text = kern_profile(&[
+            run.raw.to_str().unwrap(),
+            k.to_str().unwrap(),
+            "-f",
+            "folded",
+            "-o",
+            "-",
+        ]);
+        let counts = kernel_self_counts(&parse_folded(&text));
+        let total = counts.values().sum();
+        ((run, counts), total)
+    });
+    assert!(total > 3_000, "only {total} samples at delay=10");
     let doc = expected_functions();
     let share_of = |names: &[&str], of: &dyn Fn(&str) -> f64| -> Vec<f64> {
         let sum: f64 = names.iter().map(|n| of(n)).sum();

@@ -179,7 +179,25 @@ fn record_stops_qemu_cleanly_on_sigterm() {
     if skip_i386() {
         return;
     }
-    let dir = scratch("record-sigterm");
+    // SIGTERM to kern-profile alone, as `kill` sends it.
+    stop_record_with("sigterm", |child| ["TERM".into(), child.to_string()]);
+}
+
+#[test]
+fn record_stops_qemu_cleanly_on_ctrl_c() {
+    if skip_i386() {
+        return;
+    }
+    // Ctrl-C: the terminal sends SIGINT to the whole foreground process group, kern-profile
+    // and its QEMU alike (the child leads a group of its own here).
+    stop_record_with("ctrl-c", |child| ["INT".into(), format!("-{child}")]);
+}
+
+/// Runs `record` on a long guest, sends the signal `kill_args` names (signal, then pid or
+/// -pgid) once samples arrive, and checks QEMU stopped in order and the recording was drawn.
+fn stop_record_with(name: &str, kill_args: impl Fn(u32) -> [String; 2]) {
+    use std::os::unix::process::CommandExt;
+    let dir = scratch(&format!("record-{name}"));
     let child = kp_session(
         &bin(),
         &dir,
@@ -188,17 +206,20 @@ fn record_stops_qemu_cleanly_on_sigterm() {
     )
     .stdout(Stdio::null())
     .stderr(Stdio::piped())
+    .process_group(0)
     .spawn()
     .unwrap();
     // Wait for samples in the file (not for a time).
     let partial = dir.join("out/cpu.raw.recording");
     let start = Instant::now();
     while std::fs::metadata(&partial).map_or(0, |m| m.len()) < 64 * 1024 {
-        assert!(start.elapsed() < LIMIT, "no samples came");
+        assert!(start.elapsed() < LIMIT, "{name}: no samples came");
         std::thread::sleep(Duration::from_millis(100));
     }
+    let [signal, target] = kill_args(child.id());
+    // `--`: procps' kill takes a bare `-PGID` for an option.
     let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-s", &signal, "--", &target])
         .status()
         .unwrap();
     assert!(killed.success());
@@ -207,13 +228,17 @@ fn record_stops_qemu_cleanly_on_sigterm() {
     assert_eq!(
         out.status.code(),
         Some(0),
-        "QEMU's status on SIGTERM: {stderr}"
+        "{name}: QEMU's status: {stderr}"
     );
-    assert!(stderr.contains("stopped by a signal"), "{stderr}");
+    assert!(stderr.contains("stopped by a signal"), "{name}: {stderr}");
     let c = census(&dir.join("out/cpu.raw"));
-    assert!(c.stats.is_some(), "the plugin completed the file");
+    assert!(c.stats.is_some(), "{name}: the plugin completed the file");
     assert!(dir.join("out/cpu.svg").exists());
-    assert!(top_functions(&stderr).contains(&hottest()), "{stderr}");
+    assert!(dir.join("out/report.txt").exists());
+    assert!(
+        top_functions(&stderr).contains(&hottest()),
+        "{name}: {stderr}"
+    );
 }
 
 #[test]

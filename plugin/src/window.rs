@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use kern_profile_format::Arch;
 use kern_profile_recorder::trigger::{MAX_BUDGET, THRESHOLD};
-use kern_profile_recorder::window_fn::{is_return, Change, WindowDepth};
+use kern_profile_recorder::window_fn::{Change, WindowDepth};
+use kern_profile_unwind::code::is_return;
 use qemu_plugin_sys as sys;
 
 use crate::vcpu::Vcpu;

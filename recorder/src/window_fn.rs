@@ -9,8 +9,6 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-use kern_profile_format::Arch;
-
 /// Parses `0xSTART-0xEND` (hexadecimal, START below END).
 pub fn parse_window(value: &str) -> Result<Range<u64>, String> {
     let hex = |s: &str| {
@@ -28,36 +26,6 @@ pub fn parse_window(value: &str) -> Result<Range<u64>, String> {
         return Err("the range is empty: START must be below END".into());
     }
     Ok(a..b)
-}
-
-/// Whether `insn` (an instruction's first bytes) returns from a function on `arch`.
-pub fn is_return(arch: Arch, insn: &[u8]) -> bool {
-    match arch {
-        Arch::I386 | Arch::X86_64 => {
-            // `ret`, `ret imm16`, and their `rep`/`bnd` forms.
-            let op = match insn {
-                [0xF2 | 0xF3, op, ..] => *op,
-                [op, ..] => *op,
-                [] => return false,
-            };
-            op == 0xC3 || op == 0xC2
-        }
-        Arch::Riscv64 => match insn {
-            // c.jr ra
-            [0x82, 0x80, ..] => true,
-            // jalr x0, 0(ra)
-            [0x67, 0x80, 0x00, 0x00, ..] => true,
-            _ => false,
-        },
-        Arch::Aarch64 => match insn {
-            [a, b, c, d, ..] => {
-                let w = u32::from_le_bytes([*a, *b, *c, *d]);
-                // ret Xn; retaa/retab
-                w & 0xFFFF_FC1F == 0xD65F_0000 || w == 0xD65F_0BFF || w == 0xD65F_0FFF
-            }
-            _ => false,
-        },
-    }
 }
 
 /// What an entry or a return did to a vCPU's window.
@@ -137,23 +105,6 @@ mod tests {
         assert!(parse_window("0x1g-0x20")
             .unwrap_err()
             .contains("not a hexadecimal"));
-    }
-
-    #[test]
-    fn returns_by_architecture() {
-        assert!(is_return(Arch::I386, &[0xC3]));
-        assert!(is_return(Arch::X86_64, &[0xF3, 0xC3]));
-        assert!(is_return(Arch::I386, &[0xC2, 0x04, 0x00]));
-        assert!(!is_return(Arch::I386, &[0x55]));
-        assert!(!is_return(Arch::I386, &[]));
-        assert!(is_return(Arch::Riscv64, &[0x82, 0x80]));
-        assert!(is_return(Arch::Riscv64, &[0x67, 0x80, 0x00, 0x00]));
-        assert!(!is_return(Arch::Riscv64, &[0x67, 0x80, 0x10, 0x00]));
-        assert!(is_return(Arch::Aarch64, &0xD65F_03C0u32.to_le_bytes()));
-        assert!(
-            !is_return(Arch::Aarch64, &0xD61F_0200u32.to_le_bytes()),
-            "br x16"
-        );
     }
 
     #[test]

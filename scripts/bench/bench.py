@@ -7,7 +7,8 @@ whose rusage is that command's own (CPU times; peak RSS in ru_maxrss, KiB).
 One module per workload (overhead.py: plugin overhead on the example kernels of every
 architecture; linux.py: the same on the Linux guest; bringup.py: Linux's CPU bring-up, only
 with --linux-bringup; aggregator.py: raw -> folded/svg; memtrace.py: --alloc; alloc_hooks.py:
-the plugin's allocator hooks on the allocation phase), each with its
+the plugin's allocator hooks on the allocation phase; hostile.py: a guest with hostile frame
+chains), each with its
 measurement, its table and its notes; common.py is the runner they share (measuring, QEMU
 runs, with/without comparisons, recorded inputs, formatting, the machine's load).
 Only the components' command-line interfaces are used: scripts/run-kernel.sh --print0 and
@@ -29,6 +30,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import aggregator  # noqa: E402
 import alloc_hooks  # noqa: E402
 import bringup  # noqa: E402
+import hostile  # noqa: E402
 import linux  # noqa: E402
 import memtrace  # noqa: E402
 import overhead  # noqa: E402
@@ -36,7 +38,7 @@ from common import (BenchError, LoadMeter, Runner, calibrate_floor, git_info,  #
                     kill_running, load_warnings, machine_info, rss_floor_kb, say)
 
 # The workloads, in the order they run and appear in the tables and the notes.
-WORKLOADS = [overhead, linux, bringup, aggregator, memtrace, alloc_hooks]
+WORKLOADS = [overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile]
 DEFAULT = [w.NAME for w in WORKLOADS if w is not bringup]
 
 

@@ -189,12 +189,49 @@ pub fn call_before(arch: Arch, before: &[u8], ret: u64) -> Option<Option<u64>> {
     }
 }
 
+/// Whether `insn`, an instruction's first bytes, returns from a function (x86: [`crate::x86`]'s
+/// `ret` forms; riscv64: `jalr x0, 0(ra)` and `c.jr ra`; aarch64: `ret` and its authenticating
+/// forms). The plugin's `window=` closes its window there.
+pub fn is_return(arch: Arch, insn: &[u8]) -> bool {
+    let first = match arch {
+        Arch::I386 | Arch::X86_64 => return crate::x86::is_ret(insn),
+        Arch::Riscv64 => crate::riscv64::insn::decode_all(0, insn),
+        Arch::Aarch64 => crate::aarch64::insn::decode_all(0, insn),
+    };
+    first.first().is_some_and(|i| i.flow == Flow::Return)
+}
+
 /// How many code bytes before a return address [`call_before`] looks at.
 pub const CALL_LOOKBEHIND: usize = 8;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn returns_by_architecture() {
+        assert!(is_return(Arch::I386, &[0xC3]));
+        assert!(is_return(Arch::X86_64, &[0xF3, 0xC3]));
+        assert!(is_return(Arch::I386, &[0xC2, 0x04, 0x00]));
+        assert!(!is_return(Arch::I386, &[0x55]));
+        assert!(!is_return(Arch::I386, &[]));
+        assert!(is_return(Arch::Riscv64, &[0x82, 0x80]));
+        assert!(is_return(Arch::Riscv64, &[0x67, 0x80, 0x00, 0x00]));
+        assert!(
+            !is_return(Arch::Riscv64, &[0x67, 0x80, 0x10, 0x00]),
+            "jalr 1(ra)"
+        );
+        assert!(!is_return(Arch::Riscv64, &[0x82]), "half an instruction");
+        assert!(is_return(Arch::Aarch64, &0xD65F_03C0u32.to_le_bytes()));
+        assert!(
+            is_return(Arch::Aarch64, &0xD65F_0BFFu32.to_le_bytes()),
+            "retaa"
+        );
+        assert!(
+            !is_return(Arch::Aarch64, &0xD61F_0200u32.to_le_bytes()),
+            "br x16"
+        );
+    }
     use crate::frame_state::{FrameState, Phase};
 
     /// rustc's `recurse` (examples/kernel-riscv64) at 0x80000200: prologue, a loop, a

@@ -10,10 +10,14 @@ pub const PROLOGUE_WINDOW: u64 = 64;
 /// Bytes needed to recognise every return [`is_ret`] knows.
 pub const RET_BYTES: usize = 3;
 
-/// `ret` (`c3`), `ret imm16` (`c2 iw`) or `rep ret` (`f3 c3`, GCC's return for old AMD branch
-/// predictors) at the start of `code`: the return address is at `[SP]`.
+/// `ret` (`c3`), `ret imm16` (`c2 iw`), `rep ret` (`f3 c3`, GCC's return for old AMD branch
+/// predictors) or `bnd ret` (`f2 c3`, MPX builds) at the start of `code`: the return address
+/// is at `[SP]`.
 pub fn is_ret(code: &[u8]) -> bool {
-    matches!(code, [0xc3, ..] | [0xc2, _, _, ..] | [0xf3, 0xc3, ..])
+    matches!(
+        code,
+        [0xc3, ..] | [0xc2, _, _, ..] | [0xf2 | 0xf3, 0xc3, ..]
+    )
 }
 
 /// The target of a `call rel32` (`e8 id`) that ends right at `ret` (the 5 bytes before it in
@@ -65,6 +69,7 @@ mod tests {
         assert!(is_ret(&[0xc3]));
         assert!(is_ret(&[0xc2, 4, 0]));
         assert!(is_ret(&[0xf3, 0xc3]));
+        assert!(is_ret(&[0xf2, 0xc3]));
         // A cut `ret imm16`, a lone prefix, a push, nothing.
         assert!(!is_ret(&[0xc2, 4]));
         assert!(!is_ret(&[0xf3]));

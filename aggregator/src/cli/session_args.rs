@@ -12,13 +12,18 @@ use kern_profile_recorder::config::{MAX_DELAY_US, MAX_DEPTH, MAX_PERIOD};
 #[command(next_help_heading = "Sampling")]
 pub struct SamplingArgs {
     /// Sample each vCPU every US microseconds of host time on average (the plugin's
-    /// `delay=`; default 10)
+    /// `delay=`; default 10). Weighs code by the host time QEMU takes to emulate it: port,
+    /// MMIO and page-table code weigh more than their instructions, several points on real
+    /// kernels; --period gives instruction shares. Data: about 75 bytes a sample at 10
+    /// frames, so up to 7.5 MB/s per busy vCPU at 10; a larger US or a smaller --depth
+    /// writes less
     #[arg(long, value_name = "US", conflicts_with = "period",
           value_parser = clap::value_parser!(u64).range(1..=MAX_DELAY_US))]
     pub delay: Option<u64>,
 
-    /// Sample each vCPU every N guest instructions instead (`period=`): the same run gives
-    /// the same samples
+    /// Sample each vCPU every N guest instructions instead (`period=`): instruction shares;
+    /// two runs give the same samples only if the guest is deterministic (no disk, network
+    /// or timer-driven scheduling)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_PERIOD))]
     pub period: Option<u64>,
 

@@ -1,0 +1,108 @@
+"""Workload 7, a hostile guest: the i386 example kernel's `hostile=on` phase (spin loops with
+EBP on a frame-pointer cycle, unmapped memory, a misaligned address and a chain of one frame
+per page: examples/kernel/src/hostile.rs) without the plugin and with the most expensive
+sampling settings (depth=1024), round-robin; wall and CPU time, ratios to bare
+(min/median/max over the rounds), samples, throttled ticks. plugin/README.md's cost bound:
+under delay= sampling stays under a tenth of each vCPU's host time, so about 1.1x over the
+guest's own emulation time plus the per-block check, whatever the guest's stacks are.
+"""
+
+import os
+import re
+
+from common import (BenchError, compare, fmt_int, fmt_rss, fmt_s, fmt_spread, format_table,
+                    judge, round_robin, rss_floor_kb, say)
+
+NAME = "hostile"
+ARCH = "i386"
+# The stated bound (plugin/README.md, "Cost bound"): delay= sampling under a tenth of the
+# vCPU's host time, plus the per-block check (<= 1.03x on the example kernels' target).
+TARGET_RATIO = {"delay=10,depth=1024": 1.15}
+TARGETS = {"hostile_wall_ratio_max": TARGET_RATIO}
+CONFIGS = [
+    ("bare", None),
+    ("delay=10,depth=1024", "delay=10,depth=1024"),
+    ("period=10000,depth=1024", "period=10000,depth=1024"),
+]
+SAMPLES_RE = re.compile(r"kern-profile: (\d+) samples written")
+THROTTLED_RE = re.compile(r"(\d+) vCPU ticks skipped to keep slow stack walks")
+# hostile=on runs rounds x 1000 spin iterations per case; ~2 s of bare QEMU here.
+ROUNDS = 20000
+
+
+def measure(b):
+    """The i386 kernel, when built; into b.results["hostile"]."""
+    res = {"skipped": None}
+    b.results[NAME] = res
+    if ARCH not in b.kernels:
+        res["skipped"] = "the i386 example kernel is not built"
+        return
+    append = f"hostile=on rounds={ROUNDS // (10 if b.a.quick else 1)} alloc_rounds=0"
+    com1 = os.path.join(b.data, "hostile-com1.txt")
+    raws = [None] + [os.path.join(b.data, f"hostile-{i}.raw") for i in (1, 2)]
+    argvs = [b.qemu_cmd(com1, "none", append, None if spec is None else
+                        f"out={raws[i]},{spec}", ARCH)
+             for i, (_, spec) in enumerate(CONFIGS)]
+    say(f"hostile guest: bare and {len(CONFIGS) - 1} sampling settings x {b.runs} runs, "
+        f"round-robin ({append})")
+
+    def run_one(i):
+        wall, user, sys_, rss, err = b.run_qemu(argvs[i], f"hostile-{i}", 600)
+        fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
+        if CONFIGS[i][1] is not None:
+            m = SAMPLES_RE.search(err)
+            if not m:
+                raise BenchError(f"no sample count in the plugin's exit line:\n{err[-2000:]}")
+            fig["samples"] = int(m.group(1))
+            t = THROTTLED_RE.search(err)
+            fig["throttled"] = int(t.group(1)) if t else 0
+        return fig
+
+    per, orders = round_robin(CONFIGS, b.runs, run_one, "hostile guest")
+    res.update({"kernel": b.sources["kernels"][ARCH], "append": append,
+                "runs_per_config": b.runs, "orders": orders, "configs": compare(per, CONFIGS),
+                "samples": {n: sorted(per[n]["samples"])[len(per[n]["samples"]) // 2]
+                            for n, s in CONFIGS if s is not None},
+                "throttled": {n: sorted(per[n]["throttled"])[len(per[n]["throttled"]) // 2]
+                              for n, s in CONFIGS if s is not None}})
+
+
+def table(b):
+    h = b.results[NAME]
+    if h["skipped"]:
+        return f"hostile guest: skipped ({h['skipped']})", []
+    rows, checks = [], []
+    for name, spec in CONFIGS:
+        r = h["configs"][name]
+        targets, fails = [], []
+        if name in TARGET_RATIO:
+            targets.append(f"≤{TARGET_RATIO[name]:.2f}x")
+            if r["wall_ratio"]["median"] > TARGET_RATIO[name]:
+                fails.append("ratio")
+        r["targets"], r["result"] = targets, judge(targets, fails)
+        if targets:
+            checks.append((f"hostile {name}", r["result"]))
+        rows.append((name, fmt_s(r["wall_s"]["median"]), fmt_spread(r["wall_ratio"]),
+                     fmt_s(r["cpu_s"]["median"]), fmt_spread(r["cpu_ratio"]),
+                     fmt_int(h["samples"][name]) if spec else "-",
+                     fmt_int(h["throttled"][name]) if spec else "-",
+                     fmt_rss(r["median_rss_mb"] * 1024, rss_floor_kb()),
+                     ", ".join(targets) or "-", r["result"]))
+    head = ("configuration", "median wall", "wall ratio min/med/max", "median CPU",
+            "CPU ratio min/med/max", "samples", "throttled ticks", "peak RSS", "target",
+            "result")
+    group = (f"i386: {os.path.basename(h['kernel']['path'])}, {h['append']}, "
+             f"{h['runs_per_config']} run(s) of each", rows)
+    return ("Hostile guest, frame chains no compiler makes (QEMU with the plugin vs "
+            "without):\n" + format_table(head, [group], {1, 2, 3, 4, 5, 6, 7})), checks
+
+
+def notes(b):
+    h = b.results[NAME]
+    if h["skipped"]:
+        return [f"hostile guest: skipped: {h['skipped']}"]
+    return ["hostile guest: every sample walks a hostile chain (a cycle, unmapped memory, a "
+            "misaligned frame pointer, one frame per page over 4096 pages) at depth=1024; "
+            "each walk stops at the read budget (32 windows) or its stop reason. delay= is "
+            "held to the stated bound (sampling under a tenth of each vCPU's host time, "
+            "ticks skipped and counted as 'throttled'); period= has the read budget only."]
