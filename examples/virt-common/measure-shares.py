@@ -50,7 +50,7 @@ TOTAL = "(kernel .text)"
 
 
 def default_rounds(name):
-    src = open(os.path.join(HERE, "config.rs")).read()
+    src = open(os.path.join(HERE, "src", "config.rs")).read()
     return int(re.search(name + r": u32 = ([0-9_]+);", src).group(1).replace("_", ""))
 
 
