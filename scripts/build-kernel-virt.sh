@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Builds the riscv64 or aarch64 example kernel (examples/kernel-ARCH, most of its code in
-# examples/virt-common) with Debian's rustc into target/examples/kernel-ARCH.elf, only when
-# its sources, this script or its flags changed, and prints the ELF's path on stdout.
+# Builds the riscv64 or aarch64 example kernel (examples/kernel-ARCH: the binary, its linker
+# scripts; its code in examples/virt-common and examples/kernel-common) with Debian's rustc
+# into target/examples/kernel-ARCH.elf, only when its sources, this script or its flags
+# changed, and prints the ELF's path on stdout.
 #
 # usage: scripts/build-kernel-virt.sh --arch riscv64|aarch64 [--force]
 #
 # No Cargo. First `core` for the target, compiled once from Debian's
 # rust-web-src (the same 1.85 as rustc-web; `RUSTC_BOOTSTRAP=1`) into
-# target/examples/virt-sysroot; then the user program (examples/virt-common/user/main.rs,
-# linked with examples/kernel-ARCH/user/linker.ld) into target/examples/user-ARCH.elf (give
-# that one to `kern-profile --user`; the kernel embeds a copy without debug info); then
-# examples/kernel-common into an rlib and the kernel with it (--extern kernel_common), linked by GNU ld (binutils-ARCH-linux-gnu) with examples/kernel-ARCH/linker.ld.
+# target/examples/virt-sysroot; then examples/kernel-common into an rlib (crate
+# kernel_common); the user program (examples/virt-common/user/main.rs, linked with
+# examples/kernel-ARCH/user/linker.ld; it takes kernel_common's macros) into
+# target/examples/user-ARCH.elf (give that one to `kern-profile --user`; the kernel embeds a
+# copy without debug info); then examples/virt-common into an
+# rlib with it (crate `kernel`: --extern kernel_common), and the binary
+# (examples/kernel-ARCH/src/main.rs) with both (--extern kernel), linked by GNU ld
+# (binutils-ARCH-linux-gnu) with examples/kernel-ARCH/linker.ld.
 # The toolchain comes from scripts/setup-virt.sh.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/kernel-lib.sh"
@@ -65,11 +70,14 @@ LINK=(
     -C link-arg=-nostdlib -C link-arg=-static -C link-arg=--build-id=none
     -C link-arg=-zmax-page-size=0x1000
 )
-# The kernel's shared code (examples/kernel-common: cmdline, memcmp), an rlib built with the
-# kernel's flags.
+# The code shared with the x86 kernels (examples/kernel-common: cmdline, memcmp, the
+# allocation phase) and with the other virt kernel (examples/virt-common, crate `kernel`:
+# everything else, the board's part chosen by target_arch): rlibs built with the kernel's
+# flags. The binary only links them.
 KCOMMON_FLAGS=(--crate-name kernel_common --crate-type rlib "${CODEGEN[@]}")
+VCOMMON_FLAGS=(--crate-name kernel --crate-type rlib "${CODEGEN[@]}")
 USER_FLAGS=(--crate-name user "${CODEGEN[@]}" "${LINK[@]}" -C "link-arg=-T$SRC/user/linker.ld")
-FLAGS=(--crate-name kernel "${CODEGEN[@]}" "${LINK[@]}" -C "link-arg=-T$SRC/linker.ld")
+FLAGS=(--crate-name "kernel_$arch" "${CODEGEN[@]}" "${LINK[@]}" -C "link-arg=-T$SRC/linker.ld")
 CORE_FLAGS=(--edition 2021 --crate-type lib --crate-name core --target "$target"
             -C opt-level=2 -C panic=abort -C debuginfo=1 -C force-unwind-tables=yes
             -Z force-unstable-if-unmarked --cap-lints allow)
@@ -96,22 +104,26 @@ if [ "$(cat "$core_dir/core.flags" 2>/dev/null)" != "$core_want" ] ||
     force=1
 fi
 
-want_flags="$("$GUEST_RUSTC" --version) ${KCOMMON_FLAGS[*]} / ${USER_FLAGS[*]} / ${FLAGS[*]}"
+want_flags="$("$GUEST_RUSTC" --version) ${KCOMMON_FLAGS[*]} / ${VCOMMON_FLAGS[*]} / ${USER_FLAGS[*]} / ${FLAGS[*]}"
 if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" -- \
     "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$COMMON_SRC" "$KP_ROOT/examples/kernel-common/src" \
     "$KP_ROOT/scripts/build-kernel-virt.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
     say "building examples/kernel-$arch (and its user program) with $("$GUEST_RUSTC" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build-$arch.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT
-    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${USER_FLAGS[@]}" -o "$tmp/user.elf" "$COMMON_SRC/user/main.rs") ||
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${KCOMMON_FLAGS[@]}" -o "$tmp/libkernel_common.rlib" \
+        examples/kernel-common/src/lib.rs) || die "rustc failed to build examples/kernel-common"
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${USER_FLAGS[@]}" \
+        --extern "kernel_common=$tmp/libkernel_common.rlib" -o "$tmp/user.elf" "$COMMON_SRC/user/main.rs") ||
         die "rustc failed to build the $arch user program"
     "$objcopy" --strip-debug "$tmp/user.elf" "$tmp/user.embed.elf" ||
         die "$objcopy failed on the user program"
-    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${KCOMMON_FLAGS[@]}" -o "$tmp/libkernel_common.rlib" \
-        examples/kernel-common/src/lib.rs) || die "rustc failed to build examples/kernel-common"
     (cd "$KP_ROOT" && KP_USER_ELF="$tmp/user.embed.elf" \
-        "$GUEST_RUSTC" "${FLAGS[@]}" --extern "kernel_common=$tmp/libkernel_common.rlib" \
-        -o "$tmp/kernel.elf" "$SRC/src/main.rs") ||
+        "$GUEST_RUSTC" "${VCOMMON_FLAGS[@]}" --extern "kernel_common=$tmp/libkernel_common.rlib" \
+        -o "$tmp/libkernel.rlib" examples/virt-common/src/lib.rs) ||
+        die "rustc failed to build examples/virt-common for $arch"
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${FLAGS[@]}" -L "dependency=$tmp" \
+        --extern "kernel=$tmp/libkernel.rlib" -o "$tmp/kernel.elf" "$SRC/src/main.rs") ||
         die "rustc failed to build examples/kernel-$arch"
     mv -f "$tmp/user.elf" "$USER_ELF"
     mv -f "$tmp/user.embed.elf" "$USER_EMBED"

@@ -1,4 +1,5 @@
-//! The deterministic allocation pattern traced on COM2 (runs after the CPU workload):
+//! The deterministic allocation pattern traced in memtrace records (runs after the CPU
+//! workload):
 //!
 //! 1. `fixed_pattern`: allocs, in-place reallocs (shrink and grow) and frees on both
 //!    allocators; everything is freed.
@@ -16,7 +17,6 @@
 //! block under its old pointer therefore gets exact live and leaked totals.
 
 use crate::kalloc::{self, kfree, kmalloc, krealloc, pages_alloc, pages_free, pages_realloc, Stats};
-use crate::serial::Com1;
 
 #[inline(never)]
 pub fn run(alloc_rounds: u32) {
@@ -114,7 +114,29 @@ pub fn leaky_cache_fill() {
     touch(arena, 0xCAC4E);
 }
 
-pub fn report(out: &mut Com1) {
+/// The text console `report` prints on: the x86 kernels' `serial::Com1`, the virt kernels'
+/// UART console.
+pub trait Console {
+    fn str(&mut self, s: &str);
+    fn dec(&mut self, v: u64);
+}
+
+/// The allocators' counters and the memtrace totals, on the x86 kernels' COM1: compiled in
+/// this crate, as before the virt kernels shared it.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+pub fn report(out: &mut crate::serial::Com1) {
+    report_on(out)
+}
+
+/// `report` on the virt kernels: compiled in the kernel crate, on its console, as when this
+/// was part of it (no wrapper: rustc would inline a wrapper into the caller, and then LLVM
+/// the rest).
+#[cfg(any(target_arch = "riscv64", target_arch = "aarch64"))]
+pub use report_on as report;
+
+/// The allocators' counters and the memtrace totals, on `out`.
+#[cfg_attr(any(target_arch = "x86", target_arch = "x86_64"), inline(always))]
+pub fn report_on<C: Console>(out: &mut C) {
     line(out, "kmalloc", "bytes", &kalloc::kmalloc_stats());
     line(out, "pages", "pages", &kalloc::pages_stats());
     out.str("memtrace: ");
@@ -124,7 +146,7 @@ pub fn report(out: &mut Com1) {
     out.str(" bytes\n");
 }
 
-fn line(out: &mut Com1, name: &str, unit: &str, s: &Stats) {
+fn line<C: Console>(out: &mut C, name: &str, unit: &str, s: &Stats) {
     out.str("alloc ");
     out.str(name);
     out.str(": alloc=");

@@ -2,11 +2,11 @@
 //!
 //! - `kmalloc` (`kmalloc`, `krealloc`, `kfree`): small objects of 1..=2048 bytes in eight
 //!   power-of-two size classes (16..2048), each with a LIFO free list, carved by a bump
-//!   pointer from a 4 MiB region at 4 MiB. A 16-byte header before each object holds its
+//!   pointer from a 4 MiB region at RAM + 4 MiB. A 16-byte header before each object holds its
 //!   class and requested size. memtrace sizes are in BYTES (the requested size); `kfree`
 //!   records size 0, as Maestro's `malloc` does.
 //! - `pages` (`pages_alloc`, `pages_realloc`, `pages_free`): runs of 4 KiB pages, first fit
-//!   over a bitmap of 1024 pages (4 MiB at 8 MiB). memtrace sizes are in PAGES; `pages_free`
+//!   over a bitmap of 1024 pages (4 MiB at RAM + 8 MiB). memtrace sizes are in PAGES; `pages_free`
 //!   records the number of pages freed.
 //!
 //! realloc in place when the new size fits (kmalloc: same class capacity; pages: shrinking,
@@ -20,18 +20,32 @@
 //!
 //! The entry points are ordinary Rust functions (`#[inline(never)]`, Rust ABI, crate-private
 //! so that LLVM may pass their arguments in registers, as rustc does for a kernel's own
-//! allocator): kern-profile's allocation hooks find their parameters through DWARF. The heaps
-//! lie in low physical memory, which both kernels map at the same addresses (the x86_64
-//! kernel keeps the first GiB identity-mapped), so the allocators are the same on both.
+//! allocator): kern-profile's allocation hooks find their parameters through DWARF.
+//!
+//! The heaps lie at fixed offsets from the start of RAM (`RAM_BASE`, the one thing that
+//! differs between the boards): 0 on the PCs, where both x86 kernels map low physical
+//! memory at the same addresses (the x86_64 kernel keeps the first GiB identity-mapped);
+//! the RAM bases of QEMU's `virt` boards for the riscv64 and aarch64 kernels, which run
+//! with the MMU off. Block addresses stay below 4 GiB everywhere, so the 32-bit free-list
+//! links hold them.
 
 use crate::memtrace::{record, OP_ALLOC, OP_FREE, OP_REALLOC};
 use core::cell::UnsafeCell;
 
-pub const KHEAP_BASE: usize = 0x40_0000;
+/// Where the machine's RAM starts (each virt kernel checks its board's `arch::RAM_BASE`
+/// against it).
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+pub const RAM_BASE: usize = 0;
+#[cfg(target_arch = "riscv64")]
+pub const RAM_BASE: usize = 0x8000_0000;
+#[cfg(target_arch = "aarch64")]
+pub const RAM_BASE: usize = 0x4000_0000;
+
+pub const KHEAP_BASE: usize = RAM_BASE + 0x40_0000;
 pub const KHEAP_SIZE: usize = 0x40_0000;
 pub const PAGE_SIZE: usize = 4096;
 pub const NPAGES: usize = 1024;
-pub const PAGES_BASE: usize = 0x80_0000;
+pub const PAGES_BASE: usize = RAM_BASE + 0x80_0000;
 /// First byte above both heaps: multiboot.rs checks the machine has this much RAM.
 pub const HEAP_END: usize = PAGES_BASE + NPAGES * PAGE_SIZE;
 
@@ -73,7 +87,8 @@ impl Stats {
     }
 }
 
-/// Single CPU, interrupts off: a static cell handed out as `&mut` one call at a time.
+/// One CPU at a time (the allocation phase runs on the boot CPU alone), interrupts off: a
+/// static cell handed out as `&mut` one call at a time.
 struct Global<T>(UnsafeCell<T>);
 unsafe impl<T> Sync for Global<T> {}
 impl<T> Global<T> {
@@ -107,6 +122,7 @@ struct KHeap {
 
 static KHEAP: Global<KHeap> = Global(UnsafeCell::new(KHeap { free: [0; 8], bump: KHEAP_BASE, stats: Stats::ZERO }));
 
+#[inline]
 pub(crate) fn kmalloc_stats() -> Stats {
     KHEAP.get().stats
 }
@@ -213,6 +229,7 @@ struct Pages {
 
 static PAGES: Global<Pages> = Global(UnsafeCell::new(Pages { used: [0; NPAGES / 32], run: [0; NPAGES], stats: Stats::ZERO }));
 
+#[inline]
 pub(crate) fn pages_stats() -> Stats {
     PAGES.get().stats
 }

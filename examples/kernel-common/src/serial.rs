@@ -119,3 +119,15 @@ impl core::fmt::Write for Com1 {
         Ok(())
     }
 }
+
+impl crate::alloc_phase::Console for Com1 {
+    #[inline]
+    fn str(&mut self, s: &str) {
+        Com1::str(self, s)
+    }
+
+    #[inline]
+    fn dec(&mut self, v: u64) {
+        Com1::dec(self, v)
+    }
+}

@@ -20,9 +20,9 @@
 
 use core::arch::{asm, global_asm};
 
+// opaque! and leaf_loop! (examples/kernel-common/src/macros.rs); nothing else of it is linked.
 #[macro_use]
-#[path = "../macros.rs"]
-mod macros;
+extern crate kernel_common;
 
 pub const HOT_ITERS: u32 = 5_000;
 pub const COLD_ITERS: u32 = 1_000;

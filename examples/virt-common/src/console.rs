@@ -56,3 +56,15 @@ impl core::fmt::Write for Console {
         Ok(())
     }
 }
+
+impl kernel_common::alloc_phase::Console for Console {
+    #[inline]
+    fn str(&mut self, s: &str) {
+        Console::str(self, s)
+    }
+
+    #[inline]
+    fn dec(&mut self, v: u64) {
+        Console::dec(self, v)
+    }
+}

@@ -1,10 +1,11 @@
 //! `kmain`, the run's phases, the panic handler and the trap report: the i386 kernel's
-//! (examples/kernel/src/main.rs) over the arch module of each virt kernel.
+//! (examples/kernel/src/main.rs) over the board's `arch` module.
 
 use crate::config::{self, Crash, Mode};
 use crate::console::Console;
-use crate::{alloc_phase, arch, fdt, smp, user, workload};
+use crate::{arch, fdt, smp, user, workload};
 use core::panic::PanicInfo;
+use kernel_common::{alloc_phase, memtrace};
 
 /// Version of the workload's shape: bump it whenever expected.toml has to be re-measured.
 const WORKLOAD_VERSION: u32 = 1;
@@ -73,7 +74,7 @@ pub extern "C" fn kmain(dtb: usize) -> ! {
 
     out.str("phase alloc: start\n");
     if let Some(path) = cfg.memtrace {
-        crate::memtrace::open(path);
+        memtrace::open(path);
     }
     alloc_phase::run(cfg.alloc_rounds);
     alloc_phase::report(&mut out);

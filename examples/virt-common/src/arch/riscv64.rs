@@ -22,12 +22,6 @@ pub const RAM_BASE: usize = 0x8000_0000;
 /// The user program's area: linked at RAM + 64 MiB (user/linker.ld), stack top RAM + 80 MiB.
 pub const USER_BASE: usize = RAM_BASE + 0x0400_0000;
 pub const USER_STACK_TOP: usize = RAM_BASE + 0x0500_0000;
-/// memtrace's walk: the record is at fp - 16, [0] the caller's fp, [1] the return address.
-pub const FP_RECORD_OFFSET: isize = -16;
-pub const FP_NEXT_SLOT: usize = 0;
-pub const FP_RET_SLOT: usize = 1;
-pub const SYS_OPEN: usize = 0x01;
-pub const SYS_WRITE: usize = 0x05;
 
 const UART: usize = 0x1000_0000;
 const TEST_DEVICE: usize = 0x10_0000;
@@ -307,20 +301,9 @@ pub fn fault() -> ! {
     unsafe { asm!("unimp", options(noreturn)) }
 }
 
-pub fn semihost(op: usize, param: usize) -> isize {
-    unsafe { semihost_call(op, param) }
-}
-
 pub fn in_semihosting(pc: usize) -> bool {
     let start = semihost_call as usize;
     (start..unsafe { &semihost_call_end as *const u8 as usize }).contains(&pc)
-}
-
-#[inline(always)]
-pub fn frame_pointer() -> usize {
-    let fp: usize;
-    unsafe { asm!("mv {}, s0", out(reg) fp, options(nomem, nostack, preserves_flags)) };
-    fp
 }
 
 fn msip(hart: u32) -> *mut u32 {

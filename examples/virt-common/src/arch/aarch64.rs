@@ -19,12 +19,6 @@ pub const RAM_BASE: usize = 0x4000_0000;
 /// The user program's area: linked at RAM + 64 MiB (user/linker.ld), stack top RAM + 80 MiB.
 pub const USER_BASE: usize = RAM_BASE + 0x0400_0000;
 pub const USER_STACK_TOP: usize = RAM_BASE + 0x0500_0000;
-/// memtrace's walk: the record is at x29, [0] the caller's x29, [1] the return address.
-pub const FP_RECORD_OFFSET: isize = 0;
-pub const FP_NEXT_SLOT: usize = 0;
-pub const FP_RET_SLOT: usize = 1;
-pub const SYS_OPEN: usize = 0x01;
-pub const SYS_WRITE: usize = 0x05;
 const SYS_EXIT: usize = 0x18;
 const ADP_STOPPED_APPLICATION_EXIT: usize = 0x20026;
 
@@ -241,13 +235,6 @@ pub fn semihost(op: usize, param: usize) -> isize {
 pub fn in_semihosting(pc: usize) -> bool {
     let start = semihost_call as usize;
     (start..unsafe { &semihost_call_end as *const u8 as usize }).contains(&pc)
-}
-
-#[inline(always)]
-pub fn frame_pointer() -> usize {
-    let fp: usize;
-    unsafe { asm!("mov {}, x29", out(reg) fp, options(nomem, nostack, preserves_flags)) };
-    fp
 }
 
 /// Starts CPU `id` (MPIDR affinity 0 = id on `virt`) at `ap_start` with PSCI `CPU_ON`.

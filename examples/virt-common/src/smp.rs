@@ -1,5 +1,5 @@
 //! `smp=on`: every CPU of the device tree (up to MAX_CPUS) runs its own workload, the i386
-//! kernel's (examples/kernel/src/smp.rs; the per-CPU functions are to move to kernel-common):
+//! kernel's (examples/kernel/src/smp.rs):
 //!
 //! ```text
 //! CPU 0: _start → kmain → kernel::smp::run ─┐
