@@ -186,6 +186,27 @@ impl<'f> KeyBuilder<'f> {
                 key.push(w);
             }
         }
+        // A kernel stack ends at a return address that is no code: what lies beyond it was
+        // read from garbage.
+        let rets = if s.user {
+            rets
+        } else {
+            let cut = (0..rets.len()).find(|&i| {
+                let after_entry = self.markers
+                    && i > 0
+                    && rets[i - 1] == kern_profile_format::frame_marker::KERNEL_ENTRY;
+                let a = rets[i];
+                let probe = if after_entry { a } else { a.wrapping_sub(1) };
+                !(self.markers && boundary::is_marker(a)) && sym.no_code(probe)
+            });
+            match cut {
+                Some(i) => {
+                    sym.count_no_code_cut();
+                    &rets[..i]
+                }
+                None => rets,
+            }
+        };
         key.extend_from_slice(rets);
         if !self.markers {
             for a in &mut key[2..] {
