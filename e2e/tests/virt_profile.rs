@@ -686,6 +686,11 @@ fn user_kernel_split(arch: &'static str) {
             .find(|l| l.starts_with(prefix))
             .unwrap_or_else(|| panic!("no `{prefix}` in\n{report}"))
     };
+    // Every return address the walks found is code: the aggregator cut no stack.
+    assert!(
+        !report.contains("return address that is no code"),
+        "{report}"
+    );
     let all = split_user_share(line("# kernel/user split: "));
     let want = doc["user_share_all"].as_float().unwrap();
     assert!(
