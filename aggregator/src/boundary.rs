@@ -31,25 +31,61 @@ pub fn probe(addrs: &[u64], i: usize, first_is_pc: bool) -> Option<u64> {
     Some(if exact { a } else { a.wrapping_sub(1) })
 }
 
+/// Names in entry code that tell a system call: x86's entries, the example kernels'
+/// `syscall_entry` and `syscall_dispatch`, riscv64 Linux's `do_trap_ecall_u`, arm64 Linux's
+/// `el0_svc`.
+const SYSCALL_WORDS: &[&str] = &[
+    "syscall",
+    "sysenter",
+    "int80",
+    "system_call",
+    "ecall",
+    "el0_svc",
+];
+
+fn has(names: &[impl AsRef<str>], words: &[&str]) -> bool {
+    names.iter().any(|n| {
+        let n = n.as_ref().to_ascii_lowercase();
+        words.iter().any(|w| n.contains(w))
+    })
+}
+
 /// The frame name of marker `marker`, given the names at the frame just inside it.
 pub fn name(marker: u64, inner: &[impl AsRef<str>]) -> &'static str {
-    let has = |words: &[&str]| {
-        inner.iter().any(|n| {
-            let n = n.as_ref().to_ascii_lowercase();
-            words.iter().any(|w| n.contains(w))
-        })
-    };
-    if has(&["syscall", "sysenter", "int80", "system_call"]) {
+    if has(inner, SYSCALL_WORDS) {
         SYSCALL_FRAME
-    } else if has(&["exc_", "fault", "exception", "trap"]) {
+    } else if has(inner, &["exc_", "fault", "exception", "trap"]) {
         EXCEPTION_FRAME
-    } else if has(&["interrupt", "irq", "sysvec", "isr", "timer"]) {
+    } else if has(inner, &["interrupt", "irq", "sysvec", "isr", "timer"]) {
         INTERRUPT_FRAME
-    } else if marker == frame_marker::KERNEL_ENTRY {
+    } else {
+        unnamed(marker)
+    }
+}
+
+/// What a marker is called when no name tells.
+fn unnamed(marker: u64) -> &'static str {
+    if marker == frame_marker::KERNEL_ENTRY {
         KERNEL_ENTRY_FRAME
     } else {
         STACK_SWITCH_FRAME
     }
+}
+
+/// The frame name of marker `marker`, given the names of the frames inside it up to the next
+/// marker inwards, nearest first: a system call if any of them names one (a trap vector for
+/// everything, as riscv64's, names the system call further in: the example kernel's
+/// `trap_vector` calls `syscall_dispatch`, Linux's `handle_exception` `do_trap_ecall_u`),
+/// else what the nearest frame that tells anything says.
+pub fn name_entry<S: AsRef<str>>(marker: u64, inner: &[&[S]]) -> &'static str {
+    if inner.iter().any(|f| has(f, SYSCALL_WORDS)) {
+        return SYSCALL_FRAME;
+    }
+    inner
+        .iter()
+        .map(|f| name(marker, f))
+        .find(|n| *n != unnamed(marker))
+        .unwrap_or(unnamed(marker))
 }
 
 /// How many of `addrs` (innermost first) to keep: a stack switch that led nowhere known
@@ -93,6 +129,27 @@ mod tests {
         assert_eq!(name(SW, &["kernel::user::syscall_entry"]), SYSCALL_FRAME);
         assert_eq!(name(KE, &["[unknown]"]), KERNEL_ENTRY_FRAME);
         assert_eq!(name(SW, &[] as &[&str]), STACK_SWITCH_FRAME);
+    }
+
+    #[test]
+    fn a_trap_vector_for_everything_is_named_by_its_system_call_path() {
+        let frames: [&[&str]; 3] = [
+            &["trap_vector"],
+            &["kernel::user::syscall_dispatch"],
+            &["kernel::user::sys_work"],
+        ];
+        assert_eq!(name(KE, frames[0]), EXCEPTION_FRAME);
+        assert_eq!(name_entry(KE, &frames), SYSCALL_FRAME);
+        let fault: [&[&str]; 2] = [&["handle_exception"], &["do_page_fault"]];
+        assert_eq!(name_entry(KE, &fault), EXCEPTION_FRAME);
+        let irq: [&[&str]; 2] = [&["svc_entry"], &["handle_irq"]];
+        assert_eq!(name_entry(KE, &irq), INTERRUPT_FRAME);
+        assert_eq!(
+            name_entry(KE, &[&["el0t_64_sync"][..], &["el0_svc"]]),
+            SYSCALL_FRAME
+        );
+        assert_eq!(name_entry(KE, &[&["[unknown]"][..]]), KERNEL_ENTRY_FRAME);
+        assert_eq!(name_entry::<&str>(SW, &[]), STACK_SWITCH_FRAME);
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct CpuProfile {
     pub stuck: Vec<Stuck>,
     /// Which user program ran in which address space (from the recorded code bytes).
     pub spaces: AddressSpaces,
+    /// Kept kernel stacks the aggregator cut at a return address that is no code.
+    pub no_code_cuts: u64,
 }
 
 impl CpuProfile {
@@ -62,6 +64,7 @@ impl CpuProfile {
         let mut kept = 0u64;
         let mut runs = RunCoalescer::default();
         let mut stuck = StuckDetector::default();
+        let cuts_before = sym.no_code_cuts();
         let summary = input.for_each(want_exact, |s| {
             if keys.build(s, sym, &mut key) {
                 runs.add(s.vcpu, &key, &mut counts);
@@ -79,6 +82,7 @@ impl CpuProfile {
                 }
             }
         })?;
+        let no_code_cuts = sym.no_code_cuts() - cuts_before;
         runs.flush(&mut counts);
         counts.flush();
         let gather = |map: FxHashMap<u32, u64>, low: Vec<u64>| {
@@ -102,6 +106,7 @@ impl CpuProfile {
             per_vcpu_user,
             stuck: stuck.stuck(),
             spaces,
+            no_code_cuts,
         })
     }
 

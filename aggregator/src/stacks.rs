@@ -186,6 +186,27 @@ impl<'f> KeyBuilder<'f> {
                 key.push(w);
             }
         }
+        // A kernel stack ends at a return address that is no code: what lies beyond it was
+        // read from garbage.
+        let rets = if s.user {
+            rets
+        } else {
+            let cut = (0..rets.len()).find(|&i| {
+                let after_entry = self.markers
+                    && i > 0
+                    && rets[i - 1] == kern_profile_format::frame_marker::KERNEL_ENTRY;
+                let a = rets[i];
+                let probe = if after_entry { a } else { a.wrapping_sub(1) };
+                !(self.markers && boundary::is_marker(a)) && sym.no_code(probe)
+            });
+            match cut {
+                Some(i) => {
+                    sym.count_no_code_cut();
+                    &rets[..i]
+                }
+                None => rets,
+            }
+        };
         key.extend_from_slice(rets);
         if !self.markers {
             for a in &mut key[2..] {
@@ -417,8 +438,13 @@ impl<'s> StackNamer<'s> {
         resolved.truncate(keep);
         for i in 0..keep {
             if boundary::is_marker(addrs[i]) {
-                let inner = i.checked_sub(1).map_or(&[][..], |j| &resolved[j].1[..]);
-                let name = boundary::name(addrs[i], inner);
+                // The entry's frames, nearest first, up to the next marker inwards.
+                let inner: Vec<&[Rc<str>]> = (0..i)
+                    .rev()
+                    .take_while(|&j| !boundary::is_marker(addrs[j]))
+                    .map(|j| &resolved[j].1[..])
+                    .collect();
+                let name = boundary::name_entry(addrs[i], &inner);
                 resolved[i] = (Space::Kernel, Rc::from([Rc::from(name)]));
             }
         }
@@ -560,9 +586,14 @@ impl<'s> StackNamer<'s> {
             let names = match boundary::probe(addrs, i, first_is_pc) {
                 Some(probe) => self.probe_names(probe),
                 None => {
-                    let inner = boundary::probe(addrs, i.wrapping_sub(1), first_is_pc)
-                        .map_or_else(|| Rc::from([]), |p| self.probe_names(p));
-                    Rc::from([Rc::from(boundary::name(a, &inner))])
+                    // The entry's frames, nearest first, up to the next marker inwards.
+                    let inner: Vec<Rc<[Rc<str>]>> = (0..i)
+                        .rev()
+                        .map_while(|j| boundary::probe(addrs, j, first_is_pc))
+                        .map(|p| self.probe_names(p))
+                        .collect();
+                    let inner: Vec<&[Rc<str>]> = inner.iter().map(|f| &f[..]).collect();
+                    Rc::from([Rc::from(boundary::name_entry(a, &inner))])
                 }
             };
             if !names.is_empty() {

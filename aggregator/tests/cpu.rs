@@ -670,3 +670,33 @@ fn statistics_counts_that_overflow_sums_saturate() {
         "{report:?}"
     );
 }
+
+/// A kernel stack whose return address lies in the image but outside its code (tiny.elf's
+/// first segment holds only its headers) ends there, counted in the unwind-stop lines.
+#[test]
+fn a_return_address_that_is_no_code_ends_the_stack() {
+    use kern_profile_format::encode_sample;
+    let mut bytes = Vec::new();
+    common::header(1, false).encode(&mut bytes);
+    let garbage = [RET_MIDDLE, 0xc00f_f050, RET_START];
+    let whole = [RET_MIDDLE, RET_WORK, RET_START];
+    encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &garbage));
+    encode_sample(&mut bytes, 4, &common::sample(0, 2000, LEAF_LOOP, &whole));
+    let raw = raw_file("no-code", &bytes);
+    let (out, _) = run(&raw, &folded_opts());
+    assert!(
+        out.contains("\nmiddle;leaf 1\n") || out.starts_with("middle;leaf 1\n"),
+        "{out}"
+    );
+    assert!(out.contains("_start;kernel::work;middle;leaf 1\n"), "{out}");
+    let text = Options {
+        format: OutputFormat::Text,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &text);
+    assert!(
+        out.contains("unwind stops (aggregator): return address that is no code 1 (50.0% of the kept samples)\n"),
+        "{out}"
+    );
+    assert!(out.contains("  return address that is no code: "), "{out}");
+}

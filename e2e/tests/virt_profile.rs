@@ -650,14 +650,31 @@ fn user_kernel_split(arch: &'static str) {
             chain.join(";")
         );
     }
+    // The system call's stack: from the kernel's system-call stack down into the user
+    // stack below it, across the trap entry (`[syscall]`).
     let syscall = strings(&e["kernel"]["user"]["syscall_chain"]);
     assert_eq!(syscall[0], root);
+    assert!(syscall.iter().any(|f| f == "[syscall]"), "{syscall:?}");
     let sys_work = syscall.last().unwrap();
-    assert!(sampled[sys_work] > 1000);
-    assert_eq!(
-        with_stack(&stacks, &syscall),
-        sampled[sys_work],
-        "{}",
+    let in_sys_work = sampled[sys_work];
+    assert!(in_sys_work > 1000);
+    let full = with_stack(&stacks, &syscall);
+    let reach_main: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.last() == Some(sys_work) && s.iter().any(|f| f == "user_main"))
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!(
+        "{arch}: {full} of {in_sys_work} {sys_work} samples have the whole chain, {reach_main} \
+         reach user_main"
+    );
+    assert!(
+        reach_main as f64 > 0.95 * in_sys_work as f64,
+        "{reach_main} of {in_sys_work} {sys_work} samples reach user_main"
+    );
+    assert!(
+        full as f64 > 0.95 * in_sys_work as f64,
+        "{full} of {in_sys_work} {sys_work} samples have the stack {}",
         syscall.join(";")
     );
     let mut kernel_only = with_user.to_vec();
@@ -678,6 +695,11 @@ fn user_kernel_split(arch: &'static str) {
             .find(|l| l.starts_with(prefix))
             .unwrap_or_else(|| panic!("no `{prefix}` in\n{report}"))
     };
+    // Every return address the walks found is code: the aggregator cut no stack.
+    assert!(
+        !report.contains("return address that is no code"),
+        "{report}"
+    );
     let all = split_user_share(line("# kernel/user split: "));
     let want = doc["user_share_all"].as_float().unwrap();
     assert!(

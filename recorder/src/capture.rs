@@ -133,6 +133,7 @@ impl Capture {
         // Across kernel entries and stack switches (unwind's `walk_across`).
         let crossings = Crossings {
             kernel_cs: kernel_cs.unwrap_or(0) as u16,
+            user_mode: user,
             ..Crossings::ALL
         };
         let walk = walk_guest(

@@ -10,7 +10,8 @@
 
 pub(crate) mod insn;
 
-use crate::{walk_above, PtrWidth, Walk};
+use crate::records::{walk_records, Layout};
+use crate::{Crossings, Walk};
 
 /// Virtual-address bits assumed when stripping signatures (Linux's default 48-bit VA).
 const VA_BITS: u32 = 48;
@@ -26,18 +27,29 @@ pub fn strip_pac(addr: u64) -> u64 {
     }
 }
 
-/// Walks the record chain from `x29`, which must be at or above `floor` (the stack pointer);
-/// return addresses come out stripped. See [`crate::walk`] for `read`, `out` and the stop
-/// reasons.
-pub fn walk<R>(floor: u64, fp: u64, max_depth: usize, read: R, out: &mut [u64]) -> Walk
+const LAYOUT: Layout = Layout {
+    below: 0,
+    align: 8,
+    strip: strip_pac,
+    gcc_leaf: false,
+};
+
+/// Walks the record chain from `x29`, which must be at or above `floor` (the stack pointer),
+/// down across a trap entry's record into the interrupted context's stack and within each
+/// stack's span as `crossings` allows (the crate's `records` module); return addresses come
+/// out stripped. See [`crate::walk`] for `read`, `out` and the stop reasons.
+pub fn walk<R>(
+    floor: u64,
+    fp: u64,
+    max_depth: usize,
+    crossings: Crossings,
+    read: R,
+    out: &mut [u64],
+) -> Walk
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    let w = walk_above(floor, fp, PtrWidth::W8, max_depth, read, out);
-    for r in &mut out[..w.frames] {
-        *r = strip_pac(*r);
-    }
-    w
+    walk_records(&LAYOUT, floor, fp, max_depth, crossings, read, out)
 }
 
 #[cfg(test)]
@@ -72,7 +84,7 @@ mod tests {
             true
         };
         let mut out = [0; 4];
-        let w = walk(base, base + 0x20, 4, read, &mut out);
+        let w = walk(base, base + 0x20, 4, Crossings::default(), read, &mut out);
         assert_eq!(w.stop, StopReason::NullFramePointer);
         assert_eq!(&out[..w.frames], &[0x4020_0100, 0x4020_0200]);
     }

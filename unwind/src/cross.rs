@@ -30,8 +30,13 @@ use crate::{PtrWidth, Walk};
 pub struct Crossings {
     /// Decode Linux's encoded `pt_regs` frame pointers.
     pub linux_pt_regs: bool,
-    /// Recognise the hardware interrupt frame above an entry stub's frame record.
+    /// Recognise the hardware interrupt frame above an entry stub's frame record (x86); on
+    /// riscv64 and aarch64, take a record whose saved frame pointer leads down off the stack
+    /// as a trap entry's record of the interrupted context (the crate's `records` module).
     pub interrupt_frames: bool,
+    /// The sample is of user mode: below it lies no kernel entry (riscv64 and aarch64 then
+    /// cross nothing).
+    pub user_mode: bool,
     /// The kernel's code selector (the sampled `cs` when in ring 0; 0 when unknown): an
     /// interrupt of kernel code is recognised by it, on the same stack.
     pub kernel_cs: u16,
@@ -48,6 +53,7 @@ impl Crossings {
     pub const ALL: Crossings = Crossings {
         linux_pt_regs: true,
         interrupt_frames: true,
+        user_mode: false,
         kernel_cs: 0,
         stack_switches: 2,
         stack_span: STACK_SPAN,

@@ -27,6 +27,7 @@ pub mod code;
 mod cross;
 mod entry;
 pub mod frame_state;
+mod records;
 pub mod registers;
 pub mod riscv64;
 pub mod x86;
@@ -101,9 +102,9 @@ pub struct Walk {
 }
 
 /// Walks a guest's frame-pointer chain from `fp`, with `sp` the stack pointer, the way
-/// `arch` lays out frame records: x86 with [`walk_across`] and `crossings` (kernel entries,
-/// stack switches, the stack span), riscv64 with [`riscv64::walk`], aarch64 with
-/// [`aarch64::walk`].
+/// `arch` lays out frame records, with `crossings` (kernel entries, stack switches, the stack
+/// span): x86 with [`walk_across`], riscv64 with [`riscv64::walk`], aarch64 with
+/// [`aarch64::walk`] (both down across a trap entry's record into the interrupted context).
 pub fn walk_guest<R>(
     arch: Arch,
     sp: u64,
@@ -119,9 +120,8 @@ where
     match arch {
         Arch::I386 => walk_across(sp, fp, PtrWidth::W4, max_depth, crossings, read, out),
         Arch::X86_64 => walk_across(sp, fp, PtrWidth::W8, max_depth, crossings, read, out),
-        // Their kernels' trap entries join kernel and user stacks far apart: no span yet.
-        Arch::Riscv64 => riscv64::walk(sp, fp, max_depth, read, out),
-        Arch::Aarch64 => aarch64::walk(sp, fp, max_depth, read, out),
+        Arch::Riscv64 => riscv64::walk(sp, fp, max_depth, crossings, read, out),
+        Arch::Aarch64 => aarch64::walk(sp, fp, max_depth, crossings, read, out),
     }
 }
 

@@ -20,80 +20,53 @@
 
 pub(crate) mod insn;
 
-use kern_profile_format::StopReason;
-
-use crate::Walk;
+use crate::records::{walk_records, Layout};
+use crate::{Crossings, Walk};
 
 /// Bytes between `fp` and the start of the record below it.
 const RECORD_BELOW: u64 = 16;
 /// riscv's stack (and so every frame pointer) is 16-byte aligned.
 const FP_ALIGN: u64 = 16;
-/// A GCC leaf's saved `fp` lies at most this far above its own `fp`.
-const LEAF_FRAME_MAX: u64 = 1 << 20;
 
-/// Walks the record chain from `fp`, which must be above `floor` (the stack pointer); see
+const LAYOUT: Layout = Layout {
+    below: RECORD_BELOW,
+    align: FP_ALIGN,
+    strip: core::convert::identity,
+    gcc_leaf: true,
+};
+
+/// Walks the record chain from `fp`, whose record must lie at or above `floor` (the stack
+/// pointer), down across a trap entry's record into the interrupted context's stack and
+/// within each stack's span as `crossings` allows (the crate's `records` module); see
 /// [`crate::walk`] for `read`, `out` and the stop reasons.
-pub fn walk<R>(floor: u64, fp: u64, max_depth: usize, mut read: R, out: &mut [u64]) -> Walk
+pub fn walk<R>(
+    floor: u64,
+    fp: u64,
+    max_depth: usize,
+    crossings: Crossings,
+    read: R,
+    out: &mut [u64],
+) -> Walk
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    let cap = max_depth.min(out.len());
-    let mut record = [0u8; 16];
-    let mut fp = fp;
-    let mut lowest = floor;
-    let mut n = 0usize;
-    let mut first = true;
-    let stop = loop {
-        if fp == 0 {
-            break StopReason::NullFramePointer;
-        }
-        if !fp.is_multiple_of(FP_ALIGN) {
-            break StopReason::Misaligned;
-        }
-        // The record lies below fp: fp - 16 must still be at or above the floor.
-        let Some(at) = fp.checked_sub(RECORD_BELOW) else {
-            break StopReason::Unreadable;
-        };
-        if at < lowest {
-            break StopReason::NotIncreasing;
-        }
-        if n >= cap {
-            break StopReason::DepthLimit;
-        }
-        if !read(at, &mut record) {
-            break StopReason::Unreadable;
-        }
-        let saved_fp = u64::from_le_bytes(record[..8].try_into().unwrap_or_default());
-        let ret = u64::from_le_bytes(record[8..].try_into().unwrap_or_default());
-        if first && is_gcc_leaf_record(fp, ret) {
-            // [fp - 8] is the saved fp: no return address here (the caller is in ra).
-            first = false;
-            lowest = fp;
-            fp = ret;
-            continue;
-        }
-        first = false;
-        if ret == 0 {
-            break StopReason::NullReturnAddress;
-        }
-        out[n] = ret;
-        n += 1;
-        // Strictly upwards: the next record must lie at or above this frame's top.
-        lowest = fp;
-        fp = saved_fp;
-    };
-    Walk { frames: n, stop }
-}
-
-/// A GCC 12 leaf record: the word at `fp - 8` is a frame pointer (just above `fp`, aligned),
-/// not a return address.
-fn is_gcc_leaf_record(fp: u64, word: u64) -> bool {
-    word > fp && word - fp <= LEAF_FRAME_MAX && word.is_multiple_of(FP_ALIGN)
+    walk_records(&LAYOUT, floor, fp, max_depth, crossings, read, out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kern_profile_format::StopReason;
+
+    /// The plain walk: no crossings, no span.
+    const NO: Crossings = Crossings {
+        linux_pt_regs: false,
+        interrupt_frames: false,
+        user_mode: false,
+        kernel_cs: 0,
+        stack_switches: 0,
+        stack_span: 0,
+    };
 
     /// Little-endian words mapped at `base`.
     struct Stack {
@@ -137,7 +110,14 @@ mod tests {
         s.record(0x8000_1080, 0x8000_10c0, 0x8000_0200);
         s.record(0x8000_10c0, 0, 0x8000_0300);
         let mut out = [0; 8];
-        let w = walk(0x8000_1010, 0x8000_1040, 8, |a, b| s.read(a, b), &mut out);
+        let w = walk(
+            0x8000_1010,
+            0x8000_1040,
+            8,
+            NO,
+            |a, b| s.read(a, b),
+            &mut out,
+        );
         assert_eq!(w.stop, StopReason::NullFramePointer);
         assert_eq!(&out[..w.frames], &[0x8000_0100, 0x8000_0200, 0x8000_0300]);
     }
@@ -149,7 +129,14 @@ mod tests {
         s.put(0x8000_1040 - 8, 0x8000_1080);
         s.record(0x8000_1080, 0, 0x8000_0200);
         let mut out = [0; 8];
-        let w = walk(0x8000_1030, 0x8000_1040, 8, |a, b| s.read(a, b), &mut out);
+        let w = walk(
+            0x8000_1030,
+            0x8000_1040,
+            8,
+            NO,
+            |a, b| s.read(a, b),
+            &mut out,
+        );
         assert_eq!(w.stop, StopReason::NullFramePointer);
         assert_eq!(&out[..w.frames], &[0x8000_0200]);
     }
@@ -160,20 +147,34 @@ mod tests {
         // A cycle: the record points back at its own frame.
         s.record(0x8000_1040, 0x8000_1040, 0x8000_0100);
         let mut out = [0; 8];
-        let w = walk(0x8000_1000, 0x8000_1040, 8, |a, b| s.read(a, b), &mut out);
+        let w = walk(
+            0x8000_1000,
+            0x8000_1040,
+            8,
+            NO,
+            |a, b| s.read(a, b),
+            &mut out,
+        );
         assert_eq!((w.frames, w.stop), (1, StopReason::NotIncreasing));
         // Unmapped, misaligned, below the stack pointer, depth.
-        let w = walk(0, 0x9000_0000, 8, |a, b| s.read(a, b), &mut out);
+        let w = walk(0, 0x9000_0000, 8, NO, |a, b| s.read(a, b), &mut out);
         assert_eq!((w.frames, w.stop), (0, StopReason::Unreadable));
-        let w = walk(0, 0x8000_1048, 8, |a, b| s.read(a, b), &mut out);
+        let w = walk(0, 0x8000_1048, 8, NO, |a, b| s.read(a, b), &mut out);
         assert_eq!(w.stop, StopReason::Misaligned);
-        let w = walk(0x8000_1100, 0x8000_1040, 8, |a, b| s.read(a, b), &mut out);
+        let w = walk(
+            0x8000_1100,
+            0x8000_1040,
+            8,
+            NO,
+            |a, b| s.read(a, b),
+            &mut out,
+        );
         assert_eq!(w.stop, StopReason::NotIncreasing);
-        let w = walk(0, 0x8000_1040, 0, |a, b| s.read(a, b), &mut out);
+        let w = walk(0, 0x8000_1040, 0, NO, |a, b| s.read(a, b), &mut out);
         assert_eq!(w.stop, StopReason::DepthLimit);
-        let w = walk(0, 8, 8, |a, b| s.read(a, b), &mut out);
+        let w = walk(0, 8, 8, NO, |a, b| s.read(a, b), &mut out);
         assert_eq!(w.stop, StopReason::Misaligned);
-        let w = walk(0, 0x10, 8, |a, b| s.read(a, b), &mut out);
+        let w = walk(0, 0x10, 8, NO, |a, b| s.read(a, b), &mut out);
         assert_eq!(w.stop, StopReason::Unreadable);
     }
 }

@@ -36,6 +36,14 @@ pub fn describe(
         h.extend(stops_line(&p.summary));
         h.extend(stop_meanings(&p.summary));
     }
+    if p.no_code_cuts > 0 {
+        h.push(format!(
+            "unwind stops (aggregator): {NO_CODE_STOP} {} ({:.1}% of the kept samples)",
+            p.no_code_cuts,
+            pct(p.no_code_cuts, p.kept)
+        ));
+        h.push(format!("  {NO_CODE_STOP}: {NO_CODE_MEANING}"));
+    }
     h
 }
 
@@ -146,6 +154,12 @@ fn stops_line(s: &ReadSummary) -> Option<String> {
         .collect();
     (!parts.is_empty()).then(|| format!("unwind stops ({from}): {}", parts.join(", ")))
 }
+
+/// The aggregator's own stop: a kernel stack's return address in the kernel ELF's loadable
+/// segments but in no executable section.
+pub const NO_CODE_STOP: &str = "return address that is no code";
+const NO_CODE_MEANING: &str = "a frame's return address lay in the kernel's image but \
+     outside its code (data, a stack: garbage read as a frame): the stack is cut there";
 
 /// What each unwind stop that occurred means, one indented line each, in words a user
 /// understands: which ends are normal and which cut stacks short.

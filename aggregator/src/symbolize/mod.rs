@@ -119,6 +119,8 @@ pub struct Symbolizer {
     lowest_start: Option<u64>,
     /// riscv64 and aarch64: the leaf and prologue correction's caches and counts.
     ra_fix: return_register::ReturnRegisterFix,
+    /// Kernel stacks cut at a return address that is no code ([`Symbolizer::no_code`]).
+    no_code_cuts: u64,
 }
 
 /// A user program's ELF and its own symbolizer.
@@ -158,6 +160,7 @@ impl Symbolizer {
             names: FxHashMap::default(),
             users: Vec::new(),
             ra_fix: Default::default(),
+            no_code_cuts: 0,
         })
     }
 
@@ -229,6 +232,25 @@ impl Symbolizer {
     /// True when the kernel ELF's loadable segments hold `addr`.
     pub fn kernel_loads(&self, addr: u64) -> bool {
         self.elf.as_ref().is_some_and(|e| e.loads(addr))
+    }
+
+    /// True when `probe` (a return address less one, or an interrupted PC) lies in the
+    /// kernel ELF's loadable segments but in none of its executable sections: a return
+    /// address that is no code (data, a stack, `.bss`), garbage a walk read as a frame.
+    pub fn no_code(&self, probe: u64) -> bool {
+        self.elf
+            .as_ref()
+            .is_some_and(|e| e.loads(probe) && e.code_at(probe, 1).is_none())
+    }
+
+    /// Counts a stack cut at a return address that is no code.
+    pub fn count_no_code_cut(&mut self) {
+        self.no_code_cuts += 1;
+    }
+
+    /// Stacks cut so far at a return address that is no code.
+    pub fn no_code_cuts(&self) -> u64 {
+        self.no_code_cuts
     }
 
     /// True when `addr` lies in the kernel: its ELF's loadable segments, or with a symbol

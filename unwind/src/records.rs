@@ -1,0 +1,151 @@
+//! The riscv64 and aarch64 walk: frame records of two words, `{saved fp, return address}`,
+//! at a fixed distance below the frame pointer (riscv64 16 bytes, aarch64 0), followed from
+//! stack to stack across the kernel's trap entry.
+//!
+//! A trap entry that keeps the interrupted context's frame pointer in the chain pushes a
+//! record `{interrupted fp, interrupted pc}` and points its frame pointer at it (the example
+//! kernels' `trap_vector` and `svc_entry` for system calls; Linux arm64's `pt_regs`
+//! stack frame for entries from EL1). Where such a record's saved frame pointer leads *below*
+//! the stack being walked (a user stack below the kernel's, as in real kernels), the walk
+//! takes it as the way into the interrupted context, unless the sample is of user mode: a
+//! [`frame_marker::KERNEL_ENTRY`] marker, the record's pc as is (interrupted, not a return
+//! address), then the interrupted context's frames, with an upward guard and a stack span of
+//! their own. At most `stack_switches` such crossings per walk; anywhere else a frame pointer
+//! must move strictly upwards, which guards against loops. The aggregator names the marker
+//! from the entry code's frames (`[syscall]`, `[interrupt]`, `[kernel entry]`, …).
+
+use kern_profile_format::{frame_marker, StopReason};
+
+use crate::{Crossings, Walk};
+
+/// Where an architecture keeps its frame records.
+pub(crate) struct Layout {
+    /// Bytes from the frame pointer down to its record.
+    pub below: u64,
+    /// Every frame pointer's alignment.
+    pub align: u64,
+    /// What a saved return address needs to be an address (aarch64's signature stripping).
+    pub strip: fn(u64) -> u64,
+    /// The first record may be a GCC 12 leaf's `{saved fp}` alone, at `fp - 8` (riscv64).
+    pub gcc_leaf: bool,
+}
+
+/// A GCC 12 leaf's saved `fp` lies at most this far above its own `fp`.
+const LEAF_FRAME_MAX: u64 = 1 << 20;
+
+/// Walks the record chain from `fp` (its record at or above `floor`, the stack pointer) as
+/// `layout` lays records out, crossing into interrupted contexts as `crossings` allows (only
+/// its `interrupt_frames`, `user_mode`, `stack_switches` and `stack_span` apply). See
+/// [`crate::walk`] for `read`, `out` and the stop reasons; a record at or beyond the stack
+/// span's end stops the walk with [`StopReason::OffStack`] unread.
+pub(crate) fn walk_records<R>(
+    layout: &Layout,
+    floor: u64,
+    fp: u64,
+    max_depth: usize,
+    crossings: Crossings,
+    mut read: R,
+    out: &mut [u64],
+) -> Walk
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let cap = max_depth.min(out.len());
+    let span_end = |start: u64| match crossings.stack_span {
+        0 => u64::MAX,
+        span => start.saturating_add(span),
+    };
+    let mut record = [0u8; 16];
+    let mut fp = fp;
+    // The lowest acceptable record address, and where this stack's span ends.
+    let mut lowest = floor;
+    let mut seg_end = span_end(floor);
+    let mut crossed = 0u8;
+    let mut first = true;
+    let mut n = 0usize;
+    let mut push = |n: &mut usize, v: u64| -> bool {
+        if *n >= cap {
+            return false;
+        }
+        out[*n] = v;
+        *n += 1;
+        true
+    };
+    let stop = loop {
+        if fp == 0 {
+            break StopReason::NullFramePointer;
+        }
+        if !fp.is_multiple_of(layout.align) {
+            break StopReason::Misaligned;
+        }
+        let Some(at) = fp.checked_sub(layout.below) else {
+            break StopReason::Unreadable;
+        };
+        if at < lowest {
+            break StopReason::NotIncreasing;
+        }
+        if n >= cap {
+            break StopReason::DepthLimit;
+        }
+        if at.checked_add(15).is_none() {
+            break StopReason::Unreadable;
+        }
+        if at >= seg_end || seg_end - at < 16 {
+            break StopReason::OffStack;
+        }
+        if !read(at, &mut record) {
+            break StopReason::Unreadable;
+        }
+        let saved_fp = u64::from_le_bytes(record[..8].try_into().unwrap_or_default());
+        let ret = u64::from_le_bytes(record[8..].try_into().unwrap_or_default());
+        if first && layout.gcc_leaf && is_gcc_leaf_record(fp, ret, layout.align) {
+            // [fp - 8] is the saved fp: no return address here (the caller is in ra).
+            first = false;
+            lowest = fp;
+            fp = ret;
+            continue;
+        }
+        first = false;
+        if ret == 0 {
+            break StopReason::NullReturnAddress;
+        }
+        let ret = (layout.strip)(ret);
+        // Strictly upwards on one stack: the next record at or above this frame's top (and
+        // above this record).
+        let next_lowest = fp.max(at + 1);
+        // Down, off this stack, to a plausible frame pointer: the trap entry's record of the
+        // interrupted context.
+        let next_at = saved_fp.checked_sub(layout.below);
+        let crosses = crossings.interrupt_frames
+            && !crossings.user_mode
+            && crossed < crossings.stack_switches
+            && saved_fp.is_multiple_of(layout.align)
+            && next_at.is_some_and(|a| a < next_lowest);
+        match next_at {
+            Some(next_at) if crosses && saved_fp != 0 => {
+                crossed += 1;
+                if !push(&mut n, frame_marker::KERNEL_ENTRY) || !push(&mut n, ret) {
+                    break StopReason::DepthLimit;
+                }
+                // The interrupted context's stack: a guard and a span of its own.
+                lowest = next_at;
+                seg_end = span_end(next_at);
+            }
+            _ => {
+                push(&mut n, ret);
+                lowest = next_lowest;
+            }
+        }
+        fp = saved_fp;
+    };
+    Walk { frames: n, stop }
+}
+
+/// A GCC 12 leaf record: the word at `fp - 8` is a frame pointer (just above `fp`, aligned),
+/// not a return address.
+fn is_gcc_leaf_record(fp: u64, word: u64, align: u64) -> bool {
+    word > fp && word - fp <= LEAF_FRAME_MAX && word.is_multiple_of(align)
+}
+
+#[cfg(test)]
+mod tests;

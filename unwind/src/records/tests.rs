@@ -1,0 +1,307 @@
+//! Both layouts on fake stacks: a system call's kernel frames, the trap entry's record, the
+//! user program's frames on a stack far below.
+
+use super::*;
+use crate::cross::STACK_SPAN;
+use crate::{aarch64, riscv64};
+use std::collections::BTreeMap;
+
+const KE: u64 = frame_marker::KERNEL_ENTRY;
+
+#[derive(Clone, Copy, Debug)]
+enum A {
+    Riscv64,
+    Aarch64,
+}
+
+const BOTH: [A; 2] = [A::Riscv64, A::Aarch64];
+
+impl A {
+    /// Bytes from the frame pointer down to its record.
+    fn below(self) -> u64 {
+        match self {
+            A::Riscv64 => 16,
+            A::Aarch64 => 0,
+        }
+    }
+
+    fn walk<R>(
+        self,
+        floor: u64,
+        fp: u64,
+        depth: usize,
+        c: Crossings,
+        read: R,
+        out: &mut [u64],
+    ) -> Walk
+    where
+        R: FnMut(u64, &mut [u8]) -> bool,
+    {
+        match self {
+            A::Riscv64 => riscv64::walk(floor, fp, depth, c, read, out),
+            A::Aarch64 => aarch64::walk(floor, fp, depth, c, read, out),
+        }
+    }
+}
+
+/// Sparse fake guest memory: words at addresses, everything else unreadable; every read's
+/// address is kept.
+struct Mem {
+    arch: A,
+    words: BTreeMap<u64, u64>,
+    reads: std::cell::RefCell<Vec<u64>>,
+}
+
+impl Mem {
+    fn new(arch: A) -> Self {
+        Mem {
+            arch,
+            words: BTreeMap::new(),
+            reads: Default::default(),
+        }
+    }
+
+    /// The record of the frame whose frame pointer is `fp`.
+    fn frame(&mut self, fp: u64, saved_fp: u64, ret: u64) {
+        let at = fp - self.arch.below();
+        self.words.insert(at, saved_fp);
+        self.words.insert(at + 8, ret);
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.reads.borrow_mut().push(addr);
+        for (i, chunk) in buf.chunks_mut(8).enumerate() {
+            match self.words.get(&(addr + 8 * i as u64)) {
+                Some(v) if chunk.len() == 8 => chunk.copy_from_slice(&v.to_le_bytes()),
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    fn walk(&self, floor: u64, fp: u64, c: Crossings) -> (Vec<u64>, StopReason) {
+        let mut out = vec![0; 32];
+        let r = self
+            .arch
+            .walk(floor, fp, 32, c, |a, b| self.read(a, b), &mut out);
+        out.truncate(r.frames);
+        (out, r.stop)
+    }
+}
+
+/// The example kernels' layout: kernel stack at 0x8700_0000, user stack at 0x84ff_0000.
+const KSTACK: u64 = 0x8702_0000;
+const USTACK: u64 = 0x84ff_f000;
+
+/// sys_work's caller, syscall_dispatch (fp KSTACK), the trap entry's record (fp KSTACK + 0x40)
+/// of the user's fp and pc, the user program's two frames.
+fn syscall(arch: A) -> Mem {
+    let mut m = Mem::new(arch);
+    m.frame(KSTACK, KSTACK + 0x40, 0x8000_1100); // into trap_vector
+    m.frame(KSTACK + 0x40, USTACK, 0x8400_0204); // the user's fp, its pc (ecall)
+    m.frame(USTACK, USTACK + 0x20, 0x8400_0100); // into run
+    m.frame(USTACK + 0x20, 0, 0x8400_0010); // into _start
+    m
+}
+
+#[test]
+fn a_system_call_goes_on_into_the_user_stack_below() {
+    for arch in BOTH {
+        let m = syscall(arch);
+        let (frames, stop) = m.walk(KSTACK - 0x30, KSTACK, Crossings::ALL);
+        assert_eq!(
+            frames,
+            [0x8000_1100, KE, 0x8400_0204, 0x8400_0100, 0x8400_0010],
+            "{arch:?}"
+        );
+        assert_eq!(stop, StopReason::NullFramePointer, "{arch:?}");
+        // Without crossings, or in a user-mode sample, the jump down ends the walk.
+        let plain = [0x8000_1100, 0x8400_0204];
+        for c in [
+            Crossings::default(),
+            Crossings {
+                user_mode: true,
+                ..Crossings::ALL
+            },
+            Crossings {
+                stack_switches: 0,
+                ..Crossings::ALL
+            },
+        ] {
+            let (frames, stop) = m.walk(KSTACK - 0x30, KSTACK, c);
+            assert_eq!(
+                (&frames[..], stop),
+                (&plain[..], StopReason::NotIncreasing),
+                "{arch:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_pointer_authentication_signature_is_stripped_on_both_sides() {
+    let arch = A::Aarch64;
+    let mut m = syscall(arch);
+    m.frame(KSTACK, KSTACK + 0x40, 0x002a_0000_8000_1100);
+    m.frame(USTACK, USTACK + 0x20, 0x0013_0000_8400_0100);
+    let (frames, _) = m.walk(KSTACK - arch.below(), KSTACK, Crossings::ALL);
+    assert_eq!(
+        frames,
+        [0x8000_1100, KE, 0x8400_0204, 0x8400_0100, 0x8400_0010]
+    );
+}
+
+#[test]
+fn each_side_has_its_own_loop_guard() {
+    for arch in BOTH {
+        // A loop on the kernel side: back down to its own record, on the same stack... which
+        // is a jump down, taken as a crossing at most `stack_switches` times.
+        let mut m = Mem::new(arch);
+        m.frame(KSTACK, KSTACK + 0x40, 0xa);
+        m.frame(KSTACK + 0x40, KSTACK, 0xb);
+        let (frames, stop) = m.walk(KSTACK - arch.below(), KSTACK, Crossings::ALL);
+        assert_eq!(stop, StopReason::NotIncreasing, "{arch:?}");
+        assert_eq!(frames, [0xa, KE, 0xb, 0xa, KE, 0xb, 0xa, 0xb], "{arch:?}");
+        // A loop on the user side: the crossing's fresh guard still stops it, after the
+        // crossings left.
+        let mut m = syscall(arch);
+        m.frame(USTACK + 0x20, USTACK + 0x20, 0x8400_0010);
+        let one = Crossings {
+            stack_switches: 1,
+            ..Crossings::ALL
+        };
+        let (frames, stop) = m.walk(KSTACK - arch.below(), KSTACK, one);
+        assert_eq!(stop, StopReason::NotIncreasing, "{arch:?}");
+        assert_eq!(
+            frames,
+            [0x8000_1100, KE, 0x8400_0204, 0x8400_0100, 0x8400_0010]
+        );
+        let (frames, stop) = m.walk(KSTACK - arch.below(), KSTACK, Crossings::ALL);
+        assert_eq!(stop, StopReason::NotIncreasing, "{arch:?}");
+        assert_eq!(frames[3..], [0x8400_0100, KE, 0x8400_0010, 0x8400_0010]);
+        // A user frame back into the kernel's stack (above): upwards, but off the user
+        // stack's span.
+        let mut m = syscall(arch);
+        m.frame(USTACK + 0x20, KSTACK, 0x8400_0010);
+        let (frames, stop) = m.walk(KSTACK - arch.below(), KSTACK, Crossings::ALL);
+        assert_eq!(stop, StopReason::OffStack, "{arch:?}");
+        assert_eq!(frames.len(), 5, "{arch:?}");
+    }
+}
+
+#[test]
+fn nothing_is_read_beyond_each_stacks_span() {
+    for arch in BOTH {
+        let below = arch.below();
+        // Kernel side: records every 64 KiB upwards from the stack pointer.
+        let mut m = Mem::new(arch);
+        let step = 64 << 10;
+        for k in 0..4u64 {
+            m.frame(KSTACK + k * step, KSTACK + (k + 1) * step, 0x100 + k);
+        }
+        let (frames, stop) = m.walk(KSTACK - below, KSTACK, Crossings::ALL);
+        assert_eq!(stop, StopReason::OffStack, "{arch:?}");
+        assert_eq!(frames, [0x100, 0x101], "{arch:?}");
+        let last = m.reads.borrow().iter().copied().max().unwrap();
+        assert!(last + 16 <= KSTACK - below + STACK_SPAN, "{arch:?}");
+        let unbounded = Crossings {
+            stack_span: 0,
+            ..Crossings::ALL
+        };
+        let (frames, _) = m.walk(KSTACK - below, KSTACK, unbounded);
+        assert_eq!(frames.len(), 4, "{arch:?}");
+        // User side: its span starts at its first record.
+        let mut m = syscall(arch);
+        m.frame(USTACK + 0x20, USTACK + STACK_SPAN, 0x8400_0010);
+        m.frame(USTACK + STACK_SPAN, 0, 0x8400_0000);
+        m.reads.borrow_mut().clear();
+        let (frames, stop) = m.walk(KSTACK - 0x30, KSTACK, Crossings::ALL);
+        assert_eq!(stop, StopReason::OffStack, "{arch:?}");
+        assert_eq!(frames.len(), 5, "{arch:?}");
+        assert!(m
+            .reads
+            .borrow()
+            .iter()
+            .all(|&a| a < USTACK + STACK_SPAN - below || a >= KSTACK - 0x30));
+    }
+}
+
+#[test]
+fn markers_respect_the_depth_cap() {
+    for arch in BOTH {
+        let m = syscall(arch);
+        for depth in 0..6 {
+            let mut out = vec![0; depth];
+            let r = arch.walk(
+                KSTACK - arch.below(),
+                KSTACK,
+                32,
+                Crossings::ALL,
+                |a, b| m.read(a, b),
+                &mut out,
+            );
+            assert!(r.frames <= depth);
+            if depth < 5 {
+                assert_eq!(r.stop, StopReason::DepthLimit, "{arch:?} {depth}");
+            }
+        }
+    }
+}
+
+/// Random garbage as memory and registers: never a panic, never more frames than room, at
+/// most one read per frame (and riscv64's one GCC leaf record), none wrapping around.
+#[test]
+fn garbage_never_panics_and_stays_short() {
+    let mut rng = fastrand::Rng::with_seed(7);
+    for arch in BOTH {
+        for seed in 0..3000u64 {
+            let depth = rng.usize(0..40);
+            let mut out = vec![0; rng.usize(0..50)];
+            let near = rng.u64(0x8000_0000..0x8800_0000) & !7;
+            let fp = match seed % 4 {
+                0 => rng.u64(..),
+                1 => near,
+                2 => u64::MAX - rng.u64(0..64),
+                _ => rng.u64(0..0x1_0000),
+            };
+            let floor = match seed % 3 {
+                0 => 0,
+                1 => fp.saturating_sub(rng.u64(0..0x100)),
+                _ => rng.u64(..),
+            };
+            let crossings = Crossings {
+                stack_switches: rng.u8(0..4),
+                user_mode: rng.bool(),
+                stack_span: [0, STACK_SPAN, rng.u64(..)][rng.usize(0..3)],
+                ..Crossings::ALL
+            };
+            let mut reads = 0usize;
+            let mut fill = fastrand::Rng::with_seed(seed);
+            let r = arch.walk(
+                floor,
+                fp,
+                depth,
+                crossings,
+                |addr, buf| {
+                    reads += 1;
+                    assert!(addr.checked_add(buf.len() as u64 - 1).is_some());
+                    for chunk in buf.chunks_mut(8) {
+                        // Words near the last frame pointer, or anything.
+                        let v = match fill.u8(0..4) {
+                            0 => fill.u64(..),
+                            1 => 0,
+                            _ => near.wrapping_add(fill.u64(0..0x2000)).wrapping_sub(0x1000) & !7,
+                        };
+                        chunk.copy_from_slice(&v.to_le_bytes()[..chunk.len()]);
+                    }
+                    !fill.u8(..).is_multiple_of(16)
+                },
+                &mut out,
+            );
+            let room = depth.min(out.len());
+            assert!(r.frames <= room);
+            assert!(reads <= room + 1, "{arch:?} {seed}");
+            assert!(out[..r.frames].iter().all(|&a| a != 0));
+        }
+    }
+}
