@@ -172,7 +172,9 @@ fn vcpu_init(idx: u32) {
         return;
     };
     if v.ready {
-        // Called again (a vCPU reset): keep the counts.
+        // Called again (a vCPU reset): keep the counts; the calls pending when it happened
+        // never return.
+        crate::alloc::vcpu_reset(p, idx, &mut v);
         return;
     }
     warn_shared_thread(p, idx);

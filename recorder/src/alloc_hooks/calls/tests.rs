@@ -2,6 +2,7 @@ use std::collections::HashMap;
 
 use super::*;
 use crate::alloc_hooks::dwarf::Param;
+use crate::alloc_hooks::matcher::NOTHING;
 use crate::alloc_hooks::resolve::resolve;
 use crate::alloc_hooks::spec::Spec;
 use crate::alloc_hooks::symbols::{Symbol, SymbolIndex};
@@ -236,7 +237,12 @@ impl Run {
         )
     }
 
+    /// The vCPU enters a block at `pc`: as in the plugin, the hooks see it only when `pc` is
+    /// in one of the watch slots (QEMU's `COND_EQ` against each slot).
     fn reach(&mut self, pc: u64, t: u64) -> u64 {
+        if !self.hooks.watch().contains(&pc) {
+            return 0;
+        }
         let Guest { regs, .. } = &self.guest;
         self.hooks
             .reached(&self.set, pc, at(t), &mut Regs(regs), &mut self.out)
@@ -257,7 +263,7 @@ fn an_allocation_is_recorded_when_it_returns_with_its_pointer_and_stack() {
         r.guest.call(SP, 0xc010_1400, 0xc010_1240);
         r.guest.set(a, 200);
         assert_eq!(r.enter(KMALLOC, 10), 0);
-        assert_eq!(r.hooks.watch(), 0xc010_1400);
+        assert_eq!(r.hooks.watch()[0], 0xc010_1400);
         r.guest.returned(SP, 0x40_1010);
         // Another block with the same address, deeper in the stack: not this return.
         r.guest
@@ -265,7 +271,7 @@ fn an_allocation_is_recorded_when_it_returns_with_its_pointer_and_stack() {
         assert_eq!(r.reach(0xc010_1400, 15), 0);
         r.guest.returned(SP, 0x40_1010);
         assert_eq!(r.reach(0xc010_1400, 20), 1);
-        assert_eq!(r.hooks.watch(), super::super::matcher::NOTHING);
+        assert_eq!(r.hooks.watch(), [NOTHING; WATCH_SLOTS]);
         assert_eq!(
             r.events(),
             [Ev {
@@ -334,10 +340,10 @@ fn an_interrupt_handlers_allocation_nests_inside_the_tasks() {
     r.guest.call(irq_sp, 0xc010_9000, 0xc010_8000);
     r.guest.set("ecx", 32);
     r.enter(KMALLOC, 2);
-    assert_eq!(r.hooks.watch(), 0xc010_9000);
+    assert_eq!(r.hooks.watch()[..2], [0xc010_9000, 0xc010_1400]);
     r.guest.returned(irq_sp, 0x40_0100);
     assert_eq!(r.reach(0xc010_9000, 3), 1);
-    assert_eq!(r.hooks.watch(), 0xc010_1400);
+    assert_eq!(r.hooks.watch()[0], 0xc010_1400);
     r.guest.returned(SP, 0x40_0200);
     assert_eq!(r.reach(0xc010_1400, 4), 1);
     let ev = r.events();
