@@ -1,12 +1,17 @@
 //! `alloc=`: the allocator hooks' QEMU glue. At translation, an instruction callback at each
-//! hooked function's entry, and on every block one conditional callback per watch slot that
-//! fires when the block starts at the address the slot holds (each vCPU's [`WATCH_SLOTS`]
-//! scoreboard slots hold the return addresses of its newest pending calls, so that a call
-//! that never returns does not hide the returns of the calls below it). The logic
-//! (arguments, stacks, matching, events) is `recorder::alloc_hooks`.
+//! hooked function's entry, and conditional callbacks that fire when the block starts at an
+//! address a watch slot holds: each vCPU's [`WATCH_SLOTS`] scoreboard slots hold the return
+//! addresses of its newest pending calls, so that a call that never returns does not hide the
+//! returns of the calls below it. Every block tests slot 0 (the newest call's return
+//! address); only blocks that start at a return address a hooked call has had (a return
+//! site, usually translated after the call's entry saw it) test the other slots too, so the
+//! extra slots cost nothing in the rest of the code. The logic (arguments, stacks, matching,
+//! events) is `recorder::alloc_hooks`.
 
+use std::collections::HashSet;
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 
 use kern_profile_format::{AllocHookStats, Arch, SamplingMode};
 use kern_profile_recorder::alloc_hooks::matcher::{NOTHING, WATCH_SLOTS};
@@ -23,7 +28,13 @@ pub struct AllocHooks {
     pub set: HookSet,
     /// Per vCPU: the return addresses its conditional callbacks wait for.
     pub watch: [U64Entry; WATCH_SLOTS],
+    /// Every return address a hooked call has had (at most [`MAX_RETURN_SITES`]): blocks
+    /// starting there test all the watch slots.
+    return_sites: Mutex<HashSet<u64>>,
 }
+
+/// Return sites remembered; beyond, a new one's block tests slot 0 only (as any block).
+const MAX_RETURN_SITES: usize = 1 << 20;
 
 impl AllocHooks {
     /// Loads the SPEC and the symbols; every error names the argument (and SPEC line).
@@ -38,7 +49,24 @@ impl AllocHooks {
         Ok(AllocHooks {
             set,
             watch: std::array::from_fn(slot),
+            return_sites: Mutex::new(HashSet::new()),
         })
+    }
+
+    /// Remembers the watched addresses as return sites.
+    fn note_return_sites(&self, watch: &[u64; WATCH_SLOTS]) {
+        let Ok(mut sites) = self.return_sites.lock() else {
+            return;
+        };
+        for &w in watch.iter().filter(|&&w| w != NOTHING) {
+            if sites.len() < MAX_RETURN_SITES {
+                sites.insert(w);
+            }
+        }
+    }
+
+    fn is_return_site(&self, pc: u64) -> bool {
+        self.return_sites.lock().is_ok_and(|s| s.contains(&pc))
     }
 
     /// Sets vCPU `idx`'s watch slots.
@@ -80,8 +108,15 @@ pub unsafe fn instrument(a: &'static AllocHooks, tb: *mut sys::qemu_plugin_tb, i
         }
     }
     let start = sys::qemu_plugin_tb_vaddr(tb);
-    // A slot holds each address at most once: at most one of these fires.
-    for slot in &a.watch {
+    // Slot 0 everywhere; the others at return sites. A block at a return site translated
+    // before a hooked call first had it (reached some other way first) tests slot 0 only:
+    // the call's return is caught while it is the newest. A vCPU's slots hold an address at
+    // most once: at most one of these fires.
+    let slots = match a.is_return_site(start) {
+        true => &a.watch[..],
+        false => &a.watch[..1],
+    };
+    for slot in slots {
         sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
             tb,
             Some(on_return),
@@ -141,6 +176,7 @@ fn with_hooks(idx: u32, f: impl FnOnce(&AllocHooks, &mut Vcpu, Moment, &mut Vec<
         .hooks
         .as_ref()
         .map_or([NOTHING; WATCH_SLOTS], VcpuHooks::watch);
+    a.note_return_sites(&watch);
     a.set_watch(idx, watch);
     if due {
         send(p, &mut v.buffer);
