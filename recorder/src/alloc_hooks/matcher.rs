@@ -3,8 +3,9 @@
 //! At the entry the plugin knows the return address (at `[SP]` on x86) and what SP will be
 //! once the call has returned. The vCPU's pending calls are kept newest last. The plugin
 //! watches the return addresses of the newest few ([`WATCH_SLOTS`] distinct addresses, see
-//! [`Matcher::watch`]): one scoreboard slot each, and at every block one conditional callback
-//! per slot that compares the block's address with it. When the vCPU gets to a watched
+//! [`Matcher::watch`]): one scoreboard slot each, and conditional callbacks that compare a
+//! block's address with them (slot 0 at every block, all the slots at blocks that start at a
+//! return address some hooked call has had). When the vCPU gets to a watched
 //! address with a pending call's SP, that call has returned. Matching on both the address and
 //! SP keeps recursion (the same return address deeper in the stack) and interrupts (a
 //! handler's calls push below and return first) apart. Watching more than the newest call
@@ -31,8 +32,8 @@ pub const NOTHING: u64 = u64::MAX;
 /// Pending calls kept per vCPU; beyond, the oldest are given up.
 pub const MAX_PENDING: usize = 256;
 
-/// Return addresses watched per vCPU: the plugin's scoreboard slots, each one conditional
-/// callback per block.
+/// Return addresses watched per vCPU: the plugin's scoreboard slots, each a conditional
+/// callback (slot 0 at every block, the others at return sites).
 pub const WATCH_SLOTS: usize = 4;
 
 /// How far below a returning call's SP another pending call is taken to be on the same stack
@@ -124,11 +125,6 @@ impl<T> Matcher<T> {
             }
         }
         slots
-    }
-
-    /// Whether the plugin watches `pc` (a conditional callback fires for it).
-    pub fn watches(&self, pc: u64) -> bool {
-        pc != NOTHING && self.watch().contains(&pc)
     }
 
     pub fn len(&self) -> usize {
