@@ -172,8 +172,9 @@ fn vcpu_init(idx: u32) {
         return;
     };
     if v.ready {
-        // Called again (a vCPU reset): keep the counts; the calls pending when it happened
-        // never return.
+        // Called again (QEMU 10 calls it once, when it creates the vCPU, and tells plugins
+        // of no reset; a re-initialised vCPU starts over): keep the counts; the calls
+        // pending then never return.
         crate::alloc::vcpu_reset(p, idx, &mut v);
         return;
     }
