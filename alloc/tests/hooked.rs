@@ -164,6 +164,19 @@ fn events_are_replayed_in_time_order_across_vcpus() {
 }
 
 #[test]
+fn events_at_the_same_host_time_keep_the_vcpus_order() {
+    // Events carry no instruction count without `period=` (0): only the host time orders
+    // them, and a tie keeps the order the vCPU wrote them in.
+    let mut r = Raw::new();
+    r.alloc(10, 0x100, 64, 0xc010_1400)
+        .free(10, 0x100)
+        .alloc(10, 0x100, 32, 0xc010_1400);
+    let a = analyze_raw(&r.bytes[..], &opts(View::Live)).unwrap();
+    let s = &a.allocators[0].stats;
+    assert_eq!((s.reused_live, s.unknown_frees, s.live_at_end), (0, 0, 32));
+}
+
+#[test]
 fn null_results_and_calls_that_never_returned_are_counted_apart() {
     let mut r = Raw::new();
     r.alloc(1, 0, 4096, 0xc010_1400)

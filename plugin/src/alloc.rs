@@ -1,14 +1,20 @@
 //! `alloc=`: the allocator hooks' QEMU glue. At translation, an instruction callback at each
-//! hooked function's entry, and on every block a conditional callback that fires when the
-//! block starts at the vCPU's watched return address (a scoreboard slot holding the newest
-//! pending call's). The logic (arguments, stacks, matching, events) is
-//! `recorder::alloc_hooks`.
+//! hooked function's entry, and conditional callbacks that fire when the block starts at an
+//! address a watch slot holds: each vCPU's [`WATCH_SLOTS`] scoreboard slots hold the return
+//! addresses of its newest pending calls, so that a call that never returns does not hide the
+//! returns of the calls below it. Every block tests slot 0 (the newest call's return
+//! address); only blocks that start at a return address a hooked call has had (a return
+//! site, usually translated after the call's entry saw it) test the other slots too, so the
+//! extra slots cost nothing in the rest of the code. The logic (arguments, stacks, matching,
+//! events) is `recorder::alloc_hooks`.
 
+use std::collections::HashSet;
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 
 use kern_profile_format::{AllocHookStats, Arch, SamplingMode};
-use kern_profile_recorder::alloc_hooks::matcher::NOTHING;
+use kern_profile_recorder::alloc_hooks::matcher::{NOTHING, WATCH_SLOTS};
 use kern_profile_recorder::alloc_hooks::{Hook, HookSet, Moment, Spec, VcpuHooks};
 use kern_profile_recorder::config::AllocConfig;
 use qemu_plugin_sys as sys;
@@ -17,28 +23,76 @@ use crate::qemu::U64Entry;
 use crate::vcpu::{send, Vcpu};
 use crate::{guard, lock_now, Plugin, PLUGIN};
 
-/// The hooks and each vCPU's watch slot.
+/// The hooks and each vCPU's watch slots.
 pub struct AllocHooks {
     pub set: HookSet,
-    /// Per vCPU: the return address its conditional callback waits for.
-    pub watch: U64Entry,
+    /// Per vCPU: the return addresses its conditional callbacks wait for.
+    pub watch: [U64Entry; WATCH_SLOTS],
+    /// Every return address a hooked call has had (at most [`MAX_RETURN_SITES`]): blocks
+    /// starting there test all the watch slots.
+    return_sites: Mutex<HashSet<u64>>,
 }
+
+/// Return sites remembered; beyond, a new one's block tests slot 0 only (as any block).
+const MAX_RETURN_SITES: usize = 1 << 20;
 
 impl AllocHooks {
     /// Loads the SPEC and the symbols; every error names the argument (and SPEC line).
-    pub fn load(cfg: &AllocConfig, arch: Arch, watch: U64Entry) -> Result<AllocHooks, String> {
+    /// `slot(i)` is the scoreboard entry of watch slot `i`.
+    pub fn load(
+        cfg: &AllocConfig,
+        arch: Arch,
+        slot: impl Fn(usize) -> U64Entry,
+    ) -> Result<AllocHooks, String> {
         let spec = Spec::load(&cfg.spec).map_err(|e| e.to_string())?;
         let set = HookSet::load(&spec, &cfg.symbols, arch).map_err(|e| e.to_string())?;
-        Ok(AllocHooks { set, watch })
+        Ok(AllocHooks {
+            set,
+            watch: std::array::from_fn(slot),
+            return_sites: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Remembers the watched addresses as return sites.
+    fn note_return_sites(&self, watch: &[u64; WATCH_SLOTS]) {
+        let Ok(mut sites) = self.return_sites.lock() else {
+            return;
+        };
+        for &w in watch.iter().filter(|&&w| w != NOTHING) {
+            if sites.len() < MAX_RETURN_SITES {
+                sites.insert(w);
+            }
+        }
+    }
+
+    fn is_return_site(&self, pc: u64) -> bool {
+        self.return_sites.lock().is_ok_and(|s| s.contains(&pc))
+    }
+
+    /// Sets vCPU `idx`'s watch slots.
+    fn set_watch(&self, idx: u32, addrs: [u64; WATCH_SLOTS]) {
+        for (slot, addr) in self.watch.iter().zip(addrs) {
+            if slot.get(idx) != addr {
+                slot.set(idx, addr);
+            }
+        }
     }
 }
 
 /// A vCPU starts: nothing to watch yet (scoreboards start at 0, a possible block address).
 pub fn vcpu_init(a: &AllocHooks, idx: u32) {
-    a.watch.set(idx, NOTHING);
+    a.set_watch(idx, [NOTHING; WATCH_SLOTS]);
 }
 
-/// At translation: the entry hooks of the block's instructions, and the return watch.
+/// A vCPU is reset: its pending calls never returned (they are reported so), and its slots
+/// watch nothing.
+pub fn vcpu_reset(p: &Plugin, idx: u32, v: &mut Vcpu) {
+    let Some(a) = &p.alloc else { return };
+    finish_vcpu(p, idx, v);
+    a.set_watch(idx, [NOTHING; WATCH_SLOTS]);
+}
+
+/// At translation: the entry hooks of the block's instructions, and the return watches.
 ///
 /// # Safety
 /// `tb` is the block QEMU is translating, with `n` instructions.
@@ -54,15 +108,25 @@ pub unsafe fn instrument(a: &'static AllocHooks, tb: *mut sys::qemu_plugin_tb, i
         }
     }
     let start = sys::qemu_plugin_tb_vaddr(tb);
-    sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
-        tb,
-        Some(on_return),
-        sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
-        sys::qemu_plugin_cond::QEMU_PLUGIN_COND_EQ,
-        a.watch.0,
-        start,
-        start as usize as *mut c_void,
-    );
+    // Slot 0 everywhere; the others at return sites. A block at a return site translated
+    // before a hooked call first had it (reached some other way first) tests slot 0 only:
+    // the call's return is caught while it is the newest. A vCPU's slots hold an address at
+    // most once: at most one of these fires.
+    let slots = match a.is_return_site(start) {
+        true => &a.watch[..],
+        false => &a.watch[..1],
+    };
+    for slot in slots {
+        sys::qemu_plugin_register_vcpu_tb_exec_cond_cb(
+            tb,
+            Some(on_return),
+            sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+            sys::qemu_plugin_cond::QEMU_PLUGIN_COND_EQ,
+            slot.0,
+            start,
+            start as usize as *mut c_void,
+        );
+    }
 }
 
 /// Where the vCPU is, for an event.
@@ -89,8 +153,8 @@ unsafe extern "C" fn on_return(vcpu: c_uint, userdata: *mut c_void) {
     guard(|| with_hooks(vcpu, |a, v, at, out| v.reach_hook(&a.set, pc, at, out)));
 }
 
-/// Runs `f` on vCPU `idx`'s hooks, then updates its watch slot and hands over its batch when
-/// due.
+/// Runs `f` on vCPU `idx`'s hooks, then updates its watch slots and hands over its batch
+/// when due.
 fn with_hooks(idx: u32, f: impl FnOnce(&AllocHooks, &mut Vcpu, Moment, &mut Vec<u8>) -> u64) {
     let Some(p) = PLUGIN.get() else { return };
     let Some(a) = &p.alloc else { return };
@@ -108,14 +172,18 @@ fn with_hooks(idx: u32, f: impl FnOnce(&AllocHooks, &mut Vcpu, Moment, &mut Vec<
     let mut buffer = std::mem::take(&mut v.buffer);
     let due = buffer.push_events(at.time_ns, |out| f(a, v, at, out));
     v.buffer = buffer;
-    a.watch
-        .set(idx, v.hooks.as_ref().map_or(NOTHING, VcpuHooks::watch));
+    let watch = v
+        .hooks
+        .as_ref()
+        .map_or([NOTHING; WATCH_SLOTS], VcpuHooks::watch);
+    a.note_return_sites(&watch);
+    a.set_watch(idx, watch);
     if due {
         send(p, &mut v.buffer);
     }
 }
 
-/// At exit: vCPU `idx`'s pending calls never returned.
+/// At exit or reset: vCPU `idx`'s pending calls never returned.
 pub fn finish_vcpu(p: &Plugin, idx: u32, v: &mut Vcpu) {
     let (Some(a), Some(hooks)) = (&p.alloc, v.hooks.as_mut()) else {
         return;

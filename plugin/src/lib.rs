@@ -204,11 +204,12 @@ unsafe fn install(
         start_unix_ns: unix_now_ns(),
         qemu_version: running_qemu_version(info.version.cur),
     };
-    // 64-byte elements: each vCPU's counter on its own cache line, its `alloc=` watch slot
+    // 64-byte elements: each vCPU's counter on its own cache line, its `alloc=` watch slots
     // beside it.
+    const _: () = assert!(8 * (1 + kern_profile_recorder::alloc_hooks::matcher::WATCH_SLOTS) <= 64);
     let acc = U64Entry::new_scoreboard(64).ok_or("cannot allocate a scoreboard")?;
     let alloc = match &cfg.alloc {
-        Some(a) => Some(AllocHooks::load(a, arch, acc.at_offset(8))?),
+        Some(a) => Some(AllocHooks::load(a, arch, |i| acc.at_offset(8 * (1 + i)))?),
         None => None,
     };
     let version = if alloc.is_some() {

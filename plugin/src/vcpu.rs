@@ -172,7 +172,10 @@ fn vcpu_init(idx: u32) {
         return;
     };
     if v.ready {
-        // Called again (a vCPU reset): keep the counts.
+        // Called again (QEMU 10 calls it once, when it creates the vCPU, and tells plugins
+        // of no reset; a re-initialised vCPU starts over): keep the counts; the calls
+        // pending then never return.
+        crate::alloc::vcpu_reset(p, idx, &mut v);
         return;
     }
     warn_shared_thread(p, idx);

@@ -18,7 +18,7 @@ use kern_profile_format::{alloc_flags, frame_marker, AllocEvent, Arch, StopReaso
 use kern_profile_unwind::{EntryState, PtrWidth};
 
 use super::args::{read, return_register, sp_at_return, Location, RegisterFile};
-use super::matcher::{Matcher, Pending};
+use super::matcher::{Matcher, Pending, WATCH_SLOTS};
 use super::resolve::{Hook, HookSet};
 use crate::capture::{Capture, Reg, RegisterReader, SampleSite};
 
@@ -86,8 +86,9 @@ impl VcpuHooks {
         }
     }
 
-    /// The return address the plugin must watch for (see [`Matcher::watch`]).
-    pub fn watch(&self) -> u64 {
+    /// The return addresses the plugin must watch for, one per slot (see
+    /// [`Matcher::watch`]).
+    pub fn watch(&self) -> [u64; WATCH_SLOTS] {
         self.matcher.watch()
     }
 
@@ -205,8 +206,8 @@ impl VcpuHooks {
         })
     }
 
-    /// The vCPU entered a block at `pc`, the watched return address. Returns the number of
-    /// events encoded into `out`.
+    /// The vCPU entered a block at `pc`, one of the watched return addresses. Returns the
+    /// number of events encoded into `out`.
     pub fn reached<G>(
         &mut self,
         set: &HookSet,
@@ -239,7 +240,7 @@ impl VcpuHooks {
         n
     }
 
-    /// At exit: every call still pending never returned.
+    /// At exit, or when the vCPU is reset: every call still pending never returned.
     pub fn finish(&mut self, set: &HookSet, at: Moment, out: &mut Vec<u8>) -> u64 {
         let pending: Vec<Call> = self.matcher.drain().collect();
         self.given_up.extend(pending);

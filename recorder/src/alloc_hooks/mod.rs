@@ -10,9 +10,9 @@
 //!   interrupts, calls that never return);
 //! - [`calls`]: one vCPU's calls from entry to encoded allocation events.
 //!
-//! The plugin registers an instruction callback at each hooked function's entry and a
-//! conditional callback at every block that fires when the block starts at the vCPU's
-//! watched return address ([`calls::VcpuHooks::watch`]).
+//! The plugin registers an instruction callback at each hooked function's entry and
+//! conditional callbacks at blocks that fire when the block starts at one of the vCPU's
+//! watched return addresses ([`calls::VcpuHooks::watch`], [`matcher::WATCH_SLOTS`] slots).
 
 pub mod args;
 pub mod calls;

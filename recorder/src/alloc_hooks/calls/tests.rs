@@ -2,6 +2,7 @@ use std::collections::HashMap;
 
 use super::*;
 use crate::alloc_hooks::dwarf::Param;
+use crate::alloc_hooks::matcher::NOTHING;
 use crate::alloc_hooks::resolve::resolve;
 use crate::alloc_hooks::spec::Spec;
 use crate::alloc_hooks::symbols::{Symbol, SymbolIndex};
@@ -20,7 +21,8 @@ impl Guest {
     fn new(arch: Arch) -> Self {
         Guest {
             regs: HashMap::new(),
-            stack: vec![0; 0x1000],
+            // Room for two tasks' stacks further apart than `STACK_WINDOW`.
+            stack: vec![0; 0x8000],
             width: arch.ptr_width() as usize,
         }
     }
@@ -236,7 +238,12 @@ impl Run {
         )
     }
 
+    /// The vCPU enters a block at `pc`: as in the plugin, the hooks see it only when `pc` is
+    /// in one of the watch slots (QEMU's `COND_EQ` against each slot).
     fn reach(&mut self, pc: u64, t: u64) -> u64 {
+        if !self.hooks.watch().contains(&pc) {
+            return 0;
+        }
         let Guest { regs, .. } = &self.guest;
         self.hooks
             .reached(&self.set, pc, at(t), &mut Regs(regs), &mut self.out)
@@ -257,7 +264,7 @@ fn an_allocation_is_recorded_when_it_returns_with_its_pointer_and_stack() {
         r.guest.call(SP, 0xc010_1400, 0xc010_1240);
         r.guest.set(a, 200);
         assert_eq!(r.enter(KMALLOC, 10), 0);
-        assert_eq!(r.hooks.watch(), 0xc010_1400);
+        assert_eq!(r.hooks.watch()[0], 0xc010_1400);
         r.guest.returned(SP, 0x40_1010);
         // Another block with the same address, deeper in the stack: not this return.
         r.guest
@@ -265,7 +272,7 @@ fn an_allocation_is_recorded_when_it_returns_with_its_pointer_and_stack() {
         assert_eq!(r.reach(0xc010_1400, 15), 0);
         r.guest.returned(SP, 0x40_1010);
         assert_eq!(r.reach(0xc010_1400, 20), 1);
-        assert_eq!(r.hooks.watch(), super::super::matcher::NOTHING);
+        assert_eq!(r.hooks.watch(), [NOTHING; WATCH_SLOTS]);
         assert_eq!(
             r.events(),
             [Ev {
@@ -334,10 +341,10 @@ fn an_interrupt_handlers_allocation_nests_inside_the_tasks() {
     r.guest.call(irq_sp, 0xc010_9000, 0xc010_8000);
     r.guest.set("ecx", 32);
     r.enter(KMALLOC, 2);
-    assert_eq!(r.hooks.watch(), 0xc010_9000);
+    assert_eq!(r.hooks.watch()[..2], [0xc010_9000, 0xc010_1400]);
     r.guest.returned(irq_sp, 0x40_0100);
     assert_eq!(r.reach(0xc010_9000, 3), 1);
-    assert_eq!(r.hooks.watch(), 0xc010_1400);
+    assert_eq!(r.hooks.watch()[0], 0xc010_1400);
     r.guest.returned(SP, 0x40_0200);
     assert_eq!(r.reach(0xc010_1400, 4), 1);
     let ev = r.events();
@@ -385,6 +392,56 @@ fn calls_that_never_return_are_counted_and_flagged() {
             nested: 0
         }
     );
+}
+
+#[test]
+fn a_sleeping_tasks_call_and_a_left_call_do_not_hide_returns_and_a_reset_drops_the_rest() {
+    let mut r = Run::new(Arch::I386);
+    // Task A allocates and sleeps inside kmalloc.
+    let sp_a = BASE + 0x7000;
+    r.guest.call(sp_a, 0xc010_1400, 0xc010_1240);
+    r.guest.set("ecx", 64);
+    r.enter(KMALLOC, 1);
+    // Task B, on its own stack far below, allocates; inside, a page allocation is left by a
+    // longjmp.
+    let sp_b = SP;
+    r.guest.call(sp_b, 0xc010_1480, 0xc010_1240);
+    r.guest.set("ecx", 32);
+    r.enter(KMALLOC, 2);
+    r.guest.call(sp_b - 0x100, 0xc010_1700, 0xc010_1480);
+    r.enter(PAGES, 3);
+    assert_eq!(
+        r.hooks.watch()[..3],
+        [0xc010_1700, 0xc010_1480, 0xc010_1400]
+    );
+    // A wakes up and returns, below two pending calls: caught; B's stay pending.
+    r.guest.returned(sp_a, 0x40_0100);
+    assert_eq!(r.reach(0xc010_1400, 4), 1);
+    // B's kmalloc returns: the page allocation inside it never returned.
+    r.guest.returned(sp_b, 0x40_0200);
+    assert_eq!(r.reach(0xc010_1480, 5), 2);
+    // A call pending when the vCPU is reset never returns.
+    r.guest.call(sp_b, 0xc010_1480, 0xc010_1240);
+    r.enter(KMALLOC, 6);
+    let mut out = Vec::new();
+    assert_eq!(r.hooks.finish(&r.set, at(7), &mut out), 1);
+    r.out.extend_from_slice(&out);
+    assert_eq!(r.hooks.watch(), [NOTHING; WATCH_SLOTS]);
+    let ev: Vec<_> = r
+        .events()
+        .iter()
+        .map(|e| (e.op, e.flags, e.ptr, e.time_ns))
+        .collect();
+    assert_eq!(
+        ev,
+        [
+            (Op::Alloc, 0, 0x40_0100, 4),
+            (Op::Alloc, alloc_flags::UNRETURNED, 0, 5),
+            (Op::Alloc, 0, 0x40_0200, 5),
+            (Op::Alloc, alloc_flags::UNRETURNED, 0, 7),
+        ]
+    );
+    assert_eq!(r.hooks.counts().unreturned, 2);
 }
 
 #[test]
