@@ -9,12 +9,13 @@ use kern_profile_format::{CpuFormat, Truncation};
 use crate::folded::Folded;
 use crate::input::ReadSummary;
 use crate::stacks::UNKNOWN_FRAME;
+use crate::symbolize::SymbolWarning;
 
 /// One warning of a CPU or allocation run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Warning {
-    /// A symbol source was only partly usable (unreadable DWARF…), as the symbolizer says.
-    Symbols(String),
+    /// A symbol source was only partly usable (unreadable DWARF…).
+    Symbols(SymbolWarning),
     /// The input ends inside a record; everything before it was used.
     Truncated { path: PathBuf, at: Truncation },
     /// A raw file without its statistics record: QEMU stopped before the plugin finished.
@@ -155,7 +156,7 @@ impl Warning {
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Warning::Symbols(s) => f.write_str(s),
+            Warning::Symbols(w) => w.fmt(f),
             Warning::Truncated { path, at } => write!(f, "{}: {at}", path.display()),
             Warning::NoStatistics { path } => write!(
                 f,
@@ -260,6 +261,30 @@ impl fmt::Display for Warning {
                  (README.md, \"Profiling Linux\", says what to do when the guest's timing \
                  breaks under the plugin)",
                 share * 100.0
+            ),
+        }
+    }
+}
+
+impl fmt::Display for SymbolWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SymbolWarning::UnreadableDwarf { path, error } => write!(
+                f,
+                "{}: unreadable DWARF: {error}; using the symbol table only",
+                path.display()
+            ),
+            SymbolWarning::UnreadableCfi { path, error } => write!(
+                f,
+                "{}: unreadable call-frame information ({error}); prologue analysis where \
+                 it is missing",
+                path.display()
+            ),
+            SymbolWarning::OverlappingCode { path, section } => write!(
+                f,
+                "{}: executable sections overlap (more code than the file holds); those \
+                 after {section} are not used",
+                path.display()
             ),
         }
     }

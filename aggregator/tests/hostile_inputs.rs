@@ -92,7 +92,12 @@ fn a_compressed_section_claiming_gigabytes_is_refused_before_any_buffer() {
             bytes.len()
         );
         assert!(elf.dwarf.is_none(), "{how}");
-        let w = elf.warnings.join("\n");
+        let w = elf
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
         assert!(
             w.contains(".debug_info") && w.contains("claims 4294967280 bytes"),
             "{how}: {w}"
@@ -114,7 +119,12 @@ fn a_section_that_does_not_decompress_is_a_warning_not_an_empty_section() {
             *b ^= 0x5a;
         }
         let elf = ElfImage::parse(&bytes, Path::new("garbled.elf")).unwrap();
-        let w = elf.warnings.join("\n");
+        let w = elf
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n");
         assert!(
             w.contains("unreadable DWARF") && w.contains(".debug_abbrev"),
             "{how}: {w}"
@@ -127,7 +137,12 @@ fn a_section_that_does_not_decompress_is_a_warning_not_an_empty_section() {
     let size = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
     bytes[at..at + 4].copy_from_slice(&(size + 1).to_le_bytes());
     let elf = ElfImage::parse(&bytes, Path::new("short.elf")).unwrap();
-    let w = elf.warnings.join("\n");
+    let w = elf
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(
         w.contains(".debug_line") && w.contains(&format!("header says {}", size + 1)),
         "{w}"
@@ -305,7 +320,12 @@ fn compressed_call_frame_information_is_held_to_the_same_bound() {
         "{peak} bytes of heap for {} bytes",
         bytes.len()
     );
-    let w = elf.warnings.join("\n");
+    let w = elf
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(
         w.contains(".eh_frame") && w.contains("claims 1073741824 bytes"),
         "{w}"

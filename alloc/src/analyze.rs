@@ -61,14 +61,6 @@ impl Source {
     pub fn first_is_entry(self) -> bool {
         self == Source::Hooks
     }
-
-    /// What the analysis's records are, for reports: `memtrace: N records`.
-    pub fn noun(self) -> (&'static str, &'static str) {
-        match self {
-            Source::Memtrace => ("memtrace", "records"),
-            Source::Hooks => ("allocation hooks", "events"),
-        }
-    }
 }
 
 /// Reads a whole memtrace trace in one pass and analyses it per allocator.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use kern_profile_alloc::{AllocatorProfile, Analysis};
+use kern_profile_alloc::{AllocatorProfile, Analysis, Source};
 
 /// Skipped regions listed one by one before the rest are summed up.
 const SKIPS_LISTED: usize = 10;
@@ -18,7 +18,7 @@ pub fn write_report(
     name_stack: &mut dyn FnMut(&[u64]) -> String,
     top: usize,
 ) -> io::Result<()> {
-    let (source, records) = a.source.noun();
+    let (source, records) = noun(a.source);
     writeln!(
         out,
         "{source}: {} {records}, {} allocator(s)",
@@ -177,4 +177,12 @@ fn write_allocator(
         writeln!(out, "  {units:>14} {pct:>6.1}%  {name}")?;
     }
     Ok(())
+}
+
+/// What the analysis's records are: `memtrace: N records`.
+fn noun(source: Source) -> (&'static str, &'static str) {
+    match source {
+        Source::Memtrace => ("memtrace", "records"),
+        Source::Hooks => ("allocation hooks", "events"),
+    }
 }

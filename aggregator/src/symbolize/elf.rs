@@ -16,7 +16,7 @@ use object::{
 use super::cfi::CfiTable;
 use super::compressed::section_bytes;
 use super::table::{RawSymbol, SymbolTable};
-use super::SymbolError;
+use super::{SymbolError, SymbolWarning};
 
 /// The DWARF reader type: reference-counted, owned section data.
 pub type DwarfReader = gimli::EndianRcSlice<gimli::RunTimeEndian>;
@@ -37,7 +37,7 @@ pub struct ElfImage {
     /// Loadable segments (PT_LOAD): `[start, end)` in memory, sorted.
     segments: Vec<(u64, u64)>,
     /// Problems that did not stop loading (e.g. unreadable DWARF).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<SymbolWarning>,
 }
 
 impl ElfImage {
@@ -104,10 +104,10 @@ impl ElfImage {
             match load_dwarf(&file) {
                 Ok(ctx) => Some(ctx),
                 Err(e) => {
-                    warnings.push(format!(
-                        "{}: unreadable DWARF: {e}; using the symbol table only",
-                        path.display()
-                    ));
+                    warnings.push(SymbolWarning::UnreadableDwarf {
+                        path: path.to_path_buf(),
+                        error: e.to_string(),
+                    });
                     None
                 }
             }
@@ -116,11 +116,10 @@ impl ElfImage {
         };
         let (cfi, cfi_error) = arch.map_or((None, None), |a| CfiTable::load(&file, a));
         if let Some(e) = cfi_error {
-            warnings.push(format!(
-                "{}: unreadable call-frame information ({e}); prologue analysis where it is \
-                 missing",
-                path.display()
-            ));
+            warnings.push(SymbolWarning::UnreadableCfi {
+                path: path.to_path_buf(),
+                error: e.to_string(),
+            });
         }
         Ok(ElfImage {
             path: path.to_path_buf(),
@@ -187,7 +186,7 @@ fn code_sections(
     file: &object::File<'_>,
     file_size: usize,
     path: &Path,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<SymbolWarning>,
 ) -> Vec<(u64, Vec<u8>)> {
     let mut code = Vec::new();
     let mut copied = 0usize;
@@ -198,12 +197,10 @@ fn code_sections(
         let Ok(bytes) = s.data() else { continue };
         copied += bytes.len();
         if copied > file_size {
-            warnings.push(format!(
-                "{}: executable sections overlap (more code than the file holds); \
-                 those after {} are not used",
-                path.display(),
-                s.name().unwrap_or("?")
-            ));
+            warnings.push(SymbolWarning::OverlappingCode {
+                path: path.to_path_buf(),
+                section: s.name().unwrap_or("?").to_string(),
+            });
             break;
         }
         code.push((s.address(), bytes.to_vec()));

@@ -28,6 +28,7 @@ pub mod elf;
 mod return_register;
 pub mod symbol_map;
 pub mod table;
+mod warning;
 
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -40,6 +41,7 @@ pub use demangle::{demangle, sanitize};
 pub use elf::ElfImage;
 pub use return_register::{Corrections, Source};
 pub use table::{Symbol, SymbolTable};
+pub use warning::SymbolWarning;
 
 /// What can go wrong when loading symbols.
 #[derive(Debug, thiserror::Error)]
@@ -274,8 +276,8 @@ impl Symbolizer {
     }
 
     /// Warnings from loading (e.g. unreadable DWARF), the user programs' included.
-    pub fn warnings(&self) -> Vec<String> {
-        let mut w: Vec<String> = self.elf.as_ref().map_or(Vec::new(), |e| e.warnings.clone());
+    pub fn warnings(&self) -> Vec<SymbolWarning> {
+        let mut w = self.elf.as_ref().map_or(Vec::new(), |e| e.warnings.clone());
         for u in &self.users {
             w.extend(u.sym.warnings());
         }
