@@ -116,3 +116,78 @@ fn sigterm_and_sigint_end_the_file_cleanly() {
         assert!(samples > 1000, "SIG{signal}: {samples} samples");
     }
 }
+
+/// SIGTERM once the guest halted (`halt=on`: `cli; hlt` for good, QEMU left running, as one
+/// stops a real kernel), ten times, by host time and by instructions: each run ends its file
+/// with the statistics record, counting every sample in it, and prints the summary.
+#[test]
+fn sigterm_after_the_guest_halted_ends_the_file_cleanly() {
+    if skip_i386() {
+        return;
+    }
+    for run in 0..10u64 {
+        let sampling = if run % 2 == 0 {
+            "delay=200"
+        } else {
+            "period=20000"
+        };
+        let what = format!("run {run} ({sampling})");
+        let dir = scratch(&format!("halt-sigterm-{run}"));
+        let mut c = qemu(&dir, Some(sampling), "rounds=500 alloc_rounds=1 halt=on");
+        let mut child = c
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = std::time::Instant::now();
+        // COM1 ends lines with CR LF.
+        while !std::fs::read_to_string(dir.join("com1")).is_ok_and(|s| s.contains("halted")) {
+            if t.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                panic!("{what}: never halted");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Signal at varied moments after the halt (the idle callback, the timer's ticks).
+        std::thread::sleep(Duration::from_millis(10 + 37 * run));
+        let killed = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let stderr = exit_within(child, Duration::from_secs(60), &what);
+        assert!(
+            stderr.contains("samples written"),
+            "{what}: no summary: {stderr}"
+        );
+        let c = census(&dir.join("raw"));
+        assert!(c.truncation.is_none(), "{what}: torn file");
+        let stats = c
+            .stats
+            .unwrap_or_else(|| panic!("{what}: no statistics record: {stderr}"));
+        assert_eq!(stats.samples, c.samples, "{what}");
+        assert!(c.samples > 10, "{what}: {} samples", c.samples);
+    }
+}
+
+/// Waits for `child` (stderr piped) to exit; a QEMU that does not is killed and fails `what`.
+fn exit_within(mut child: std::process::Child, limit: Duration, what: &str) -> String {
+    use std::io::Read;
+    use wait_timeout::ChildExt;
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = pipe.read_to_string(&mut s);
+        s
+    });
+    if child.wait_timeout(limit).unwrap().is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "{what}: QEMU still running {limit:?} after SIGTERM: {}",
+            reader.join().unwrap()
+        );
+    }
+    reader.join().unwrap()
+}
