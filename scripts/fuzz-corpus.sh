@@ -19,8 +19,7 @@ done
 corpus="$KP_ROOT/fuzz/corpus"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-# Regenerated seeds replace the old ones; inputs fuzzing found (found-*) stay.
-[ -d "$corpus" ] && find "$corpus" -type f ! -name 'found-*' -delete
+clear_generated_seeds "$corpus"
 mkdir -p "$corpus"/{raw,legacy,memtrace,alloc_analyze,symbol_map,elf,plugin_args,cpu_e2e,alloc_spec}
 
 # record NAME RUN-KERNEL-ARGS... PLUGIN-ARGS (the last argument)
