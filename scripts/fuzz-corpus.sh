@@ -3,7 +3,8 @@
 # recorded from the example kernels by the real plugin in QEMU (short runs, so each is a few
 # kilobytes), legacy files converted from them, Maestro memtraces of the example kernel's
 # COM2, tiny.elf of the aggregator's tests (plain, zlib- and zstd-compressed DWARF,
-# stripped) and its riscv64 ones (with and without CFI), the ring-3 example programs, `nm` symbol maps, and plugin argument strings.
+# stripped) and its riscv64 ones (with and without CFI), the ring-3 example programs, `nm` symbol maps,
+# plugin argument strings and allocator SPECs. Inputs fuzzing found (found-*) are kept.
 # The corpus is checked in; run this again after a format change (needs QEMU, the kernels
 # and the plugin: scripts/setup.sh, build-kernel.sh, build-kernel64.sh, build.sh).
 #
@@ -18,8 +19,8 @@ done
 corpus="$KP_ROOT/fuzz/corpus"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-rm -rf "$corpus"
-mkdir -p "$corpus"/{raw,legacy,memtrace,alloc_analyze,symbol_map,elf,plugin_args,cpu_e2e}
+clear_generated_seeds "$corpus"
+mkdir -p "$corpus"/{raw,legacy,memtrace,alloc_analyze,symbol_map,elf,plugin_args,cpu_e2e,alloc_spec}
 
 # record NAME RUN-KERNEL-ARGS... PLUGIN-ARGS (the last argument)
 record() {
@@ -125,5 +126,14 @@ printf 'qemu-system-i386\0-accel\0tcg,thread=single\0-plugin\0kern-profile.so,ou
 printf 'qemu-system-x86_64\0-smp\0' >"$corpus/plugin_args/cmdline-cut"
 printf 'qemu-system-i386\0-smp\0002\0-accel\0tcg\0-plugin\0kern-profile.so,out=x,period=1000\0' \
     >"$corpus/plugin_args/cmdline-smp"
+
+# Allocator SPECs: the presets, the example kernels' file, and that file with the kernel's
+# symbol map after a NUL (the target resolves the SPEC against it).
+for p in recorder/src/alloc_hooks/presets/*.spec; do
+    cp "$p" "$corpus/alloc_spec/preset-$(basename "$p")"
+done
+cp examples/kernel-common/alloc.spec "$corpus/alloc_spec/kernel.spec"
+{ cat examples/kernel-common/alloc.spec; printf '\0'; nm "$ex/kernel.elf" | grep -i kalloc; } \
+    >"$corpus/alloc_spec/kernel-with-nm.spec"
 
 du -sh "$corpus"/*

@@ -26,6 +26,13 @@ forget_rustc_probes() {
     rm -f "$KP_ROOT/target/.rustc_info.json" "$KP_ROOT/target/kern-profile-plugin-embed/.rustc_info.json"
 }
 
+# Empties the seed corpus DIR (fuzz/corpus) for regeneration, keeping the inputs fuzzing
+# found (found-*), which no script can make again.
+clear_generated_seeds() {
+    [ -d "$1" ] || return 0
+    find "$1" -type f ! -name 'found-*' -delete
+}
+
 # Succeeds when dotted version $1 >= $2.
 version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
 

@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use tempfile::NamedTempFile;
+use tempfile::TempPath;
 
 /// A file being written: at `path` only after [`AtomicFile::commit`]. Dropped uncommitted,
 /// the temporary file is removed.
@@ -19,10 +19,12 @@ pub struct AtomicFile {
 }
 
 enum Target {
-    /// Renamed to `path` on commit.
+    /// Renamed to `path` on commit; `temp` removes the file when dropped. Written through
+    /// a plain `File`: errors are the system's, without the temporary file's name.
     Temp {
         path: PathBuf,
-        temp: BufWriter<NamedTempFile>,
+        file: BufWriter<File>,
+        temp: TempPath,
     },
     /// A device or FIFO, written as it goes.
     InPlace(BufWriter<File>),
@@ -53,11 +55,12 @@ impl AtomicFile {
         // As `File::create` would: 0666 less the umask (a temporary file is 0600 otherwise).
         #[cfg(unix)]
         builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let temp = builder.tempfile_in(dir).map_err(named)?;
+        let (file, temp) = builder.tempfile_in(dir).map_err(named)?.into_parts();
         Ok(AtomicFile {
             target: Target::Temp {
                 path,
-                temp: BufWriter::new(temp),
+                file: BufWriter::new(file),
+                temp,
             },
         })
     }
@@ -65,9 +68,9 @@ impl AtomicFile {
     /// Flushes and moves the file to its path.
     pub fn commit(self) -> io::Result<()> {
         match self.target {
-            Target::Temp { path, temp } => {
-                let temp = temp.into_inner().map_err(|e| e.into_error())?;
-                temp.as_file().sync_all()?;
+            Target::Temp { path, file, temp } => {
+                let file = file.into_inner().map_err(|e| e.into_error())?;
+                file.sync_all()?;
                 temp.persist(&path).map_err(|e| e.error)?;
             }
             Target::InPlace(mut file) => file.flush()?,
@@ -77,7 +80,7 @@ impl AtomicFile {
 
     fn writer(&mut self) -> &mut dyn Write {
         match &mut self.target {
-            Target::Temp { temp, .. } => temp,
+            Target::Temp { file, .. } => file,
             Target::InPlace(file) => file,
         }
     }

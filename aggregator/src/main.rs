@@ -379,7 +379,8 @@ fn run(args: ReportArgs) -> Result<()> {
         None => opts.default_output().map(PathBuf::from),
     };
     let mut out = LazyOutput::new(target.clone());
-    let report = kern_profile::run_cpu(&raw, elf.as_deref(), &opts, &mut out)?;
+    let report = kern_profile::run_cpu(&raw, elf.as_deref(), &opts, &mut out)
+        .map_err(|e| name_output(e, target.as_deref()))?;
     out.finish()
         .with_context(|| format!("cannot write {}", LazyOutput::describe(target.as_deref())))?;
     for w in &report.warnings {
@@ -444,6 +445,17 @@ fn run_alloc(args: ReportArgs) -> Result<()> {
         eprintln!("kern-profile: wrote {}", f.display());
     }
     Ok(())
+}
+
+/// A write error names the file (the library knows only "the output").
+fn name_output(e: kern_profile::ProfileError, target: Option<&Path>) -> kern_profile::ProfileError {
+    match e {
+        kern_profile::ProfileError::Write { source, .. } => kern_profile::ProfileError::Write {
+            what: LazyOutput::describe(target),
+            source,
+        },
+        e => e,
+    }
 }
 
 /// Standard output, or a file begun at the first write and in place only once finished

@@ -107,6 +107,56 @@ fn a_compressed_section_claiming_gigabytes_is_refused_before_any_buffer() {
     }
 }
 
+/// `objcopy ARGS IN OUT`.
+fn objcopy(args: &[&str], input: &Path, out: &Path) {
+    let ok = Command::new("objcopy")
+        .args(args)
+        .arg(input)
+        .arg(out)
+        .status()
+        .expect("objcopy (binutils) runs");
+    assert!(ok.success(), "objcopy {args:?}");
+}
+
+#[test]
+fn decompression_is_bounded_per_file_not_per_section() {
+    let _serial = serial();
+    let dir = common::temp_dir("hostile-total");
+    // .debug_str as 8 MiB of zeros, which zlib packs 1026:1: a ratio real compression
+    // reaches, but 8 MiB from a 14 KB file is over its bound (FORMAT.md section 4).
+    let zeros = dir.join("zeros");
+    std::fs::write(&zeros, vec![0u8; 8 << 20]).unwrap();
+    let update = format!(".debug_str={}", zeros.display());
+    let big = dir.join("big-str.elf");
+    objcopy(&["--update-section", &update], &common::tiny_elf(), &big);
+    let packed = dir.join("big-str-zlib.elf");
+    objcopy(&["--compress-debug-sections=zlib"], &big, &packed);
+    let bytes = std::fs::read(&packed).unwrap();
+    let bound = (1 << 20) + 32 * bytes.len();
+    assert!(
+        bound < 8 << 20,
+        "{} bytes: the test needs a smaller file",
+        bytes.len()
+    );
+
+    let (elf, peak) = peak_heap(|| ElfImage::parse(&bytes, Path::new("big-str.elf")).unwrap());
+    assert!(
+        peak < bound,
+        "{peak} bytes of heap for {} bytes",
+        bytes.len()
+    );
+    assert!(elf.dwarf.is_none());
+    let w = elf.warnings.join("\n");
+    assert!(
+        w.contains(".debug_str") && w.contains("claims 8388608 bytes") && w.contains("in all"),
+        "{w}"
+    );
+    assert!(
+        frames(elf, LEAF).contains("leaf"),
+        "the symbol table still names functions"
+    );
+}
+
 #[test]
 fn a_section_that_does_not_decompress_is_a_warning_not_an_empty_section() {
     let _serial = serial();

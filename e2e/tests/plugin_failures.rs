@@ -116,3 +116,188 @@ fn sigterm_and_sigint_end_the_file_cleanly() {
         assert!(samples > 1000, "SIG{signal}: {samples} samples");
     }
 }
+
+/// SIGTERM once the guest halted (`halt=on`: `cli; hlt` for good, QEMU left running, as one
+/// stops a real kernel), ten times, by host time and by instructions: each run ends its file
+/// with the statistics record, counting every sample in it, and prints the summary.
+#[test]
+fn sigterm_after_the_guest_halted_ends_the_file_cleanly() {
+    if skip_i386() {
+        return;
+    }
+    for run in 0..10u64 {
+        let sampling = if run % 2 == 0 {
+            "delay=200"
+        } else {
+            "period=20000"
+        };
+        let what = format!("run {run} ({sampling})");
+        let dir = scratch(&format!("halt-sigterm-{run}"));
+        let mut c = qemu(&dir, Some(sampling), "rounds=500 alloc_rounds=1 halt=on");
+        let mut child = c
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = std::time::Instant::now();
+        // COM1 ends lines with CR LF.
+        while !std::fs::read_to_string(dir.join("com1")).is_ok_and(|s| s.contains("halted")) {
+            if t.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                panic!("{what}: never halted");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Signal at varied moments after the halt (the idle callback, the timer's ticks).
+        std::thread::sleep(Duration::from_millis(10 + 37 * run));
+        let killed = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let stderr = exit_within(child, Duration::from_secs(60), &what);
+        assert!(
+            stderr.contains("samples written"),
+            "{what}: no summary: {stderr}"
+        );
+        let c = census(&dir.join("raw"));
+        assert!(c.truncation.is_none(), "{what}: torn file");
+        let stats = c
+            .stats
+            .unwrap_or_else(|| panic!("{what}: no statistics record: {stderr}"));
+        assert_eq!(stats.samples, c.samples, "{what}");
+        assert!(c.samples > 10, "{what}: {} samples", c.samples);
+    }
+}
+
+/// Waits for `child` (stderr piped) to exit; a QEMU that does not is killed and fails `what`.
+fn exit_within(mut child: std::process::Child, limit: Duration, what: &str) -> String {
+    use std::io::Read;
+    use wait_timeout::ChildExt;
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = pipe.read_to_string(&mut s);
+        s
+    });
+    if child.wait_timeout(limit).unwrap().is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "{what}: QEMU still running {limit:?} after SIGTERM: {}",
+            reader.join().unwrap()
+        );
+    }
+    reader.join().unwrap()
+}
+
+/// `out=` on a full disk (a file-size limit: `write()` fails with EFBIG, SIGXFSZ ignored):
+/// the plugin reports the error once, while the guest still runs, and its summary counts
+/// as written only samples whose bytes are in the file; the guest is not disturbed.
+#[test]
+fn a_full_disk_is_reported_once_when_it_happens_and_not_counted_as_written() {
+    if skip_i386() {
+        return;
+    }
+    // Far below the ~8 MB this run writes, far above what is written before it applies.
+    const LIMIT: u64 = 2 << 20;
+    let dir = scratch("full-disk");
+    let c = qemu(&dir, Some("period=10000"), "rounds=8000 alloc_rounds=1");
+    // SIGXFSZ ignored (inherited through exec) so that write() fails instead.
+    let mut sh = std::process::Command::new("sh");
+    sh.arg("-c")
+        .arg(r#"trap "" XFSZ; exec "$@""#)
+        .arg("sh")
+        .arg(c.get_program())
+        .args(c.get_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = sh.spawn().unwrap();
+    // The limit goes on once samples reach the file: QEMU itself needs large files until
+    // the guest runs (its RAM is a memfd, which the limit also caps).
+    let raw = dir.join("raw");
+    let t = std::time::Instant::now();
+    while std::fs::metadata(&raw).map_or(0, |m| m.len()) < 8 << 10 {
+        assert!(t.elapsed() < Duration::from_secs(60), "no output file");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let limited = std::process::Command::new("prlimit")
+        .arg(format!("--pid={}", child.id()))
+        .arg(format!("--fsize={LIMIT}"))
+        .status()
+        .unwrap();
+    assert!(limited.success());
+    let size_at_limit = std::fs::metadata(&raw).unwrap().len();
+    assert!(
+        size_at_limit < LIMIT,
+        "the guest wrote {size_at_limit} bytes already"
+    );
+    // Each stderr line, with whether the guest had finished its CPU phase when it came.
+    let com1 = dir.join("com1");
+    let pipe = child.stderr.take().unwrap();
+    let lines = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(pipe)
+            .lines()
+            .map_while(Result::ok)
+            .map(|l| {
+                let done =
+                    std::fs::read_to_string(&com1).is_ok_and(|s| s.contains("phase cpu: done"));
+                (l, done)
+            })
+            .collect::<Vec<_>>()
+    });
+    let status = {
+        use wait_timeout::ChildExt;
+        let s = child.wait_timeout(Duration::from_secs(300)).unwrap();
+        s.unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("QEMU did not finish")
+        })
+    };
+    let lines = lines.join().unwrap();
+    let all: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(status.code(), Some(33), "the guest was disturbed: {all:#?}");
+    let errors: Vec<&(String, bool)> = lines
+        .iter()
+        .filter(|(l, _)| l.contains("too large"))
+        .collect();
+    assert_eq!(errors.len(), 1, "one error line: {all:#?}");
+    let (error, guest_done) = errors[0];
+    assert!(
+        error.contains(&dir.join("raw").display().to_string()),
+        "{error}"
+    );
+    assert!(
+        !guest_done,
+        "reported only after the guest's CPU phase: {all:#?}"
+    );
+
+    assert_eq!(std::fs::metadata(&raw).unwrap().len(), LIMIT);
+    let summary = all
+        .iter()
+        .find(|l| l.contains("samples written"))
+        .unwrap_or_else(|| panic!("no summary: {all:#?}"));
+    let (written, dropped) = written_and_dropped(summary);
+    let c = census(&raw);
+    assert!(c.stats.is_none(), "no room for the statistics record");
+    // A batch counts only once all of it is written: the one cut at the limit counts as
+    // dropped, though its first records are in the file.
+    assert!(
+        written <= c.samples && c.samples < written + 2000,
+        "summary: {written} written; the file holds {}",
+        c.samples
+    );
+    assert!(written > 100 && dropped > 1000, "{summary}");
+}
+
+/// N and D of the summary's "N samples written, D dropped".
+fn written_and_dropped(summary: &str) -> (u64, u64) {
+    let number_before = |what: &str| -> u64 {
+        let head = &summary[..summary.find(what).unwrap()];
+        head.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    (number_before(" samples written"), number_before(" dropped"))
+}

@@ -11,6 +11,8 @@ use kern_profile_unwind::frame_state::CfiFacts;
 use kern_profile_unwind::registers::dwarf_fp_ra;
 use object::{Object, ObjectSection};
 
+use super::compressed::Budget;
+
 /// The rows of every FDE, sorted by address.
 #[derive(Debug, Clone, Default)]
 pub struct CfiTable {
@@ -40,7 +42,11 @@ impl CfiTable {
     /// Reads `file`'s `.debug_frame` and `.eh_frame` for an `arch` guest. `None` when the
     /// file has neither (or `arch` keeps return addresses on the stack); a section that does
     /// not parse gives what was read before the error, and the error.
-    pub fn load(file: &object::File<'_>, arch: Arch) -> (Option<Self>, Option<String>) {
+    pub fn load(
+        file: &object::File<'_>,
+        arch: Arch,
+        budget: &mut Budget,
+    ) -> (Option<Self>, Option<String>) {
         let Some((fp, ra)) = dwarf_fp_ra(arch) else {
             return (None, None);
         };
@@ -56,8 +62,8 @@ impl CfiTable {
             let Some(section) = file.section_by_name(name) else {
                 continue;
             };
-            // Decompressed within the bound of compressed.rs, as the DWARF sections are.
-            let data = match super::compressed::section_bytes(&section) {
+            // Decompressed within the file's bound, shared with the DWARF sections.
+            let data = match budget.section_bytes(&section) {
                 Ok(data) => data,
                 Err(e) => {
                     error = Some(format!("{name}: {e}"));

@@ -1,38 +1,74 @@
-//! Compressed ELF sections (`SHF_COMPRESSED`, zlib or zstd), decompressed within a bound:
-//! the size a section's header claims is checked against its compressed bytes before any
-//! buffer is made, and the output must be exactly that size.
+//! Compressed ELF sections (`SHF_COMPRESSED`, zlib or zstd), decompressed within one bound
+//! per ELF ([`Budget`]): the size a section's header claims is checked against what is left
+//! of it before any buffer is made, and the output must be exactly that size.
 
 use std::borrow::Cow;
 use std::io::Read;
 
 use object::{CompressionFormat, ObjectSection};
 
-/// Deflate's largest possible ratio (a 258-byte match in 2 bits, about 1032:1). Zstd gets
-/// the same bound: debug sections compress 3 to 10 times, never a thousand.
-pub const MAX_RATIO: u64 = 1032;
+/// Decompressed bytes one ELF may give in all, every compressed section it is read for
+/// (DWARF and call-frame information) together: this much ...
+pub const FIXED_ALLOWANCE: u64 = 1 << 20;
+/// ... plus this much per byte of the file. Debug sections compress 3 to 10 times, and they
+/// are only part of the file; the fuzz heap meter allows 64 bytes per input byte in all.
+pub const PER_FILE_BYTE: u64 = 32;
 
-/// A section's bytes, decompressed when the section is compressed. The error says why
-/// the section is unusable.
-pub fn section_bytes<'data>(s: &impl ObjectSection<'data>) -> Result<Cow<'data, [u8]>, String> {
-    let c = s.compressed_data().map_err(|e| e.to_string())?;
-    let size = c.uncompressed_size;
-    if c.format == CompressionFormat::None {
-        return Ok(Cow::Borrowed(c.data));
+/// What is left of one ELF's decompression bound.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    left: u64,
+    file_len: u64,
+}
+
+impl Budget {
+    /// The bound of an ELF of `file_len` bytes.
+    pub fn for_file(file_len: usize) -> Self {
+        let file_len = file_len as u64;
+        Budget {
+            left: FIXED_ALLOWANCE.saturating_add(file_len.saturating_mul(PER_FILE_BYTE)),
+            file_len,
+        }
     }
-    let packed = c.data.len() as u64;
-    if size > packed.saturating_mul(MAX_RATIO) {
-        return Err(format!(
-            "its header claims {size} bytes from {packed} compressed bytes, more than \
-             {MAX_RATIO} times as many"
-        ));
+
+    /// A section's bytes, decompressed when the section is compressed (and counted
+    /// against the bound). The error says why the section is unusable.
+    pub fn section_bytes<'data>(
+        &mut self,
+        s: &impl ObjectSection<'data>,
+    ) -> Result<Cow<'data, [u8]>, String> {
+        let c = s.compressed_data().map_err(|e| e.to_string())?;
+        if c.format == CompressionFormat::None {
+            return Ok(Cow::Borrowed(c.data));
+        }
+        let size = c.uncompressed_size;
+        if size > self.left {
+            return Err(format!(
+                "its header claims {size} bytes; {} are left of the {} an ELF of {} bytes may \
+                 decompress in all (1 MiB + {PER_FILE_BYTE} per byte of the file)",
+                self.left,
+                Budget::for_file(self.file_len as usize).left,
+                self.file_len
+            ));
+        }
+        self.left -= size;
+        decompress(c.format, c.data, size)
     }
+}
+
+/// `data` decompressed, which must give exactly `size` bytes.
+fn decompress<'data>(
+    format: CompressionFormat,
+    data: &[u8],
+    size: u64,
+) -> Result<Cow<'data, [u8]>, String> {
     // One byte more than claimed tells that there were too many.
     let mut out = Vec::new();
-    match c.format {
+    match format {
         CompressionFormat::Zlib => {
-            read_into(flate2::read::ZlibDecoder::new(c.data), size + 1, &mut out)?
+            read_into(flate2::read::ZlibDecoder::new(data), size + 1, &mut out)?
         }
-        CompressionFormat::Zstandard => zstd_frames(c.data, size + 1, &mut out)?,
+        CompressionFormat::Zstandard => zstd_frames(data, size + 1, &mut out)?,
         other => return Err(format!("unsupported compression {other:?}")),
     }
     match out.len() as u64 {

@@ -14,7 +14,7 @@ use object::{
 };
 
 use super::cfi::CfiTable;
-use super::compressed::section_bytes;
+use super::compressed::Budget;
 use super::table::{RawSymbol, SymbolTable};
 use super::{SymbolError, SymbolWarning};
 
@@ -97,11 +97,13 @@ impl ElfImage {
                 .map(|(_, e)| *e)
         });
 
+        // One bound for everything decompressed from this file.
+        let mut budget = Budget::for_file(data.len());
         let has_dwarf = file
             .section_by_name(".debug_info")
             .is_some_and(|s| s.size() > 0);
         let dwarf = if has_dwarf {
-            match load_dwarf(&file) {
+            match load_dwarf(&file, &mut budget) {
                 Ok(ctx) => Some(ctx),
                 Err(e) => {
                     warnings.push(SymbolWarning::UnreadableDwarf {
@@ -114,7 +116,7 @@ impl ElfImage {
         } else {
             None
         };
-        let (cfi, cfi_error) = arch.map_or((None, None), |a| CfiTable::load(&file, a));
+        let (cfi, cfi_error) = arch.map_or((None, None), |a| CfiTable::load(&file, a, &mut budget));
         if let Some(e) = cfi_error {
             warnings.push(SymbolWarning::UnreadableCfi {
                 path: path.to_path_buf(),
@@ -247,9 +249,12 @@ fn collect_symbols<'data, 'file>(
     raw
 }
 
-/// The DWARF sections, each decompressed within [`super::compressed`]'s bound; a section
-/// that cannot be read makes the whole DWARF unusable (an error naming it), never empty.
-fn load_dwarf(file: &object::File<'_>) -> Result<addr2line::Context<DwarfReader>, String> {
+/// The DWARF sections, decompressed within the file's [`Budget`]; a section that cannot be
+/// read makes the whole DWARF unusable (an error naming it), never empty.
+fn load_dwarf(
+    file: &object::File<'_>,
+    budget: &mut Budget,
+) -> Result<addr2line::Context<DwarfReader>, String> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
@@ -258,7 +263,7 @@ fn load_dwarf(file: &object::File<'_>) -> Result<addr2line::Context<DwarfReader>
     let mut bad = None;
     let load = |id: gimli::SectionId| -> Result<DwarfReader, gimli::Error> {
         let data: Rc<[u8]> = match file.section_by_name(id.name()) {
-            Some(s) => match section_bytes(&s) {
+            Some(s) => match budget.section_bytes(&s) {
                 Ok(d) => Rc::from(&*d),
                 Err(e) => {
                     bad.get_or_insert_with(|| format!("section {}: {e}", id.name()));

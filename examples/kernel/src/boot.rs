@@ -239,6 +239,11 @@ extern "C" fn exception_handler(frame: &ExceptionFrame) -> ! {
     exit(EXIT_EXCEPTION)
 }
 
+/// Halts for good, interrupts off: QEMU keeps running until it is stopped (`halt=on`).
+pub fn halt() -> ! {
+    unsafe { asm!("cli", "2:", "hlt", "jmp 2b", options(noreturn)) }
+}
+
 /// Ends the run through `isa-debug-exit`.
 pub fn exit(code: u32) -> ! {
     // isa-debug-exit has no read side: a read gives 0 when it is there and all ones (an

@@ -118,6 +118,10 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     out.str("phase alloc: done\n");
 
     out.str("done\n");
+    if cfg.halt {
+        out.str("halted\n");
+        boot::halt()
+    }
     boot::exit(boot::EXIT_SUCCESS)
 }
 

@@ -31,6 +31,9 @@ pub struct Config {
     pub mode: Mode,
     /// `irq=on`: the default workload with the timer interrupt on (src/irq.rs).
     pub irq: bool,
+    /// `halt=on`: at the end, halt for good instead of exiting QEMU (for tests that stop
+    /// QEMU themselves, as one stops a real kernel that halted).
+    pub halt: bool,
     /// Upper memory end (bytes), when the loader said.
     pub mem_end: Option<usize>,
     pub cmdline: &'static [u8],
@@ -80,6 +83,7 @@ pub fn parse(magic: u32, info: u32) -> Config {
         crash: Crash::No,
         mode: Mode::Kernel,
         irq: false,
+        halt: false,
         mem_end,
         cmdline,
     };
@@ -96,6 +100,7 @@ pub fn parse(magic: u32, info: u32) -> Config {
             b"hostile" => hostile = cmdline::on_off(key, val),
             b"procs" => procs = cmdline::on_off(key, val),
             b"irq" => cfg.irq = cmdline::on_off(key, val),
+            b"halt" => cfg.halt = cmdline::on_off(key, val),
             _ => {}
         }
     }

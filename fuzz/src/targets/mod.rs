@@ -2,6 +2,7 @@
 //! corpus through them without libFuzzer (tests/replay.rs).
 
 pub mod alloc_analyze;
+pub mod alloc_spec;
 pub mod cpu_e2e;
 pub mod elf;
 pub mod legacy;
@@ -22,5 +23,6 @@ pub const ALL: &[(&str, Target)] = &[
     ("symbol_map", symbol_map::run),
     ("elf", elf::run),
     ("plugin_args", plugin_args::run),
+    ("alloc_spec", alloc_spec::run),
     ("cpu_e2e", cpu_e2e::run),
 ];
