@@ -146,7 +146,12 @@ fn decompression_is_bounded_per_file_not_per_section() {
         bytes.len()
     );
     assert!(elf.dwarf.is_none());
-    let w = elf.warnings.join("\n");
+    let w = elf
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(
         w.contains(".debug_str") && w.contains("claims 8388608 bytes") && w.contains("in all"),
         "{w}"
