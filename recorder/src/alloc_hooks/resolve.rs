@@ -143,7 +143,7 @@ fn load_elf(spec: &Spec, path: &Path, arch: Arch, source: &str) -> Result<HookSe
         .collect();
     entries.sort_unstable();
     entries.dedup();
-    let params = entry_parameters(&file, arch, &entries)
+    let params = entry_parameters(&file, data.len(), arch, &entries)
         .map_err(|e| bad(format!("unreadable DWARF: {e}")))?;
     resolve(
         spec,
