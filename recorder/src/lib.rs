@@ -31,6 +31,7 @@ pub mod blocks;
 pub mod capture;
 pub mod code_sampler;
 pub mod config;
+pub mod elf_sections;
 pub mod exact;
 pub mod host_timer;
 pub mod qemu_args;

@@ -110,3 +110,44 @@ fn symbol_maps_give_addresses_and_argn_only() {
     assert!(e.contains("no code symbol"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// tiny.elf with its debug sections compressed by objcopy, `.debug_info`'s header then made
+/// to claim 4 GiB less a little: the plugin's `elf=` refuses it by name, within the same
+/// per-file bound as the aggregator, before any buffer of that size (a section that cannot
+/// be decompressed used to become an empty one: no DWARF, silently).
+#[test]
+fn a_compressed_debug_section_over_the_files_bound_is_an_error_naming_it() {
+    let dir = std::env::temp_dir().join(format!("kp-alloc-elf-bomb-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let packed = dir.join("tiny-zlib.elf");
+    let ok = std::process::Command::new("objcopy")
+        .arg("--compress-debug-sections=zlib")
+        .arg(data("tiny.elf"))
+        .arg(&packed)
+        .status()
+        .expect("objcopy (binutils) runs");
+    assert!(ok.success());
+    let mut bytes = std::fs::read(&packed).unwrap();
+    let at = {
+        use object::{Object, ObjectSection};
+        let file = object::File::parse(&*bytes).unwrap();
+        let s = file.section_by_name(".debug_info").unwrap();
+        s.file_range().unwrap().0 as usize
+    };
+    // Elf32_Chdr: ch_type, ch_size, ch_addralign.
+    bytes[at + 4..at + 8].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    let bomb = dir.join("bomb.elf");
+    std::fs::write(&bomb, &bytes).unwrap();
+    let spec = Spec::parse("t.spec", "t alloc leaf size=n").unwrap();
+    let e = HookSet::load(&spec, &SymbolSource::Elf(bomb), Arch::I386)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("section .debug_info") && e.contains("claims 4294967280 bytes"),
+        "{e}"
+    );
+    // The untouched compressed copy still gives the parameters.
+    let set = HookSet::load(&spec, &SymbolSource::Elf(packed), Arch::I386).unwrap();
+    assert_eq!(set.hooks[0].size, Some(Location::Stack(4)));
+    let _ = std::fs::remove_dir_all(&dir);
+}

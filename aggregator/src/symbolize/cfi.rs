@@ -11,7 +11,7 @@ use kern_profile_unwind::frame_state::CfiFacts;
 use kern_profile_unwind::registers::dwarf_fp_ra;
 use object::{Object, ObjectSection};
 
-use super::compressed::Budget;
+use kern_profile_recorder::elf_sections::Budget;
 
 /// The rows of every FDE, sorted by address.
 #[derive(Debug, Clone, Default)]

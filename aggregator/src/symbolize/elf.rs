@@ -14,9 +14,9 @@ use object::{
 };
 
 use super::cfi::CfiTable;
-use super::compressed::Budget;
 use super::table::{RawSymbol, SymbolTable};
 use super::{SymbolError, SymbolWarning};
+use kern_profile_recorder::elf_sections::Budget;
 
 /// The DWARF reader type: reference-counted, owned section data.
 pub type DwarfReader = gimli::EndianRcSlice<gimli::RunTimeEndian>;

@@ -22,7 +22,6 @@
 //! (PT_LOAD) hold it ([`Symbolizer::user_binary_of`]).
 
 pub mod cfi;
-mod compressed;
 mod demangle;
 pub mod elf;
 mod return_register;

@@ -12,7 +12,9 @@ use std::collections::{HashMap, HashSet};
 
 use gimli::{EndianSlice, Operation, RunTimeEndian};
 use kern_profile_format::Arch;
-use object::{Object, ObjectSection};
+use object::Object;
+
+use crate::elf_sections::Budget;
 
 use super::args::{cfa_at_entry, dwarf_register, dwarf_sp_fp, frame_pointer_at_entry, Location};
 
@@ -33,31 +35,39 @@ enum FrameBase {
     Unknown,
 }
 
-/// The parameters of the functions starting at `entries`, from the ELF's DWARF. Functions
-/// without DWARF are absent from the map; an ELF without DWARF gives an empty map.
+/// The parameters of the functions starting at `entries`, from the DWARF of `file` (an ELF
+/// of `file_len` bytes). Functions without DWARF are absent from the map; an ELF without
+/// DWARF gives an empty map. Compressed sections are decompressed within the file's bound
+/// ([`Budget`]); one that is over it or does not decompress is an error naming it, not an
+/// empty section.
 pub fn entry_parameters(
     file: &object::File<'_>,
+    file_len: usize,
     arch: Arch,
     entries: &[u64],
-) -> Result<HashMap<u64, Vec<Param>>, gimli::Error> {
+) -> Result<HashMap<u64, Vec<Param>>, String> {
     let endian = if file.is_little_endian() {
         RunTimeEndian::Little
     } else {
         RunTimeEndian::Big
     };
-    let sections = gimli::DwarfSections::load(|id| -> Result<Cow<'_, [u8]>, gimli::Error> {
-        Ok(file
-            .section_by_name(id.name())
-            .and_then(|s| s.uncompressed_data().ok())
-            .unwrap_or(Cow::Borrowed(&[])))
+    let mut budget = Budget::for_file(file_len);
+    let sections = gimli::DwarfSections::load(|id| -> Result<Cow<'_, [u8]>, String> {
+        match file.section_by_name(id.name()) {
+            Some(s) => budget
+                .section_bytes(&s)
+                .map_err(|e| format!("section {}: {e}", id.name())),
+            None => Ok(Cow::Borrowed(&[])),
+        }
     })?;
     let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
     let wanted: HashSet<u64> = entries.iter().copied().collect();
     let mut out = HashMap::new();
     let mut units = dwarf.units();
-    while let Some(header) = units.next()? {
-        let unit = dwarf.unit(header)?;
-        scan_unit(&dwarf, &unit, arch, &wanted, &mut out)?;
+    let gimli_err = |e: gimli::Error| e.to_string();
+    while let Some(header) = units.next().map_err(gimli_err)? {
+        let unit = dwarf.unit(header).map_err(gimli_err)?;
+        scan_unit(&dwarf, &unit, arch, &wanted, &mut out).map_err(gimli_err)?;
     }
     Ok(out)
 }

@@ -115,6 +115,14 @@ fn load_elf(spec: &Spec, path: &Path, arch: Arch, source: &str) -> Result<HookSe
         path: path.to_path_buf(),
         what,
     };
+    // The magic first: a large file that is no ELF is refused before it is read.
+    let mut magic = Vec::with_capacity(4);
+    std::fs::File::open(path)
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 4), &mut magic))
+        .map_err(|e| file_err("elf", path, e))?;
+    if magic != b"\x7fELF" {
+        return Err(bad(format!("not an ELF (it starts with {magic:02x?})")));
+    }
     let data = std::fs::read(path).map_err(|e| file_err("elf", path, e))?;
     let file = object::File::parse(&*data).map_err(|e| bad(format!("not an ELF: {e}")))?;
     let elf_arch = match object::Object::architecture(&file) {
@@ -143,7 +151,7 @@ fn load_elf(spec: &Spec, path: &Path, arch: Arch, source: &str) -> Result<HookSe
         .collect();
     entries.sort_unstable();
     entries.dedup();
-    let params = entry_parameters(&file, arch, &entries)
+    let params = entry_parameters(&file, data.len(), arch, &entries)
         .map_err(|e| bad(format!("unreadable DWARF: {e}")))?;
     resolve(
         spec,

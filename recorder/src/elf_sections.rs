@@ -1,5 +1,5 @@
 //! Compressed ELF sections (`SHF_COMPRESSED`, zlib or zstd), decompressed within one bound
-//! per ELF ([`Budget`]): the size a section's header claims is checked against what is left
+//! per ELF ([`Budget`]), for the aggregator's symbolizer and the plugin's `elf=` alike: the size a section's header claims is checked against what is left
 //! of it before any buffer is made, and the output must be exactly that size.
 
 use std::borrow::Cow;
