@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All tests: set up what is missing, then formatting, lints, the API docs, unit tests, the end-to-end
 # tests that boot the example kernels (i386, x86_64, riscv64, aarch64: scripts/build.sh builds
-# them) in a real QEMU with the real plugin, and the fuzz targets' seed corpus replayed.
+# them) in a real QEMU with the real plugin, the fuzz targets' seed corpus replayed and a
+# short libFuzzer smoke run of each target.
 . "$(dirname "$0")/lib.sh"
 # Nothing here reads stdin; cargo's rustc probe would (and cache what it read).
 exec </dev/null
@@ -33,6 +34,10 @@ status=${PIPESTATUS[0]}
 say "fuzz targets: the seed corpus replayed"
 cargo test --locked --release --manifest-path fuzz/Cargo.toml 2>&1 | tee -a "$KP_ROOT/target/test.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+# And a short coverage-guided smoke run of each target (libFuzzer, AddressSanitizer): 5 s
+# each from its seed corpus; long runs are scripts/fuzz.sh's, by hand.
+say "fuzz targets: a ${KP_FUZZ_SMOKE_SECONDS:-5} s libFuzzer smoke run of each"
+bash scripts/fuzz.sh "${KP_FUZZ_SMOKE_SECONDS:-5}" || status=1
 set -e
 passed=$(grep -o '[0-9]* passed' "$KP_ROOT/target/test.log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -o '[0-9]* failed' "$KP_ROOT/target/test.log" | awk '{s+=$1} END {print s+0}')
