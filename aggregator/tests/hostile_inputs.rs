@@ -54,6 +54,12 @@ fn section_offset(bytes: &[u8], name: &str) -> usize {
     s.file_range().unwrap().0 as usize
 }
 
+/// The ELF's warnings, one a line, as a user reads them.
+fn warnings(elf: &ElfImage) -> String {
+    let lines: Vec<String> = elf.warnings.iter().map(ToString::to_string).collect();
+    lines.join("\n")
+}
+
 fn frames(elf: ElfImage, addr: u64) -> String {
     let mut sym = Symbolizer::new(Some(elf), None).unwrap();
     format!("{:?}", sym.frames(addr))
@@ -92,12 +98,7 @@ fn a_compressed_section_claiming_gigabytes_is_refused_before_any_buffer() {
             bytes.len()
         );
         assert!(elf.dwarf.is_none(), "{how}");
-        let w = elf
-            .warnings
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n");
+        let w = warnings(&elf);
         assert!(
             w.contains(".debug_info") && w.contains("claims 4294967280 bytes"),
             "{how}: {w}"
@@ -146,12 +147,7 @@ fn decompression_is_bounded_per_file_not_per_section() {
         bytes.len()
     );
     assert!(elf.dwarf.is_none());
-    let w = elf
-        .warnings
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let w = warnings(&elf);
     assert!(
         w.contains(".debug_str") && w.contains("claims 8388608 bytes") && w.contains("in all"),
         "{w}"
@@ -174,12 +170,7 @@ fn a_section_that_does_not_decompress_is_a_warning_not_an_empty_section() {
             *b ^= 0x5a;
         }
         let elf = ElfImage::parse(&bytes, Path::new("garbled.elf")).unwrap();
-        let w = elf
-            .warnings
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n");
+        let w = warnings(&elf);
         assert!(
             w.contains("unreadable DWARF") && w.contains(".debug_abbrev"),
             "{how}: {w}"
@@ -192,12 +183,7 @@ fn a_section_that_does_not_decompress_is_a_warning_not_an_empty_section() {
     let size = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
     bytes[at..at + 4].copy_from_slice(&(size + 1).to_le_bytes());
     let elf = ElfImage::parse(&bytes, Path::new("short.elf")).unwrap();
-    let w = elf
-        .warnings
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let w = warnings(&elf);
     assert!(
         w.contains(".debug_line") && w.contains(&format!("header says {}", size + 1)),
         "{w}"
@@ -375,12 +361,7 @@ fn compressed_call_frame_information_is_held_to_the_same_bound() {
         "{peak} bytes of heap for {} bytes",
         bytes.len()
     );
-    let w = elf
-        .warnings
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let w = warnings(&elf);
     assert!(
         w.contains(".eh_frame") && w.contains("claims 1073741824 bytes"),
         "{w}"
