@@ -31,7 +31,8 @@
 #     aarch64 kernel-ARCH.elf; those built, with their QEMU installed and supported by the
 #     plugin, the others skipped with a note), booted through scripts/run-kernel.sh, its
 #     CPU-bound workload (expected.toml's [timing] rounds_for_2s, else calibrated to ~2 s;
-#     no memtrace) bare and with delay=100, delay=10, period=100000, period=10000,
+#     no memtrace) bare and with delay=100, delay=10, delay=10 parked (window= no code enters),
+#     period=100000, period=10000,
 #     period=100000,exact=on; round-robin with the start rotated each round; wall and CPU
 #     (user+sys) medians, ratios to the same round's bare run min/median/max, samples, and
 #     the cost of one sample (period=10000 - period=100000 per sample difference, wall and CPU);
