@@ -195,10 +195,13 @@ struct CommonArgs {
     #[arg(long)]
     addresses: bool,
 
-    /// A text symbol map: nm output, System.map or /proc/kallsyms. Used for addresses the
-    /// ELF does not name, or alone when there is no ELF
-    #[arg(long, value_name = "FILE")]
-    symbols: Option<PathBuf>,
+    /// Further symbol sources (comma-separated, or --symbols repeated), looked up in order
+    /// for addresses the ELF does not name, or alone when there is no ELF: text maps (nm
+    /// output, System.map, /proc/kallsyms) or ELFs, whose symbol tables name other images
+    /// (e.g. Linux's decompressor, arch/x86/boot/compressed/vmlinux); told by the file's
+    /// first bytes
+    #[arg(long, value_name = "FILE[,FILE...]", value_delimiter = ',', action = clap::ArgAction::Append)]
+    symbols: Vec<PathBuf>,
 
     /// No progress bar (it is drawn only on a terminal, for large inputs)
     #[arg(long)]
@@ -335,7 +338,7 @@ fn error_text(e: &anyhow::Error) -> String {
 }
 
 fn run(args: ReportArgs) -> Result<()> {
-    if args.elf.is_none() && args.common.symbols.is_none() {
+    if args.elf.is_none() && args.common.symbols.is_empty() {
         bail!("give the kernel ELF after RAW (`kern-profile RAW ELF`), or a symbol map with --symbols");
     }
     if args.alloc.alloc {

@@ -711,7 +711,7 @@ mod tests {
             .unwrap(),
             |_| None,
         );
-        Symbolizer::new(None, Some(map)).unwrap()
+        Symbolizer::new(None, vec![map]).unwrap()
     }
 
     fn sample(addrs: &[u64]) -> Sample<'_> {

@@ -497,7 +497,7 @@ fn symbol_map_instead_of_an_elf() {
         b"c0100000 T leaf\nc0100040 T middle\nc0100060 T _ZN6kernel4work17h0123456789abcdefE\nc0100080 T _start\nc0101000 T _end\n",
     );
     let opts = Options {
-        symbols: Some(map),
+        symbols: vec![map],
         ..folded_opts()
     };
     let mut out = Vec::new();

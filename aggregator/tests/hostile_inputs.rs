@@ -55,7 +55,7 @@ fn section_offset(bytes: &[u8], name: &str) -> usize {
 }
 
 fn frames(elf: ElfImage, addr: u64) -> String {
-    let mut sym = Symbolizer::new(Some(elf), None).unwrap();
+    let mut sym = Symbolizer::new(Some(elf), Vec::new()).unwrap();
     format!("{:?}", sym.frames(addr))
 }
 
