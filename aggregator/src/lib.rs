@@ -40,6 +40,7 @@ pub mod job;
 pub mod live;
 pub mod options;
 pub mod output;
+pub mod place;
 pub mod profile;
 pub mod progress;
 pub mod record;
