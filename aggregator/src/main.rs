@@ -39,6 +39,8 @@ Examples:
       and the kernel/user split in the header
   kern-profile raw-data --symbols System.map
       no ELF at hand: names from nm output, System.map or /proc/kallsyms
+  kern-profile raw-data vmlinux --symbols boot.map,arch/x86/boot/compressed/vmlinux
+      what vmlinux does not name, from further maps or ELFs' symbol tables, in order
   kern-profile --alloc raw-data kernel.elf -f text
       per allocator: allocations, frees, peak, what is still live and which stacks hold it,
       from the allocator calls the plugin hooked (alloc=SPEC)
@@ -63,7 +65,9 @@ Notes:
   go\"; a `period=` one by guest instructions, reproducible run to run only for a
   deterministic guest (no disk, network or timer-driven scheduling): pick it for
   instruction shares. The text report's \"unwind stops\" lines say which stack ends are
-  normal (a chain that ends at the thread's first frame is) and which cut stacks short.
+  normal (a chain that ends at the thread's first frame is) and which cut stacks short:
+  the run's walks, then the kept samples' by where each was taken (kernel, kernel walks
+  gone on past a kernel entry, user, boot and firmware).
   Data rate: about 75 bytes a sample with 10 frames, so `delay=10` writes up to 7.5 MB/s
   per busy vCPU (halted vCPUs take no samples); `delay=100` or a smaller `depth=` writes
   less.
