@@ -16,18 +16,19 @@ use crate::output::CpuRenderer;
 use crate::stacks::NameStyle;
 use crate::symbolize::Symbolizer;
 
-/// Where names come from: the kernel ELF and/or a symbol map, and user programs.
+/// Where names come from: the kernel ELF and/or further symbol sources (`--symbols`: text
+/// maps or ELFs, looked up after the kernel ELF in order), and user programs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SymbolSources {
     pub elf: Option<PathBuf>,
-    pub symbols: Option<PathBuf>,
+    pub symbols: Vec<PathBuf>,
     pub user_binaries: Vec<PathBuf>,
 }
 
 impl SymbolSources {
     /// Loads every source.
     pub fn load(&self) -> Result<Symbolizer, ProfileError> {
-        let mut sym = Symbolizer::load(self.elf.as_deref(), self.symbols.as_deref())?;
+        let mut sym = Symbolizer::load(self.elf.as_deref(), &self.symbols)?;
         for u in &self.user_binaries {
             sym.add_user_binary(u)?;
         }
@@ -36,7 +37,7 @@ impl SymbolSources {
 
     /// The name titles use for the kernel.
     pub fn kernel_name(&self) -> String {
-        crate::kernel_name(self.elf.as_deref(), self.symbols.as_deref())
+        crate::kernel_name(self.elf.as_deref(), &self.symbols)
     }
 }
 

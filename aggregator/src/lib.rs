@@ -40,6 +40,7 @@ pub mod job;
 pub mod live;
 pub mod options;
 pub mod output;
+pub mod place;
 pub mod profile;
 pub mod progress;
 pub mod record;
@@ -50,7 +51,7 @@ pub mod unnamed;
 pub mod warning;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use cpu_list::{CpuList, CpuListError};
 pub use error::ProfileError;
@@ -71,12 +72,14 @@ pub struct RunReport {
     pub warnings: Vec<Warning>,
 }
 
-/// The name titles use for the kernel: the ELF's file name, else the symbol map's.
-pub fn kernel_name(elf: Option<&Path>, symbols: Option<&Path>) -> String {
-    elf.or(symbols).and_then(|p| p.file_name()).map_or_else(
-        || "kernel".to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
+/// The name titles use for the kernel: the ELF's file name, else the first symbol source's.
+pub fn kernel_name(elf: Option<&Path>, symbols: &[PathBuf]) -> String {
+    elf.or(symbols.first().map(PathBuf::as_path))
+        .and_then(|p| p.file_name())
+        .map_or_else(
+            || "kernel".to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
 }
 
 /// Reads the CPU samples of `raw`, symbolizes them with `elf` (and/or `opts.symbols`), and

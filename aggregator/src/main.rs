@@ -39,6 +39,8 @@ Examples:
       and the kernel/user split in the header
   kern-profile raw-data --symbols System.map
       no ELF at hand: names from nm output, System.map or /proc/kallsyms
+  kern-profile raw-data vmlinux --symbols boot.map,arch/x86/boot/compressed/vmlinux
+      what vmlinux does not name, from further maps or ELFs' symbol tables, in order
   kern-profile --alloc raw-data kernel.elf -f text
       per allocator: allocations, frees, peak, what is still live and which stacks hold it,
       from the allocator calls the plugin hooked (alloc=SPEC)
@@ -63,7 +65,9 @@ Notes:
   go\"; a `period=` one by guest instructions, reproducible run to run only for a
   deterministic guest (no disk, network or timer-driven scheduling): pick it for
   instruction shares. The text report's \"unwind stops\" lines say which stack ends are
-  normal (a chain that ends at the thread's first frame is) and which cut stacks short.
+  normal (a chain that ends at the thread's first frame is) and which cut stacks short:
+  the run's walks, then the kept samples' by where each was taken (kernel, kernel walks
+  gone on past a kernel entry, user, boot and firmware).
   Data rate: about 75 bytes a sample with 10 frames, so `delay=10` writes up to 7.5 MB/s
   per busy vCPU (halted vCPUs take no samples); `delay=100` or a smaller `depth=` writes
   less.
@@ -195,10 +199,13 @@ struct CommonArgs {
     #[arg(long)]
     addresses: bool,
 
-    /// A text symbol map: nm output, System.map or /proc/kallsyms. Used for addresses the
-    /// ELF does not name, or alone when there is no ELF
-    #[arg(long, value_name = "FILE")]
-    symbols: Option<PathBuf>,
+    /// Further symbol sources (comma-separated, or --symbols repeated), looked up in order
+    /// for addresses the ELF does not name, or alone when there is no ELF: text maps (nm
+    /// output, System.map, /proc/kallsyms) or ELFs, whose symbol tables name other images
+    /// (e.g. Linux's decompressor, arch/x86/boot/compressed/vmlinux); told by the file's
+    /// first bytes
+    #[arg(long, value_name = "FILE[,FILE...]", value_delimiter = ',', action = clap::ArgAction::Append)]
+    symbols: Vec<PathBuf>,
 
     /// No progress bar (it is drawn only on a terminal, for large inputs)
     #[arg(long)]
@@ -335,7 +342,7 @@ fn error_text(e: &anyhow::Error) -> String {
 }
 
 fn run(args: ReportArgs) -> Result<()> {
-    if args.elf.is_none() && args.common.symbols.is_none() {
+    if args.elf.is_none() && args.common.symbols.is_empty() {
         bail!("give the kernel ELF after RAW (`kern-profile RAW ELF`), or a symbol map with --symbols");
     }
     if args.alloc.alloc {

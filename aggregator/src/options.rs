@@ -85,8 +85,10 @@ pub struct Options {
     pub diff_base: Option<PathBuf>,
     /// Differential: scale the base to this run's sample count. Default: false.
     pub diff_normalize: bool,
-    /// A text symbol map (nm, System.map, /proc/kallsyms). Default: `None`.
-    pub symbols: Option<PathBuf>,
+    /// Further symbol sources (`--symbols`), looked up after the kernel ELF in this order:
+    /// text maps (nm, System.map, /proc/kallsyms) or ELFs (their symbol tables, e.g. a
+    /// decompressor's). Default: none.
+    pub symbols: Vec<PathBuf>,
     /// User programs' ELFs (`--user`): user-mode frames are named from the binary that ran
     /// in their address space (told from the recorded code bytes; else the first whose
     /// loadable segments hold them), under a `[user] NAME` root. Default: none (user
@@ -140,7 +142,7 @@ impl Default for Options {
             exact: false,
             diff_base: None,
             diff_normalize: false,
-            symbols: None,
+            symbols: Vec::new(),
             user_binaries: Vec::new(),
             progress: true,
             focus: None,

@@ -8,10 +8,12 @@ use kern_profile_format::{CpuFormat, Header};
 use rustc_hash::FxHashMap;
 
 use crate::address_space::AddressSpaces;
+use crate::boundary::is_marker;
 use crate::counts::{RunCoalescer, StackCounts};
 use crate::error::ProfileError;
 use crate::filter::SampleFilter;
 use crate::input::{CpuInput, ReadSummary};
+use crate::place::{Place, StopsByPlace};
 use crate::stacks::{meta_unhidden, meta_user, meta_vcpu, KeyBuilder};
 use crate::stuck::{Stuck, StuckDetector};
 use crate::symbolize::Symbolizer;
@@ -39,6 +41,10 @@ pub struct CpuProfile {
     pub spaces: AddressSpaces,
     /// Kept kernel stacks the aggregator cut at a return address that is no code.
     pub no_code_cuts: u64,
+    /// The unwind stops of the kept samples (raw format), by where each was taken. Counted
+    /// as samples are read: `--focus`/`--exclude`, which keep stacks by name, are not
+    /// applied to them.
+    pub stops_by_place: StopsByPlace,
 }
 
 impl CpuProfile {
@@ -65,11 +71,16 @@ impl CpuProfile {
         let mut runs = RunCoalescer::default();
         let mut stuck = StuckDetector::default();
         let cuts_before = sym.no_code_cuts();
+        let mut stops_by_place = StopsByPlace::default();
         let summary = input.for_each(want_exact, |s| {
             if keys.build(s, sym, &mut key) {
                 runs.add(s.vcpu, &key, &mut counts);
                 stuck.add(s.vcpu, &key);
                 kept += 1;
+                if let Some(stop) = s.stop {
+                    let crossed = markers && s.addrs.iter().skip(1).copied().any(is_marker);
+                    stops_by_place.add(Place::of(s.user, s.cpu, crossed), stop);
+                }
                 match per_vcpu_low.get_mut(s.vcpu as usize) {
                     Some(n) => *n += 1,
                     None => *per_vcpu.entry(s.vcpu).or_insert(0) += 1,
@@ -107,6 +118,7 @@ impl CpuProfile {
             stuck: stuck.stuck(),
             spaces,
             no_code_cuts,
+            stops_by_place,
         })
     }
 

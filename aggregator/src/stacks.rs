@@ -448,6 +448,15 @@ impl<'s> StackNamer<'s> {
                 resolved[i] = (Space::Kernel, Rc::from([Rc::from(name)]));
             }
         }
+        // As in `name_addrs_in`: the innermost crossing into the interrupted context.
+        let crossing = (0..keep).find(|&j| match addrs[j] {
+            frame_marker::KERNEL_ENTRY => true,
+            frame_marker::STACK_SWITCH => resolved[j]
+                .1
+                .first()
+                .is_some_and(|n| &**n == boundary::SYSCALL_FRAME),
+            _ => false,
+        });
         let root = resolved
             .iter()
             .rev()
@@ -468,7 +477,8 @@ impl<'s> StackNamer<'s> {
             if !names.is_empty() {
                 out.extend(names.iter().cloned());
             } else {
-                self.push_unnamed(addrs, i, cpu, out);
+                let beyond_entry = crossing.is_some_and(|j| j < i);
+                self.push_unnamed(addrs[i], beyond_entry, cpu, out);
             }
             if user_mode || matches!(space, Space::User(_)) {
                 user_end = out.len();
@@ -582,37 +592,50 @@ impl<'s> StackNamer<'s> {
         let keep = boundary::keep(addrs, |i| {
             boundary::probe(addrs, i, first_is_pc).is_some_and(|p| !self.probe_names(p).is_empty())
         });
+        // The innermost crossing into the interrupted context: a kernel entry, or a stack
+        // switch out of system-call entry code (onto the calling program's stack).
+        let crossing = (0..keep).find(|&j| match addrs[j] {
+            frame_marker::KERNEL_ENTRY => true,
+            frame_marker::STACK_SWITCH => {
+                self.marker_name(addrs, j, first_is_pc) == boundary::SYSCALL_FRAME
+            }
+            _ => false,
+        });
         for (i, &a) in addrs[..keep].iter().enumerate().rev() {
             let names = match boundary::probe(addrs, i, first_is_pc) {
                 Some(probe) => self.probe_names(probe),
-                None => {
-                    // The entry's frames, nearest first, up to the next marker inwards.
-                    let inner: Vec<Rc<[Rc<str>]>> = (0..i)
-                        .rev()
-                        .map_while(|j| boundary::probe(addrs, j, first_is_pc))
-                        .map(|p| self.probe_names(p))
-                        .collect();
-                    let inner: Vec<&[Rc<str>]> = inner.iter().map(|f| &f[..]).collect();
-                    Rc::from([Rc::from(boundary::name_entry(a, &inner))])
-                }
+                None => Rc::from([Rc::from(self.marker_name(addrs, i, first_is_pc))]),
             };
             if !names.is_empty() {
                 out.extend(names.iter().cloned());
             } else {
-                self.push_unnamed(addrs, i, cpu, out);
+                let beyond_entry = crossing.is_some_and(|j| j < i);
+                self.push_unnamed(a, beyond_entry, cpu, out);
             }
         }
     }
 
-    /// Appends the name of frame `i` of `addrs`, which no symbol covers: its address with
-    /// `--addresses`, else what it is ([`unnamed`]), a run of the same name collapsed.
-    fn push_unnamed(&mut self, addrs: &[u64], i: usize, cpu: CpuState, out: &mut Vec<Rc<str>>) {
-        let a = addrs[i];
+    /// The frame name of marker `addrs[i]`, from its frames, nearest first, up to the next
+    /// marker inwards.
+    fn marker_name(&mut self, addrs: &[u64], i: usize, first_is_pc: bool) -> &'static str {
+        let inner: Vec<Rc<[Rc<str>]>> = (0..i)
+            .rev()
+            .map_while(|j| boundary::probe(addrs, j, first_is_pc))
+            .map(|p| self.probe_names(p))
+            .collect();
+        let inner: Vec<&[Rc<str>]> = inner.iter().map(|f| &f[..]).collect();
+        boundary::name_entry(addrs[i], &inner)
+    }
+
+    /// Appends the name of address `a`, which no symbol covers: its address with
+    /// `--addresses`, else what it is ([`unnamed`]; `beyond_entry` when a crossing into the
+    /// interrupted context lies between it and the sampled PC), a run of the same name
+    /// collapsed.
+    fn push_unnamed(&mut self, a: u64, beyond_entry: bool, cpu: CpuState, out: &mut Vec<Rc<str>>) {
         if self.style.addresses {
             out.push(Rc::from(format!("{a:#x}")));
             return;
         }
-        let beyond_entry = addrs[..i].contains(&frame_marker::KERNEL_ENTRY);
         let kind = unnamed::classify(a, cpu, beyond_entry, &*self.sym);
         let unknown = &self.unknown;
         let name = self
@@ -703,15 +726,31 @@ mod tests {
     use std::path::Path;
 
     fn symbolizer() -> Symbolizer {
-        let map = SymbolTable::new(
-            symbol_map::parse(
-                "1000 T root\n1100 T middle\n1200 T leaf\n1300 T entered\n1400 T asm_exc_page_fault\n1500 T end\n",
-                Path::new("m"),
-            )
-            .unwrap(),
-            |_| None,
+        symbolizer_with("")
+    }
+
+    /// The test map, then `more` lines.
+    fn symbolizer_with(more: &str) -> Symbolizer {
+        let text = format!(
+            "1000 T root\n1100 T middle\n1200 T leaf\n1300 T entered\n1400 T asm_exc_page_fault\n1500 T end\n{more}"
         );
-        Symbolizer::new(None, Some(map)).unwrap()
+        let map = SymbolTable::new(symbol_map::parse(&text, Path::new("m")).unwrap(), |_| None);
+        Symbolizer::new(None, vec![map]).unwrap()
+    }
+
+    /// The names of a kernel sample at `addrs` taken in `mode`, with `sym`.
+    fn names_with(mut sym: Symbolizer, opts: &Options, addrs: &[u64], mode: CpuMode) -> String {
+        let mut s = sample(addrs);
+        s.cpu.mode = mode;
+        let mut key = Vec::new();
+        let filter = SampleFilter::from_options(opts);
+        assert!(KeyBuilder::new(&filter)
+            .with_markers(true)
+            .build(&s, &mut sym, &mut key));
+        let mut namer = StackNamer::new(&mut sym, NameStyle::from_options(opts, true));
+        let mut out = Vec::new();
+        namer.name_key(&key, &mut out);
+        out.iter().map(|s| &**s).collect::<Vec<_>>().join(";")
     }
 
     fn sample(addrs: &[u64]) -> Sample<'_> {
@@ -794,6 +833,28 @@ mod tests {
                 "[user];[exception];asm_exc_page_fault;leaf"
             );
         }
+        // Beyond a stack switch out of system-call entry code (i386 Linux's SYSENTER path,
+        // whose walk reaches the program's stack through its frame pointer, then switches
+        // again, as recorded): the program, not boot code. Beyond another switch (an IRQ
+        // stack) addresses are named as before.
+        use kern_profile_format::frame_marker::STACK_SWITCH;
+        assert_eq!(
+            in_mode(
+                &[0x1204, 0x1110, STACK_SWITCH, 0x1010, 0x800],
+                CpuMode::Paging
+            ),
+            "[boot];root;[stack switch];middle;leaf"
+        );
+        let syscall = symbolizer_with("1600 T entry_SYSENTER_32\n");
+        assert_eq!(
+            names_with(
+                syscall,
+                &o,
+                &[0x1204, 0x1610, STACK_SWITCH, 0x800, STACK_SWITCH],
+                CpuMode::Paging
+            ),
+            "[user];[syscall];entry_SYSENTER_32;leaf"
+        );
         // Without a recorded mode the rest stays [unknown]; --addresses shows addresses.
         assert_eq!(in_mode(&[0x800], CpuMode::Unknown), "[unknown]");
         let mut s = sample(&[0x800]);

@@ -8,7 +8,7 @@
 //! | translation off elsewhere (a kernel's decompressor and early boot) | `[boot, paging off]` |
 //! | translation on, kernel privilege, below the kernel's symbols | `[boot]` |
 //! | translation on, kernel privilege, among the kernel's symbols | `[kernel 0x… no symbol]` (its 4 KiB page) |
-//! | beyond a kernel entry, outside the kernel | `[user]` |
+//! | beyond a kernel entry (or a stack switch out of system-call entry code), outside the kernel | `[user]` |
 //! | anything else, and every address of a version-1 file | `[unknown]` |
 
 use kern_profile_format::CpuMode;
@@ -49,7 +49,8 @@ fn in_pc_firmware(addr: u64) -> bool {
 }
 
 /// Classifies unnamed `addr` of a sample taken in `cpu`; `beyond_entry` when a kernel-entry
-/// marker lies between it and the sampled PC (the interrupted context, kernel or user).
+/// marker, or a stack switch out of system-call entry code, lies between it and the sampled
+/// PC (the interrupted context, kernel or user).
 pub fn classify(
     addr: u64,
     cpu: CpuState,

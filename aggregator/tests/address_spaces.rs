@@ -182,7 +182,7 @@ fn fixture(name: &str) -> Fixture {
 fn run(f: &Fixture, raw: &Path, users: &[&PathBuf], per_process: bool) -> (Vec<String>, RunReport) {
     let opts = Options {
         format: OutputFormat::Folded,
-        symbols: Some(f.map.clone()),
+        symbols: vec![f.map.clone()],
         user_binaries: users.iter().map(|p| (*p).clone()).collect(),
         per_process,
         progress: false,
@@ -313,7 +313,7 @@ fn firefox_profiles_name_address_spaces_too() {
     let f = fixture("spaces-firefox");
     let opts = Options {
         format: OutputFormat::Firefox,
-        symbols: Some(f.map.clone()),
+        symbols: vec![f.map.clone()],
         user_binaries: vec![f.b.clone(), f.a.clone()],
         progress: false,
         ..Options::default()

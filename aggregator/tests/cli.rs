@@ -200,3 +200,53 @@ fn alloc_mode_writes_per_allocator_files() {
     let o = kp(&dir, &["raw", elf.to_str().unwrap(), "--view", "peak"]);
     assert_eq!(o.status.code(), Some(2), "--view needs --alloc");
 }
+
+#[test]
+fn symbols_takes_several_sources_maps_and_elves() {
+    let dir = common::temp_dir("cli-symbols");
+    common::write(&dir, "raw-data", &common::synthetic_raw(false));
+    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    // The synthetic run's one sample outside the kernel: 0x1234, called from 0x5678.
+    common::write(
+        &dir,
+        "boot.map",
+        b"00001000 T low_one\n00005000 T low_two\n",
+    );
+    common::write(
+        &dir,
+        "kernel.map",
+        b"c0100000 T leaf\nc0100040 T middle\nc0100060 T work\nc0100080 T _start\n",
+    );
+    let folded = |args: &[&str]| {
+        let mut all = vec!["raw-data"];
+        all.extend_from_slice(args);
+        all.extend(["-f", "folded", "-o", "-", "--no-inline"]);
+        let o = kp(&dir, &all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    // The ELF, then a map for what it does not name.
+    let out = folded(&["kernel.elf", "--symbols", "boot.map"]);
+    assert!(
+        out.contains("_start;kernel::work;low_two;low_one 1\n"),
+        "{out}"
+    );
+    // Two maps, no ELF: a comma list or --symbols repeated, the same.
+    let out = folded(&["--symbols", "kernel.map,boot.map"]);
+    assert!(out.contains("_start;work;low_two;low_one 1\n"), "{out}");
+    assert!(out.contains("_start;work;middle;leaf "), "{out}");
+    let repeated = folded(&["--symbols", "kernel.map", "--symbols", "boot.map"]);
+    assert_eq!(out, repeated);
+    // A map and an ELF's symbol table (told by its magic), no positional ELF.
+    let out = folded(&["--symbols", "boot.map,kernel.elf"]);
+    assert!(
+        out.contains("_start;kernel::work;low_two;low_one 1\n"),
+        "{out}"
+    );
+    assert!(out.contains("_start;kernel::work;middle;leaf "), "{out}");
+    // A file that is neither: the error names it.
+    common::write(&dir, "junk", b"\x00\x01not a map\n");
+    let o = kp(&dir, &["raw-data", "--symbols", "boot.map,junk", "-o", "-"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("junk"), "{}", stderr(&o));
+}

@@ -497,7 +497,7 @@ fn symbol_map_instead_of_an_elf() {
         b"c0100000 T leaf\nc0100040 T middle\nc0100060 T _ZN6kernel4work17h0123456789abcdefE\nc0100080 T _start\nc0101000 T _end\n",
     );
     let opts = Options {
-        symbols: Some(map),
+        symbols: vec![map],
         ..folded_opts()
     };
     let mut out = Vec::new();
@@ -699,4 +699,104 @@ fn a_return_address_that_is_no_code_ends_the_stack() {
         "{out}"
     );
     assert!(out.contains("  return address that is no code: "), "{out}");
+}
+
+/// The text report's unwind stops by place, from a version-2 recording: kernel samples
+/// (paging on) whose walk stayed in the kernel, kernel samples whose walk went on past a
+/// kernel entry, user samples and boot samples (paging off), each with its own stops.
+#[test]
+fn text_report_breaks_unwind_stops_down_by_place() {
+    use kern_profile_format::{
+        encode_sample_v2, encode_stats, frame_marker, CpuMode, Privilege, SampleExtras, StopReason,
+        VERSION_2,
+    };
+    let dir = common::temp_dir("stops-by-place");
+    let mut out = Vec::new();
+    let mut h = common::header(1, false);
+    h.markers = true;
+    h.encode_version(VERSION_2, &mut out);
+    let full = [RET_MIDDLE, RET_WORK, RET_START];
+    let entry = [
+        RET_MIDDLE,
+        frame_marker::KERNEL_ENTRY,
+        0x0804_8010,
+        0x0804_9000,
+    ];
+    let mut t = 0;
+    let mut push = |pc, frames: &[u64], stop, mode, privilege| {
+        t += 1000;
+        let mut s = common::sample(0, t, pc, frames);
+        s.stop = stop;
+        let x = SampleExtras {
+            mode,
+            privilege,
+            return_register: None,
+            page_table_base: None,
+        };
+        encode_sample_v2(&mut out, 4, &s, &x);
+    };
+    use CpuMode::*;
+    use Privilege::{Kernel, User};
+    use StopReason::*;
+    for _ in 0..3 {
+        push(LEAF_LOOP, &full, NullFramePointer, Paging, Kernel);
+    }
+    push(LEAF_LOOP, &full[..1], OffStack, Paging, Kernel);
+    push(LEAF_LOOP, &entry, Unreadable, Paging, Kernel);
+    push(0x0804_8000, &[0x0804_9000], Misaligned, Paging, User);
+    push(0x0804_8000, &[], NotIncreasing, Paging, User);
+    push(0x0010_0000, &[], Misaligned, PagingOff, Kernel);
+    encode_stats(&mut out, 8, 0, &[3, 2, 1, 1, 0, 0, 0, 1], &[800_000]);
+    let raw = common::write(&dir, "raw", &out);
+    let opts = Options {
+        format: OutputFormat::Text,
+        progress: false,
+        ..Options::default()
+    };
+    let mut text = Vec::new();
+    run_cpu(&raw, Some(&common::tiny_elf()), &opts, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("# unwind stops"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "# unwind stops (statistics record): null frame pointer 3 (37.5%), misaligned \
+             frame pointer 2 (25.0%), frame pointer not increasing 1 (12.5%), unreadable \
+             memory 1 (12.5%), frame pointer off the stack 1 (12.5%)",
+            "# unwind stops of 4 kernel samples (paging on) walked within the kernel: null \
+             frame pointer 3 (75.0%), frame pointer off the stack 1 (25.0%)",
+            "# unwind stops of 1 kernel samples (paging on) walked on past a kernel entry \
+             (their stops end the interrupted context's stack, e.g. a program's after a \
+             system call): unreadable memory 1 (100.0%)",
+            "# unwind stops of 2 user samples: misaligned frame pointer 1 (50.0%), frame \
+             pointer not increasing 1 (50.0%)",
+            "# unwind stops of 1 boot and firmware samples (paging off or real mode): \
+             misaligned frame pointer 1 (100.0%)",
+        ],
+        "{text}"
+    );
+    // Every stop shown is explained.
+    for what in [
+        "frame pointer off the stack:",
+        "unreadable memory:",
+        "frame pointer not increasing:",
+    ] {
+        assert!(text.contains(&format!("#   {what}")), "{what}: {text}");
+    }
+    // Kept samples of one place whose stops are the run's: no second line says it again.
+    let opts = Options {
+        mode: ModeFilter::UserOnly,
+        ..opts
+    };
+    let mut text = Vec::new();
+    run_cpu(&raw, Some(&common::tiny_elf()), &opts, &mut text).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("# unwind stops of 2 user samples: "),
+        "{text}"
+    );
+    assert!(!text.contains("kernel samples"), "{text}");
 }

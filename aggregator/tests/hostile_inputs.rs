@@ -61,7 +61,7 @@ fn warnings(elf: &ElfImage) -> String {
 }
 
 fn frames(elf: ElfImage, addr: u64) -> String {
-    let mut sym = Symbolizer::new(Some(elf), None).unwrap();
+    let mut sym = Symbolizer::new(Some(elf), Vec::new()).unwrap();
     format!("{:?}", sym.frames(addr))
 }
 

@@ -11,7 +11,7 @@ use kern_profile::symbolize::{ElfImage, SymbolError, Symbolizer};
 use kern_profile_format::Arch;
 
 fn names(style: NameStyle, addrs: &[u64], first_is_pc: bool) -> String {
-    let mut sym = Symbolizer::load(Some(&common::tiny_elf()), None).unwrap();
+    let mut sym = Symbolizer::load(Some(&common::tiny_elf()), &[]).unwrap();
     let mut namer = StackNamer::new(&mut sym, style);
     let mut out = Vec::new();
     namer.name_addrs(addrs, first_is_pc, &mut out);
@@ -74,7 +74,7 @@ fn lines_come_from_dwarf() {
 
 #[test]
 fn elf_facts_and_the_entry_points() {
-    let mut sym = Symbolizer::load(Some(&common::tiny_elf()), None).unwrap();
+    let mut sym = Symbolizer::load(Some(&common::tiny_elf()), &[]).unwrap();
     assert_eq!(sym.elf().unwrap().arch, Some(Arch::I386));
     assert!(sym.check_arch(Arch::I386).is_ok());
     match sym.check_arch(Arch::X86_64) {
@@ -106,7 +106,7 @@ fn elf_facts_and_the_entry_points() {
 fn loading_errors_name_the_file_and_the_problem() {
     let dir = common::temp_dir("symerr");
     let missing = dir.join("nope.elf");
-    let e = Symbolizer::load(Some(&missing), None).err().unwrap();
+    let e = Symbolizer::load(Some(&missing), &[]).err().unwrap();
     assert!(matches!(e, SymbolError::Open { .. }) && e.to_string().contains("nope.elf"));
 
     let text = common::write(&dir, "text.elf", b"hello, world");
@@ -127,12 +127,12 @@ fn loading_errors_name_the_file_and_the_problem() {
         .status()
         .is_ok_and(|s| s.success());
     if ok {
-        let e = Symbolizer::load(Some(&stripped), None).err().unwrap();
+        let e = Symbolizer::load(Some(&stripped), &[]).err().unwrap();
         assert!(matches!(e, SymbolError::Stripped { .. }), "{e}");
         assert!(e.to_string().contains("force-frame-pointers"));
         // A symbol map rescues it.
         let map = common::write(&dir, "System.map", b"c0100000 T leaf\nc0100040 T middle\n");
-        let mut sym = Symbolizer::load(Some(&stripped), Some(&map)).unwrap();
+        let mut sym = Symbolizer::load(Some(&stripped), std::slice::from_ref(&map)).unwrap();
         assert_eq!(&*sym.frames(0xc010_0010)[0].function, "leaf");
     }
     let _ = Path::new("");
@@ -159,7 +159,7 @@ fn truncated_elves_never_panic() {
             b[i] = (x >> 8) as u8;
         }
         if let Ok(img) = ElfImage::parse(&b, Path::new("fuzzed.elf")) {
-            if let Ok(mut s) = Symbolizer::new(Some(img), None) {
+            if let Ok(mut s) = Symbolizer::new(Some(img), Vec::new()) {
                 for a in [LEAF_SQUARE, RET_WORK, RET_START - 1, LEAF, 0, u64::MAX] {
                     let _ = s.frames(a);
                     let _ = s.caller_skipped(a, a);
@@ -174,8 +174,98 @@ fn addresses_outside_the_code_get_no_dwarf_name() {
     // The example kernel's DWARF still describes functions the linker discarded, at ranges
     // from address 0: a garbage return address such as 0x20 must not be named after them.
     let elf = common::data("example/kernel.elf");
-    let mut sym = Symbolizer::load(Some(&elf), None).unwrap();
+    let mut sym = Symbolizer::load(Some(&elf), &[]).unwrap();
     for a in [0x0u64, 0x20, 0x30, 0x100] {
         assert!(sym.frames(a).is_empty(), "{a:#x} named {:?}", sym.frames(a));
+    }
+}
+
+/// The function `sym` names at `probe` (the real one, last).
+fn named(sym: &mut Symbolizer, probe: u64) -> Option<String> {
+    sym.frames(probe).last().map(|f| f.function.to_string())
+}
+
+#[test]
+fn several_symbol_maps_are_looked_up_in_order() {
+    let dir = common::temp_dir("symmaps");
+    // The kernel's map, and a second covering a low range (a decompressor's, say), which
+    // also names one kernel address: the first source given wins there.
+    let kernel = common::write(
+        &dir,
+        "System.map",
+        b"c0100000 T leaf\nc0100040 T middle\nc0100080 T _start\n",
+    );
+    let low = common::write(
+        &dir,
+        "boot.map",
+        b"00001000 T low_one\n00005000 T low_two\nc0100000 T shadowed\n",
+    );
+    let mut sym = Symbolizer::load(None, &[kernel.clone(), low.clone()]).unwrap();
+    assert_eq!(named(&mut sym, 0xc010_0010).as_deref(), Some("leaf"));
+    assert_eq!(named(&mut sym, 0xc010_0050).as_deref(), Some("middle"));
+    assert_eq!(named(&mut sym, 0x1234).as_deref(), Some("low_one"));
+    assert_eq!(named(&mut sym, 0x5677).as_deref(), Some("low_two"));
+    assert_eq!(named(&mut sym, 0x800), None);
+    // Both maps are text maps of the kernel: its range starts at their lowest function.
+    assert!(sym.kernel_holds(0x1000) && !sym.kernel_holds(0xfff));
+    // The other order: the low map's name wins at the address both name.
+    let mut sym = Symbolizer::load(None, &[low, kernel]).unwrap();
+    assert_eq!(named(&mut sym, 0xc010_0010).as_deref(), Some("shadowed"));
+}
+
+#[test]
+fn an_extra_elf_contributes_its_symbol_table() {
+    let dir = common::temp_dir("symelf");
+    let map = common::write(
+        &dir,
+        "kallsyms",
+        b"c1000000 T startup_32\nc1000100 T other\n",
+    );
+    // A map, then an ELF (told by its magic, whatever its name): tiny.elf's functions at
+    // 0xc0100000 are named from its symbol table, after the map.
+    let elf = common::write(
+        &dir,
+        "vmlinux.bin",
+        &std::fs::read(common::tiny_elf()).unwrap(),
+    );
+    let mut sym = Symbolizer::load(None, &[map.clone(), elf.clone()]).unwrap();
+    assert_eq!(named(&mut sym, LEAF_LOOP).as_deref(), Some("leaf"));
+    assert_eq!(
+        named(&mut sym, RET_WORK - 1).as_deref(),
+        Some("kernel::work")
+    );
+    assert_eq!(named(&mut sym, 0xc100_0010).as_deref(), Some("startup_32"));
+    // Only its symbol table: no DWARF, so no inlined frame at `square`'s code.
+    assert_eq!(sym.frames(LEAF_SQUARE).len(), 1);
+    // An ELF among the sources is another image: the kernel's range stays the map's.
+    assert!(sym.kernel_holds(0xc100_0000) && !sym.kernel_holds(LEAF_LOOP));
+    // Its architecture is checked as the kernel's is.
+    assert!(sym.check_arch(Arch::I386).is_ok());
+    let e = sym.check_arch(Arch::X86_64).unwrap_err();
+    assert!(matches!(e, SymbolError::ArchMismatch { .. }), "{e}");
+    assert!(e.to_string().contains("vmlinux.bin"), "{e}");
+
+    // After the kernel ELF: the ELF's own names first, the extra sources' for the rest.
+    let low = common::write(
+        &dir,
+        "boot.map",
+        b"00001000 T low_one\nc0100000 T shadowed\n",
+    );
+    let mut sym = Symbolizer::load(Some(&common::tiny_elf()), &[low, elf]).unwrap();
+    assert_eq!(named(&mut sym, LEAF_LOOP).as_deref(), Some("leaf"));
+    assert_eq!(named(&mut sym, 0x1234).as_deref(), Some("low_one"));
+
+    // An ELF without symbols names nothing: an error naming it.
+    let stripped = dir.join("stripped.elf");
+    let ok = std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(common::tiny_elf())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        let e = Symbolizer::load(None, &[map, stripped]).err().unwrap();
+        assert!(matches!(e, SymbolError::NoElfSymbols { .. }), "{e}");
+        assert!(e.to_string().contains("stripped.elf"), "{e}");
     }
 }

@@ -81,7 +81,7 @@ fn fixture(name: &str) -> Fixture {
 
 fn run(f: &Fixture, opts: &Options) -> (String, RunReport) {
     let opts = Options {
-        symbols: Some(f.map.clone()),
+        symbols: vec![f.map.clone()],
         progress: false,
         ..opts.clone()
     };
@@ -306,14 +306,14 @@ fn several_user_binaries_and_errors() {
 
     let bad = Options {
         user_binaries: vec![f.map.clone()],
-        symbols: Some(f.map.clone()),
+        symbols: vec![f.map.clone()],
         ..with_user(OutputFormat::Folded)
     };
     let err = run_cpu(&f.raw, None, &bad, &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("kernel.map"), "{err}");
     let missing = Options {
         user_binaries: vec![f.dir.join("nope.elf")],
-        symbols: Some(f.map.clone()),
+        symbols: vec![f.map.clone()],
         ..with_user(OutputFormat::Folded)
     };
     let err = run_cpu(&f.raw, None, &missing, &mut Vec::new()).unwrap_err();

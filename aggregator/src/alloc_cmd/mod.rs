@@ -55,7 +55,7 @@ pub fn run_alloc_to(
     opts: &AllocOptions,
     text_out: Option<&mut dyn Write>,
 ) -> Result<AllocReport, AllocCmdError> {
-    let mut sym = Symbolizer::load(elf, opts.symbols.as_deref())?;
+    let mut sym = Symbolizer::load(elf, &opts.symbols)?;
     let mut report = AllocReport {
         warnings: sym.warnings().into_iter().map(Warning::Symbols).collect(),
         ..AllocReport::default()

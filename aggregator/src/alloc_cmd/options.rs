@@ -55,8 +55,9 @@ pub struct AllocOptions {
     pub lines: bool,
     /// Unknown addresses as `0x…`. Default: false.
     pub addresses: bool,
-    /// A text symbol map. Default: `None`.
-    pub symbols: Option<PathBuf>,
+    /// Further symbol sources (text maps or ELFs; see [`crate::Options::symbols`]).
+    /// Default: none.
+    pub symbols: Vec<PathBuf>,
     /// Allow a progress bar. Default: true.
     pub progress: bool,
 }
@@ -74,7 +75,7 @@ impl Default for AllocOptions {
             inline: true,
             lines: false,
             addresses: false,
-            symbols: None,
+            symbols: Vec::new(),
             progress: true,
         }
     }

@@ -64,10 +64,11 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "ELF")]
     pub kernel: Option<PathBuf>,
 
-    /// A text symbol map (System.map, nm output, /proc/kallsyms), for addresses the ELF does
-    /// not name, or alone
-    #[arg(long, value_name = "FILE")]
-    pub symbols: Option<PathBuf>,
+    /// Further symbol sources, looked up in order after the ELF, or alone: text maps
+    /// (System.map, nm output, /proc/kallsyms) or ELFs (their symbol tables, e.g. Linux's
+    /// arch/x86/boot/compressed/vmlinux); comma-separated, or --symbols repeated
+    #[arg(long, value_name = "FILE[,FILE...]", value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub symbols: Vec<PathBuf>,
 
     /// The plugin to load. Default: kern-profile.so beside this binary, then
     /// ../lib/kern-profile/kern-profile.so, then the copy built into this binary

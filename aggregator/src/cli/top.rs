@@ -89,12 +89,21 @@ pub fn run(a: TopArgs) -> Result<ExitCode> {
     };
     let recorded = run_top(session.start()?, &top, &mut std::io::stdout().lock())?;
     let out = &recorded.session.out;
-    let elf = recorded
-        .session
-        .sources
+    let sources = &recorded.session.sources;
+    let mut elf: Vec<String> = sources
         .elf
-        .as_ref()
-        .map_or_else(|| "--symbols FILE".to_string(), |e| e.display().to_string());
+        .iter()
+        .map(|e| e.display().to_string())
+        .collect();
+    if !sources.symbols.is_empty() {
+        let files: Vec<String> = sources
+            .symbols
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect();
+        elf.push(format!("--symbols {}", files.join(",")));
+    }
+    let elf = elf.join(" ");
     eprintln!(
         "kern-profile: recording kept: {} (draw it: kern-profile report {} {elf}); QEMU's console: {}",
         recorded.raw.display(),

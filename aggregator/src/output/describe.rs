@@ -1,12 +1,15 @@
 //! Words about a CPU profile for people: the text report's header, the flamegraph's
 //! subtitle, and the phrases both use.
 
-use kern_profile_format::{CpuFormat, Header, HostTimerStats, SamplingMode, StopReason, StopsFrom};
+use kern_profile_format::{
+    CpuFormat, Header, HostTimerStats, SamplingMode, StopCounts, StopReason, StopsFrom,
+};
 
 use crate::filter::SampleFilter;
 use crate::input::ReadSummary;
 use crate::options::ModeFilter;
 use crate::output::text::pct;
+use crate::place::StopsByPlace;
 use crate::profile::CpuProfile;
 
 /// Header lines of the text report; with `split`, the kernel/user split of the kept
@@ -34,7 +37,10 @@ pub fn describe(
     }
     if p.format == CpuFormat::Raw {
         h.extend(stops_line(&p.summary));
-        h.extend(stop_meanings(&p.summary));
+        let by_place = place_lines(&p.summary, &p.stops_by_place, filter);
+        h.extend(by_place.iter().map(|(line, _)| line.clone()));
+        let shown: Vec<&StopCounts> = by_place.iter().map(|(_, s)| s).collect();
+        h.extend(stop_meanings(&p.summary, &shown));
     }
     if p.no_code_cuts > 0 {
         h.push(format!(
@@ -144,6 +150,12 @@ fn stops_line(s: &ReadSummary) -> Option<String> {
         StopsFrom::Statistics => "statistics record",
         StopsFrom::Samples => "counted from the samples: no statistics record",
     };
+    let parts = stop_parts(stops);
+    (!parts.is_empty()).then(|| format!("unwind stops ({from}): {parts}"))
+}
+
+/// `null frame pointer 12 (60.0%), misaligned frame pointer 8 (40.0%)`; empty without stops.
+fn stop_parts(stops: &StopCounts) -> String {
     let total = stops.total();
     let parts: Vec<String> = stops
         .nonzero()
@@ -152,7 +164,39 @@ fn stops_line(s: &ReadSummary) -> Option<String> {
             format!("{name} {n} ({:.1}%)", pct(n, total))
         })
         .collect();
-    (!parts.is_empty()).then(|| format!("unwind stops ({from}): {}", parts.join(", ")))
+    parts.join(", ")
+}
+
+/// The kept samples' stops by where each was taken (kernel with paging on, user, boot or
+/// firmware), one line a place, with the stops it shows: only when they say something the
+/// run's line does not (samples of several places, or fewer samples than the run's).
+fn place_lines(
+    s: &ReadSummary,
+    by_place: &StopsByPlace,
+    filter: &SampleFilter,
+) -> Vec<(String, StopCounts)> {
+    let places: Vec<_> = by_place.nonempty().collect();
+    let (run, _) = s.tally.run_stops();
+    if places.is_empty() || (places.len() == 1 && places[0].1 == run) {
+        return Vec::new();
+    }
+    let names = if filter.names.is_active() {
+        " (before --focus/--exclude)"
+    } else {
+        ""
+    };
+    places
+        .into_iter()
+        .map(|(place, stops)| {
+            let line = format!(
+                "unwind stops of {} {}{names}: {}",
+                stops.total(),
+                place.samples(),
+                stop_parts(stops)
+            );
+            (line, stops.clone())
+        })
+        .collect()
 }
 
 /// The aggregator's own stop: a kernel stack's return address in the kernel ELF's loadable
@@ -161,12 +205,15 @@ pub const NO_CODE_STOP: &str = "return address that is no code";
 const NO_CODE_MEANING: &str = "a frame's return address lay in the kernel's image but \
      outside its code (data, a stack: garbage read as a frame): the stack is cut there";
 
-/// What each unwind stop that occurred means, one indented line each, in words a user
-/// understands: which ends are normal and which cut stacks short.
-fn stop_meanings(s: &ReadSummary) -> Vec<String> {
+/// What each unwind stop that occurred (in the run's line or in `more`) means, one indented
+/// line each, in words a user understands: which ends are normal and which cut stacks short.
+fn stop_meanings(s: &ReadSummary, more: &[&StopCounts]) -> Vec<String> {
     let (stops, _) = s.tally.run_stops();
-    stops
-        .nonzero()
+    let mut all = stops.clone();
+    for m in more {
+        all.merge(m);
+    }
+    all.nonzero()
         .filter_map(|(b, _)| StopReason::from_u8(b))
         .map(|r| format!("  {}: {}", r.name(), stop_meaning(r)))
         .collect()

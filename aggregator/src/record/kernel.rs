@@ -3,7 +3,7 @@
 //! resolved to the function's address range in that ELF.
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::RecordError;
 use crate::filter::matches;
@@ -13,10 +13,10 @@ use crate::symbolize::ElfImage;
 /// Resolves the symbol sources of a session, before QEMU starts.
 pub fn symbol_sources(
     kernel_arg: Option<&Path>,
-    symbols: Option<&Path>,
+    symbols: &[PathBuf],
     qemu_kernel: Option<&Path>,
 ) -> Result<SymbolSources, RecordError> {
-    if let Some(s) = symbols {
+    for s in symbols {
         std::fs::metadata(s).map_err(|source| RecordError::Io {
             what: format!("--symbols {}", s.display()),
             source,
@@ -32,7 +32,7 @@ pub fn symbol_sources(
         }
         (None, Some(k)) => match usable_elf(k) {
             Ok(()) => Some(k.to_path_buf()),
-            Err(_) if symbols.is_some() => None,
+            Err(_) if !symbols.is_empty() => None,
             Err(why) => {
                 return Err(RecordError::KernelUnusable {
                     path: k.to_path_buf(),
@@ -40,12 +40,12 @@ pub fn symbol_sources(
                 })
             }
         },
-        (None, None) if symbols.is_some() => None,
+        (None, None) if !symbols.is_empty() => None,
         (None, None) => return Err(RecordError::NoKernel),
     };
     Ok(SymbolSources {
         elf: elf.map(|p| std::path::absolute(&p).unwrap_or(p)),
-        symbols: symbols.map(Path::to_path_buf),
+        symbols: symbols.to_vec(),
         user_binaries: Vec::new(),
     })
 }
@@ -143,24 +143,24 @@ mod tests {
 
     #[test]
     fn missing_and_non_elf_kernels_are_named() {
-        let e = symbol_sources(None, None, None).unwrap_err().to_string();
+        let e = symbol_sources(None, &[], None).unwrap_err().to_string();
         assert!(e.starts_with("the QEMU command has no -kernel"), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("bzImage");
         std::fs::write(&img, b"MZ not an elf at all").unwrap();
-        let e = symbol_sources(None, None, Some(&img))
+        let e = symbol_sources(None, &[], Some(&img))
             .unwrap_err()
             .to_string();
         assert!(e.contains("bzImage: not an ELF"), "{e}");
         assert!(e.contains("--kernel ELF"), "{e}");
-        let e = symbol_sources(Some(&img), None, None)
+        let e = symbol_sources(Some(&img), &[], None)
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("--kernel "), "{e}");
         // A symbol map alone will do.
         let map = dir.path().join("System.map");
         std::fs::write(&map, "c0100000 T start\n").unwrap();
-        let s = symbol_sources(None, Some(&map), Some(&img)).unwrap();
-        assert_eq!((s.elf, s.symbols), (None, Some(map)));
+        let s = symbol_sources(None, std::slice::from_ref(&map), Some(&img)).unwrap();
+        assert_eq!((s.elf, s.symbols), (None, vec![map]));
     }
 }

@@ -44,7 +44,7 @@ pub struct SessionSpec {
     /// `--kernel`.
     pub kernel: Option<PathBuf>,
     /// `--symbols`.
-    pub symbols: Option<PathBuf>,
+    pub symbols: Vec<PathBuf>,
     /// `--plugin`.
     pub plugin: Option<PathBuf>,
     pub console: ConsoleSpec,
@@ -78,7 +78,7 @@ impl Session {
         let qemu = QemuCommand::check(&spec.qemu, spec.command)?;
         let sources = symbol_sources(
             spec.kernel.as_deref(),
-            spec.symbols.as_deref(),
+            &spec.symbols,
             qemu.kernel().as_deref(),
         )?;
         let window = spec

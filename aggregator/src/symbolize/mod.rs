@@ -7,7 +7,8 @@
 //!    symbol table when a symbol covers the address (the linker name is the full path, where
 //!    DWARF may only hold the last path segment), else from DWARF.
 //! 2. The ELF symbol table.
-//! 3. The `--symbols` map.
+//! 3. The `--symbols` sources, in the order given: text maps, and the symbol tables of
+//!    further ELFs (e.g. Linux's decompressor, `arch/x86/boot/compressed/vmlinux`).
 //!
 //! Callers pass *probe* addresses: the sampled PC as is, a return address minus one (so
 //! that the call instruction, not the one after it, is looked up).
@@ -88,6 +89,11 @@ pub enum SymbolError {
         path.display()
     )]
     ZeroAddresses { path: PathBuf },
+    #[error(
+        "{} is an ELF without code symbols (stripped?): as a --symbols source it names nothing",
+        path.display()
+    )]
+    NoElfSymbols { path: PathBuf },
     #[error("no symbol source: give the kernel ELF, or a symbol map with --symbols")]
     NoSource,
 }
@@ -106,7 +112,10 @@ pub struct Frame {
 /// Resolves addresses to frames, caching each probe address.
 pub struct Symbolizer {
     elf: Option<ElfImage>,
-    map: Option<SymbolTable>,
+    /// The `--symbols` sources' tables, looked up after the ELF's in this order.
+    maps: Vec<SymbolTable>,
+    /// The ELFs among the `--symbols` sources, for [`Symbolizer::check_arch`].
+    extra_elfs: Vec<ElfMachine>,
     /// Probe address → frames, innermost first.
     cache: FxHashMap<u64, Rc<[Frame]>>,
     /// Function start addresses (from every symbol source).
@@ -124,6 +133,61 @@ pub struct Symbolizer {
     no_code_cuts: u64,
 }
 
+/// An ELF given with `--symbols`: only its symbol table is used, its architecture checked.
+#[derive(Debug, Clone)]
+struct ElfMachine {
+    path: PathBuf,
+    arch: Option<Arch>,
+    machine: String,
+}
+
+/// One `--symbols` source, loaded.
+struct SymbolSource {
+    table: SymbolTable,
+    /// `Some` for an ELF.
+    elf: Option<ElfMachine>,
+}
+
+impl SymbolSource {
+    /// A text map (nm, System.map, /proc/kallsyms) or an ELF's symbol table, told by the
+    /// file's first bytes (`\x7fELF`).
+    fn load(path: &Path) -> Result<Self, SymbolError> {
+        if !starts_as_elf(path)? {
+            return Ok(SymbolSource {
+                table: symbol_map::load(path)?,
+                elf: None,
+            });
+        }
+        let image = ElfImage::load(path)?;
+        if image.symbols.is_empty() {
+            return Err(SymbolError::NoElfSymbols {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(SymbolSource {
+            elf: Some(ElfMachine {
+                path: path.to_path_buf(),
+                arch: image.arch,
+                machine: image.machine,
+            }),
+            table: image.symbols,
+        })
+    }
+}
+
+/// Whether the file at `path` begins with the ELF magic.
+fn starts_as_elf(path: &Path) -> Result<bool, SymbolError> {
+    use std::io::Read;
+    let open_err = |source| SymbolError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = kern_profile_format::open_input(path).map_err(open_err)?;
+    let mut magic = Vec::with_capacity(4);
+    file.take(4).read_to_end(&mut magic).map_err(open_err)?;
+    Ok(magic == b"\x7fELF")
+}
+
 /// A user program's ELF and its own symbolizer.
 struct UserBinary {
     /// The name its stacks are shown under (the file name).
@@ -132,11 +196,23 @@ struct UserBinary {
 }
 
 impl Symbolizer {
-    /// A symbolizer over an ELF and/or a symbol map. Fails when neither can name anything.
-    pub fn new(elf: Option<ElfImage>, map: Option<SymbolTable>) -> Result<Self, SymbolError> {
-        match (&elf, &map) {
-            (None, None) => return Err(SymbolError::NoSource),
-            (Some(e), None) if e.is_stripped() => {
+    /// A symbolizer over an ELF and/or symbol maps (looked up after the ELF, in order).
+    /// Fails when nothing can name anything.
+    pub fn new(elf: Option<ElfImage>, maps: Vec<SymbolTable>) -> Result<Self, SymbolError> {
+        let sources = maps
+            .into_iter()
+            .map(|table| SymbolSource { table, elf: None })
+            .collect();
+        Self::with_sources(elf, sources)
+    }
+
+    fn with_sources(
+        elf: Option<ElfImage>,
+        sources: Vec<SymbolSource>,
+    ) -> Result<Self, SymbolError> {
+        match &elf {
+            None if sources.is_empty() => return Err(SymbolError::NoSource),
+            Some(e) if sources.is_empty() && e.is_stripped() => {
                 return Err(SymbolError::Stripped {
                     path: e.path.clone(),
                 })
@@ -147,13 +223,27 @@ impl Symbolizer {
         if let Some(e) = &elf {
             starts.extend(e.symbols.starts());
         }
-        if let Some(m) = &map {
-            starts.extend(m.starts());
+        for s in &sources {
+            starts.extend(s.table.starts());
         }
-        let lowest_start = starts.iter().copied().filter(|&a| a != 0).min();
+        // The kernel's range without its ELF: from its text maps (an ELF among the sources is
+        // another image, e.g. a decompressor at low addresses).
+        let lowest_start = sources
+            .iter()
+            .filter(|s| s.elf.is_none())
+            .flat_map(|s| s.table.starts())
+            .filter(|&a| a != 0)
+            .min();
+        let mut maps = Vec::with_capacity(sources.len());
+        let mut extra_elfs = Vec::new();
+        for s in sources {
+            maps.push(s.table);
+            extra_elfs.extend(s.elf);
+        }
         Ok(Symbolizer {
             elf,
-            map,
+            maps,
+            extra_elfs,
             lowest_start,
             cache: FxHashMap::default(),
             starts,
@@ -185,7 +275,7 @@ impl Symbolizer {
         } else {
             file
         };
-        let sym = Symbolizer::new(Some(elf), None)?;
+        let sym = Symbolizer::new(Some(elf), Vec::new())?;
         self.users.push(UserBinary {
             name: Rc::from(sanitize(&name).into_owned()),
             sym,
@@ -254,8 +344,8 @@ impl Symbolizer {
         self.no_code_cuts
     }
 
-    /// True when `addr` lies in the kernel: its ELF's loadable segments, or with a symbol
-    /// map alone, at or above its lowest function.
+    /// True when `addr` lies in the kernel: its ELF's loadable segments, or with symbol
+    /// maps alone, at or above their lowest function.
     pub fn kernel_holds(&self, addr: u64) -> bool {
         match &self.elf {
             Some(e) => e.loads(addr),
@@ -263,11 +353,15 @@ impl Symbolizer {
         }
     }
 
-    /// Loads `elf` and/or the symbol map `symbols`.
-    pub fn load(elf: Option<&Path>, symbols: Option<&Path>) -> Result<Self, SymbolError> {
+    /// Loads `elf` and/or the `--symbols` sources `symbols`: each a text map (nm,
+    /// System.map, /proc/kallsyms) or an ELF, whose symbol table is used, told by its magic.
+    pub fn load(elf: Option<&Path>, symbols: &[PathBuf]) -> Result<Self, SymbolError> {
         let elf = elf.map(ElfImage::load).transpose()?;
-        let map = symbols.map(symbol_map::load).transpose()?;
-        Self::new(elf, map)
+        let sources = symbols
+            .iter()
+            .map(|p| SymbolSource::load(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::with_sources(elf, sources)
     }
 
     pub fn elf(&self) -> Option<&ElfImage> {
@@ -288,11 +382,16 @@ impl Symbolizer {
         for u in &self.users {
             u.sym.check_arch(samples)?;
         }
-        if let Some(e) = &self.elf {
-            if e.arch != Some(samples) {
+        let elfs = self.elf.iter().map(|e| (&e.path, e.arch, &e.machine));
+        let extra = self
+            .extra_elfs
+            .iter()
+            .map(|e| (&e.path, e.arch, &e.machine));
+        for (path, arch, machine) in elfs.chain(extra) {
+            if arch != Some(samples) {
                 return Err(SymbolError::ArchMismatch {
-                    path: e.path.clone(),
-                    elf: e.machine.clone(),
+                    path: path.clone(),
+                    elf: machine.clone(),
                     samples: samples.name(),
                 });
             }
@@ -396,7 +495,7 @@ impl Symbolizer {
     fn symbol_name(&self, probe: u64) -> Option<&str> {
         let from_elf = self.elf.as_ref().and_then(|e| e.symbols.lookup(probe));
         from_elf
-            .or_else(|| self.map.as_ref().and_then(|m| m.lookup(probe)))
+            .or_else(|| self.maps.iter().find_map(|m| m.lookup(probe)))
             .map(|s| &*s.name)
     }
 
@@ -489,7 +588,7 @@ mod tests {
             symbol_map::parse("1000 T start\n1010 T other\n", Path::new("m")).unwrap(),
             |_| None,
         );
-        let mut s = Symbolizer::new(None, Some(map)).unwrap();
+        let mut s = Symbolizer::new(None, vec![map]).unwrap();
         assert_eq!(&*s.frames(0x1004)[0].function, "start");
         assert!(s.frames(0x10).is_empty());
         assert!(
@@ -503,7 +602,7 @@ mod tests {
     #[test]
     fn needs_a_source() {
         assert!(matches!(
-            Symbolizer::new(None, None),
+            Symbolizer::new(None, Vec::new()),
             Err(SymbolError::NoSource)
         ));
     }

@@ -40,7 +40,7 @@ fn check(data: &[u8]) {
         black_box((elf.loads(p), elf.code_at(p, 5)));
     }
     black_box(elf.is_stripped());
-    let Ok(mut sym) = Symbolizer::new(Some(elf), None) else {
+    let Ok(mut sym) = Symbolizer::new(Some(elf), Vec::new()) else {
         return;
     };
     black_box(sym.warnings());

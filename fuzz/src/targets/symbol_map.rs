@@ -42,7 +42,7 @@ fn check(data: &[u8]) {
             assert!(s.start <= p && p < s.end, "{p:#x} outside {s:?}");
         }
     }
-    let Ok(mut sym) = Symbolizer::new(None, Some(table)) else {
+    let Ok(mut sym) = Symbolizer::new(None, vec![table]) else {
         return;
     };
     for &p in &probes {
