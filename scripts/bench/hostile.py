@@ -26,8 +26,9 @@ CONFIGS = [
 ]
 SAMPLES_RE = re.compile(r"kern-profile: (\d+) samples written")
 THROTTLED_RE = re.compile(r"(\d+) vCPU ticks skipped to keep slow stack walks")
-# hostile=on runs rounds x 1000 spin iterations per case; ~2 s of bare QEMU here.
-ROUNDS = 20000
+# hostile=on runs rounds x 1000 spin iterations per case: 250,000 rounds are ~2 s of bare
+# QEMU here (20,000 were 0.5 s, mostly QEMU's start-up).
+ROUNDS = 250000
 
 
 def measure(b):
