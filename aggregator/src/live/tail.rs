@@ -49,8 +49,13 @@ impl RawTail {
         }
         let file = self.file.as_mut().expect("opened above");
         file.read_to_end(&mut self.pending)?;
+        if self.header.is_none() {
+            self.read_header()?;
+        }
+        // The header and the samples after it may arrive in one read (a short run read
+        // only once QEMU exited): go on to the samples.
         let Some((_, header_bytes)) = &self.header else {
-            return self.read_header().map(|()| 0);
+            return Ok(0);
         };
         let mut r = RawReader::new(Cursor::new(header_bytes).chain(&self.pending[..]))?;
         let header_len = header_bytes.len() as u64;
@@ -154,8 +159,12 @@ mod tests {
         let (a, b) = (sample(0, 0x1204), sample(1, 0x1300));
         f.write_all(&a).unwrap();
         f.write_all(&b[..7]).unwrap();
-        assert_eq!(poll(&mut tail), 0, "the header alone is taken first");
-        assert_eq!(poll(&mut tail), 1, "the whole record, not the torn one");
+        assert_eq!(
+            poll(&mut tail),
+            1,
+            "the header, then the whole record, not the torn one"
+        );
+        assert_eq!(poll(&mut tail), 0, "nothing new");
         f.write_all(&b[7..]).unwrap();
         assert_eq!(poll(&mut tail), 1);
         assert!(!tail.finished);
@@ -171,5 +180,21 @@ mod tests {
                 (1, vec![0x1300, 0x1100, 0x1010])
             ]
         );
+    }
+
+    /// A run shorter than one refresh: the first read finds the whole file, header, samples
+    /// and statistics, and takes them all (the last table showed "no samples yet").
+    #[test]
+    fn a_whole_file_in_one_read_gives_its_samples() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("raw");
+        let mut bytes = header();
+        bytes.extend(sample(0, 0x1204));
+        bytes.extend(sample(1, 0x1300));
+        Stats::default().encode(&mut bytes);
+        std::fs::write(&path, &bytes).unwrap();
+        let mut tail = RawTail::new(&path);
+        assert_eq!(tail.poll(|_| {}).unwrap(), 2);
+        assert!(tail.finished);
     }
 }
