@@ -129,6 +129,44 @@ where
     plausible.then_some(r)
 }
 
+/// Where a stack's span ends when its walk began at `start` (`span` 0: no bound): nothing
+/// is read at or beyond it. Shared by the x86 and the frame-record walks.
+pub(crate) fn span_end(span: u64, start: u64) -> u64 {
+    match span {
+        0 => u64::MAX,
+        span => start.saturating_add(span),
+    }
+}
+
+/// The frames a walk stores into the caller's buffer, up to its depth cap.
+pub(crate) struct Frames<'a> {
+    out: &'a mut [u64],
+    cap: usize,
+    /// How many are stored.
+    pub n: usize,
+}
+
+impl<'a> Frames<'a> {
+    pub fn new(out: &'a mut [u64], max_depth: usize) -> Self {
+        let cap = max_depth.min(out.len());
+        Frames { out, cap, n: 0 }
+    }
+
+    pub fn full(&self) -> bool {
+        self.n >= self.cap
+    }
+
+    /// Stores `v`; false when the cap is reached.
+    pub fn push(&mut self, v: u64) -> bool {
+        if self.full() {
+            return false;
+        }
+        self.out[self.n] = v;
+        self.n += 1;
+        true
+    }
+}
+
 /// The `n` (at most 4) words right above the frame record at `fp`: where the CPU's interrupt
 /// frame lies when an entry stub made that record.
 fn words_above_record<R>(fp: u64, width: PtrWidth, n: usize, read: &mut R) -> Option<[u64; 4]>
@@ -199,28 +237,15 @@ where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
     let w = width.bytes();
-    let cap = max_depth.min(out.len());
+    let mut frames = Frames::new(out, max_depth);
     let mut record = [0u8; 16];
     let record = &mut record[..2 * w];
     let mut fp = fp;
     let mut lowest = floor;
     // Where the current stack's span ends: no record is read at or beyond it.
-    let span_end = |start: u64| match crossings.stack_span {
-        0 => u64::MAX,
-        span => start.saturating_add(span),
-    };
-    let mut seg_end = span_end(floor);
+    let mut seg_end = span_end(crossings.stack_span, floor);
     let mut switches = 0u8;
     let mut entries = 0u8;
-    let mut n = 0usize;
-    let mut push = |n: &mut usize, v: u64| -> bool {
-        if *n >= cap {
-            return false;
-        }
-        out[*n] = v;
-        *n += 1;
-        true
-    };
     let stop = loop {
         if fp == 0 {
             break StopReason::NullFramePointer;
@@ -229,14 +254,14 @@ where
         if crossings.linux_pt_regs && entries < MAX_ENTRIES {
             if let Some(r) = decode_pt_regs(fp, lowest, seg_end, width, &mut read) {
                 entries += 1;
-                if !push(&mut n, frame_marker::KERNEL_ENTRY) || !push(&mut n, r.ip) {
+                if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(r.ip) {
                     break StopReason::DepthLimit;
                 }
                 // The interrupted context's stack, from its stack pointer: a guard and a
                 // span of its own.
                 fp = r.bp;
                 lowest = r.sp;
-                seg_end = span_end(r.sp);
+                seg_end = span_end(crossings.stack_span, r.sp);
                 continue;
             }
         }
@@ -244,17 +269,17 @@ where
             break StopReason::Misaligned;
         }
         if fp < lowest {
-            if n == 0 || switches >= crossings.stack_switches {
+            if frames.n == 0 || switches >= crossings.stack_switches {
                 break StopReason::NotIncreasing;
             }
             switches += 1;
             // The other stack's guard (set below) and span start at this frame.
-            if !push(&mut n, frame_marker::STACK_SWITCH) {
+            if !frames.push(frame_marker::STACK_SWITCH) {
                 break StopReason::DepthLimit;
             }
-            seg_end = span_end(fp);
+            seg_end = span_end(crossings.stack_span, fp);
         }
-        if n >= cap {
+        if frames.full() {
             break StopReason::DepthLimit;
         }
         match fp.checked_add(2 * w as u64 - 1) {
@@ -287,24 +312,27 @@ where
         if from_user || from_kernel {
             entries += 1;
             // The interrupted ip as is; user space gets a guard of its own.
-            if !push(&mut n, frame_marker::KERNEL_ENTRY) || !push(&mut n, ret) {
+            if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(ret) {
                 break StopReason::DepthLimit;
             }
             match user_sp {
                 // The user stack, from the interrupted stack pointer.
                 Some(sp) => {
                     lowest = sp;
-                    seg_end = span_end(sp);
+                    seg_end = span_end(crossings.stack_span, sp);
                 }
                 None => lowest = fp + 1,
             }
         } else {
-            push(&mut n, ret);
+            frames.push(ret);
             lowest = fp + 1;
         }
         fp = saved_fp;
     };
-    Walk { frames: n, stop }
+    Walk {
+        frames: frames.n,
+        stop,
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 
 use kern_profile_format::{frame_marker, StopReason};
 
+use crate::cross::{span_end, Frames};
 use crate::{Crossings, Walk};
 
 /// Where an architecture keeps its frame records.
@@ -50,27 +51,14 @@ pub(crate) fn walk_records<R>(
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    let cap = max_depth.min(out.len());
-    let span_end = |start: u64| match crossings.stack_span {
-        0 => u64::MAX,
-        span => start.saturating_add(span),
-    };
+    let mut frames = Frames::new(out, max_depth);
     let mut record = [0u8; 16];
     let mut fp = fp;
     // The lowest acceptable record address, and where this stack's span ends.
     let mut lowest = floor;
-    let mut seg_end = span_end(floor);
+    let mut seg_end = span_end(crossings.stack_span, floor);
     let mut crossed = 0u8;
     let mut first = true;
-    let mut n = 0usize;
-    let mut push = |n: &mut usize, v: u64| -> bool {
-        if *n >= cap {
-            return false;
-        }
-        out[*n] = v;
-        *n += 1;
-        true
-    };
     let stop = loop {
         if fp == 0 {
             break StopReason::NullFramePointer;
@@ -84,7 +72,7 @@ where
         if at < lowest {
             break StopReason::NotIncreasing;
         }
-        if n >= cap {
+        if frames.full() {
             break StopReason::DepthLimit;
         }
         if at.checked_add(15).is_none() {
@@ -124,21 +112,24 @@ where
         match next_at {
             Some(next_at) if crosses && saved_fp != 0 => {
                 crossed += 1;
-                if !push(&mut n, frame_marker::KERNEL_ENTRY) || !push(&mut n, ret) {
+                if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(ret) {
                     break StopReason::DepthLimit;
                 }
                 // The interrupted context's stack: a guard and a span of its own.
                 lowest = next_at;
-                seg_end = span_end(next_at);
+                seg_end = span_end(crossings.stack_span, next_at);
             }
             _ => {
-                push(&mut n, ret);
+                frames.push(ret);
                 lowest = next_lowest;
             }
         }
         fp = saved_fp;
     };
-    Walk { frames: n, stop }
+    Walk {
+        frames: frames.n,
+        stop,
+    }
 }
 
 /// A GCC 12 leaf record: the word at `fp - 8` is a frame pointer (just above `fp`, aligned),
