@@ -297,29 +297,21 @@ fn delay_mode_samples_by_host_time(arch: &'static str) {
     assert!(total > 2_000, "only {total} kernel samples at delay=10");
     let e = expected_virt(arch);
     let doc = expected_functions_of(&e);
-    let pair = ["kernel::workload::hot_leaf", "kernel::workload::cold_leaf"];
     let documented = |n: &str| {
         doc.iter()
             .find(|f| f.symbol == n)
             .unwrap()
             .self_share_inline
     };
+    let (hot, cold) = ("kernel::workload::hot_leaf", "kernel::workload::cold_leaf");
+    assert_same_body_ratio(&counts, hot, cold, documented(hot) / documented(cold));
     let sampled = |n: &str| counts.get(n).copied().unwrap_or(0) as f64;
-    let (s_sum, d_sum) = (
-        sampled(pair[0]) + sampled(pair[1]),
-        documented(pair[0]) + documented(pair[1]),
-    );
-    for n in pair {
-        let (got, want) = (sampled(n) / s_sum, documented(n) / d_sum);
-        assert!(
-            (got - want).abs() < 0.03,
-            "{n}: {got:.4} of the same-body pair sampled, {want:.4} by exact counts"
-        );
-    }
+    // Host time against instructions: riscv64's hot_leaf measured 0.55 to 0.69 of the
+    // samples over whole runs, for 0.59 of the instructions.
     for f in doc.iter().filter(|f| f.self_share_inline > 0.01) {
         let got = sampled(&f.symbol) / total as f64;
         assert!(
-            (got - f.self_share_inline).abs() < 0.12,
+            (got - f.self_share_inline).abs() < 0.15,
             "{}: {got:.4} sampled, {:.4} of instructions",
             f.symbol,
             f.self_share_inline

@@ -131,13 +131,20 @@ impl ArmSlots {
             .is_some_and(|entry| entry.swap(0, Relaxed) >= ARMED)
     }
 
-    /// In the callback: a sample of `vcpu` took `cost_ns` of host time (capped at
-    /// [`MAX_CHARGE_NS`]).
+    /// In the callback, after the sample: `vcpu`'s sample took `cost_ns` of host time (capped
+    /// at [`MAX_CHARGE_NS`]). A tick that armed the slot meanwhile measured the plugin's time,
+    /// not the guest's: it is withdrawn (and not counted as armed). Kept, it would sample the
+    /// same block again, so that a slow sample (first touches of the record buffers) draws the
+    /// next to its place: one of two identical loops drew twice its share for half a second.
     pub fn charge(&self, vcpu: usize, cost_ns: u64) {
-        if let Some(slot) = self.slots.get(vcpu) {
-            let charge = cost_ns.min(MAX_CHARGE_NS) * MAX_COST_SHARE;
-            slot.debt.fetch_add(charge, Relaxed);
+        let Some(slot) = self.slots.get(vcpu) else {
+            return;
+        };
+        if self.disarm(vcpu) {
+            slot.armed_ticks.fetch_sub(1, Relaxed);
         }
+        let charge = cost_ns.min(MAX_CHARGE_NS) * MAX_COST_SHARE;
+        slot.debt.fetch_add(charge, Relaxed);
     }
 
     /// QEMU's idle callback: the vCPU halted at host time `now_ns`.
@@ -290,6 +297,19 @@ mod tests {
         }
         assert_eq!(armed_after, 30);
         assert_eq!(slots.idle_stats(0, 0).throttled_ticks, 29);
+    }
+
+    #[test]
+    fn a_tick_during_a_sample_is_withdrawn() {
+        let mut entries = [0u64; 1];
+        let slots = slots_with(&mut entries);
+        slots.arm_all(10_000);
+        assert!(slots.disarm(0));
+        // The timer ticks while the sample is being taken: the plugin's time, not the guest's.
+        slots.arm_all(10_000);
+        slots.charge(0, 50);
+        assert!(!slots.disarm(0), "the next block must not be sampled");
+        assert_eq!(slots.idle_stats(0, 0).armed_ticks, 1);
     }
 
     #[test]
