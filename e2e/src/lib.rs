@@ -393,7 +393,8 @@ pub fn kernel_self_counts(folded: &[(Vec<String>, u64)]) -> BTreeMap<String, u64
 /// one loop body, `hot` `want` times as often by exact counts. Host time is not that exact:
 /// QEMU's translation of each loop runs at its own speed, which changes during a run
 /// (riscv64: 4:1 to 29:1 in 0.1 s slices of one run, 6.5:1 to 15:1 over whole runs, for a
-/// 10:1 pair). A factor of three still fails a sampler that misplaces samples.
+/// 10:1 pair; i386's runs hold 3 points, e2e/tests/cpu_delay.rs). A factor of three still
+/// fails a sampler that misplaces samples.
 pub fn assert_same_body_ratio(counts: &BTreeMap<String, u64>, hot: &str, cold: &str, want: f64) {
     let of = |n: &str| counts.get(n).copied().unwrap_or(0);
     let (h, c) = (of(hot), of(cold));
