@@ -2,6 +2,7 @@
 //! the instruction count and a budget test with `period=`; and with `exact=on` its execution
 //! counter).
 
+use std::cell::RefCell;
 use std::ffi::c_void;
 
 use kern_profile_format::SamplingMode;
@@ -25,19 +26,26 @@ pub unsafe extern "C" fn on_tb_trans(_id: sys::qemu_plugin_id_t, tb: *mut sys::q
 unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
     let Some(p) = PLUGIN.get() else { return };
     let n = sys::qemu_plugin_tb_n_insns(tb);
-    let insns: Vec<u64> = (0..n)
-        .map(|i| sys::qemu_plugin_insn_vaddr(sys::qemu_plugin_tb_get_insn(tb, i)))
-        .collect();
-    let entry = EntryState::classify_on(p.arch, &first_bytes(tb, n));
-    let Some(info) = p.blocks.lock().ok().map(|mut t| t.intern(&insns, entry)) else {
-        return;
-    };
-    instrument_sampling(p, tb, n, info);
-    crate::window::instrument(p, tb, &insns);
-    count_exactly(p, tb, &insns);
-    if let Some(a) = &p.alloc {
-        crate::alloc::instrument(a, tb, &insns);
-    }
+    // One buffer per translating thread: Linux guests translate hundreds of thousands of
+    // blocks, and this runs for each.
+    thread_local!(static INSNS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) });
+    INSNS.with_borrow_mut(|insns| {
+        insns.clear();
+        insns.extend(
+            (0..n).map(|i| sys::qemu_plugin_insn_vaddr(sys::qemu_plugin_tb_get_insn(tb, i))),
+        );
+        let (first, len) = first_bytes(tb, n);
+        let entry = EntryState::classify_on(p.arch, &first[..len]);
+        let Some(info) = p.blocks.lock().ok().map(|mut t| t.intern(insns, entry)) else {
+            return;
+        };
+        instrument_sampling(p, tb, n, info);
+        crate::window::instrument(p, tb, insns);
+        count_exactly(p, tb, insns);
+        if let Some(a) = &p.alloc {
+            crate::alloc::instrument(a, tb, insns);
+        }
+    });
 }
 
 /// The sampler's per-block instrumentation. With `period=`, the count first, then the
@@ -77,11 +85,12 @@ unsafe fn instrument_sampling(
     );
 }
 
-/// Up to the first 4 bytes of the block's first instruction (enough to classify its entry).
+/// Up to the first 4 bytes of the block's first instruction (enough to classify its entry),
+/// and how many there are.
 ///
 /// # Safety
 /// `tb` is the block QEMU is translating, with `n` instructions.
-unsafe fn first_bytes(tb: *mut sys::qemu_plugin_tb, n: usize) -> Vec<u8> {
+unsafe fn first_bytes(tb: *mut sys::qemu_plugin_tb, n: usize) -> ([u8; 4], usize) {
     let mut first = [0u8; 4];
     let got = if n > 0 {
         let insn = sys::qemu_plugin_tb_get_insn(tb, 0);
@@ -89,7 +98,7 @@ unsafe fn first_bytes(tb: *mut sys::qemu_plugin_tb, n: usize) -> Vec<u8> {
     } else {
         0
     };
-    first[..got.min(first.len())].to_vec()
+    (first, got.min(first.len()))
 }
 
 /// With `exact=on`, an inline add of 1 into the block's own counter slot.

@@ -1,9 +1,11 @@
 //! The translated blocks the sampler knows: what a sample needs of a block, made once per
 //! distinct block.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 
+use hashbrown::HashTable;
 use kern_profile_unwind::EntryState;
+use rustc_hash::FxBuildHasher;
 
 /// What the sampler needs to know of a translated block: its instructions' addresses (a
 /// sample lands on the one its budget ran out at) and its frame state at entry.
@@ -23,21 +25,32 @@ impl BlockInfo {
 /// Blocks are retranslated (after a flush, or in another vCPU's TB cache): one [`BlockInfo`]
 /// per distinct block, kept for the process's lifetime because QEMU's callbacks hold it, so
 /// memory is bounded by the code run.
+///
+/// A lookup runs at every translation (a Linux guest makes hundreds of thousands), so it
+/// hashes the borrowed addresses and allocates only for a new block.
 #[derive(Debug, Default)]
-pub struct BlockTable(HashMap<(Box<[u64]>, EntryState), &'static BlockInfo>);
+pub struct BlockTable(HashTable<&'static BlockInfo>);
+
+fn key_hash(insns: &[u64], entry: EntryState) -> u64 {
+    FxBuildHasher.hash_one((insns, entry))
+}
 
 impl BlockTable {
     /// The block's description, made on its first translation.
     pub fn intern(&mut self, insns: &[u64], entry: EntryState) -> &'static BlockInfo {
-        let key = (Box::from(insns), entry);
-        if let Some(info) = self.0.get(&key) {
+        let hash = key_hash(insns, entry);
+        if let Some(info) = self
+            .0
+            .find(hash, |b| b.entry == entry && *b.insns == *insns)
+        {
             return info;
         }
         let info: &'static BlockInfo = Box::leak(Box::new(BlockInfo {
-            insns: key.0.clone(),
+            insns: insns.into(),
             entry,
         }));
-        self.0.insert(key, info);
+        self.0
+            .insert_unique(hash, info, |b| key_hash(&b.insns, b.entry));
         info
     }
 
