@@ -171,6 +171,58 @@ fn sigterm_after_the_guest_halted_ends_the_file_cleanly() {
     }
 }
 
+/// `delay=`'s timer sleeps while every vCPU is halted: a guest halted for good (interrupts
+/// off) gets no ticks, where it got 100,000 a second at `delay=10` (3.0 s of host CPU in a
+/// 4 s run, 0.3 s now).
+#[test]
+fn a_halted_guest_gets_no_timer_ticks() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("halt-no-ticks");
+    let mut c = qemu(&dir, Some("delay=10"), "rounds=500 alloc_rounds=0 halt=on");
+    let mut child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while !std::fs::read_to_string(dir.join("com1")).is_ok_and(|s| s.contains("halted")) {
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("never halted");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let killed = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let stderr = exit_within(child, Duration::from_secs(60), "halted guest");
+    let number_after = |key: &str| -> f64 {
+        let at = stderr
+            .find(key)
+            .unwrap_or_else(|| panic!("no `{key}` in {stderr}"));
+        let rest = &stderr[at + key.len()..];
+        let end = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        rest[..end].parse().unwrap()
+    };
+    let ticks = number_after("host timer: ");
+    let halted_s = number_after("halted (not sampled): vCPU 0 ");
+    // The ticks the halt would have had: at least 2 s at 10 µs.
+    let halt_ticks = halted_s * 100_000.0;
+    assert!(halted_s >= 2.0, "halted {halted_s} s: {stderr}");
+    assert!(
+        ticks < halt_ticks / 4.0,
+        "{ticks} ticks delivered in a run halted {halted_s} s: {stderr}"
+    );
+}
+
 /// Waits for `child` (stderr piped) to exit; a QEMU that does not is killed and fails `what`.
 fn exit_within(mut child: std::process::Child, limit: Duration, what: &str) -> String {
     use std::io::Read;

@@ -8,7 +8,10 @@
 //! A parked vCPU (outside the `window=` function) is not armed either, nor counted.
 //!
 //! A halted vCPU (QEMU's idle callback) is not armed: its ticks are counted as idle instead,
-//! and its halted host time is measured, so the report can show idle time per vCPU.
+//! and its halted host time is measured, so the report can show idle time per vCPU. While no
+//! vCPU can be armed (all halted or parked) the timer thread sleeps
+//! ([`ArmSlots::sleep_while_none_runs`]) and the vCPU that resumes wakes it: an idle guest
+//! costs no timer wake-ups (`delay=10` was 100,000 a second, most of a host core here).
 //!
 //! Sampling cost is bounded whatever the guest does: the callback charges each sample's host
 //! time to its vCPU ([`ArmSlots::charge`]), and a vCPU whose samples took more than
@@ -18,7 +21,10 @@
 //! below it, so a longer one means the host preempted the vCPU's thread mid-sample (a loaded
 //! machine), which must not silence sampling for thousands of ticks.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::OnceLock;
+use std::thread::{self, Thread};
+use std::time::Duration;
 
 /// The slot value that makes the conditional callback fire.
 pub const ARMED: u64 = 1;
@@ -26,6 +32,8 @@ pub const ARMED: u64 = 1;
 pub const MAX_COST_SHARE: u64 = 10;
 /// The most one sample is charged, ns.
 pub const MAX_CHARGE_NS: u64 = 100_000;
+/// How often a sleeping timer looks again without being woken (a safety net only).
+const SLEEP_RECHECK: Duration = Duration::from_millis(100);
 
 /// One vCPU's slot and idle bookkeeping.
 #[derive(Debug, Default)]
@@ -45,6 +53,8 @@ struct Slot {
     armed_ticks: AtomicU64,
     /// Sampling time not yet paid off, ns × MAX_COST_SHARE.
     debt: AtomicU64,
+    /// Halted when the timer went to sleep: the ticks it slept through are idle ticks.
+    idle_at_sleep: AtomicBool,
     /// Ticks skipped to pay off sampling time.
     throttled_ticks: AtomicU64,
 }
@@ -62,6 +72,10 @@ pub struct IdleStats {
 #[derive(Debug)]
 pub struct ArmSlots {
     slots: Box<[Slot]>,
+    /// The timer thread, once it has slept.
+    timer: OnceLock<Thread>,
+    /// The timer sleeps until a vCPU can be armed.
+    sleeping: AtomicBool,
 }
 
 impl ArmSlots {
@@ -69,6 +83,8 @@ impl ArmSlots {
     pub fn new(max_vcpus: usize) -> Self {
         ArmSlots {
             slots: (0..max_vcpus).map(|_| Slot::default()).collect(),
+            timer: OnceLock::new(),
+            sleeping: AtomicBool::new(false),
         }
     }
 
@@ -87,7 +103,54 @@ impl ArmSlots {
     /// QEMU's generated code and [`ArmSlots`] writes, for as long as this `ArmSlots` lives.
     pub unsafe fn register(&self, vcpu: usize, entry: *mut u64) {
         if let Some(slot) = self.slots.get(vcpu) {
-            slot.entry.store(entry, Relaxed);
+            slot.entry.store(entry, SeqCst);
+        }
+        self.wake_timer();
+    }
+
+    /// Whether some registered vCPU is neither halted nor parked.
+    fn any_running(&self) -> bool {
+        self.slots.iter().any(|s| {
+            !s.entry.load(SeqCst).is_null() && !s.idle.load(SeqCst) && !s.parked.load(SeqCst)
+        })
+    }
+
+    /// In the timer thread: sleeps while no vCPU can be armed, until a vCPU resumes, is
+    /// unparked or registered, or `stop` is set; true if it slept (the caller then counts the
+    /// ticks it slept through with [`ArmSlots::add_idle_ticks`]).
+    pub fn sleep_while_none_runs(&self, stop: &AtomicBool) -> bool {
+        // Set before looking, so that a vCPU resuming after the look sees it and wakes us
+        // (both sides SeqCst); an unpark before the park makes the park return at once.
+        self.sleeping.store(true, SeqCst);
+        let mut slept = false;
+        while !self.any_running() && !stop.load(SeqCst) {
+            if !slept {
+                self.timer.get_or_init(thread::current);
+                for s in self.slots.iter() {
+                    s.idle_at_sleep.store(s.idle.load(SeqCst), Relaxed);
+                }
+                slept = true;
+            }
+            thread::park_timeout(SLEEP_RECHECK);
+        }
+        self.sleeping.store(false, SeqCst);
+        slept
+    }
+
+    /// After a sleep: `ticks` grid points passed with no tick; each vCPU halted when the
+    /// timer went to sleep counts them as idle.
+    pub fn add_idle_ticks(&self, ticks: u64) {
+        for s in self.slots.iter().filter(|s| s.idle_at_sleep.load(Relaxed)) {
+            s.idle_ticks.fetch_add(ticks, Relaxed);
+        }
+    }
+
+    /// Wakes the timer if it sleeps (a vCPU became armable).
+    fn wake_timer(&self) {
+        if self.sleeping.load(SeqCst) {
+            if let Some(t) = self.timer.get() {
+                t.unpark();
+            }
         }
     }
 
@@ -121,7 +184,10 @@ impl ArmSlots {
     /// Parks `vcpu` (no arming, as if the timer skipped it) or lets it be armed again.
     pub fn set_parked(&self, vcpu: usize, parked: bool) {
         if let Some(slot) = self.slots.get(vcpu) {
-            slot.parked.store(parked, Relaxed);
+            slot.parked.store(parked, SeqCst);
+        }
+        if !parked {
+            self.wake_timer();
         }
     }
 
@@ -151,7 +217,7 @@ impl ArmSlots {
     pub fn went_idle(&self, vcpu: usize, now_ns: u64) {
         if let Some(slot) = self.slots.get(vcpu) {
             slot.idle_since_ns.store(now_ns, Relaxed);
-            slot.idle.store(true, Relaxed);
+            slot.idle.store(true, SeqCst);
         }
     }
 
@@ -161,7 +227,7 @@ impl ArmSlots {
         let Some(slot) = self.slots.get(vcpu) else {
             return;
         };
-        if slot.idle.swap(false, Relaxed) {
+        if slot.idle.swap(false, SeqCst) {
             let since = slot.idle_since_ns.load(Relaxed);
             slot.idle_ns
                 .fetch_add(now_ns.saturating_sub(since), Relaxed);
@@ -169,6 +235,7 @@ impl ArmSlots {
         if let Some(entry) = self.entry(vcpu) {
             entry.store(0, Relaxed);
         }
+        self.wake_timer();
     }
 
     /// `vcpu`'s idle figures; a vCPU still halted counts its time up to `now_ns`.
@@ -325,6 +392,26 @@ mod tests {
             })
             .count() as u64;
         assert_eq!(skipped, MAX_CHARGE_NS * MAX_COST_SHARE / 1_000 - 1);
+    }
+
+    #[test]
+    fn the_timer_sleeps_only_while_no_vcpu_runs() {
+        let mut entries = [0u64; 2];
+        let slots = slots_with(&mut entries);
+        let stop = AtomicBool::new(false);
+        assert!(!slots.sleep_while_none_runs(&stop), "both run");
+        slots.went_idle(0, 0);
+        slots.set_parked(1, true);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                slots.set_parked(1, false);
+            });
+            assert!(slots.sleep_while_none_runs(&stop), "one halted, one parked");
+        });
+        slots.add_idle_ticks(7);
+        assert_eq!(slots.idle_stats(0, 0).idle_ticks, 7);
+        assert_eq!(slots.idle_stats(1, 0).idle_ticks, 0, "parked is not idle");
     }
 
     #[test]

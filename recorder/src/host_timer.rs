@@ -1,5 +1,5 @@
 //! The one timer thread of host-timer sampling (`delay=`): every `delay` µs of host time it
-//! arms the slots of all running vCPUs ([`ArmSlots::arm_all`]).
+//! arms the slots of all running vCPUs ([`ArmSlots::arm_all`]); while none runs it sleeps.
 //!
 //! Deadlines lie on an absolute grid (`start + k × delay`), each moved by a random jitter of
 //! up to ±delay/2 so that samples do not lock onto a guest loop of the same period. A late
@@ -50,6 +50,16 @@ impl Schedule {
                 self.k = behind - 1;
             }
         }
+    }
+
+    /// Moves the grid to `now_ns` without counting the points passed as late (the timer
+    /// slept on purpose); returns how many it passed.
+    pub fn skip_to(&mut self, now_ns: u64) -> u64 {
+        // The point after `now_ns` too: its jittered deadline may lie before it.
+        let past = now_ns / self.interval_ns + 1;
+        let passed = past.saturating_sub(self.k);
+        self.k = self.k.max(past);
+        passed
     }
 }
 
@@ -111,6 +121,9 @@ fn run(mut schedule: Schedule, slots: &ArmSlots, stop: &AtomicBool) -> TimerStat
     let elapsed = || start.elapsed().as_nanos() as u64;
     let mut last_tick = 0;
     while !stop.load(Relaxed) {
+        if slots.sleep_while_none_runs(stop) {
+            slots.add_idle_ticks(schedule.skip_to(elapsed()));
+        }
         let (deadline, late) = schedule.next(elapsed());
         stats.late += late;
         // park_timeout may return early (unpark, spuriously): wait out the deadline.
@@ -191,5 +204,43 @@ mod tests {
         }
         let stats = timer.stop();
         assert!(stats.ticks >= 1);
+    }
+
+    #[test]
+    fn skip_to_passes_grid_points_without_counting_them_late() {
+        let mut s = Schedule::new(100, 1);
+        s.next(0);
+        assert_eq!(s.skip_to(10_000), 100);
+        for now in [10_000, 10_099] {
+            let mut t = s.clone();
+            let (d, late) = t.next(now);
+            assert_eq!(late, 0, "counted late at {now}");
+            assert!(d > now && d < 10_300, "next deadline {d}");
+        }
+    }
+
+    #[test]
+    fn the_timer_sleeps_while_every_vcpu_is_halted_and_a_resume_wakes_it() {
+        let slots = Arc::new(ArmSlots::new(1));
+        let mut entry = Box::new(0u64);
+        // SAFETY: `entry` outlives the timer, which is stopped below.
+        unsafe { slots.register(0, &mut *entry) };
+        slots.went_idle(0, 0);
+        // 100 µs: 2,000 ticks would be due in the 200 ms halt.
+        let timer = HostTimer::spawn(100_000, Arc::clone(&slots), 5).unwrap();
+        thread::sleep(Duration::from_millis(200));
+        slots.resumed(0, 0);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !slots.disarm(0) {
+            assert!(Instant::now() < deadline, "the resume never woke the timer");
+            thread::sleep(Duration::from_millis(1));
+        }
+        let stats = timer.stop();
+        let idle = slots.idle_stats(0, 0).idle_ticks;
+        assert!(stats.ticks < 1_000, "{} ticks delivered", stats.ticks);
+        // A sleep is not lateness (2,000 late ticks otherwise); a loaded host may wake the
+        // timer late a few times.
+        assert!(stats.late < 100, "{} ticks counted late", stats.late);
+        assert!(idle >= 1_900, "{idle} idle ticks for 200 ms at 100 µs");
     }
 }
