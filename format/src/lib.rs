@@ -34,7 +34,7 @@ pub use error::FormatError;
 pub use header::{
     Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, MAX_VERSION, VERSION, VERSION_2, VERSION_3,
 };
-pub use input_file::open_input;
+pub use input_file::{open_input, read_elf_input, ElfInput, ELF_MAGIC, ELF_PROBE};
 pub use legacy::{LegacyReader, LegacySample, LEGACY_MAX_EMPTY_RUN};
 pub use machine::{CpuMode, Privilege};
 pub use raw_reader::{ExactBlock, ExactBlocks, RawReader, Record, SampleRef};

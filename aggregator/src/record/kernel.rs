@@ -5,6 +5,8 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use kern_profile_format::{read_elf_input, ElfInput};
+
 use super::RecordError;
 use crate::filter::matches;
 use crate::job::SymbolSources;
@@ -52,15 +54,18 @@ pub fn symbol_sources(
 
 /// Why `path` cannot name samples: not there, not an ELF, or stripped.
 fn usable_elf(path: &Path) -> Result<(), String> {
-    let data = std::fs::read(path).map_err(|e| format!("cannot read it ({e})"))?;
-    if !data.starts_with(b"\x7fELF") {
-        let what = if data.get(0x202..0x206) == Some(b"HdrS") {
-            "a bzImage, "
-        } else {
-            ""
-        };
-        return Err(format!("{what}not an ELF (no \\x7fELF at offset 0)"));
-    }
+    let read = read_elf_input(path).map_err(|e| format!("cannot read it ({e})"))?;
+    let data = match read {
+        ElfInput::Elf(data) => data,
+        ElfInput::NotElf(first) => {
+            let what = if first.get(0x202..0x206) == Some(b"HdrS") {
+                "a bzImage, "
+            } else {
+                ""
+            };
+            return Err(format!("{what}not an ELF (no \\x7fELF at offset 0)"));
+        }
+    };
     let elf = ElfImage::parse(&data, path).map_err(|e| e.to_string())?;
     if elf.is_stripped() {
         return Err("an ELF without symbols or DWARF (stripped)".into());

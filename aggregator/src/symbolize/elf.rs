@@ -4,11 +4,10 @@
 //! Everything is copied out of the file once, so the image owns its data (no borrowed
 //! buffers, no memory map held open).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use kern_profile_format::Arch;
+use kern_profile_format::{Arch, ElfInput, ELF_MAGIC};
 use object::{
     Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind, SymbolSection,
 };
@@ -47,15 +46,10 @@ impl ElfImage {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = kern_profile_format::open_input(path).map_err(open_err)?;
-        let mut data = Vec::new();
-        (&mut file)
-            .take(8)
-            .read_to_end(&mut data)
-            .map_err(open_err)?;
-        check_magic(&data, path)?;
-        file.read_to_end(&mut data).map_err(open_err)?;
-        Self::parse(&data, path)
+        match kern_profile_format::read_elf_input(path).map_err(open_err)? {
+            ElfInput::Elf(data) => Self::parse(&data, path),
+            ElfInput::NotElf(first) => Err(not_elf(&first, path)),
+        }
     }
 
     /// Parses ELF bytes; `path` names the file in errors.
@@ -169,17 +163,23 @@ impl ElfImage {
 
 /// Tells a file that is no ELF from its first bytes.
 fn check_magic(data: &[u8], path: &Path) -> Result<(), SymbolError> {
-    let reason = if data.starts_with(kern_profile_format::MAGIC) {
+    match data.starts_with(ELF_MAGIC) {
+        true => Ok(()),
+        false => Err(not_elf(data, path)),
+    }
+}
+
+/// Why a file whose first bytes are `first` is no ELF.
+fn not_elf(first: &[u8], path: &Path) -> SymbolError {
+    let reason = if first.starts_with(kern_profile_format::MAGIC) {
         "this is a kern-profile raw sample file; the ELF comes second: `kern-profile RAW ELF`"
-    } else if !data.starts_with(b"\x7fELF") {
-        "no ELF magic (\\x7fELF) at offset 0"
     } else {
-        return Ok(());
+        "no ELF magic (\\x7fELF) at offset 0"
     };
-    Err(SymbolError::NotElf {
+    SymbolError::NotElf {
         path: path.to_path_buf(),
         reason: reason.into(),
-    })
+    }
 }
 
 /// Executable sections' start addresses and bytes, sorted. Section headers may point many

@@ -185,7 +185,7 @@ fn starts_as_elf(path: &Path) -> Result<bool, SymbolError> {
     let file = kern_profile_format::open_input(path).map_err(open_err)?;
     let mut magic = Vec::with_capacity(4);
     file.take(4).read_to_end(&mut magic).map_err(open_err)?;
-    Ok(magic == b"\x7fELF")
+    Ok(magic == kern_profile_format::ELF_MAGIC)
 }
 
 /// A user program's ELF and its own symbolizer.

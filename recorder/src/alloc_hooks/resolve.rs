@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use kern_profile_format::memtrace::Op;
-use kern_profile_format::{AllocTable, Arch, HookedFunction};
+use kern_profile_format::{read_elf_input, AllocTable, Arch, ElfInput, HookedFunction};
 
 use super::args::{convention_arg, Location};
 use super::dwarf::{entry_parameters, Param};
@@ -116,14 +116,13 @@ fn load_elf(spec: &Spec, path: &Path, arch: Arch, source: &str) -> Result<HookSe
         what,
     };
     // The magic first: a large file that is no ELF is refused before it is read.
-    let mut magic = Vec::with_capacity(4);
-    std::fs::File::open(path)
-        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 4), &mut magic))
-        .map_err(|e| file_err("elf", path, e))?;
-    if magic != b"\x7fELF" {
-        return Err(bad(format!("not an ELF (it starts with {magic:02x?})")));
-    }
-    let data = std::fs::read(path).map_err(|e| file_err("elf", path, e))?;
+    let data = match read_elf_input(path).map_err(|e| file_err("elf", path, e))? {
+        ElfInput::Elf(data) => data,
+        ElfInput::NotElf(first) => {
+            let magic = &first[..first.len().min(4)];
+            return Err(bad(format!("not an ELF (it starts with {magic:02x?})")));
+        }
+    };
     let file = object::File::parse(&*data).map_err(|e| bad(format!("not an ELF: {e}")))?;
     let elf_arch = match object::Object::architecture(&file) {
         object::Architecture::I386 => Some(Arch::I386),
