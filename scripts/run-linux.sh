@@ -10,6 +10,8 @@
 #                      `period=100000` or `delay=100`; out=DIR/cpu.raw unless ARGS has out=.
 #                      The plugin is $KP_PLUGIN, default target/release/kern-profile.so
 #   --smp N            vCPUs (default 2)
+#   --kernel VMLINUZ   another kernel of the same architecture (default
+#                      target/linux/ARCH/vmlinuz), e.g. target/linux/x86_64-6.12/vmlinuz
 #   --out DIR          where console.log (ttyS0), kallsyms (ttyS1, gzipped) and cpu.raw go
 #                      (default target/linux/run-ARCH)
 #   --timeout SECS     give up after SECS seconds (default 600)
@@ -27,17 +29,18 @@
 # QEMU error, the guest rebooted or panicked), with the console's last lines on stderr.
 . "$(dirname "$0")/lib.sh"
 
-arch="" plugin_args="" plugin_on=0 smp=2 out="" timeout_s=600 print0=0
+arch="" plugin_args="" plugin_on=0 smp=2 out="" timeout_s=600 print0=0 kernel=""
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --arch) need "$@"; arch="$2"; shift 2 ;;
         --plugin) need "$@"; plugin_args="$2"; plugin_on=1; shift 2 ;;
         --smp) need "$@"; smp="$2"; shift 2 ;;
+        --kernel) need "$@"; kernel="$2"; shift 2 ;;
         --out) need "$@"; out="$2"; shift 2 ;;
         --timeout) need "$@"; timeout_s="$2"; shift 2 ;;
         --print0) print0=1; shift ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
@@ -49,7 +52,8 @@ esac
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number of seconds (got '$timeout_s')"
 
 dir="$KP_ROOT/target/linux/$arch"
-[ -s "$dir/vmlinuz" ] || die "no Linux kernel at $dir/vmlinuz: run scripts/setup.sh --with-linux"
+kernel="${kernel:-$dir/vmlinuz}"
+[ -s "$kernel" ] || die "no Linux kernel at $kernel: run scripts/setup.sh --with-linux"
 initrd="$(bash "$KP_ROOT/scripts/build-linux-initramfs.sh" --arch "$arch")"
 QEMU="${QEMU:-qemu-system-$arch}"
 command -v "$QEMU" >/dev/null || die "$QEMU not found; run scripts/setup.sh"
@@ -70,7 +74,7 @@ if [ "$plugin_on" = 1 ]; then
     plugin=(-plugin "$so,$opts")
 fi
 
-cmd=("$QEMU" -m 512M -smp "$smp" -kernel "$dir/vmlinuz" -initrd "$initrd"
+cmd=("$QEMU" -m 512M -smp "$smp" -kernel "$kernel" -initrd "$initrd"
      -append "console=ttyS0 nokaslr panic=-1 cryptomgr.notests" -display none -no-reboot -monitor none
      -serial "file:$out/console.log" -serial "file:$out/kallsyms.gz" "${plugin[@]}")
 if [ "$print0" = 1 ]; then

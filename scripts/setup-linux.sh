@@ -7,6 +7,10 @@
 #   busybox      static busybox for the initramfs
 #   packages.txt the Debian packages they came from
 # then builds target/linux/ARCH/initramfs.cpio.gz (scripts/build-linux-initramfs.sh).
+# Also Debian 12's newest Linux 6.12 amd64 kernel (bookworm's 6.12.x+deb12 packages; no 686
+# flavour exists) as target/linux/x86_64-6.12/vmlinuz, booted with the x86_64 initramfs
+# (`scripts/run-linux.sh --arch x86_64 --kernel ...`): 6.10 renamed the allocator entry
+# points (`_noprof`), which alloc=linux must find.
 # Cached: a second run checks and downloads nothing. --force downloads again.
 . "$(dirname "$0")/lib.sh"
 
@@ -77,6 +81,30 @@ fetch() {
     rm -f "$out/initramfs.cpio.gz"
 }
 
+# fetch_612: the newest Linux 6.12 amd64 kernel into target/linux/x86_64-6.12 (vmlinuz only).
+fetch_612() {
+    local out="$LINUX_DIR/x86_64-6.12" pkg tmp
+    if [ "$force" = 0 ] && [ -s "$out/vmlinuz" ]; then
+        say "Linux 6.12 guest kernel already fetched: $(tr '\n' ' ' <"$out/packages.txt")"
+        return
+    fi
+    apt_update
+    pkg="$(apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' |
+        awk '{print $1}' | sort -V | tail -n1)"
+    [ -n "$pkg" ] || die "apt offers no linux-image-6.12.*+deb12-amd64-unsigned"
+    say "downloading $pkg:amd64"
+    tmp="$(mktemp -d)"
+    chmod 755 "$tmp"  # apt-get download runs as _apt
+    (cd "$tmp" && apt-get download -qq "$pkg:amd64") ||
+        { rm -rf "$tmp"; die "apt-get download $pkg:amd64 failed"; }
+    mkdir -p "$tmp/k" "$out"
+    dpkg-deb --fsys-tarfile "$tmp"/linux-image-*.deb | tar -x -C "$tmp/k" --wildcards './boot/vmlinuz-*' ||
+        { rm -rf "$tmp"; die "no vmlinuz in $pkg"; }
+    cp "$tmp"/k/boot/vmlinuz-* "$out/vmlinuz"
+    (cd "$tmp" && ls -- *.deb) >"$out/packages.txt"
+    rm -rf "$tmp"
+}
+
 # The initramfs is packed with cpio; run-linux.sh times boots with bc. Neither is in every
 # minimal Debian 12.
 missing=()
@@ -94,4 +122,5 @@ for arch in i386 x86_64; do
     fetch "$arch"
     bash "$KP_ROOT/scripts/build-linux-initramfs.sh" --arch "$arch" >/dev/null
 done
+fetch_612
 say "Linux guest ready in $LINUX_DIR"
