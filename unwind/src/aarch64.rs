@@ -10,7 +10,7 @@
 
 pub(crate) mod insn;
 
-use crate::records::{walk_records, Layout};
+use crate::records::{walk_records, FinalRegs, Layout, UserContext};
 use crate::{Crossings, Walk};
 
 /// Virtual-address bits assumed when stripping signatures (Linux's default 48-bit VA).
@@ -32,7 +32,35 @@ const LAYOUT: Layout = Layout {
     align: 8,
     strip: strip_pac,
     gcc_leaf: false,
+    final_regs: Some(FinalRegs {
+        below: PT_REGS_STACKFRAME - PT_REGS_X29,
+        decode: linux_user_regs,
+    }),
 };
+
+/// Linux arm64's `struct pt_regs` (5.x to 6.x): `regs[31]`, `sp`, `pc`, `pstate`, then
+/// `orig_x0`, `syscallno`, `sdei_ttbr1`, `pmr`, and `stackframe`, the record every kernel
+/// entry's chain ends in: for an entry from user space a final record `{0, 0}`.
+const PT_REGS_STACKFRAME: u64 = 304;
+/// `regs[29]` (x29), then x30, sp, pc and pstate: [`FinalRegs::LEN`] bytes.
+const PT_REGS_X29: u64 = 29 * 8;
+
+/// The user context in `pt_regs` from x29 on, when it is one: `pstate` says EL0 in AArch64
+/// (M\[4:0\] = 0) and `sp` and `pc` lie in the lower (user) half of the address space.
+fn linux_user_regs(regs: &[u8; FinalRegs::LEN]) -> Option<UserContext> {
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&regs[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(w)
+    };
+    let (fp, sp, pc, pstate) = (word(0), word(2), word(3), word(4));
+    let user = |a: u64| a != 0 && a >> VA_BITS == 0;
+    (pstate & 0x1f == 0 && pstate >> 32 == 0 && user(sp) && user(pc)).then_some(UserContext {
+        pc,
+        sp,
+        fp,
+    })
+}
 
 /// Walks the record chain from `x29`, which must be at or above `floor` (the stack pointer),
 /// down across a trap entry's record into the interrupted context's stack and within each

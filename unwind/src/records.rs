@@ -13,6 +13,10 @@
 //! their own. At most `stack_switches` such crossings per walk; anywhere else a frame pointer
 //! must move strictly upwards, which guards against loops. The aggregator names the marker
 //! from the entry code's frames (`[syscall]`, `[interrupt]`, `[kernel entry]`, …).
+//!
+//! Linux arm64 ends the chain of an entry from user space with a final record `{0, 0}`
+//! inside the task's `pt_regs` instead: where the layout knows those registers
+//! ([`Layout::final_regs`]), the walk reads the user context from them and goes on there.
 
 use kern_profile_format::{frame_marker, StopReason};
 
@@ -29,6 +33,26 @@ pub(crate) struct Layout {
     pub strip: fn(u64) -> u64,
     /// The first record may be a GCC 12 leaf's `{saved fp}` alone, at `fp - 8` (riscv64).
     pub gcc_leaf: bool,
+    /// Where a final record `{0, 0}` may sit inside saved user registers (Linux arm64).
+    pub final_regs: Option<FinalRegs>,
+}
+
+/// Saved user registers around a chain's final record: [`FinalRegs::LEN`] bytes from
+/// `below` bytes under the record, and how to read the user context from them.
+pub(crate) struct FinalRegs {
+    pub below: u64,
+    pub decode: fn(&[u8; FinalRegs::LEN]) -> Option<UserContext>,
+}
+
+impl FinalRegs {
+    pub const LEN: usize = 40;
+}
+
+/// The interrupted user context a final record's registers hold.
+pub(crate) struct UserContext {
+    pub pc: u64,
+    pub sp: u64,
+    pub fp: u64,
 }
 
 /// A GCC 12 leaf's saved `fp` lies at most this far above its own `fp`.
@@ -95,7 +119,24 @@ where
         }
         first = false;
         if ret == 0 {
-            break StopReason::NullReturnAddress;
+            let user = (saved_fp == 0
+                && crossings.interrupt_frames
+                && !crossings.user_mode
+                && crossed < crossings.stack_switches)
+                .then(|| user_context(layout, at, &mut read))
+                .flatten();
+            let Some(user) = user else {
+                break StopReason::NullReturnAddress;
+            };
+            crossed += 1;
+            if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(user.pc) {
+                break StopReason::DepthLimit;
+            }
+            // The user stack: a guard and a span of its own.
+            lowest = user.sp;
+            seg_end = span_end(crossings.stack_span, user.sp);
+            fp = user.fp;
+            continue;
         }
         let ret = (layout.strip)(ret);
         // Strictly upwards on one stack: the next record at or above this frame's top (and
@@ -130,6 +171,17 @@ where
         frames: frames.n,
         stop,
     }
+}
+
+/// The user context saved around the final record at `at`, when the layout knows where and
+/// the registers there are a user context.
+fn user_context<R>(layout: &Layout, at: u64, read: &mut R) -> Option<UserContext>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let regs = layout.final_regs.as_ref()?;
+    let mut buf = [0u8; FinalRegs::LEN];
+    read(at.checked_sub(regs.below)?, &mut buf).then(|| (regs.decode)(&buf))?
 }
 
 /// A GCC 12 leaf record: the word at `fp - 8` is a frame pointer (just above `fp`, aligned),

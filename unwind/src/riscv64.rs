@@ -33,6 +33,7 @@ const LAYOUT: Layout = Layout {
     align: FP_ALIGN,
     strip: core::convert::identity,
     gcc_leaf: true,
+    final_regs: None,
 };
 
 /// Walks the record chain from `fp`, whose record must lie at or above `floor` (the stack

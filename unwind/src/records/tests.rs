@@ -305,3 +305,73 @@ fn garbage_never_panics_and_stays_short() {
         }
     }
 }
+
+/// Linux arm64: a system call's kernel chain ends in the final record `{0, 0}` inside the
+/// task's `pt_regs` (at 304), whose x29, sp, pc and pstate hold the user context.
+fn linux_arm64_syscall(pstate: u64, user_sp: u64) -> Mem {
+    const KTOP: u64 = 0xffff_8000_0a00_4000;
+    const USER_FP: u64 = 0x0000_ffff_f000_0100;
+    let regs = KTOP - 336;
+    let mut m = Mem::new(A::Aarch64);
+    m.frame(KTOP - 0x200, KTOP - 0x100, 0xffff_8000_0801_0010); // into el0_svc
+    m.frame(KTOP - 0x100, regs + 304, 0xffff_8000_0801_0020); // into el0t_64_sync
+    m.frame(regs + 304, 0, 0); // the final record
+    for (i, v) in [USER_FP, 0x40_0a00, user_sp, 0x40_1234, pstate]
+        .into_iter()
+        .enumerate()
+    {
+        m.words.insert(regs + 232 + 8 * i as u64, v); // x29, x30, sp, pc, pstate
+    }
+    m.frame(USER_FP, 0, 0x40_0100); // the user's one frame record
+    m
+}
+
+#[test]
+fn a_linux_arm64_entry_from_user_space_goes_on_into_the_user_stack() {
+    let m = linux_arm64_syscall(0x6000_0000, 0x0000_ffff_f000_0000);
+    let floor = 0xffff_8000_0a00_4000 - 0x210;
+    let (frames, stop) = m.walk(floor, 0xffff_8000_0a00_3e00, Crossings::ALL);
+    assert_eq!(
+        frames,
+        [
+            0xffff_8000_0801_0010,
+            0xffff_8000_0801_0020,
+            KE,
+            0x40_1234,
+            0x40_0100
+        ]
+    );
+    assert_eq!(stop, StopReason::NullFramePointer);
+    // A user-mode sample, or no crossings: the final record ends the walk.
+    for c in [
+        Crossings::default(),
+        Crossings {
+            user_mode: true,
+            ..Crossings::ALL
+        },
+    ] {
+        let (frames, stop) = m.walk(floor, 0xffff_8000_0a00_3e00, c);
+        assert_eq!(frames.len(), 2);
+        assert_eq!(stop, StopReason::NullReturnAddress);
+    }
+}
+
+#[test]
+fn a_final_record_without_a_user_context_ends_the_walk() {
+    let floor = 0xffff_8000_0a00_4000 - 0x210;
+    // EL1h (an entry from the kernel), or a kernel stack pointer: no user context.
+    for m in [
+        linux_arm64_syscall(0x6000_0005, 0x0000_ffff_f000_0000),
+        linux_arm64_syscall(0x6000_0000, 0xffff_8000_0a00_3000),
+        linux_arm64_syscall(0x6000_0000, 0),
+    ] {
+        let (frames, stop) = m.walk(floor, 0xffff_8000_0a00_3e00, Crossings::ALL);
+        assert_eq!(frames.len(), 2);
+        assert_eq!(stop, StopReason::NullReturnAddress);
+    }
+    // riscv64 has no such registers: its final record ends the walk.
+    let mut m = Mem::new(A::Riscv64);
+    m.frame(0x8702_0000, 0, 0);
+    let (frames, stop) = m.walk(0x8701_0000, 0x8702_0000, Crossings::ALL);
+    assert_eq!((frames.len(), stop), (0, StopReason::NullReturnAddress));
+}
