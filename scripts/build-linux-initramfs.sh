@@ -3,11 +3,14 @@
 # static busybox scripts/setup-linux.sh fetched, and prints its path. Rebuilt only when
 # missing or older than busybox or this script.
 #
-# usage: scripts/build-linux-initramfs.sh --arch i386|x86_64
+# usage: scripts/build-linux-initramfs.sh --arch i386|x86_64|aarch64
 #
 # Its /init (busybox sh) mounts proc, sysfs, devtmpfs and a tmpfs, writes /proc/kallsyms,
 # gzipped (the UART is slow), to the second serial port (/dev/ttyS1: the kernel's symbols, for
-# `kern-profile --symbols`; valid for every boot of the same kernel with `nokaslr`), runs a
+# `kern-profile --symbols`; valid for every boot of the same kernel with `nokaslr`; on aarch64,
+# whose `virt` board has one UART, base64 on the console between the lines
+# `kallsyms-base64-begin` and `kallsyms-base64-end`, kernel messages held back meanwhile),
+# runs a
 # fixed CPU + I/O workload on both CPUs (3 rounds: 2 MiB of /dev/urandom through md5sum in
 # the background while another 2 MiB is written to a tmpfs file, gzipped, gunzipped and
 # compared), prints "workload done" with the guest's uptime and powers off.
@@ -17,13 +20,13 @@ arch=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --arch) [ $# -ge 2 ] || die "--arch needs a value"; arch="$2"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
 case "$arch" in
-    i386|x86_64) ;;
-    *) die "--arch must be i386 or x86_64 (got '${arch}')" ;;
+    i386|x86_64|aarch64) ;;
+    *) die "--arch must be i386, x86_64 or aarch64 (got '${arch}')" ;;
 esac
 
 dir="$KP_ROOT/target/linux/$arch"
@@ -48,8 +51,18 @@ mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 up() { cut -d' ' -f1 /proc/uptime; }
 echo "kallsyms dump at $(up) s"
-stty -F /dev/ttyS1 raw -echo  # binary: no \n to \r\n
-gzip -c /proc/kallsyms > /dev/ttyS1
+if [ "$(uname -m)" = aarch64 ]; then
+  # One UART: on the console, as text, while the kernel prints only emergencies there.
+  level="$(cut -f1 /proc/sys/kernel/printk)"
+  echo 1 > /proc/sys/kernel/printk
+  echo "kallsyms-base64-begin"
+  gzip -c /proc/kallsyms | base64
+  echo "kallsyms-base64-end"
+  echo "$level" > /proc/sys/kernel/printk
+else
+  stty -F /dev/ttyS1 raw -echo  # binary: no \n to \r\n
+  gzip -c /proc/kallsyms > /dev/ttyS1
+fi
 echo "workload start at $(up) s: $(nproc) CPUs"
 for r in 1 2 3; do
   dd if=/dev/urandom bs=64k count=32 2>/dev/null | md5sum > /tmp/md5.$r &

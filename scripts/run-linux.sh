@@ -3,9 +3,11 @@
 # scripts/build-linux-initramfs.sh, fetched by `scripts/setup.sh --with-linux`) in QEMU (TCG)
 # and waits for its workload to finish and the guest to power off.
 #
-# usage: scripts/run-linux.sh --arch i386|x86_64 [OPTIONS]
+# usage: scripts/run-linux.sh --arch i386|x86_64|aarch64 [OPTIONS]
 #
-#   --arch ARCH        i386 (qemu-system-i386, the 686 kernel) or x86_64 (qemu-system-x86_64)
+#   --arch ARCH        i386 (qemu-system-i386, the 686 kernel), x86_64 (qemu-system-x86_64)
+#                      or aarch64 (qemu-system-aarch64 -M virt -cpu cortex-a57, the arm64
+#                      kernel; its kallsyms come base64 on the console)
 #   --plugin ARGS      load the kern-profile plugin with these options, e.g.
 #                      `period=100000` or `delay=100`; out=DIR/cpu.raw unless ARGS has out=.
 #                      The plugin is $KP_PLUGIN, default target/release/kern-profile.so
@@ -40,13 +42,13 @@ while [ $# -gt 0 ]; do
         --out) need "$@"; out="$2"; shift 2 ;;
         --timeout) need "$@"; timeout_s="$2"; shift 2 ;;
         --print0) print0=1; shift ;;
-        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
 case "$arch" in
-    i386|x86_64) ;;
-    *) die "--arch must be i386 or x86_64 (got '${arch}')" ;;
+    i386|x86_64|aarch64) ;;
+    *) die "--arch must be i386, x86_64 or aarch64 (got '${arch}')" ;;
 esac
 [[ "$smp" =~ ^[1-9][0-9]*$ ]] || die "--smp must be a positive number (got '$smp')"
 [[ "$timeout_s" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a positive number of seconds (got '$timeout_s')"
@@ -74,9 +76,14 @@ if [ "$plugin_on" = 1 ]; then
     plugin=(-plugin "$so,$opts")
 fi
 
-cmd=("$QEMU" -m 512M -smp "$smp" -kernel "$kernel" -initrd "$initrd"
-     -append "console=ttyS0 nokaslr panic=-1 cryptomgr.notests" -display none -no-reboot -monitor none
-     -serial "file:$out/console.log" -serial "file:$out/kallsyms.gz" "${plugin[@]}")
+# The kallsyms port: x86's second UART; the virt board has one, shared with the console.
+case "$arch" in
+    aarch64) board=(-M virt -cpu cortex-a57) console=ttyAMA0 ports=(-serial "file:$out/console.log") ;;
+    *) board=() console=ttyS0 ports=(-serial "file:$out/console.log" -serial "file:$out/kallsyms.gz") ;;
+esac
+cmd=("$QEMU" "${board[@]}" -m 512M -smp "$smp" -kernel "$kernel" -initrd "$initrd"
+     -append "console=$console nokaslr panic=-1 cryptomgr.notests" -display none -no-reboot -monitor none
+     "${ports[@]}" "${plugin[@]}")
 if [ "$print0" = 1 ]; then
     printf '%s\0' "${cmd[@]}"
     exit 0
@@ -99,6 +106,12 @@ fail() {
 grep -q 'reboot: Power down' "$out/console.log" ||
     fail "QEMU stopped but the guest did not power off (panic or reboot?)"
 grep -q '^workload done' "$out/console.log" || fail "the guest powered off before its workload was done"
-gzip -dc "$out/kallsyms.gz" >"$out/kallsyms" || fail "the kallsyms the guest wrote to ttyS1 ($out/kallsyms.gz) do not unpack"
-rm -f "$out/kallsyms.gz"
+if [ "$arch" = aarch64 ]; then
+    sed -n '/^kallsyms-base64-begin/,/^kallsyms-base64-end/{//!p}' "$out/console.log" | tr -d '\r' |
+        base64 -d 2>/dev/null | gzip -dc >"$out/kallsyms" ||
+        fail "the kallsyms the guest wrote to the console ($out/console.log) do not unpack"
+else
+    gzip -dc "$out/kallsyms.gz" >"$out/kallsyms" || fail "the kallsyms the guest wrote to ttyS1 ($out/kallsyms.gz) do not unpack"
+    rm -f "$out/kallsyms.gz"
+fi
 say "Linux ($arch, -smp $smp) done in ${secs} s: $out/console.log, $out/kallsyms${plugin[*]:+, $out/cpu.raw}"

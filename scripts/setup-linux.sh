@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fetches the Linux guest of the end-to-end tests and benchmarks (called by
 # `scripts/setup.sh --with-linux`): Debian 12's Linux 6.1 kernels (i386: the "686" flavour,
-# frame pointers on; x86_64: "amd64") and a static busybox of each architecture, downloaded
+# frame pointers on; x86_64: "amd64"; aarch64: "arm64", frame pointers on) and a static
+# busybox of each architecture, downloaded
 # with `apt-get download` (no install) and unpacked under target/linux/ARCH/:
 #   vmlinuz      the kernel (boots with `qemu-system-* -kernel`)
 #   busybox      static busybox for the initramfs
@@ -43,12 +44,13 @@ newest_image() {
         done | tail -n1
 }
 
-# fetch ARCH (i386|x86_64): kernel and busybox into target/linux/ARCH.
+# fetch ARCH (i386|x86_64|aarch64): kernel and busybox into target/linux/ARCH.
 fetch() {
     local arch="$1" deb flavour out pkg tmp
     case "$arch" in
         i386) deb=i386 flavour=686 ;;
         x86_64) deb=amd64 flavour=amd64 ;;
+        aarch64) deb=arm64 flavour=arm64 ;;
     esac
     out="$LINUX_DIR/$arch"
     if [ "$force" = 0 ] && [ -s "$out/vmlinuz" ] && [ -x "$out/busybox" ]; then
@@ -58,9 +60,9 @@ fetch() {
     . /etc/os-release 2>/dev/null || true
     [ "${VERSION_CODENAME:-}" = bookworm ] ||
         die "the Linux guest comes from Debian 12 (bookworm) packages; found '${PRETTY_NAME:-unknown}'"
-    if [ "$deb" = i386 ] && ! dpkg --print-foreign-architectures | grep -qx i386; then
-        say "enabling the i386 architecture (to download its kernel and busybox)"
-        $SUDO dpkg --add-architecture i386
+    if [ "$deb" != amd64 ] && ! dpkg --print-foreign-architectures | grep -qx "$deb"; then
+        say "enabling the $deb architecture (to download its kernel and busybox)"
+        $SUDO dpkg --add-architecture "$deb"
         apt_updated=0
     fi
     apt_update
@@ -118,7 +120,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
 fi
 
-for arch in i386 x86_64; do
+for arch in i386 x86_64 aarch64; do
     fetch "$arch"
     bash "$KP_ROOT/scripts/build-linux-initramfs.sh" --arch "$arch" >/dev/null
 done

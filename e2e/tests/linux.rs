@@ -143,10 +143,11 @@ const WORKLOAD_GROUPS: &[(&str, &[&str])] = &[
 /// `[unknown]` is (nearly) absent, i386's decompressor is `[boot, paging off]`, and the text
 /// report shows the workload and the unwind stops of kernel samples. Prints the report, the
 /// `[unknown]` share, the stops by place, stacks that cross a kernel entry, and whether the
-/// guest brought up both CPUs under the plugin.
-fn profile(arch: &str, mode: &str) {
+/// guest brought up both CPUs under the plugin. Returns the collapsed stacks (None when the
+/// guest is not fetched).
+fn profile(arch: &str, mode: &str) -> Option<Vec<(Vec<String>, u64)>> {
     if !linux_present(arch) {
-        return;
+        return None;
     }
     let name = format!("linux-{arch}-{}", mode.replace('=', "-"));
     let run = boot_linux(&name, arch, Some(mode));
@@ -268,6 +269,7 @@ fn profile(arch: &str, mode: &str) {
         "{name}: under the plugin the guest did not bring up both CPUs:\n{}",
         run.console
     );
+    Some(folded)
 }
 
 /// Bare QEMU (no plugin): the kernel starts both CPUs and the workload runs on two.
@@ -314,6 +316,29 @@ fn x86_64_delay_names_the_workload() {
     profile("x86_64", DELAY);
 }
 
+/// Debian's arm64 kernel (frame pointers on): named as on x86, and a system call's stack goes
+/// on below the kernel's final frame record, through `pt_regs`, to the user program's pc
+/// (`[user];[syscall];el0t_64_sync;...`): 96% of such stacks here, none before.
+#[test]
+fn aarch64_delay_names_the_workload_and_reaches_user_space() {
+    let Some(folded) = profile("aarch64", DELAY) else {
+        return;
+    };
+    let from_user = samples_with(&folded, |f| f == "el0t_64_sync");
+    let reached: u64 = folded
+        .iter()
+        .filter(|(s, _)| s.len() > 2 && s[0] == "[user]" && s[1] == "[syscall]")
+        .filter(|(s, _)| s[2] == "el0t_64_sync")
+        .map(|(_, n)| n)
+        .sum();
+    println!("aarch64: {reached} of {from_user} entries from user space reach [user]");
+    assert!(from_user > 1000, "only {from_user} samples in el0t_64_sync");
+    assert!(
+        reached * 10 >= from_user * 8,
+        "only {reached} of {from_user} stacks through el0t_64_sync reach [user]"
+    );
+}
+
 #[test]
 fn i386_bare_brings_up_both_cpus() {
     bare_smp("i386");
@@ -322,4 +347,9 @@ fn i386_bare_brings_up_both_cpus() {
 #[test]
 fn x86_64_bare_brings_up_both_cpus() {
     bare_smp("x86_64");
+}
+
+#[test]
+fn aarch64_bare_brings_up_both_cpus() {
+    bare_smp("aarch64");
 }
