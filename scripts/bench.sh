@@ -18,7 +18,7 @@
 #   --alloc-rounds N   size of the recorded memtrace: 23 + 8 N records (default 50000,
 #                      about a minute of recording: QEMU writes COM2 one write(2) a byte),
 #                      and of alloc_hooks' allocation phase (as many allocator calls)
-#   --linux-arch A     Linux guest(s) of the linux workload: i386 (default), x86_64 or all
+#   --linux-arch A     Linux guest(s) of the linux workload: i386 (default), x86_64, aarch64 or all
 #   --linux-runs N     runs of each Linux configuration (default 3; --quick 1)
 #   --linux-bringup N  boot Linux i386 N times at delay=10 and N times bare, alternated, and
 #                      count the boots that brought up all CPUs (issue 13's 20-of-20 check:
@@ -77,7 +77,7 @@ while [ $# -gt 0 ]; do
             only="$2"; args+=("$1" "$2"); shift 2 ;;
         --linux-arch)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
-            case "$2" in i386|x86_64|all) ;; *) die "--linux-arch: i386, x86_64 or all (got '$2')" ;; esac
+            case "$2" in i386|x86_64|aarch64|all) ;; *) die "--linux-arch: i386, x86_64, aarch64 or all (got '$2')" ;; esac
             args+=("$1" "$2"); shift 2 ;;
         --quick|--keep) args+=("$1"); shift ;;
         -h|--help) usage; exit 0 ;;

@@ -1,5 +1,5 @@
-//! `alloc=linux` on a real kernel: Debian 12's Linux 6.1 (i386, built with regparm(3), and
-//! amd64, System V) booted twice by scripts/run-linux.sh, first bare for the `/proc/kallsyms`
+//! `alloc=linux` on a real kernel: Debian 12's Linux 6.1 (i386, built with regparm(3), amd64,
+//! System V, and arm64) booted twice by scripts/run-linux.sh, first bare for the `/proc/kallsyms`
 //! it writes (booted with `nokaslr`, so the addresses hold for the next boot), then with the
 //! plugin hooking the preset's functions from those symbols. The slab allocator's calls must
 //! be recorded, none lost, its reallocations' implementations not recorded twice, and the
@@ -164,6 +164,12 @@ fn linux_i386_slab_through_the_preset() {
 #[test]
 fn linux_x86_64_slab_through_the_preset() {
     hooked_linux("x86_64");
+}
+
+/// arm64: arguments in x0..x7, results in x0, the caller in x30.
+#[test]
+fn linux_aarch64_slab_through_the_preset() {
+    hooked_linux("aarch64");
 }
 
 /// Linux 6.10 renamed the allocators' entry points (`__kmalloc_noprof`, ...; the old names

@@ -162,7 +162,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated workloads")
-    ap.add_argument("--linux-arch", default="i386", choices=("i386", "x86_64", "all"))
+    ap.add_argument("--linux-arch", default="i386", choices=("i386", "x86_64", "aarch64", "all"))
     ap.add_argument("--linux-runs", type=int, default=0)
     ap.add_argument("--linux-bringup", type=int, default=0)
     a = ap.parse_args()

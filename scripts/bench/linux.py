@@ -35,7 +35,7 @@ RUN_TIMEOUT_S = 900
 
 
 def arches(b):
-    return ["i386", "x86_64"] if b.a.linux_arch == "all" else [b.a.linux_arch]
+    return ["i386", "x86_64", "aarch64"] if b.a.linux_arch == "all" else [b.a.linux_arch]
 
 
 def unavailable(b, arch):
