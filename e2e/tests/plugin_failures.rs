@@ -1,6 +1,7 @@
 //! The plugin refuses bad arguments before the guest runs, and a killed QEMU leaves a
 //! readable file.
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -133,30 +134,9 @@ fn sigterm_after_the_guest_halted_ends_the_file_cleanly() {
         };
         let what = format!("run {run} ({sampling})");
         let dir = scratch(&format!("halt-sigterm-{run}"));
-        let mut c = qemu(&dir, Some(sampling), "rounds=500 alloc_rounds=1 halt=on");
-        let mut child = c
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let t = std::time::Instant::now();
-        // COM1 ends lines with CR LF.
-        while !std::fs::read_to_string(dir.join("com1")).is_ok_and(|s| s.contains("halted")) {
-            if t.elapsed() > Duration::from_secs(120) {
-                let _ = child.kill();
-                panic!("{what}: never halted");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
         // Signal at varied moments after the halt (the idle callback, the timer's ticks).
-        std::thread::sleep(Duration::from_millis(10 + 37 * run));
-        let killed = std::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let stderr = exit_within(child, Duration::from_secs(60), &what);
+        let after = Duration::from_millis(10 + 37 * run);
+        let stderr = term_after_halt(&dir, sampling, "alloc_rounds=1", after, &what);
         assert!(
             stderr.contains("samples written"),
             "{what}: no summary: {stderr}"
@@ -180,28 +160,8 @@ fn a_halted_guest_gets_no_timer_ticks() {
         return;
     }
     let dir = scratch("halt-no-ticks");
-    let mut c = qemu(&dir, Some("delay=10"), "rounds=500 alloc_rounds=0 halt=on");
-    let mut child = c
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = std::time::Instant::now();
-    while !std::fs::read_to_string(dir.join("com1")).is_ok_and(|s| s.contains("halted")) {
-        if t.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("never halted");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    let killed = std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let stderr = exit_within(child, Duration::from_secs(60), "halted guest");
+    let after = Duration::from_secs(2);
+    let stderr = term_after_halt(&dir, "delay=10", "alloc_rounds=0", after, "halted guest");
     let number_after = |key: &str| -> f64 {
         let at = stderr
             .find(key)
@@ -221,6 +181,40 @@ fn a_halted_guest_gets_no_timer_ticks() {
         ticks < halt_ticks / 4.0,
         "{ticks} ticks delivered in a run halted {halted_s} s: {stderr}"
     );
+}
+
+/// Runs the i386 kernel with `halt=on` under `sampling`, sends QEMU SIGTERM `after` the guest
+/// halted, and returns its stderr.
+fn term_after_halt(
+    dir: &Path,
+    sampling: &str,
+    append: &str,
+    after: Duration,
+    what: &str,
+) -> String {
+    let mut c = qemu(dir, Some(sampling), &format!("rounds=500 {append} halt=on"));
+    let mut child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    // COM1 ends lines with CR LF.
+    while !std::fs::read_to_string(dir.join("com1")).is_ok_and(|s| s.contains("halted")) {
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("{what}: never halted");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(after);
+    let killed = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    exit_within(child, Duration::from_secs(60), what)
 }
 
 /// Waits for `child` (stderr piped) to exit; a QEMU that does not is killed and fails `what`.
