@@ -72,7 +72,7 @@ pub struct IdleStats {
 #[derive(Debug)]
 pub struct ArmSlots {
     slots: Box<[Slot]>,
-    /// The timer thread, once it has slept.
+    /// The timer thread, once it has looked whether to sleep.
     timer: OnceLock<Thread>,
     /// The timer sleeps until a vCPU can be armed.
     sleeping: AtomicBool,
@@ -119,13 +119,13 @@ impl ArmSlots {
     /// unparked or registered, or `stop` is set; true if it slept (the caller then counts the
     /// ticks it slept through with [`ArmSlots::add_idle_ticks`]).
     pub fn sleep_while_none_runs(&self, stop: &AtomicBool) -> bool {
-        // Set before looking, so that a vCPU resuming after the look sees it and wakes us
+        // Known and flagged before looking, so that a vCPU resuming after the look wakes us
         // (both sides SeqCst); an unpark before the park makes the park return at once.
+        self.timer.get_or_init(thread::current);
         self.sleeping.store(true, SeqCst);
         let mut slept = false;
         while !self.any_running() && !stop.load(SeqCst) {
             if !slept {
-                self.timer.get_or_init(thread::current);
                 for s in self.slots.iter() {
                     s.idle_at_sleep.store(s.idle.load(SeqCst), Relaxed);
                 }
