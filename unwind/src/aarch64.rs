@@ -7,6 +7,10 @@
 //! Leaf functions without a record (GCC and clang's default) and functions before their
 //! prologue run with the caller's `x29`; their caller is only in `x30`, which the recorder
 //! records beside the walk.
+//!
+//! Linux ends the kernel chain of an entry from EL0 with a final record `{0, 0}` in the task's
+//! `pt_regs`; the walk reads the user's x29, sp, pc and pstate there and goes on in user space
+//! (the final registers of the crate's record walk, 304 bytes into `pt_regs`).
 
 pub(crate) mod insn;
 

@@ -104,7 +104,8 @@ pub struct Walk {
 /// Walks a guest's frame-pointer chain from `fp`, with `sp` the stack pointer, the way
 /// `arch` lays out frame records, with `crossings` (kernel entries, stack switches, the stack
 /// span): x86 with [`walk_across`], riscv64 with [`riscv64::walk`], aarch64 with
-/// [`aarch64::walk`] (both down across a trap entry's record into the interrupted context).
+/// [`aarch64::walk`] (both down across a trap entry's record into the interrupted context;
+/// aarch64 also from Linux's final record in `pt_regs` into the user context it saved).
 pub fn walk_guest<R>(
     arch: Arch,
     sp: u64,
