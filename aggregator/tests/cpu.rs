@@ -343,6 +343,41 @@ fn host_timer_in_the_text_report() {
     );
 }
 
+/// `delay=` on a host whose timer wake-ups were costly: the record's mean spacing is wider
+/// than the header's delay, and the report says why.
+#[test]
+fn a_spread_host_timer_is_explained() {
+    use kern_profile_format::{encode_sample, HostTimerStats, SamplingMode, VcpuTime};
+    let mut bytes = Vec::new();
+    kern_profile_format::Header {
+        sampling: SamplingMode::DelayMicros(10),
+        ..common::header(1, false)
+    }
+    .encode(&mut bytes);
+    let frames = [RET_MIDDLE, RET_WORK, RET_START];
+    encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &frames));
+    HostTimerStats {
+        interval_ns: 190_000,
+        ticks: 5_000,
+        late: 0,
+        vcpus: vec![VcpuTime::default()],
+    }
+    .encode(&mut bytes);
+    let raw = raw_file("host-timer-spread", &bytes);
+    let text = Options {
+        format: OutputFormat::Text,
+        ..folded_opts()
+    };
+    let (out, _) = run(&raw, &text);
+    assert!(
+        out.contains(
+            "host timer: 5000 ticks (every 190 µs on average, wider than delay= asked: the \
+             host's timer wake-ups were costly, and the timer kept under a tenth of a core)\n"
+        ),
+        "{out}"
+    );
+}
+
 #[test]
 fn differential_against_a_base() {
     let dir = common::temp_dir("diff");

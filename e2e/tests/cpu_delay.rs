@@ -19,9 +19,10 @@ fn delay_mode_shares_match_exact_counts_where_emulation_cost_is_the_same() {
     // alloc_rounds=0: the allocation phase writes its memtrace to COM2 one byte per QEMU
     // write(2) (~40 ms of host time at the default 279 records), which delay mode weighs by
     // host time: ~3% of the kernel's samples, against 0.02% of its instructions.
-    // 100,000 ticks a second are asked for; a host delivers 50,000 to 60,000 when quiet, and
-    // far fewer when loaded (8,000 at a load average of 8; the plugin says how many it
-    // skipped). 3,000 samples hold the shares below.
+    // 100,000 ticks a second are asked for; a host delivers fewer where its timer wake-ups
+    // are costly (the timer keeps under a tenth of a core: about 5,000 a second in a virtual
+    // machine whose wake-ups cost 20 µs), and fewer still when loaded (the plugin says how
+    // many it skipped). 3,000 samples hold the shares below.
     let k = kernel();
     let ((run, counts), total) = with_enough_samples(3_000, |rounds| {
         let run = boot(
@@ -90,7 +91,12 @@ fn delay_mode_records_the_host_timer_and_no_instruction_counts() {
         stats.vcpu_instructions
     );
     let timer = c.host_timer.expect("a host-timer record with delay=");
-    assert_eq!(timer.interval_ns, 100_000);
+    // 100 µs, or wider where the host's wake-ups cost more than a tenth of that (a virtual
+    // machine's: about 20 µs here), which the plugin says.
+    assert!(timer.interval_ns >= 100_000, "{}", timer.interval_ns);
+    if timer.interval_ns > 100_000 {
+        assert!(run.stderr.contains("delay=100 asked"), "{}", run.stderr);
+    }
     assert_eq!(timer.vcpus.len(), 1);
     // Every sample comes from a tick that armed the vCPU; a few armed ticks take none (the
     // vCPU halted before its next block, or QEMU exited).

@@ -265,8 +265,10 @@ fn delay_mode_samples_by_host_time(arch: &'static str) {
     if skip_virt(arch) {
         return;
     }
-    // 100,000 ticks a second asked for, far fewer delivered on a loaded host (the plugin
-    // says how many it skipped): 610 kernel samples in the default rounds at load 13.
+    // 100,000 ticks a second asked for; fewer delivered where wake-ups are costly (the timer
+    // keeps under a tenth of a core: about 5,000 a second in a virtual machine) or the host
+    // is loaded (the plugin says how many it skipped): 610 kernel samples in the default
+    // rounds at load 13.
     let ((run, counts), total) = with_enough_samples(2_000, |rounds| {
         let run = boot_virt(
             arch,
@@ -287,7 +289,12 @@ fn delay_mode_samples_by_host_time(arch: &'static str) {
         "delay= counts no instructions"
     );
     let timer = c.host_timer.expect("a host-timer record with delay=");
-    assert_eq!(timer.interval_ns, 10_000);
+    // 10 µs, or wider where the host's timer wake-ups cost more than a tenth of that, as
+    // they do in a virtual machine (the plugin spreads its ticks and says so).
+    assert!(timer.interval_ns >= 10_000, "{}", timer.interval_ns);
+    if timer.interval_ns > 10_000 {
+        assert!(run.stderr.contains("delay=10 asked"), "{}", run.stderr);
+    }
     let armed = timer.vcpus[0].armed_ticks;
     assert!(
         c.samples <= armed,

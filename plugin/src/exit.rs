@@ -39,7 +39,7 @@ fn finish() {
         .as_ref()
         .and_then(|exact| lock_within(exact, EXIT_LOCK_WAIT))
         .map(|e| e.encode(p.width, &mut trailer));
-    if let Some(t) = &timer {
+    if let Some((t, _)) = &timer {
         t.encode(&mut trailer);
     }
     let alloc_stats = p.alloc.as_ref().map(|_| {
@@ -67,8 +67,8 @@ fn finish() {
         }
     }
     stderr_line(&summary_line(&stats, exact_blocks, &p.cfg.out));
-    if let Some(t) = &timer {
-        stderr_line(&timer_line(t));
+    if let (Some((t, wake_cost_ns)), Some(timed)) = (&timer, &p.timed) {
+        stderr_line(&timer_line(t, timed.interval_ns, *wake_cost_ns));
     }
     if let (Some(a), Some(s)) = (&p.alloc, alloc_stats) {
         stderr_line(&alloc_line(&s, a.set.hooks.len(), &calls, &a.set.skipped));

@@ -21,7 +21,7 @@ const SCOREBOARD_STABLE: usize = 16;
 pub struct Timed {
     pub slots: Arc<ArmSlots>,
     timer: Mutex<Option<HostTimer>>,
-    interval_ns: u64,
+    pub interval_ns: u64,
     /// vCPUs initialised so far (see [`register_arm_slot`]).
     inited: AtomicU64,
 }
@@ -83,8 +83,9 @@ pub unsafe extern "C" fn on_vcpu_resume(_id: sys::qemu_plugin_id_t, vcpu: c_uint
     });
 }
 
-/// Stops the timer thread; its figures with each vCPU's idle time, for the exit record.
-pub fn stop(p: &Plugin) -> Option<HostTimerStats> {
+/// Stops the timer thread; its figures with each vCPU's idle time, for the exit record, and
+/// the CPU one of its wake-ups cost (ns).
+pub fn stop(p: &Plugin) -> Option<(HostTimerStats, u64)> {
     let t = p.timed.as_ref()?;
     let stats: TimerStats = t
         .timer
@@ -105,10 +106,11 @@ pub fn stop(p: &Plugin) -> Option<HostTimerStats> {
             }
         })
         .collect();
-    Some(HostTimerStats {
-        interval_ns: t.interval_ns,
+    let record = HostTimerStats {
+        interval_ns: stats.mean_interval_ns(t.interval_ns),
         ticks: stats.ticks,
         late: stats.late,
         vcpus,
-    })
+    };
+    Some((record, stats.wake_cost_ns))
 }

@@ -47,12 +47,20 @@ pub fn alloc_line(
 }
 
 /// The `delay=` timer's line: ticks delivered against the nominal rate, and idle vCPUs.
-pub fn timer_line(t: &HostTimerStats) -> String {
+pub fn timer_line(t: &HostTimerStats, asked_ns: u64, wake_cost_ns: u64) -> String {
     let mut s = format!(
         "kern-profile: host timer: {} ticks every {} µs on average",
         t.ticks,
         t.interval_ns as f64 / 1000.0
     );
+    if t.interval_ns > asked_ns {
+        s.push_str(&format!(
+            " (delay={} asked: a wake-up of the timer cost {:.1} µs of host CPU here, so its ticks were spread to keep it under 1/{} of a core)",
+            asked_ns as f64 / 1000.0,
+            wake_cost_ns as f64 / 1000.0,
+            crate::host_timer::MAX_TIMER_SHARE
+        ));
+    }
     if t.late > 0 {
         s.push_str(&format!(
             ", {} more skipped (the host woke the timer late)",
@@ -121,8 +129,22 @@ mod tests {
             ],
         };
         assert_eq!(
-            timer_line(&t),
+            timer_line(&t, 10_000, 1_500),
             "kern-profile: host timer: 90 ticks every 10 µs on average, 10 more skipped (the host woke the timer late); 7 vCPU ticks skipped to keep slow stack walks under a tenth of the run; halted (not sampled): vCPU 1 1.500 s"
+        );
+    }
+
+    #[test]
+    fn timer_line_says_when_ticks_were_spread() {
+        let t = HostTimerStats {
+            interval_ns: 201_500,
+            ticks: 4_000,
+            late: 0,
+            vcpus: vec![VcpuTime::default()],
+        };
+        assert_eq!(
+            timer_line(&t, 10_000, 20_160),
+            "kern-profile: host timer: 4000 ticks every 201.5 µs on average (delay=10 asked: a wake-up of the timer cost 20.2 µs of host CPU here, so its ticks were spread to keep it under 1/10 of a core)"
         );
     }
 

@@ -23,7 +23,17 @@ pub fn describe(
 ) -> Vec<String> {
     let mut h = vec![origin_line(p, kernel), samples_line(p, filter)];
     h.extend(p.header.as_ref().map(sampling_line));
-    h.extend(p.summary.tally.host_timer.as_ref().map(host_timer_line));
+    let asked_ns = p.header.as_ref().and_then(|hd| match hd.sampling {
+        SamplingMode::DelayMicros(us) => Some(us.saturating_mul(1000)),
+        _ => None,
+    });
+    h.extend(
+        p.summary
+            .tally
+            .host_timer
+            .as_ref()
+            .map(|t| host_timer_line(t, asked_ns)),
+    );
     if p.per_vcpu.len() > 1 {
         let parts: Vec<String> = p
             .per_vcpu
@@ -107,13 +117,18 @@ fn split_lines(p: &CpuProfile, per_cpu: bool) -> Vec<String> {
 }
 
 /// `host timer: 95210 ticks (every 10 µs on average; 12 skipped, …); halted, so not sampled:
-/// cpu 1 0.52 s` (`delay=`).
-fn host_timer_line(t: &HostTimerStats) -> String {
+/// cpu 1 0.52 s` (`delay=`, whose value in µs × 1000 is `asked_ns`).
+fn host_timer_line(t: &HostTimerStats, asked_ns: Option<u64>) -> String {
     let mut line = format!(
         "host timer: {} ticks (every {} µs on average",
         t.ticks,
         t.interval_ns as f64 / 1000.0
     );
+    if asked_ns.is_some_and(|asked| t.interval_ns > asked) {
+        line.push_str(
+            ", wider than delay= asked: the host's timer wake-ups were costly, and the timer kept under a tenth of a core",
+        );
+    }
     if t.late > 0 {
         line.push_str(&format!(
             "; {} skipped, the host woke the timer late",
