@@ -294,20 +294,33 @@ fn exact_only_recordings_show_their_exact_counts() {
     );
 }
 
-/// `delay=`: the host-timer record's ticks, late wake-ups, throttled ticks and halted time in
-/// the text report.
-#[test]
-fn host_timer_in_the_text_report() {
-    use kern_profile_format::{encode_sample, HostTimerStats, SamplingMode, VcpuTime};
+/// The text report of a `delay=10` file of one sample on `vcpus` vCPUs and host-timer record
+/// `t`.
+fn text_with_host_timer(name: &str, vcpus: u32, t: kern_profile_format::HostTimerStats) -> String {
+    use kern_profile_format::{encode_sample, SamplingMode};
     let mut bytes = Vec::new();
     kern_profile_format::Header {
         sampling: SamplingMode::DelayMicros(10),
-        ..common::header(2, false)
+        ..common::header(vcpus, false)
     }
     .encode(&mut bytes);
     let frames = [RET_MIDDLE, RET_WORK, RET_START];
     encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &frames));
-    HostTimerStats {
+    t.encode(&mut bytes);
+    let raw = raw_file(name, &bytes);
+    let text = Options {
+        format: OutputFormat::Text,
+        ..folded_opts()
+    };
+    run(&raw, &text).0
+}
+
+/// `delay=`: the host-timer record's ticks, late wake-ups, throttled ticks and halted time in
+/// the text report.
+#[test]
+fn host_timer_in_the_text_report() {
+    use kern_profile_format::{HostTimerStats, VcpuTime};
+    let t = HostTimerStats {
         interval_ns: 10_000,
         ticks: 95_210,
         late: 12,
@@ -321,14 +334,8 @@ fn host_timer_in_the_text_report() {
                 ..VcpuTime::default()
             },
         ],
-    }
-    .encode(&mut bytes);
-    let raw = raw_file("host-timer", &bytes);
-    let text = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
     };
-    let (out, _) = run(&raw, &text);
+    let out = text_with_host_timer("host-timer", 2, t);
     assert!(
         out.contains(
             "host timer: 95210 ticks (every 10 µs on average; 12 skipped, the host woke the \
@@ -347,28 +354,14 @@ fn host_timer_in_the_text_report() {
 /// than the header's delay, and the report says why.
 #[test]
 fn a_spread_host_timer_is_explained() {
-    use kern_profile_format::{encode_sample, HostTimerStats, SamplingMode, VcpuTime};
-    let mut bytes = Vec::new();
-    kern_profile_format::Header {
-        sampling: SamplingMode::DelayMicros(10),
-        ..common::header(1, false)
-    }
-    .encode(&mut bytes);
-    let frames = [RET_MIDDLE, RET_WORK, RET_START];
-    encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &frames));
-    HostTimerStats {
+    use kern_profile_format::{HostTimerStats, VcpuTime};
+    let t = HostTimerStats {
         interval_ns: 190_000,
         ticks: 5_000,
         late: 0,
         vcpus: vec![VcpuTime::default()],
-    }
-    .encode(&mut bytes);
-    let raw = raw_file("host-timer-spread", &bytes);
-    let text = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
     };
-    let (out, _) = run(&raw, &text);
+    let out = text_with_host_timer("host-timer-spread", 1, t);
     assert!(
         out.contains(
             "host timer: 5000 ticks (every 190 µs on average, wider than delay= asked: the \
