@@ -7,9 +7,10 @@ samples, throttled ticks.
 
 plugin/README.md's cost bound: under delay= sampling stays under a tenth of each vCPU's host
 time, so about 1.1x over the guest's own emulation time plus the per-block check, whatever
-the guest's stacks are. "Plus the per-block check" is the parked run: the same settings, the
-same timer thread and per-block test, the sampler parked by a window= no code enters. So the
-bound is judged against it; the per-block check's own cost is the overhead workload's.
+the guest's stacks are, and the timer thread at most a tenth of a core. "Plus the per-block
+check" is the parked run: the same settings and per-block test, the sampler parked by a
+window= no code enters (so the timer sleeps). So the bound is judged against it; the
+per-block check's own cost is the overhead workload's.
 """
 
 import os

@@ -20,8 +20,8 @@ CONFIGS = [
     ("bare", None),
     ("delay=100", "delay=100"),
     ("delay=10", "delay=10"),
-    # The same timer and per-block test, the sampler parked (a window= no code enters): what
-    # delay= costs before any sample, to tell fixed cost from per-sample cost.
+    # The same per-block test, the sampler parked (a window= no code enters, so the timer
+    # sleeps): what delay= costs before any tick or sample, to tell fixed cost from the rest.
     ("delay=10 parked", "delay=10,window=0x1-0x2"),
     ("period=100000", "period=100000"),
     ("period=10000", "period=10000"),
@@ -204,9 +204,9 @@ def notes(b):
          f"µs/sample on the {COST_HI} row: ({COST_HI} - {COST_LO}) / their samples' "
          f"difference (the cost of one more sample, the same per-block counting), median of "
          f"the rounds; * on {', '.join(TOTAL_COST_ROWS)}: (median - bare median) / samples "
-         f"(everything the plugin adds, per sample). 'delay=10 parked': the timer thread and "
-         f"each block's arm-slot test with the sampler parked by a window= that no code "
-         f"enters (0 samples): delay='s fixed cost."]
+         f"(everything the plugin adds, per sample). 'delay=10 parked': each block's arm-slot "
+         f"test with the sampler parked by a window= that no code enters (the timer sleeps, "
+         f"0 samples): delay='s fixed cost."]
     for arch, a in po["archs"].items():
         bare = a["configs"]["bare"]
         c = a["us_per_sample"]
