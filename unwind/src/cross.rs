@@ -20,6 +20,12 @@
 //! downwards is taken as a switch to another stack at most `stack_switches` times, after a
 //! [`frame_marker::STACK_SWITCH`] marker, and each stack gets its own upward guard. The
 //! reader (with symbols) decides whether what follows a switch is code.
+//!
+//! A jump upwards beyond the stack's span is one more switch only where the stack says so:
+//! i386 Linux runs hard and soft interrupts on 8 KiB stacks of their own
+//! (arch/x86/kernel/irq_32.c) and saves the interrupted stack pointer in the lowest word of
+//! the interrupt stack; a frame pointer just above that saved pointer is the interrupted
+//! stack's, wherever it lies.
 
 use kern_profile_format::{frame_marker, StopReason};
 
@@ -71,6 +77,29 @@ const MAX_ENTRIES: u8 = 4;
 
 /// The bit i386 Linux clears to encode a pt_regs pointer.
 const I386_TOP: u64 = 0x8000_0000;
+
+/// i386 Linux's interrupt stacks: THREAD_SIZE, and aligned to it (a buddy allocation).
+const I386_IRQ_STACK: u64 = 8 << 10;
+
+/// Where the interrupted stack goes on when `fp`, beyond the span of the stack whose walk
+/// began at `seg_start`, is i386 Linux's jump off an interrupt stack: the stack pointer saved
+/// in the interrupt stack's lowest word, with `fp` less than a stack's size above it.
+fn i386_irq_stack_exit<R>(seg_start: u64, fp: u64, width: PtrWidth, read: &mut R) -> Option<u64>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    if width != PtrWidth::W4 || seg_start <= I386_TOP {
+        return None;
+    }
+    let base = seg_start & !(I386_IRQ_STACK - 1);
+    let mut b = [0u8; 4];
+    if !read(base, &mut b) {
+        return None;
+    }
+    let prev_sp = u64::from(u32::from_le_bytes(b));
+    let fits = prev_sp > I386_TOP && fp >= prev_sp && fp - prev_sp < I386_IRQ_STACK;
+    fits.then_some(prev_sp)
+}
 
 /// Where Linux's `struct pt_regs` keeps the interrupted context.
 struct PtRegs {
@@ -242,7 +271,9 @@ where
     let record = &mut record[..2 * w];
     let mut fp = fp;
     let mut lowest = floor;
-    // Where the current stack's span ends: no record is read at or beyond it.
+    // Where the current stack's walk began, and where its span ends: no record is read at
+    // or beyond that.
+    let mut seg_start = floor;
     let mut seg_end = span_end(crossings.stack_span, floor);
     let mut switches = 0u8;
     let mut entries = 0u8;
@@ -261,6 +292,7 @@ where
                 // span of its own.
                 fp = r.bp;
                 lowest = r.sp;
+                seg_start = r.sp;
                 seg_end = span_end(crossings.stack_span, r.sp);
                 continue;
             }
@@ -277,7 +309,18 @@ where
             if !frames.push(frame_marker::STACK_SWITCH) {
                 break StopReason::DepthLimit;
             }
+            seg_start = fp;
             seg_end = span_end(crossings.stack_span, fp);
+        } else if fp >= seg_end && switches < crossings.stack_switches && frames.n > 0 {
+            // Up off an interrupt stack, to the interrupted stack it names.
+            if let Some(prev_sp) = i386_irq_stack_exit(seg_start, fp, width, &mut read) {
+                switches += 1;
+                if !frames.push(frame_marker::STACK_SWITCH) {
+                    break StopReason::DepthLimit;
+                }
+                seg_start = prev_sp;
+                seg_end = span_end(crossings.stack_span, prev_sp);
+            }
         }
         if frames.full() {
             break StopReason::DepthLimit;
@@ -319,6 +362,7 @@ where
                 // The user stack, from the interrupted stack pointer.
                 Some(sp) => {
                     lowest = sp;
+                    seg_start = sp;
                     seg_end = span_end(crossings.stack_span, sp);
                 }
                 None => lowest = fp + 1,

@@ -309,6 +309,71 @@ fn frames_beyond_the_stack_span_are_not_read() {
     assert_eq!(stop, StopReason::OffStack);
 }
 
+/// i386 Linux: a handler on an interrupt stack (8 KiB, 8 KiB-aligned, the interrupted stack
+/// pointer in its lowest word) whose frame chain jumps up to the task stack, far beyond the
+/// span: the jump is a stack switch, and the walk goes on up the task stack through the
+/// interrupt's pt_regs into the interrupted function.
+#[test]
+fn i386_linux_leaves_an_interrupt_stack_upwards() {
+    let mut m = Mem::new(PtrWidth::W4);
+    let irq_stack = 0xc200_4000u64;
+    let task = 0xc340_1e00u64; // 20 MiB above: beyond the 128 KiB span
+    let regs = task + 0x100;
+    m.put(irq_stack, task - 0x10); // prev_esp, saved by execute_on_irq_stack
+    m.frame(irq_stack + 0x1f00, irq_stack + 0x1f40, 0xc100_1000); // io_serial_out
+    m.frame(irq_stack + 0x1f40, task, 0xc100_2000); // handle_edge_irq
+    m.frame(task, task + 0x40, 0xc100_3000); // __handle_irq, on the task stack
+    m.frame(task + 0x40, regs & 0x7fff_ffff, 0xc100_4000); // common_interrupt
+    m.put(regs + 20, task + 0x180); // bp of the interrupted function
+    m.put(regs + 48, 0xc100_5555); // ip
+    m.put(regs + 52, 0x60); // cs: kernel
+    m.frame(task + 0x180, 0, 0xc100_6000);
+    let (frames, stop) = m.walk(irq_stack + 0x1ef0, irq_stack + 0x1f00, Crossings::ALL);
+    assert_eq!(
+        frames,
+        [
+            0xc100_1000,
+            0xc100_2000,
+            SW,
+            0xc100_3000,
+            0xc100_4000,
+            KE,
+            0xc100_5555,
+            0xc100_6000
+        ]
+    );
+    assert_eq!(stop, StopReason::NullFramePointer);
+}
+
+/// An upward jump beyond the span stays a stop where the stack's lowest word does not name
+/// the frame's stack (not an interrupt stack, or garbage), and a lower-half stack (not Linux)
+/// reads nothing there.
+#[test]
+fn an_upward_jump_without_a_saved_stack_pointer_stays_off_the_stack() {
+    let irq_stack = 0xc200_4000u64;
+    let far = 0xc340_1e00u64;
+    for saved in [None, Some(0u64), Some(far + 0x10), Some(far - 0x4000)] {
+        let mut m = Mem::new(PtrWidth::W4);
+        if let Some(v) = saved {
+            m.put(irq_stack, v);
+        }
+        m.frame(irq_stack + 0x1f00, far, 0xc100_1000);
+        m.frame(far, 0, 0xc100_2000);
+        let (frames, stop) = m.walk(irq_stack + 0x1ef0, irq_stack + 0x1f00, Crossings::ALL);
+        assert_eq!(
+            (frames, stop),
+            (vec![0xc100_1000], StopReason::OffStack),
+            "{saved:?}"
+        );
+    }
+    let mut m = Mem::new(PtrWidth::W4);
+    m.put(0x0020_4000, 0x0340_1df0);
+    m.frame(0x0020_5f00, 0x0340_1e00, 0x0010_1000);
+    m.frame(0x0340_1e00, 0, 0x0010_2000);
+    let (frames, stop) = m.walk(0x0020_5ef0, 0x0020_5f00, Crossings::ALL);
+    assert_eq!((frames, stop), (vec![0x0010_1000], StopReason::OffStack));
+}
+
 /// A cycle costs at most one pass per allowed switch, then stops as before.
 #[test]
 fn a_cycle_ends_after_the_allowed_switches() {
