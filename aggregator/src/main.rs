@@ -70,7 +70,8 @@ Notes:
   gone on past a kernel entry, user, boot and firmware).
   Data rate: about 75 bytes a sample with 10 frames, so `delay=10` writes up to 7.5 MB/s
   per busy vCPU (halted vCPUs take no samples); `delay=100` or a smaller `depth=` writes
-  less.
+  less. `delay=` ticks less often than asked where the host's timer wake-ups are costly
+  (a virtual machine: about every 200 µs), as its timer keeps under a tenth of a core.
   A recording is complete (statistics at its end) whenever QEMU exits in order: the
   guest's isa-debug-exit or poweroff, `quit` on the monitor or QMP, SIGINT (Ctrl-C) or
   SIGTERM. After SIGKILL it holds what was flushed up to about 100 ms before; the rest is

@@ -14,7 +14,9 @@ pub struct SamplingArgs {
     /// Sample each vCPU every US microseconds of host time on average (the plugin's
     /// `delay=`; default 10). Weighs code by the host time QEMU takes to emulate it: port,
     /// MMIO and page-table code weigh more than their instructions, several points on real
-    /// kernels; --period gives instruction shares. Data: about 75 bytes a sample at 10
+    /// kernels; --period gives instruction shares. The timer keeps under a tenth of a host
+    /// core, so where its wake-ups are costly (a virtual machine: about every 200 µs) it
+    /// ticks less often than asked, and says so. Data: about 75 bytes a sample at 10
     /// frames, so up to 7.5 MB/s per busy vCPU at 10; a larger US or a smaller --depth
     /// writes less
     #[arg(long, value_name = "US", conflicts_with = "period",
