@@ -25,14 +25,14 @@ KP_E2E=required \
 KP_PLUGIN="$KP_ROOT/target/release/kern-profile.so" \
 KP_KERNEL="$KP_ROOT/target/examples/kernel.elf" \
 KP_BIN="$KP_ROOT/target/release/kern-profile" \
-    cargo test --locked --workspace --release 2>&1 | tee "$KP_ROOT/target/test.log"
+    cargo test --locked --no-fail-fast --workspace --release 2>&1 | tee "$KP_ROOT/target/test.log"
 # tee hides cargo's status from `set -e`; take it from PIPESTATUS.
 status=${PIPESTATUS[0]}
 # The fuzz targets' smoke run: every seed of fuzz/corpus/ (real files and what fuzzing found)
 # through its target, heap meter and overflow checks on; plain cargo test, no libFuzzer
 # (scripts/fuzz.sh fuzzes). fuzz/ is a workspace of its own.
 say "fuzz targets: the seed corpus replayed"
-cargo test --locked --release --manifest-path fuzz/Cargo.toml 2>&1 | tee -a "$KP_ROOT/target/test.log"
+cargo test --locked --no-fail-fast --release --manifest-path fuzz/Cargo.toml 2>&1 | tee -a "$KP_ROOT/target/test.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 # And a short coverage-guided smoke run of each target (libFuzzer, AddressSanitizer): 5 s
 # each from its seed corpus; long runs are scripts/fuzz.sh's, by hand.

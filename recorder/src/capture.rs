@@ -46,9 +46,10 @@ pub struct Capture {
     frames: Box<[u64]>,
     stops: StopCounts,
     /// The CPU mode last read, with the page-table base and the host time it was read at:
-    /// mode registers change only at mode switches, so they are read again only when the
-    /// page-table base changes or [`MODE_TTL_NS`] has passed (two register reads fewer per
-    /// sample on x86).
+    /// once translation is on, it stays on but for rare switches, so the mode registers are
+    /// read again only when the page-table base changes or [`MODE_TTL_NS`] has passed (two
+    /// register reads fewer per sample on x86). Boot code turns translation on without
+    /// a new page-table base, so a mode without translation is never kept.
     mode_cache: Option<(CpuMode, Option<u64>, u64)>,
 }
 
@@ -210,7 +211,8 @@ fn extras<R: RegisterReader>(
                 regs.read(Reg::ModeControl),
                 regs.read(Reg::ModeExtended),
             );
-            *mode_cache = Some((mode, page_table_base, now_ns));
+            let translating = matches!(mode, CpuMode::Paging | CpuMode::Long);
+            *mode_cache = translating.then_some((mode, page_table_base, now_ns));
             mode
         }
     };

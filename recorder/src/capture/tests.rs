@@ -371,8 +371,9 @@ fn aarch64_strips_the_link_register_and_reads_el() {
     assert_eq!(x.return_register, Some(0x4020_0010));
 }
 
-/// x86's mode registers are read again only when the page-table base changes or a
-/// millisecond has passed; in between, the mode read last is used.
+/// x86's mode registers are read at every sample while paging is off (boot code turns it on
+/// without loading a new page-table base); once it is on, again only when the page-table
+/// base changes or a millisecond has passed, and in between the mode read last is used.
 #[test]
 fn the_cpu_mode_is_read_again_on_a_new_address_space_or_after_a_while() {
     struct ModeRegs {
@@ -409,15 +410,21 @@ fn the_cpu_mode_is_read_again_on_a_new_address_space_or_after_a_while() {
     let mut mode =
         |c: &mut Capture, r: &mut ModeRegs, t: u64| c.take(&at(t), r, stack.reader()).1.mode;
     assert_eq!(mode(&mut c, &mut r, 1_000), CpuMode::PagingOff);
-    r.cr0 = 1 | 1 << 31; // paging on, same CR3: not seen yet
-    assert_eq!(mode(&mut c, &mut r, 2_000), CpuMode::PagingOff);
-    assert_eq!(r.mode_reads, 1);
-    r.cr3 = 0x1000; // a new address space: read again
+    r.cr0 = 1 | 1 << 31; // paging on, same CR3: seen at once
+    assert_eq!(mode(&mut c, &mut r, 2_000), CpuMode::Paging);
+    assert_eq!(r.mode_reads, 2);
+    // Paging on is kept while CR3 stays and the millisecond lasts.
     assert_eq!(mode(&mut c, &mut r, 3_000), CpuMode::Paging);
+    assert_eq!(r.mode_reads, 2);
+    r.cr0 = 1; // off again (rare): seen on a new address space or after the millisecond
+    r.cr3 = 0x1000;
+    assert_eq!(mode(&mut c, &mut r, 4_000), CpuMode::PagingOff);
+    r.cr0 = 1 | 1 << 31;
+    assert_eq!(mode(&mut c, &mut r, 5_000), CpuMode::Paging);
     r.cr0 = 1;
     assert_eq!(
-        mode(&mut c, &mut r, 3_000 + MODE_TTL_NS),
+        mode(&mut c, &mut r, 5_000 + MODE_TTL_NS),
         CpuMode::PagingOff
     );
-    assert_eq!(r.mode_reads, 3);
+    assert_eq!(r.mode_reads, 5);
 }
