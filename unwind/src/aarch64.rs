@@ -40,6 +40,7 @@ const LAYOUT: Layout = Layout {
         below: PT_REGS_STACKFRAME - PT_REGS_X29,
         decode: linux_user_regs,
     }),
+    irq_stack: 16 << 10,
 };
 
 /// Linux arm64's `struct pt_regs` (5.x to 6.x): `regs[31]`, `sp`, `pc`, `pstate`, then

@@ -17,6 +17,13 @@
 //! Linux arm64 ends the chain of an entry from user space with a final record `{0, 0}`
 //! inside the task's `pt_regs` instead: where the layout knows those registers
 //! ([`Layout::final_regs`]), the walk reads the user context from them and goes on there.
+//!
+//! Linux arm64 also runs interrupt handlers on a per-CPU interrupt stack (`call_on_irq_stack`:
+//! 16 KiB, aligned to its size, the handler's first record at its very top), whose top record
+//! links to the interrupted task's stack wherever that lies. Where the layout knows that
+//! size ([`Layout::irq_stack`]), a record at the top of such a block on the stack being
+//! walked may lead up beyond the stack's span: a [`frame_marker::STACK_SWITCH`] marker, and
+//! the other stack gets a guard and a span of its own.
 
 use kern_profile_format::{frame_marker, StopReason};
 
@@ -35,6 +42,24 @@ pub(crate) struct Layout {
     pub gcc_leaf: bool,
     /// Where a final record `{0, 0}` may sit inside saved user registers (Linux arm64).
     pub final_regs: Option<FinalRegs>,
+    /// The size of the kernel's interrupt stacks, aligned to it, whose top record may lead
+    /// up to the interrupted stack (Linux arm64: 16 KiB); 0 where there are none.
+    pub irq_stack: u64,
+}
+
+/// The handler's first record lies at most this far below its interrupt stack's top.
+const IRQ_TOP_RECORD: u64 = 512;
+
+/// Whether the record at `prev_at`, on a stack whose walk began at `seg_start`, is the top
+/// record of an interrupt stack of `size` bytes: within [`IRQ_TOP_RECORD`] of the top of
+/// the aligned block the walk began in.
+fn leaves_irq_stack(size: u64, seg_start: u64, prev_at: u64) -> bool {
+    if size == 0 || prev_at < seg_start {
+        return false;
+    }
+    let block = seg_start & !(size - 1);
+    let top = block.saturating_add(size);
+    prev_at < top && top - prev_at <= IRQ_TOP_RECORD
 }
 
 /// Saved user registers around a chain's final record: [`FinalRegs::LEN`] bytes from
@@ -78,11 +103,14 @@ where
     let mut frames = Frames::new(out, max_depth);
     let mut record = [0u8; 16];
     let mut fp = fp;
-    // The lowest acceptable record address, and where this stack's span ends.
+    // The lowest acceptable record address; where this stack's walk began and its span ends.
     let mut lowest = floor;
+    let mut seg_start = floor;
     let mut seg_end = span_end(crossings.stack_span, floor);
     let mut crossed = 0u8;
     let mut first = true;
+    // The record read last, whose saved frame pointer led here.
+    let mut prev_at: Option<u64> = None;
     let stop = loop {
         if fp == 0 {
             break StopReason::NullFramePointer;
@@ -102,12 +130,26 @@ where
         if at.checked_add(15).is_none() {
             break StopReason::Unreadable;
         }
+        if at >= seg_end
+            && !crossings.user_mode
+            && crossed < crossings.stack_switches
+            && prev_at.is_some_and(|p| leaves_irq_stack(layout.irq_stack, seg_start, p))
+        {
+            // Up off an interrupt stack to the interrupted one.
+            crossed += 1;
+            if !frames.push(frame_marker::STACK_SWITCH) {
+                break StopReason::DepthLimit;
+            }
+            seg_start = at;
+            seg_end = span_end(crossings.stack_span, at);
+        }
         if at >= seg_end || seg_end - at < 16 {
             break StopReason::OffStack;
         }
         if !read(at, &mut record) {
             break StopReason::Unreadable;
         }
+        prev_at = Some(at);
         let saved_fp = u64::from_le_bytes(record[..8].try_into().unwrap_or_default());
         let ret = u64::from_le_bytes(record[8..].try_into().unwrap_or_default());
         if first && layout.gcc_leaf && is_gcc_leaf_record(fp, ret, layout.align) {
@@ -134,6 +176,7 @@ where
             }
             // The user stack: a guard and a span of its own.
             lowest = user.sp;
+            seg_start = user.sp;
             seg_end = span_end(crossings.stack_span, user.sp);
             fp = user.fp;
             continue;
@@ -158,6 +201,7 @@ where
                 }
                 // The interrupted context's stack: a guard and a span of its own.
                 lowest = next_at;
+                seg_start = next_at;
                 seg_end = span_end(crossings.stack_span, next_at);
             }
             _ => {

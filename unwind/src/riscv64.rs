@@ -34,6 +34,7 @@ const LAYOUT: Layout = Layout {
     strip: core::convert::identity,
     gcc_leaf: true,
     final_regs: None,
+    irq_stack: 0,
 };
 
 /// Walks the record chain from `fp`, whose record must lie at or above `floor` (the stack

@@ -375,3 +375,83 @@ fn a_final_record_without_a_user_context_ends_the_walk() {
     let (frames, stop) = m.walk(0x8701_0000, 0x8702_0000, Crossings::ALL);
     assert_eq!((frames.len(), stop), (0, StopReason::NullReturnAddress));
 }
+
+const SW: u64 = frame_marker::STACK_SWITCH;
+/// A Linux arm64 interrupt stack (16 KiB, aligned) and a task stack far above it.
+const IRQ_STACK: u64 = 0xffff_8000_0800_0000;
+const TASK: u64 = 0xffff_8000_0a00_3e00;
+
+/// The handler's two frames on the interrupt stack, the top one linking up to the task
+/// stack's record that `call_on_irq_stack` made, then the task's own frames.
+fn linux_arm64_interrupt() -> Mem {
+    let mut m = Mem::new(A::Aarch64);
+    m.frame(
+        IRQ_STACK + 0x3f80,
+        IRQ_STACK + 0x3fc0,
+        0xffff_8000_0801_0100,
+    ); // into gic_handle_irq
+    m.frame(IRQ_STACK + 0x3fc0, TASK, 0xffff_8000_0801_0200); // into call_on_irq_stack
+    m.frame(TASK, TASK + 0x40, 0xffff_8000_0801_0300); // into do_interrupt_handler
+    m.frame(TASK + 0x40, 0, 0xffff_8000_0801_0400);
+    m
+}
+
+/// Linux arm64: the top record of an interrupt stack leads up, beyond the stack's span, to
+/// the task stack the interrupt came in on: a stack switch, and the walk goes on there.
+#[test]
+fn a_linux_arm64_interrupt_stack_leads_up_to_the_task_stack() {
+    let m = linux_arm64_interrupt();
+    let (frames, stop) = m.walk(IRQ_STACK + 0x3f70, IRQ_STACK + 0x3f80, Crossings::ALL);
+    assert_eq!(
+        frames,
+        [
+            0xffff_8000_0801_0100,
+            0xffff_8000_0801_0200,
+            SW,
+            0xffff_8000_0801_0300,
+            0xffff_8000_0801_0400
+        ]
+    );
+    assert_eq!(stop, StopReason::NullFramePointer);
+}
+
+/// Only the top record of the interrupt stack's block leads up; one lower down, on
+/// riscv64 (no interrupt stacks known), or in a user-mode sample stays a stop.
+#[test]
+fn upward_jumps_elsewhere_stay_off_the_stack() {
+    let mut m = linux_arm64_interrupt();
+    m.frame(
+        IRQ_STACK + 0x2f80,
+        IRQ_STACK + 0x3000,
+        0xffff_8000_0801_0200,
+    );
+    m.frame(IRQ_STACK + 0x3000, TASK, 0xffff_8000_0801_0250); // 4 KiB below the top
+    let (frames, stop) = m.walk(IRQ_STACK + 0x2f70, IRQ_STACK + 0x2f80, Crossings::ALL);
+    assert_eq!(
+        (frames, stop),
+        (
+            vec![0xffff_8000_0801_0200, 0xffff_8000_0801_0250],
+            StopReason::OffStack
+        )
+    );
+    let mut m = Mem::new(A::Aarch64);
+    m.frame(IRQ_STACK + 0x1f80, TASK, 0xffff_8000_0801_0100);
+    m.frame(TASK, 0, 0xffff_8000_0801_0300);
+    let (frames, stop) = m.walk(IRQ_STACK + 0x1f70, IRQ_STACK + 0x1f80, Crossings::ALL);
+    assert_eq!(
+        (frames, stop),
+        (vec![0xffff_8000_0801_0100], StopReason::OffStack)
+    );
+    let m = linux_arm64_interrupt();
+    let user = Crossings {
+        user_mode: true,
+        ..Crossings::ALL
+    };
+    let (frames, stop) = m.walk(IRQ_STACK + 0x3f70, IRQ_STACK + 0x3f80, user);
+    assert_eq!(stop, StopReason::OffStack, "{frames:x?}");
+    let mut m = Mem::new(A::Riscv64);
+    m.frame(IRQ_STACK + 0x3fc0, TASK, 0x8000_0200);
+    m.frame(TASK, 0, 0x8000_0300);
+    let (frames, stop) = m.walk(IRQ_STACK + 0x3f90, IRQ_STACK + 0x3fc0, Crossings::ALL);
+    assert_eq!((frames, stop), (vec![0x8000_0200], StopReason::OffStack));
+}
