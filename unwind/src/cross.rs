@@ -81,9 +81,15 @@ const I386_TOP: u64 = 0x8000_0000;
 /// i386 Linux's interrupt stacks: THREAD_SIZE, and aligned to it (a buddy allocation).
 const I386_IRQ_STACK: u64 = 8 << 10;
 
+/// How far below the saved stack pointer the interrupted stack's frame may lie: the soft
+/// interrupt stack is entered through a call (`call_on_stack`), whose return address and
+/// frame record come after the pointer was saved.
+const I386_IRQ_CALL_SLACK: u64 = 256;
+
 /// Where the interrupted stack goes on when `fp`, beyond the span of the stack whose walk
 /// began at `seg_start`, is i386 Linux's jump off an interrupt stack: the stack pointer saved
-/// in the interrupt stack's lowest word, with `fp` less than a stack's size above it.
+/// in the interrupt stack's lowest word, with `fp` less than a stack's size above it (or a
+/// call's frame below it).
 fn i386_irq_stack_exit<R>(seg_start: u64, fp: u64, width: PtrWidth, read: &mut R) -> Option<u64>
 where
     R: FnMut(u64, &mut [u8]) -> bool,
@@ -97,8 +103,9 @@ where
         return None;
     }
     let prev_sp = u64::from(u32::from_le_bytes(b));
-    let fits = prev_sp > I386_TOP && fp >= prev_sp && fp - prev_sp < I386_IRQ_STACK;
-    fits.then_some(prev_sp)
+    let fits =
+        prev_sp > I386_TOP && fp + I386_IRQ_CALL_SLACK >= prev_sp && fp < prev_sp + I386_IRQ_STACK;
+    fits.then_some(prev_sp.min(fp))
 }
 
 /// Where Linux's `struct pt_regs` keeps the interrupted context.

@@ -345,6 +345,27 @@ fn i386_linux_leaves_an_interrupt_stack_upwards() {
     assert_eq!(stop, StopReason::NullFramePointer);
 }
 
+/// i386 Linux's soft interrupts: `do_softirq_own_stack` saves the stack pointer, then calls
+/// `call_on_stack`, whose frame record lies just below the saved pointer.
+#[test]
+fn i386_linux_leaves_a_soft_interrupt_stack_through_a_call() {
+    let mut m = Mem::new(PtrWidth::W4);
+    let softirq_stack = 0xc20f_c000u64;
+    let saved = 0xc340_1e00u64;
+    let call_frame = saved - 8; // call_on_stack: its return address, then its saved ebp
+    m.put(softirq_stack, saved);
+    m.frame(softirq_stack + 0x1f70, call_frame, 0xc100_1000); // __do_softirq
+    m.frame(call_frame, saved + 0x20, 0xc100_2000); // call_on_stack, into do_softirq_own_stack
+    m.frame(saved + 0x20, 0, 0xc100_3000);
+    let (frames, stop) = m.walk(
+        softirq_stack + 0x1f60,
+        softirq_stack + 0x1f70,
+        Crossings::ALL,
+    );
+    assert_eq!(frames, [0xc100_1000, SW, 0xc100_2000, 0xc100_3000]);
+    assert_eq!(stop, StopReason::NullFramePointer);
+}
+
 /// An upward jump beyond the span stays a stop where the stack's lowest word does not name
 /// the frame's stack (not an interrupt stack, or garbage), and a lower-half stack (not Linux)
 /// reads nothing there.
@@ -352,7 +373,7 @@ fn i386_linux_leaves_an_interrupt_stack_upwards() {
 fn an_upward_jump_without_a_saved_stack_pointer_stays_off_the_stack() {
     let irq_stack = 0xc200_4000u64;
     let far = 0xc340_1e00u64;
-    for saved in [None, Some(0u64), Some(far + 0x10), Some(far - 0x4000)] {
+    for saved in [None, Some(0u64), Some(far + 0x200), Some(far - 0x4000)] {
         let mut m = Mem::new(PtrWidth::W4);
         if let Some(v) = saved {
             m.put(irq_stack, v);
