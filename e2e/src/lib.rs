@@ -316,6 +316,17 @@ pub fn census(raw: &Path) -> RawCensus {
     }
 }
 
+/// The host-timer record of a `delay=US` run, whose plugin printed `stderr`: its ticks came
+/// `US` µs apart on average, or further apart only where the plugin said it spread them (the
+/// host's timer wake-ups cost more than a tenth of that, as in a virtual machine).
+pub fn assert_timer_spacing(timer: &kern_profile_format::HostTimerStats, us: u64, stderr: &str) {
+    let asked = us * 1000;
+    assert!(timer.interval_ns >= asked, "{}", timer.interval_ns);
+    if timer.interval_ns > asked {
+        assert!(stderr.contains(&format!("delay={us} asked")), "{stderr}");
+    }
+}
+
 /// Collapsed stacks of `raw` against `kernel`, with extra `kern-profile` arguments.
 pub fn folded_of(raw: &Path, kernel: &Path, extra: &[&str]) -> Vec<(Vec<String>, u64)> {
     let mut args = vec![

@@ -57,18 +57,20 @@ impl Spacing {
         self.wake_cost_ns
     }
 
-    /// After `ticks` ticks in all, the thread having used `cpu_ns` of CPU: measures the cost
-    /// of a wake-up over the ticks since the last call (once [`COST_WINDOW_TICKS`] have
-    /// passed) and moves the spacing halfway to what that cost allows, so that one odd
-    /// window moves it little. Returns the spacing to use from here.
-    pub fn observe(&mut self, ticks: u64, cpu_ns: u64) -> u64 {
+    /// After `ticks` ticks in all: once [`COST_WINDOW_TICKS`] have passed since the last
+    /// measurement, reads the thread's CPU time through `cpu_ns` (a system call, so not at
+    /// every tick), measures the cost of a wake-up over the window and moves the spacing
+    /// halfway to what that cost allows, so that one odd window moves it little. Returns
+    /// the spacing to use from here.
+    pub fn observe(&mut self, ticks: u64, cpu_ns: impl FnOnce() -> u64) -> u64 {
         let Some((t0, c0)) = self.mark else {
-            self.mark = Some((ticks, cpu_ns));
+            self.mark = Some((ticks, cpu_ns()));
             return self.interval_ns;
         };
         if ticks < t0.saturating_add(COST_WINDOW_TICKS) {
             return self.interval_ns;
         }
+        let cpu_ns = cpu_ns();
         self.mark = Some((ticks, cpu_ns));
         self.wake_cost_ns = cpu_ns.saturating_sub(c0) / (ticks - t0);
         let allowed = self
@@ -242,10 +244,8 @@ fn run(mut schedule: Schedule, slots: &ArmSlots, stop: &AtomicBool) -> TimerStat
         last_tick = now;
         stats.ticks += 1;
         stats.interval_sum_ns = stats.interval_sum_ns.saturating_add(spacing.interval_ns());
-        if stats.ticks % COST_WINDOW_TICKS == 0 {
-            schedule.set_interval(spacing.observe(stats.ticks, thread_cpu_ns()));
-            stats.wake_cost_ns = spacing.wake_cost_ns();
-        }
+        schedule.set_interval(spacing.observe(stats.ticks, thread_cpu_ns));
+        stats.wake_cost_ns = spacing.wake_cost_ns();
     }
     stats
 }
@@ -330,7 +330,7 @@ mod tests {
         (1..=windows)
             .map(|w| {
                 let ticks = from_tick + w * COST_WINDOW_TICKS;
-                s.observe(ticks, ticks * cost_ns)
+                s.observe(ticks, || ticks * cost_ns)
             })
             .collect()
     }
@@ -338,7 +338,7 @@ mod tests {
     #[test]
     fn cheap_wake_ups_keep_the_asked_spacing() {
         let mut s = Spacing::new(100_000);
-        assert_eq!(s.observe(0, 0), 100_000);
+        assert_eq!(s.observe(0, || 0), 100_000);
         // 2 µs a wake-up (bare metal): 20 µs would do, 100 µs was asked.
         assert!(spacings(&mut s, 0, 2_000, 5).iter().all(|&i| i == 100_000));
         assert_eq!(s.wake_cost_ns(), 2_000);
@@ -348,7 +348,7 @@ mod tests {
     fn costly_wake_ups_spread_ticks_to_a_tenth_of_a_core() {
         // delay=10 where a wake-up costs 20 µs (a virtual machine's timer interrupt).
         let mut s = Spacing::new(10_000);
-        s.observe(0, 0);
+        s.observe(0, || 0);
         let seen = spacings(&mut s, 0, 20_000, 12);
         assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
         let last = *seen.last().unwrap();
@@ -360,27 +360,42 @@ mod tests {
     #[test]
     fn the_spacing_returns_to_the_asked_one_when_wake_ups_get_cheap() {
         let mut s = Spacing::new(10_000);
-        s.observe(0, 0);
+        s.observe(0, || 0);
         spacings(&mut s, 0, 20_000, 12);
         let mut s2 = s.clone();
         let base = 12 * COST_WINDOW_TICKS;
         let cpu0 = base * 20_000;
         let seen: Vec<u64> = (1..=20)
             .map(|w| {
-                s2.observe(
-                    base + w * COST_WINDOW_TICKS,
-                    cpu0 + w * COST_WINDOW_TICKS * 500,
-                )
+                s2.observe(base + w * COST_WINDOW_TICKS, || {
+                    cpu0 + w * COST_WINDOW_TICKS * 500
+                })
             })
             .collect();
         assert_eq!(*seen.last().unwrap(), 10_000, "{seen:?}");
     }
 
     #[test]
+    fn the_cpu_clock_is_read_once_a_window_not_at_every_tick() {
+        let mut s = Spacing::new(10_000);
+        let mut reads = 0;
+        for tick in 1..=10 * COST_WINDOW_TICKS {
+            s.observe(tick, || {
+                reads += 1;
+                tick * 20_000
+            });
+        }
+        // The first tick starts the first window; each of the nine full windows after it
+        // closes with one read.
+        assert_eq!(reads, 10);
+        assert_eq!(s.wake_cost_ns(), 20_000);
+    }
+
+    #[test]
     fn an_unreadable_cpu_clock_keeps_the_asked_spacing() {
         let mut s = Spacing::new(10_000);
         for w in 0..5 {
-            assert_eq!(s.observe(w * COST_WINDOW_TICKS, 0), 10_000);
+            assert_eq!(s.observe(w * COST_WINDOW_TICKS, || 0), 10_000);
         }
     }
 
