@@ -205,9 +205,11 @@ fn linux_6_12_noprof_names_through_the_preset() {
     assert!(slab["allocations"] > 10_000, "{slab:?}");
     assert!(slab["frees"] > 1_000, "{slab:?}");
     assert!(slab["reallocations"] > 0, "{slab:?}");
-    // Bulk calls (kmem_cache_alloc_bulk, kmem_cache_free_bulk: arrays of pointers) are not
-    // hooked, so a few frees and allocations meet a block the trace missed: 29 allocations
-    // at a live pointer of 58,864, 53 double frees of 31,101 here.
+    // A few frees and allocations still meet a block the trace missed (17 to 19 double
+    // frees of 31,000 on 6.12 here, 27 allocations at a live pointer of 59,000). Before the
+    // bulk calls were hooked, merged caches' objects freed, handed out by
+    // kmem_cache_alloc_bulk unseen and freed again made 7 to 546 double frees from run to
+    // run, once over the bound.
     let at_live = slab.get("allocs at a live pointer").copied().unwrap_or(0);
     assert!(at_live * 100 < slab["allocations"], "{slab:?}");
     let doubles = slab.get("double frees").copied().unwrap_or(0);

@@ -75,7 +75,15 @@ impl Vcpu {
         let (Some(m), Some(h)) = (self.machine.as_mut(), self.hooks.as_mut()) else {
             return 0;
         };
-        h.reached(set, pc, at, &mut m.regs, out)
+        let mem = &mut m.membuf;
+        h.reached(
+            set,
+            pc,
+            at,
+            &mut m.regs,
+            |addr, b| mem.read_memory(addr, b),
+            out,
+        )
     }
 }
 

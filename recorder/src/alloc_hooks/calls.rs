@@ -12,6 +12,11 @@
 //! past a kernel-entry marker, is its own operation), or without frame pointers by its SP just
 //! below the reallocation's. Calls made inside an allocation or a free are recorded: memory
 //! reclaim inside `kmalloc` frees other objects for real.
+//!
+//! A bulk call (`array=`: Linux's `kmem_cache_alloc_bulk`, `kmem_cache_free_bulk`) is one
+//! event per pointer in its array, with the call's stack: a free reads the array at its
+//! entry, an allocation when it returns, as many pointers as it returned (at most
+//! [`MAX_BULK`]; an array that cannot be read gives no event).
 
 use kern_profile_format::memtrace::Op;
 use kern_profile_format::{alloc_flags, frame_marker, AllocEvent, Arch, StopReason};
@@ -25,6 +30,9 @@ use crate::capture::{Capture, Reg, RegisterReader, SampleSite};
 /// How far below a pending reallocation's entry SP a call of the same allocator counts as
 /// made by it, when the return addresses cannot tell (no frame pointers): a few frames.
 const NEST_SP_WINDOW: u64 = 1024;
+
+/// The most pointers one bulk call's array is read for (Linux batches at most a page of them).
+pub const MAX_BULK: u64 = 1024;
 
 /// When something happened on the vCPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +50,9 @@ struct Call {
     hook: u16,
     size: u64,
     ptr: u64,
+    /// A bulk call's array and how many pointers it holds (0 for other calls).
+    array: u64,
+    entries: u64,
     flags: u8,
     stop: StopReason,
     frames: Vec<u64>,
@@ -153,8 +164,11 @@ impl VcpuHooks {
         let count = arg(hook.count).map(|c| c & u32::MAX as u64);
         let order = arg(hook.order).map(|o| o & u32::MAX as u64);
         let ptr = arg(hook.ptr).unwrap_or(0);
+        let array = arg(hook.array);
         let size = match (size, count, order) {
             (_, _, Some(o)) => 1u64.checked_shl(o as u32).unwrap_or(0),
+            // A bulk call's count is its array's length; each object is of `size`.
+            (Some(s), Some(_), _) if array.is_some() => s,
             (Some(s), Some(c), _) => s.saturating_mul(c),
             (Some(s), None, _) => s,
             (None, ..) => 0,
@@ -163,12 +177,17 @@ impl VcpuHooks {
             hook: hook.id,
             size,
             ptr,
+            array: array.unwrap_or(0),
+            entries: array.and(count).unwrap_or(0),
             flags,
             stop,
             frames,
         };
         let mut n = 0;
         match (hook.op, ret) {
+            (Op::Free, _) if array.is_some() => {
+                n += self.emit_bulk(set, &call, call.entries, at, &mut mem, out)
+            }
             (Op::Free, _) => n += self.emit(set, &call, call.ptr, 0, at, out),
             (_, Some(ret)) => {
                 let p = Pending {
@@ -206,18 +225,21 @@ impl VcpuHooks {
         })
     }
 
-    /// The vCPU entered a block at `pc`, one of the watched return addresses. Returns the
-    /// number of events encoded into `out`.
-    pub fn reached<G>(
+    /// The vCPU entered a block at `pc`, one of the watched return addresses; `mem` reads
+    /// guest memory (a bulk allocation's array). Returns the number of events encoded into
+    /// `out`.
+    pub fn reached<G, M>(
         &mut self,
         set: &HookSet,
         pc: u64,
         at: Moment,
         guest: &mut G,
+        mut mem: M,
         out: &mut Vec<u8>,
     ) -> u64
     where
         G: RegisterReader + RegisterFile,
+        M: FnMut(u64, &mut [u8]) -> bool,
     {
         let mask = self.width.max_addr();
         let Some(sp) = guest.read(Reg::StackPointer) else {
@@ -234,6 +256,11 @@ impl VcpuHooks {
             let result = result.unwrap_or(0);
             n += match self.op_of(set, &c) {
                 Some(Op::Realloc) => self.emit(set, &c, c.ptr, result, at, out),
+                // A bulk allocation returns how many of its array's pointers it filled.
+                _ if c.array != 0 => {
+                    let filled = result.min(c.entries);
+                    self.emit_bulk(set, &c, filled, at, &mut mem, out)
+                }
                 _ => self.emit(set, &c, result, 0, at, out),
             };
         }
@@ -259,6 +286,34 @@ impl VcpuHooks {
                 0
             };
             n += self.emit(set, &c, old, 0, at, out);
+        }
+        n
+    }
+
+    /// One event per non-null pointer among the first `entries` (at most [`MAX_BULK`]) of
+    /// `c`'s array, read through `mem`; none when the array cannot be read.
+    fn emit_bulk<M>(
+        &mut self,
+        set: &HookSet,
+        c: &Call,
+        entries: u64,
+        at: Moment,
+        mem: &mut M,
+        out: &mut Vec<u8>,
+    ) -> u64
+    where
+        M: FnMut(u64, &mut [u8]) -> bool,
+    {
+        let (width, w) = (self.width, self.width.bytes());
+        let mut bytes = vec![0u8; entries.min(MAX_BULK) as usize * w];
+        if bytes.is_empty() || !mem(c.array, &mut bytes) {
+            return 0;
+        }
+        let mut n = 0;
+        for ptr in bytes.chunks(w).map(|b| width.word(b)) {
+            if ptr != 0 {
+                n += self.emit(set, c, ptr, 0, at, out);
+            }
         }
         n
     }

@@ -43,6 +43,8 @@ pub struct Hook {
     pub count: Option<Location>,
     pub order: Option<Location>,
     pub ptr: Option<Location>,
+    /// A bulk call's array of object pointers (`count` of them).
+    pub array: Option<Location>,
 }
 
 /// The functions to hook.
@@ -239,6 +241,7 @@ pub fn resolve(
             count: locate(Role::Count).map_err(err)?,
             order: locate(Role::Order).map_err(err)?,
             ptr: locate(Role::Ptr).map_err(err)?,
+            array: locate(Role::Array).map_err(err)?,
         };
         set.table.functions.push(HookedFunction {
             entry: sym.addr,

@@ -6,7 +6,9 @@
 //!   components (`kalloc::kmalloc`, `kmalloc`) when they name one function; `?NAME` marks a
 //!   function the kernel may lack (skipped when absent).
 //! - ARG: `size` (units asked for), `count` (multiplies size), `order` (2^order units, instead
-//!   of size), `ptr` (the pointer a realloc or free is given; an alloc's is its result).
+//!   of size), `ptr` (the pointer a realloc or free is given; an alloc's is its result),
+//!   `array` (a bulk call's array of object pointers, `count` of them: an alloc fills it, as
+//!   many as it returns; a free empties it): one event per pointer, each of `size`.
 //! - WHERE: a parameter name (its location at entry from DWARF) or `argN`, the Nth argument
 //!   by the calling convention (`arg0` is the first); `a|b` takes the first that resolves.
 //!
@@ -32,6 +34,7 @@ pub enum Role {
     Count,
     Order,
     Ptr,
+    Array,
 }
 
 impl Role {
@@ -41,6 +44,7 @@ impl Role {
             "count" => Some(Role::Count),
             "order" => Some(Role::Order),
             "ptr" => Some(Role::Ptr),
+            "array" => Some(Role::Array),
             _ => None,
         }
     }
@@ -51,6 +55,7 @@ impl Role {
             Role::Count => "count",
             Role::Order => "order",
             Role::Ptr => "ptr",
+            Role::Array => "array",
         }
     }
 }
@@ -216,11 +221,12 @@ fn parse_function(line: usize, text: &str, words: &[&str]) -> Result<FunctionSpe
 fn parse_arg(a: &str) -> Result<ArgSpec, String> {
     let Some((key, value)) = a.split_once('=') else {
         return Err(format!(
-            "`{a}` is not ARG=WHERE (ARG: size, count, order or ptr)"
+            "`{a}` is not ARG=WHERE (ARG: size, count, order, ptr or array)"
         ));
     };
-    let role = Role::parse(key)
-        .ok_or_else(|| format!("unknown argument `{key}` in `{a}`: size, count, order or ptr"))?;
+    let role = Role::parse(key).ok_or_else(|| {
+        format!("unknown argument `{key}` in `{a}`: size, count, order, ptr or array")
+    })?;
     let choices = value
         .split('|')
         .map(|w| parse_where(key, w))
@@ -258,6 +264,9 @@ fn parse_where(key: &str, w: &str) -> Result<Where, String> {
 /// Which roles each kind takes.
 fn check_roles(op: Op, args: &[ArgSpec]) -> Result<(), String> {
     let has = |r: Role| args.iter().any(|a| a.role == r);
+    if has(Role::Array) {
+        return check_bulk_roles(op, &has);
+    }
     match op {
         Op::Alloc if has(Role::Ptr) => {
             return Err(
@@ -277,6 +286,23 @@ fn check_roles(op: Op, args: &[ArgSpec]) -> Result<(), String> {
     }
     if has(Role::Count) && !has(Role::Size) {
         return Err("`count=` multiplies `size=`, which is missing".into());
+    }
+    Ok(())
+}
+
+/// The roles of a bulk call (`array=`): its pointers are in the array, `count=` says how many.
+fn check_bulk_roles(op: Op, has: &dyn Fn(Role) -> bool) -> Result<(), String> {
+    if op == Op::Realloc {
+        return Err("`array=` is for bulk alloc and free calls, not realloc".into());
+    }
+    if !has(Role::Count) {
+        return Err("`array=` needs `count=WHERE`, how many pointers the array holds".into());
+    }
+    if has(Role::Ptr) {
+        return Err("a bulk call's pointers are in `array=`: not with `ptr=`".into());
+    }
+    if has(Role::Order) {
+        return Err("`order=` is not for bulk calls: give each object's `size=`".into());
     }
     Ok(())
 }
@@ -354,8 +380,9 @@ mod tests {
         );
         assert!(err("kmalloc alloc")
             .contains("line 1 (`kmalloc alloc`): expected `ALLOCATOR KIND FUNCTION"));
-        assert!(err("a alloc f bytes=size")
-            .contains("unknown argument `bytes` in `bytes=size`: size, count, order or ptr"));
+        assert!(err("a alloc f bytes=size").contains(
+            "unknown argument `bytes` in `bytes=size`: size, count, order, ptr or array"
+        ));
         assert!(err("a alloc f size").contains("`size` is not ARG=WHERE"));
         assert!(err("a alloc f size=").contains("`size=` needs a parameter name or argN"));
         assert!(err("a alloc f size=arg16").contains("argN goes from arg0 to arg15"));
@@ -363,6 +390,13 @@ mod tests {
         assert!(err("a alloc f size=a size=b").contains("`size` is given twice"));
         assert!(err("a alloc f ptr=p").contains("`ptr=` is for realloc and free"));
         assert!(err("a free f").contains("a free needs `ptr=WHERE`"));
+        // Bulk calls.
+        assert!(err("a realloc f ptr=arg0 count=arg1 array=arg2")
+            .contains("`array=` is for bulk alloc and free calls, not realloc"));
+        assert!(err("a alloc f array=arg3").contains("`array=` needs `count=WHERE`"));
+        assert!(err("a free f ptr=arg0 count=arg1 array=arg2").contains("not with `ptr=`"));
+        assert!(err("a alloc f count=arg1 array=arg2 order=arg0")
+            .contains("`order=` is not for bulk calls"));
         assert!(err("a realloc f size=s").contains("a realloc needs `ptr=WHERE`"));
         assert!(err("a alloc f order=o size=s").contains("`order=` gives the size"));
         assert!(err("a alloc f count=c").contains("`count=` multiplies `size=`"));

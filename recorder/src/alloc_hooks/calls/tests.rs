@@ -104,6 +104,8 @@ const KMALLOC: u64 = 0xc010_2650;
 const KREALLOC: u64 = 0xc010_2810;
 const KFREE: u64 = 0xc010_2aa0;
 const PAGES: u64 = 0xc010_2cb0;
+const ALLOC_BULK: u64 = 0xc010_2d00;
+const FREE_BULK: u64 = 0xc010_2e00;
 
 /// The example kernel's allocators as rustc lays out their arguments (DWARF: ecx, edx), and
 /// a page allocator whose count is on the stack (cdecl).
@@ -119,6 +121,8 @@ fn hooks(arch: Arch) -> HookSet {
             ("kernel::kalloc::krealloc", KREALLOC),
             ("kernel::kalloc::kfree", KFREE),
             ("pages_alloc", PAGES),
+            ("cache_alloc_bulk", ALLOC_BULK),
+            ("cache_free_bulk", FREE_BULK),
         ]
         .into_iter()
         .map(|(n, addr)| Symbol {
@@ -144,7 +148,9 @@ fn hooks(arch: Arch) -> HookSet {
         "kmalloc alloc kmalloc size=size\n\
          kmalloc realloc krealloc ptr=ptr size=size\n\
          kmalloc free kfree ptr=ptr\n\
-         pages alloc pages_alloc count=arg0 size=arg1\n",
+         pages alloc pages_alloc count=arg0 size=arg1\n\
+         kmalloc alloc cache_alloc_bulk count=arg1 array=arg2\n\
+         kmalloc free cache_free_bulk count=arg0 array=arg1\n",
     )
     .unwrap();
     resolve(&spec, &index, &params, arch, "elf=t").unwrap()
@@ -244,9 +250,15 @@ impl Run {
         if !self.hooks.watch().contains(&pc) {
             return 0;
         }
-        let Guest { regs, .. } = &self.guest;
-        self.hooks
-            .reached(&self.set, pc, at(t), &mut Regs(regs), &mut self.out)
+        let Guest { regs, stack, .. } = &self.guest;
+        self.hooks.reached(
+            &self.set,
+            pc,
+            at(t),
+            &mut Regs(regs),
+            Guest::mem(stack),
+            &mut self.out,
+        )
     }
 
     fn events(&self) -> Vec<Ev> {
@@ -328,6 +340,70 @@ fn stack_arguments_and_count_times_size() {
     r.guest.returned(SP, 0x80_0000);
     r.reach(0xc010_1600, 2);
     assert_eq!(r.events()[0].size, 3 * 4096);
+}
+
+/// Linux's `kmem_cache_alloc_bulk(s, flags, count, array)` and
+/// `kmem_cache_free_bulk(s, count, array)`, here with the cache argument left out: one event
+/// per pointer of the array, the allocation's when it returns, as many as it filled.
+#[test]
+fn bulk_calls_are_an_event_per_pointer() {
+    const ARRAY: u64 = BASE + 0x2000;
+    for arch in [Arch::I386, Arch::X86_64] {
+        let w = arch.ptr_width() as u64;
+        let mut r = Run::new(arch);
+        let args = |r: &mut Run, a0: u64, a1: u64, a2: u64| match arch {
+            // cdecl: arg0 at [esp+4].
+            Arch::I386 => [a0, a1, a2]
+                .iter()
+                .enumerate()
+                .for_each(|(i, &v)| r.guest.put(SP + 4 + 4 * i as u64, v)),
+            _ => {
+                r.guest.set("rdi", a0).set("rsi", a1).set("rdx", a2);
+            }
+        };
+        // Four asked for, three filled (the fourth slot holds an old pointer).
+        r.guest.call(SP, 0xc010_1700, 0xc010_1240);
+        args(&mut r, 0xd0, 4, ARRAY);
+        for (i, p) in [0x40_1000u64, 0x40_1100, 0x40_1200, 0x40_9999]
+            .iter()
+            .enumerate()
+        {
+            r.guest.put(ARRAY + w * i as u64, *p);
+        }
+        assert_eq!(r.enter(ALLOC_BULK, 1), 0);
+        r.guest.returned(SP, 3);
+        assert_eq!(r.reach(0xc010_1700, 2), 3);
+        // Freed again, one slot of the array null.
+        r.guest.call(SP, 0xc010_1800, 0xc010_1240);
+        args(&mut r, 3, ARRAY, 0);
+        r.guest.put(ARRAY + w, 0);
+        assert_eq!(r.enter(FREE_BULK, 3), 2);
+        let ev: Vec<(Op, u64, u64, u64)> = r
+            .events()
+            .iter()
+            .map(|e| (e.op, e.ptr, e.time_ns, e.frames[0]))
+            .collect();
+        assert_eq!(
+            ev,
+            [
+                (Op::Alloc, 0x40_1000, 2, 0xc010_1700),
+                (Op::Alloc, 0x40_1100, 2, 0xc010_1700),
+                (Op::Alloc, 0x40_1200, 2, 0xc010_1700),
+                (Op::Free, 0x40_1000, 3, 0xc010_1800),
+                (Op::Free, 0x40_1200, 3, 0xc010_1800),
+            ],
+            "{arch:?}"
+        );
+        // A failed bulk allocation (0 filled) and an unreadable array give no event.
+        r.guest.call(SP, 0xc010_1900, 0xc010_1240);
+        args(&mut r, 0xd0, 4, ARRAY);
+        r.enter(ALLOC_BULK, 4);
+        r.guest.returned(SP, 0);
+        assert_eq!(r.reach(0xc010_1900, 5), 0);
+        r.guest.call(SP, 0xc010_1a00, 0xc010_1240);
+        args(&mut r, 2, 0x10, 0);
+        assert_eq!(r.enter(FREE_BULK, 6), 0);
+    }
 }
 
 #[test]
