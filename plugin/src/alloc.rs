@@ -53,35 +53,68 @@ impl AllocHooks {
         })
     }
 
-    /// Remembers the watched addresses as return sites.
-    fn note_return_sites(&self, watch: &[u64; WATCH_SLOTS]) {
-        let Ok(mut sites) = self.return_sites.lock() else {
-            return;
-        };
-        for &w in watch.iter().filter(|&&w| w != NOTHING) {
-            if sites.len() < MAX_RETURN_SITES {
-                sites.insert(w);
-            }
-        }
-    }
-
     fn is_return_site(&self, pc: u64) -> bool {
         self.return_sites.lock().is_ok_and(|s| s.contains(&pc))
     }
 
-    /// Sets vCPU `idx`'s watch slots.
-    fn set_watch(&self, idx: u32, addrs: [u64; WATCH_SLOTS]) {
-        for (slot, addr) in self.watch.iter().zip(addrs) {
-            if slot.get(idx) != addr {
+    /// Sets vCPU `idx`'s watch slots to `addrs`, and remembers them as return sites; `seen`
+    /// is what the vCPU last set and noted, so that a call costs QEMU and the lock nothing
+    /// when they have not changed.
+    fn set_watch(&self, idx: u32, addrs: [u64; WATCH_SLOTS], seen: &mut WatchCache) {
+        for ((slot, held), addr) in self.watch.iter().zip(&mut seen.slots).zip(addrs) {
+            if *held != addr {
                 slot.set(idx, addr);
+                *held = addr;
+            }
+        }
+        for addr in addrs.into_iter().filter(|&a| a != NOTHING) {
+            let k = (addr ^ (addr >> 7)) as usize % NOTED_CACHE;
+            if seen.noted[k] != addr {
+                seen.noted[k] = addr;
+                self.note_return_site(addr);
+            }
+        }
+    }
+
+    fn note_return_site(&self, addr: u64) {
+        if let Ok(mut sites) = self.return_sites.lock() {
+            if sites.len() < MAX_RETURN_SITES {
+                sites.insert(addr);
             }
         }
     }
 }
 
+/// Return sites a vCPU remembers having noted (direct-mapped).
+const NOTED_CACHE: usize = 64;
+
+/// What one vCPU last wrote to its watch slots, and return sites it has noted.
+pub struct WatchCache {
+    slots: [u64; WATCH_SLOTS],
+    noted: [u64; NOTED_CACHE],
+}
+
+impl WatchCache {
+    /// A vCPU whose slots are unknown: the next [`AllocHooks::set_watch`] writes them all.
+    fn unknown() -> Self {
+        WatchCache {
+            slots: [0; WATCH_SLOTS],
+            noted: [NOTHING; NOTED_CACHE],
+        }
+    }
+}
+
+impl Default for WatchCache {
+    fn default() -> Self {
+        // Scoreboards start at 0.
+        Self::unknown()
+    }
+}
+
 /// A vCPU starts: nothing to watch yet (scoreboards start at 0, a possible block address).
-pub fn vcpu_init(a: &AllocHooks, idx: u32) {
-    a.set_watch(idx, [NOTHING; WATCH_SLOTS]);
+pub fn vcpu_init(a: &AllocHooks, idx: u32, v: &mut Vcpu) {
+    v.watch = WatchCache::unknown();
+    a.set_watch(idx, [NOTHING; WATCH_SLOTS], &mut v.watch);
 }
 
 /// A vCPU is reset: its pending calls never returned (they are reported so), and its slots
@@ -89,7 +122,7 @@ pub fn vcpu_init(a: &AllocHooks, idx: u32) {
 pub fn vcpu_reset(p: &Plugin, idx: u32, v: &mut Vcpu) {
     let Some(a) = &p.alloc else { return };
     finish_vcpu(p, idx, v);
-    a.set_watch(idx, [NOTHING; WATCH_SLOTS]);
+    vcpu_init(a, idx, v);
 }
 
 /// At translation: the entry hooks of the block's instructions, and the return watches.
@@ -176,8 +209,7 @@ fn with_hooks(idx: u32, f: impl FnOnce(&AllocHooks, &mut Vcpu, Moment, &mut Vec<
         .hooks
         .as_ref()
         .map_or([NOTHING; WATCH_SLOTS], VcpuHooks::watch);
-    a.note_return_sites(&watch);
-    a.set_watch(idx, watch);
+    a.set_watch(idx, watch, &mut v.watch);
     if due {
         send(p, &mut v.buffer);
     }

@@ -32,6 +32,8 @@ pub struct Vcpu {
     pub code: CodeSampler,
     /// `alloc=`: the vCPU's hooked calls.
     pub hooks: Option<VcpuHooks>,
+    /// `alloc=`: what the vCPU's watch slots hold.
+    pub watch: crate::alloc::WatchCache,
     /// Picks the sampled instruction of a block with `delay=`.
     rng: fastrand::Rng,
 }
@@ -51,6 +53,7 @@ impl Vcpu {
             capture: Capture::new(arch, depth),
             code: CodeSampler::default(),
             hooks: None,
+            watch: Default::default(),
         }
     }
 
@@ -199,7 +202,7 @@ fn vcpu_init(idx: u32) {
     };
     if let Some(a) = &p.alloc {
         v.hooks = Some(VcpuHooks::new(p.arch, p.cfg.depth));
-        crate::alloc::vcpu_init(a, idx);
+        crate::alloc::vcpu_init(a, idx, &mut v);
         warn_missing_registers(&v.machine, &named, idx);
     }
     v.buffer = SampleBuffer::new(p.writer.fresh_buffer());

@@ -76,8 +76,13 @@ pub struct VcpuHooks {
     matcher: Matcher<Call>,
     capture: Capture,
     given_up: Vec<Call>,
+    /// Frame buffers of calls already encoded, reused: no allocation per call.
+    spare: Vec<Vec<u64>>,
     counts: CallCounts,
 }
+
+/// Frame buffers kept for reuse per vCPU.
+const SPARE_FRAMES: usize = 16;
 
 impl VcpuHooks {
     /// Stacks of at most `depth` return addresses.
@@ -91,8 +96,9 @@ impl VcpuHooks {
             arch,
             width,
             matcher: Matcher::default(),
-            capture: Capture::new(arch, depth),
+            capture: Capture::new(arch, depth).stack_only(),
             given_up: Vec::new(),
+            spare: Vec::new(),
             counts: CallCounts::default(),
         }
     }
@@ -135,20 +141,21 @@ impl VcpuHooks {
             icount: at.icount,
             time_ns: at.time_ns,
         };
+        let mut frames = self.spare.pop().unwrap_or_default();
+        frames.clear();
         let (rec, extras) = self.capture.take(&site, guest, &mut mem);
         let (sp, user, stop) = (rec.sp, rec.user, rec.stop);
-        let (ret, frames) = match x86 {
-            true => (rec.sp_word, rec.frames.to_vec()),
+        let ret = match x86 {
+            true => rec.sp_word,
             false => {
-                let ra = extras.return_register;
-                (
-                    ra,
-                    ra.into_iter().chain(rec.frames.iter().copied()).collect(),
-                )
+                frames.extend(extras.return_register);
+                extras.return_register
             }
         };
+        frames.extend_from_slice(rec.frames);
         if self.is_nested(set, hook, sp, &frames) {
             self.counts.nested += 1;
+            self.recycle(frames);
             return 0;
         }
         let mut flags = if user { alloc_flags::USER } else { 0 };
@@ -186,9 +193,13 @@ impl VcpuHooks {
         let mut n = 0;
         match (hook.op, ret) {
             (Op::Free, _) if array.is_some() => {
-                n += self.emit_bulk(set, &call, call.entries, at, &mut mem, out)
+                n += self.emit_bulk(set, &call, call.entries, at, &mut mem, out);
+                self.recycle(call.frames);
             }
-            (Op::Free, _) => n += self.emit(set, &call, call.ptr, 0, at, out),
+            (Op::Free, _) => {
+                n += self.emit(set, &call, call.ptr, 0, at, out);
+                self.recycle(call.frames);
+            }
             (_, Some(ret)) => {
                 let p = Pending {
                     ret,
@@ -208,11 +219,6 @@ impl VcpuHooks {
     /// boundary marker, or, for kernels without frame pointers, this call's SP (`sp`) lies
     /// just below its entry's, on the same stack.
     fn is_nested(&self, set: &HookSet, hook: &Hook, sp: u64, frames: &[u64]) -> bool {
-        let own: Vec<u64> = frames
-            .iter()
-            .take_while(|&&f| f >= frame_marker::LIMIT)
-            .copied()
-            .collect();
         let w = self.width.bytes() as u64;
         self.matcher.pending().any(|p| {
             let outer = set.hooks.get(p.call.hook as usize);
@@ -221,8 +227,16 @@ impl VcpuHooks {
             }
             let outer_sp = p.sp.wrapping_sub(sp_at_return(self.arch, 0));
             let below = outer_sp.wrapping_sub(sp);
-            own.contains(&p.ret) || (sp < outer_sp && below <= NEST_SP_WINDOW.max(w))
+            let mut own = frames.iter().take_while(|&&f| f >= frame_marker::LIMIT);
+            own.any(|&f| f == p.ret) || (sp < outer_sp && below <= NEST_SP_WINDOW.max(w))
         })
+    }
+
+    /// Keeps an encoded call's frame buffer for the next call.
+    fn recycle(&mut self, frames: Vec<u64>) {
+        if self.spare.len() < SPARE_FRAMES {
+            self.spare.push(frames);
+        }
     }
 
     /// The vCPU entered a block at `pc`, one of the watched return addresses; `mem` reads
@@ -263,6 +277,7 @@ impl VcpuHooks {
                 }
                 _ => self.emit(set, &c, result, 0, at, out),
             };
+            self.recycle(c.frames);
         }
         n
     }
@@ -286,6 +301,7 @@ impl VcpuHooks {
                 0
             };
             n += self.emit(set, &c, old, 0, at, out);
+            self.recycle(c.frames);
         }
         n
     }

@@ -428,3 +428,47 @@ fn the_cpu_mode_is_read_again_on_a_new_address_space_or_after_a_while() {
     );
     assert_eq!(r.mode_reads, 5);
 }
+
+#[test]
+fn a_stack_only_capture_reads_no_mode_and_no_page_table() {
+    struct Counted {
+        regs: Regs,
+        reads: Vec<Reg>,
+    }
+    impl RegisterReader for Counted {
+        fn read(&mut self, reg: Reg) -> Option<u64> {
+            self.reads.push(reg);
+            match reg {
+                Reg::PageTableBase | Reg::ModeControl => Some(1 << 31 | 1),
+                _ => self.regs.read(reg),
+            }
+        }
+    }
+    let mut stack = Stack::new(PtrWidth::W4);
+    stack.put(SP, RET);
+    let frames = stack.chain(FP, 3);
+    let mut r = Counted {
+        regs: regs(),
+        reads: Vec::new(),
+    };
+    let mut c = Capture::new(Arch::I386, 8).stack_only();
+    let (rec, extras) = c.take(&site(EntryState::Framed), &mut r, stack.reader());
+    assert_eq!(rec.frames, &frames[..]);
+    assert_eq!(rec.sp_word, Some(RET));
+    assert_eq!(extras.privilege, Privilege::Kernel);
+    assert_eq!(
+        (extras.mode, extras.page_table_base),
+        (CpuMode::Unknown, None)
+    );
+    assert!(!r.reads.contains(&Reg::PageTableBase) && !r.reads.contains(&Reg::ModeControl));
+    // The full capture reads both.
+    r.reads.clear();
+    let mut c = Capture::new(Arch::I386, 8);
+    assert_eq!(
+        c.take(&site(EntryState::Framed), &mut r, stack.reader())
+            .1
+            .mode,
+        CpuMode::Paging
+    );
+    assert!(r.reads.contains(&Reg::PageTableBase) && r.reads.contains(&Reg::ModeControl));
+}
