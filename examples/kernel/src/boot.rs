@@ -23,7 +23,10 @@ global_asm!(
 _start:
     cli
     cld
-    mov esp, offset __stack_top
+    /* As Linux does with its initial stack (__top_init_kernel_stack), room for a pt_regs
+       and the top-of-stack padding (76 bytes, 80 to keep ESP 16-aligned) stays free above the
+       first frame. */
+    mov esp, offset __stack_top - 80
     sub esp, 8                      /* the i386 SysV ABI wants ESP 16-aligned at each call */
     push ebx                        /* kmain's 2nd argument: multiboot info address */
     push eax                        /* kmain's 1st argument: multiboot magic */

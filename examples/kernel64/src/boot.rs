@@ -160,12 +160,14 @@ boot_gdt_desc:
 boot_stack_top:
 
     /* The higher-half entry. EBP = 0 ends every frame-pointer walk at kmain, whose return
-       address is in _start. */
+       address is in _start. As Linux does with its initial stack (__top_init_kernel_stack),
+       the stack starts below room for a pt_regs (168 bytes, 176 to keep RSP 16-aligned) at
+       the top of the stack's pages, not at their very end. */
     .section .text._start, "ax"
     .global _start
     .type _start, @function
 _start:
-    movabs rsp, offset __stack_top
+    movabs rsp, offset __stack_top - 176
     mov r12d, edi                   /* magic */
     mov r13d, esi                   /* multiboot information (physical, identity-mapped) */
 
