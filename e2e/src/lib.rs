@@ -5,10 +5,12 @@
 //! The artefacts come from `scripts/build.sh` (which `scripts/test.sh` runs first); their
 //! paths can be overridden with `KP_PLUGIN`, `KP_KERNEL` and `KP_BIN`.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::{PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -245,9 +247,34 @@ pub fn with_enough_samples<T>(min: u64, mut attempt: impl FnMut(u32) -> (T, u64)
     last
 }
 
+/// Held for reading by every command [`output_with_timeout`] runs, and for writing by
+/// [`alone`].
+static HOST_TIME: RwLock<()> = RwLock::new(());
+
+thread_local!(static ALONE: Cell<bool> = const { Cell::new(false) });
+
+/// Runs `f` while no other command of this test binary runs through
+/// [`output_with_timeout`]: for tests that judge what `delay=` measures, host time, which a
+/// second emulator on the same cores skews (a riscv64 function's share moved 19 points in a
+/// CI run with two tests at once, against 3 to 7 alone).
+pub fn alone<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ALONE.set(false);
+        }
+    }
+    let _w = HOST_TIME.write().unwrap_or_else(PoisonError::into_inner);
+    ALONE.set(true);
+    let _reset = Reset;
+    f()
+}
+
 /// Runs a command, killing it after `limit` (a hung QEMU must fail the test, not CI). Both
-/// pipes are read on threads while it runs, so a child that fills one cannot stall.
+/// pipes are read on threads while it runs, so a child that fills one cannot stall. It waits
+/// while another test runs [`alone`].
 pub fn output_with_timeout(mut c: Command, limit: Duration) -> Output {
+    let _r = (!ALONE.get()).then(|| HOST_TIME.read().unwrap_or_else(PoisonError::into_inner));
     let program = c.get_program().to_string_lossy().into_owned();
     let mut child = c
         .stdout(Stdio::piped())

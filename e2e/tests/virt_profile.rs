@@ -269,17 +269,19 @@ fn delay_mode_samples_by_host_time(arch: &'static str) {
     // keeps under a tenth of a core: about 5,000 a second in a virtual machine) or the host
     // is loaded (the plugin says how many it skipped): 610 kernel samples in the default
     // rounds at load 13.
-    let ((run, counts), total) = with_enough_samples(2_000, |rounds| {
-        let run = boot_virt(
-            arch,
-            "delay",
-            "delay=10",
-            &format!("rounds={rounds} alloc_rounds=0"),
-            &[],
-        );
-        let counts = kernel_self_counts(&folded(&run.raw, arch, &[]));
-        let total = counts.values().sum();
-        ((run, counts), total)
+    let ((run, counts), total) = alone(|| {
+        with_enough_samples(2_000, |rounds| {
+            let run = boot_virt(
+                arch,
+                "delay",
+                "delay=10",
+                &format!("rounds={rounds} alloc_rounds=0"),
+                &[],
+            );
+            let counts = kernel_self_counts(&folded(&run.raw, arch, &[]));
+            let total = counts.values().sum();
+            ((run, counts), total)
+        })
     });
     let c = census(&run.raw);
     assert!(c.truncation.is_none(), "{:?}", c.truncation);
