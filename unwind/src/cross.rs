@@ -278,10 +278,10 @@ where
     let record = &mut record[..2 * w];
     let mut fp = fp;
     let mut lowest = floor;
-    // Where the current stack's walk began, and where its span ends: no record is read at
-    // or beyond that.
+    // Where the current stack's walk began; its span ends at `seg_end(seg_start)`, and no
+    // record is read at or beyond that.
     let mut seg_start = floor;
-    let mut seg_end = span_end(crossings.stack_span, floor);
+    let seg_end = |start: u64| span_end(crossings.stack_span, start);
     let mut switches = 0u8;
     let mut entries = 0u8;
     let stop = loop {
@@ -290,7 +290,7 @@ where
         }
         // Even the first: a sample in entry code, after the encoding, before the call.
         if crossings.linux_pt_regs && entries < MAX_ENTRIES {
-            if let Some(r) = decode_pt_regs(fp, lowest, seg_end, width, &mut read) {
+            if let Some(r) = decode_pt_regs(fp, lowest, seg_end(seg_start), width, &mut read) {
                 entries += 1;
                 if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(r.ip) {
                     break StopReason::DepthLimit;
@@ -300,7 +300,6 @@ where
                 fp = r.bp;
                 lowest = r.sp;
                 seg_start = r.sp;
-                seg_end = span_end(crossings.stack_span, r.sp);
                 continue;
             }
         }
@@ -317,8 +316,7 @@ where
                 break StopReason::DepthLimit;
             }
             seg_start = fp;
-            seg_end = span_end(crossings.stack_span, fp);
-        } else if fp >= seg_end && switches < crossings.stack_switches && frames.n > 0 {
+        } else if fp >= seg_end(seg_start) && switches < crossings.stack_switches && frames.n > 0 {
             // Up off an interrupt stack, to the interrupted stack it names.
             if let Some(prev_sp) = i386_irq_stack_exit(seg_start, fp, width, &mut read) {
                 switches += 1;
@@ -326,7 +324,6 @@ where
                     break StopReason::DepthLimit;
                 }
                 seg_start = prev_sp;
-                seg_end = span_end(crossings.stack_span, prev_sp);
             }
         }
         if frames.full() {
@@ -336,7 +333,8 @@ where
             Some(last) if last <= width.max_addr() => {}
             _ => break StopReason::Unreadable,
         }
-        if fp >= seg_end || seg_end - fp < 2 * w as u64 {
+        let end = seg_end(seg_start);
+        if fp >= end || end - fp < 2 * w as u64 {
             break StopReason::OffStack;
         }
         if !read(fp, record) {
@@ -370,7 +368,6 @@ where
                 Some(sp) => {
                     lowest = sp;
                     seg_start = sp;
-                    seg_end = span_end(crossings.stack_span, sp);
                 }
                 None => lowest = fp + 1,
             }

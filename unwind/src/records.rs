@@ -103,10 +103,11 @@ where
     let mut frames = Frames::new(out, max_depth);
     let mut record = [0u8; 16];
     let mut fp = fp;
-    // The lowest acceptable record address; where this stack's walk began and its span ends.
+    // The lowest acceptable record address; where this stack's walk began (its span ends at
+    // `seg_end(seg_start)`).
     let mut lowest = floor;
     let mut seg_start = floor;
-    let mut seg_end = span_end(crossings.stack_span, floor);
+    let seg_end = |start: u64| span_end(crossings.stack_span, start);
     let mut crossed = 0u8;
     let mut first = true;
     // The record read last, whose saved frame pointer led here.
@@ -130,7 +131,7 @@ where
         if at.checked_add(15).is_none() {
             break StopReason::Unreadable;
         }
-        if at >= seg_end
+        if at >= seg_end(seg_start)
             && !crossings.user_mode
             && crossed < crossings.stack_switches
             && prev_at.is_some_and(|p| leaves_irq_stack(layout.irq_stack, seg_start, p))
@@ -141,9 +142,9 @@ where
                 break StopReason::DepthLimit;
             }
             seg_start = at;
-            seg_end = span_end(crossings.stack_span, at);
         }
-        if at >= seg_end || seg_end - at < 16 {
+        let end = seg_end(seg_start);
+        if at >= end || end - at < 16 {
             break StopReason::OffStack;
         }
         if !read(at, &mut record) {
@@ -177,7 +178,6 @@ where
             // The user stack: a guard and a span of its own.
             lowest = user.sp;
             seg_start = user.sp;
-            seg_end = span_end(crossings.stack_span, user.sp);
             fp = user.fp;
             continue;
         }
@@ -202,7 +202,6 @@ where
                 // The interrupted context's stack: a guard and a span of its own.
                 lowest = next_at;
                 seg_start = next_at;
-                seg_end = span_end(crossings.stack_span, next_at);
             }
             _ => {
                 frames.push(ret);
