@@ -94,27 +94,23 @@ pub struct WatchCache {
     noted: [u64; NOTED_CACHE],
 }
 
-impl WatchCache {
-    /// A vCPU whose slots are unknown: the next [`AllocHooks::set_watch`] writes them all.
-    fn unknown() -> Self {
+impl Default for WatchCache {
+    /// Slots watching nothing (as [`vcpu_init`] writes them), nothing noted.
+    fn default() -> Self {
         WatchCache {
-            slots: [0; WATCH_SLOTS],
+            slots: [NOTHING; WATCH_SLOTS],
             noted: [NOTHING; NOTED_CACHE],
         }
     }
 }
 
-impl Default for WatchCache {
-    fn default() -> Self {
-        // Scoreboards start at 0.
-        Self::unknown()
-    }
-}
-
-/// A vCPU starts: nothing to watch yet (scoreboards start at 0, a possible block address).
+/// A vCPU starts, or starts over: nothing to watch (scoreboards start at 0, a possible block
+/// address; a reset vCPU's hold its last calls' return addresses), whatever its cache says.
 pub fn vcpu_init(a: &AllocHooks, idx: u32, v: &mut Vcpu) {
-    v.watch = WatchCache::unknown();
-    a.set_watch(idx, [NOTHING; WATCH_SLOTS], &mut v.watch);
+    for slot in &a.watch {
+        slot.set(idx, NOTHING);
+    }
+    v.watch = WatchCache::default();
 }
 
 /// A vCPU is reset: its pending calls never returned (they are reported so), and its slots
