@@ -1,13 +1,16 @@
-//! Embeds kern-profile's QEMU plugin into the `kern-profile` binary, so that a binary built
-//! anywhere, `cargo install --path aggregator` included, can run `kern-profile record` with
-//! nothing else installed (`src/record/plugin.rs` writes it to a cache file for QEMU).
+//! Embeds kern-profile's QEMU plugin builds (one per plugin ABI: API 4 for QEMU 9.2 to 11.0,
+//! API 7 for 11.1 and later) into the `kern-profile` binary, so that a binary built anywhere,
+//! `cargo install --path aggregator` included, can run `kern-profile record` on any of those
+//! QEMUs with nothing else installed (`src/record/plugin.rs` writes the one QEMU loads to a
+//! cache file).
 //!
-//! The plugin is built by a nested `cargo build --release -p kern-profile-plugin` of this
-//! workspace, into its own target directory beside the outer one (`kern-profile-plugin-embed`),
-//! so it is built once and then only when its sources change. `KP_EMBED_PLUGIN` changes that:
-//! a path embeds that `.so` as is (the packaging scripts, which built it already); `0` embeds
-//! nothing (the binary then needs the plugin installed beside it). A build that cannot make the
-//! plugin (no workspace around the crate) warns and embeds nothing.
+//! The plugins are built by a nested `cargo build --release -p kern-profile-plugin-api4 -p
+//! kern-profile-plugin-api7` of this workspace, into its own target directory beside the outer
+//! one (`kern-profile-plugin-embed`), so they are built once and then only when their sources
+//! change. `KP_EMBED_PLUGIN` changes that: a directory embeds the `kern-profile.so` and
+//! `kern-profile-api7.so` in it as they are (the packaging scripts, which built them already);
+//! `0` embeds nothing (the binary then needs the plugins installed beside it). A build that
+//! cannot make the plugins (no workspace around the crate) warns and embeds nothing.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -17,25 +20,35 @@ fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=KP_EMBED_PLUGIN");
-    let chosen = match env::var("KP_EMBED_PLUGIN").ok().as_deref() {
+    let chosen: Option<[PathBuf; 2]> = match env::var("KP_EMBED_PLUGIN").ok().as_deref() {
         Some("0") | Some("off") | Some("no") => None,
-        Some(path) if !path.is_empty() => {
-            println!("cargo:rerun-if-changed={path}");
-            Some(PathBuf::from(path))
+        Some(dir) if !dir.is_empty() => {
+            let files = BUILDS.map(|(file, _)| Path::new(dir).join(file));
+            for f in &files {
+                println!("cargo:rerun-if-changed={}", f.display());
+            }
+            Some(files)
         }
-        _ => build_plugin(&out),
+        _ => build_plugins(&out),
     };
-    let path = chosen.unwrap_or_else(|| {
-        let empty = out.join("no-plugin.so");
-        std::fs::write(&empty, b"").expect("OUT_DIR is writable");
-        empty
-    });
-    println!("cargo:rustc-env=KP_EMBEDDED_PLUGIN={}", path.display());
+    let empty = out.join("no-plugin.so");
+    std::fs::write(&empty, b"").expect("OUT_DIR is writable");
+    let paths = chosen.unwrap_or_else(|| [empty.clone(), empty.clone()]);
+    for ((_, var), path) in BUILDS.iter().zip(paths) {
+        println!("cargo:rustc-env={var}={}", path.display());
+    }
 }
 
-/// Builds the plugin of the workspace around this crate; `None` (with a warning) when it
+/// Each plugin build's installed file name and the variable its embedded path goes in, in the
+/// order of `recorder::version::BUILDS`.
+const BUILDS: [(&str, &str); 2] = [
+    ("kern-profile.so", "KP_EMBEDDED_PLUGIN_API4"),
+    ("kern-profile-api7.so", "KP_EMBEDDED_PLUGIN_API7"),
+];
+
+/// Builds the plugins of the workspace around this crate; `None` (with a warning) when it
 /// cannot.
-fn build_plugin(out: &Path) -> Option<PathBuf> {
+fn build_plugins(out: &Path) -> Option<[PathBuf; 2]> {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR")?);
     let ws = manifest.parent()?;
     if !ws.join("plugin/Cargo.toml").exists() {
@@ -44,7 +57,14 @@ fn build_plugin(out: &Path) -> Option<PathBuf> {
         );
         return None;
     }
-    for dep in ["plugin", "recorder", "unwind", "format"] {
+    for dep in [
+        "plugin",
+        "plugin/api4",
+        "plugin/api7",
+        "recorder",
+        "unwind",
+        "format",
+    ] {
         println!(
             "cargo:rerun-if-changed={}",
             ws.join(dep).join("src").display()
@@ -66,7 +86,13 @@ fn build_plugin(out: &Path) -> Option<PathBuf> {
     let mut cmd = Command::new(cargo);
     // No stdin: cargo's rustc probe would read whatever the outer build was given.
     cmd.stdin(std::process::Stdio::null());
-    cmd.args(["build", "--release", "--quiet", "-p", "kern-profile-plugin"])
+    cmd.args(["build", "--release", "--quiet"])
+        .args([
+            "-p",
+            "kern-profile-plugin-api4",
+            "-p",
+            "kern-profile-plugin-api7",
+        ])
         .arg("--manifest-path")
         .arg(ws.join("Cargo.toml"))
         .arg("--target-dir")
@@ -88,12 +114,13 @@ fn build_plugin(out: &Path) -> Option<PathBuf> {
     }
     match cmd.output() {
         Ok(o) if o.status.success() => {
-            let so = target.join("release/libkern_profile_plugin.so");
-            so.exists().then_some(so)
+            let so = [4, 7]
+                .map(|api| target.join(format!("release/libkern_profile_plugin_api{api}.so")));
+            so.iter().all(|p| p.exists()).then_some(so)
         }
         Ok(o) => {
             let err = String::from_utf8_lossy(&o.stderr);
-            println!("cargo:warning=building the plugin to embed failed; kern-profile is built without it:");
+            println!("cargo:warning=building the plugins to embed failed; kern-profile is built without them:");
             for line in err
                 .lines()
                 .rev()
@@ -107,7 +134,7 @@ fn build_plugin(out: &Path) -> Option<PathBuf> {
             None
         }
         Err(e) => {
-            println!("cargo:warning=cannot run cargo to build the plugin to embed ({e}); kern-profile is built without it");
+            println!("cargo:warning=cannot run cargo to build the plugins to embed ({e}); kern-profile is built without them");
             None
         }
     }

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Builds kern-profile in release: the aggregator (target/release/kern-profile), the QEMU
-# plugin (target/release/kern-profile.so) and the example kernels (target/examples/kernel.elf
+# plugin builds (target/release/kern-profile.so for QEMU 9.2 to 11.0, kern-profile-api7.so
+# for QEMU 11.1 and later: qemu-version.txt) and the example kernels (target/examples/kernel.elf
 # for i386, target/examples/kernel64.elf for x86_64, target/examples/kernel-riscv64.elf and
-# kernel-aarch64.elf).
+# kernel-aarch64.elf). --no-kernels builds the command and the plugins only.
 . "$(dirname "$0")/lib.sh"
 # Nothing here reads stdin; cargo's rustc probe would (and cache what it read).
 exec </dev/null
 cd "$KP_ROOT"
 forget_rustc_probes
-say "building the aggregator and the plugin (release)"
-cargo build --release --locked -q -p kern-profile -p kern-profile-plugin
+say "building the aggregator and the plugins (release)"
+cargo build --release --locked -q -p kern-profile -p kern-profile-plugin-api4 -p kern-profile-plugin-api7
 # Cargo names a cdylib lib<name>.so; users and the original's docs say kern-profile.so.
-cp -f target/release/libkern_profile_plugin.so target/release/kern-profile.so
+cp -f target/release/libkern_profile_plugin_api4.so target/release/kern-profile.so
+cp -f target/release/libkern_profile_plugin_api7.so target/release/kern-profile-api7.so
+[ "${1:-}" != --no-kernels ] || exit 0
 bash scripts/build-kernel.sh >/dev/null
 bash scripts/build-kernel64.sh >/dev/null
 bash scripts/build-kernel-virt.sh --arch riscv64 >/dev/null
 bash scripts/build-kernel-virt.sh --arch aarch64 >/dev/null
-say "built target/release/kern-profile, target/release/kern-profile.so, target/examples/kernel.elf, kernel64.elf, kernel-riscv64.elf, kernel-aarch64.elf"
+say "built target/release/kern-profile, target/release/kern-profile.so and kern-profile-api7.so, target/examples/kernel.elf, kernel64.elf, kernel-riscv64.elf, kernel-aarch64.elf"

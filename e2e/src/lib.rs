@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{PoisonError, RwLock};
+use std::sync::{OnceLock, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -45,7 +45,35 @@ fn artefact(var: &str, default: &str) -> PathBuf {
 }
 
 fn plugin_path() -> PathBuf {
-    artefact_path("KP_PLUGIN", "target/release/kern-profile.so")
+    artefact_path(
+        "KP_PLUGIN",
+        &format!("target/release/{}", plugin_build_file()),
+    )
+}
+
+/// The version of the QEMU the tests run (`qemu-system-i386` on PATH, or `$QEMU`), `X.Y.Z`.
+pub fn qemu_version() -> String {
+    static V: OnceLock<String> = OnceLock::new();
+    V.get_or_init(|| {
+        let qemu = std::env::var("QEMU").unwrap_or_else(|_| "qemu-system-i386".into());
+        let out = Command::new(&qemu)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        kern_profile_recorder::version::parse_qemu_version(&out)
+            .unwrap_or("")
+            .to_string()
+    })
+    .clone()
+}
+
+/// The file name of the plugin build that QEMU loads (`kern-profile.so` for QEMU 9.2 to 11.0,
+/// `kern-profile-api7.so` for 11.1 and later), as `scripts/build.sh` names it.
+pub fn plugin_build_file() -> &'static str {
+    kern_profile_recorder::version::build_for_qemu(&qemu_version())
+        .map_or("kern-profile.so", |b| b.file)
 }
 
 fn kernel_path() -> PathBuf {
@@ -65,7 +93,10 @@ fn user_b_elf_path() -> PathBuf {
 }
 
 pub fn plugin() -> PathBuf {
-    artefact("KP_PLUGIN", "target/release/kern-profile.so")
+    artefact(
+        "KP_PLUGIN",
+        &format!("target/release/{}", plugin_build_file()),
+    )
 }
 
 pub fn kernel() -> PathBuf {

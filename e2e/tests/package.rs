@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use kern_profile_e2e::{
-    bin, hottest, kernel, output_with_timeout, plugin, root, run_kernel_command, scratch,
-    skip_i386, skip_unless, Need,
+    bin, hottest, kernel, output_with_timeout, plugin, plugin_build_file, root, run_kernel_command,
+    scratch, skip_i386, skip_unless, Need,
 };
 
 fn run(c: &mut Command) -> String {
@@ -30,8 +30,8 @@ fn the_package_installs_into_a_clean_tree_and_records() {
         .arg(root().join("scripts/package.sh"))
         .arg("--bin")
         .arg(bin())
-        .arg("--plugin")
-        .arg(plugin())
+        .arg("--plugins")
+        .arg(plugin().parent().unwrap())
         .arg("--out")
         .arg(&dir));
     let deb = out.lines().last().unwrap().trim().to_string();
@@ -47,6 +47,7 @@ fn the_package_installs_into_a_clean_tree_and_records() {
     for f in [
         "./usr/bin/kern-profile",
         "./usr/lib/kern-profile/kern-profile.so",
+        "./usr/lib/kern-profile/kern-profile-api7.so",
         "./usr/share/man/man1/kern-profile.1.gz",
         "./usr/share/man/man1/kern-profile-record.1.gz",
         "./usr/share/bash-completion/completions/kern-profile",
@@ -82,7 +83,8 @@ fn the_package_installs_into_a_clean_tree_and_records() {
     let installed = tree
         .canonicalize()
         .unwrap()
-        .join("usr/lib/kern-profile/kern-profile.so");
+        .join("usr/lib/kern-profile")
+        .join(plugin_build_file());
     assert!(
         stderr.contains(&format!("with plugin {} (installed)", installed.display())),
         "{stderr}"

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kern_profile_e2e::{
     bin, census, hottest, kern_profile, kernel, output_with_timeout, parse_folded,
-    run_kernel_command, scratch, skip_i386,
+    plugin_build_file, run_kernel_command, scratch, skip_i386,
 };
 
 const LIMIT: Duration = Duration::from_secs(300);
@@ -88,11 +88,12 @@ fn record_draws_the_example_kernel() {
         "QEMU's status passes through\n{stderr}"
     );
     assert!(stdout.contains("phase cpu: done"), "the console: {stdout}");
-    // The plugin beside the binary (scripts/build.sh puts it there), checked.
+    // The plugin build this QEMU loads, beside the binary (scripts/build.sh puts both
+    // there), checked.
     let beside = bin()
         .canonicalize()
         .unwrap()
-        .with_file_name("kern-profile.so");
+        .with_file_name(plugin_build_file());
     assert!(
         stderr.contains(&format!("with plugin {} (installed)", beside.display())),
         "{stderr}"

@@ -1,24 +1,18 @@
 //! At exit: every vCPU's last batch, the exact block counts, the host-timer and statistics
 //! records and the summary lines.
 
-use std::ffi::c_void;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
 use kern_profile_format::{SamplingMode, Stats, StopCounts};
 use kern_profile_recorder::alloc_hooks::CallCounts;
 use kern_profile_recorder::summary::{alloc_line, summary_line, timer_line};
-use qemu_plugin_sys as sys;
 
-use crate::{guard, lock_within, stderr_line, timer, Plugin, EXIT_LOCK_WAIT, PLUGIN};
+use crate::{lock_within, stderr_line, timer, Plugin, EXIT_LOCK_WAIT, PLUGIN};
 
-pub unsafe extern "C" fn on_exit(_id: sys::qemu_plugin_id_t, _userdata: *mut c_void) {
-    guard(finish);
-}
-
-/// At exit: hand over every vCPU's last batch, stop the writer, append the exact block
+/// QEMU's at-exit callback: hand over every vCPU's last batch, stop the writer, append the exact block
 /// counts and the statistics, print the summary.
-fn finish() {
+pub fn finish() {
     let Some(p) = PLUGIN.get() else { return };
     if p.exiting.swap(true, Ordering::SeqCst) {
         return;

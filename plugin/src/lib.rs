@@ -2,8 +2,10 @@
 //! vCPU, by host time (`delay=`) or guest instructions (`period=`), and optionally counts
 //! every translated block's executions exactly (`exact=on`). See README.md beside this crate.
 //!
-//! This crate is only the QEMU glue; the logic lives in `kern-profile-recorder` and
-//! `kern-profile-unwind`, which are unit-tested.
+//! This crate is only the QEMU glue, for every plugin ABI ([`abi`]); the logic lives in
+//! `kern-profile-recorder` and `kern-profile-unwind`, which are unit-tested. The `.so` files
+//! QEMU loads are the cdylibs of `plugin/api4` (QEMU 9.2 to 11.0) and `plugin/api7` (11.1
+//! and later), each [`export_plugin!`] of one ABI.
 //!
 //! Mechanism, per translated block (no callback per instruction, none per block execution):
 //! - `delay=` (host time): a conditional callback, `slot >= ARMED`, on the vCPU's arm slot,
@@ -15,6 +17,7 @@
 //! - with `exact=on`, an inline add of 1 into the block's own counter slot; `exact=only`
 //!   registers nothing else.
 
+pub mod abi;
 mod alloc;
 mod exact;
 mod exit;
@@ -37,10 +40,12 @@ use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3};
 use kern_profile_recorder::blocks::BlockTable;
 use kern_profile_recorder::config::Config;
 use kern_profile_recorder::target::{check_threading, guest_arch};
-use kern_profile_recorder::version::{check_api, parse_qemu_version};
+use kern_profile_recorder::version::check_api;
 use kern_profile_recorder::writer::{Writer, WriterConfig};
 use kern_profile_unwind::PtrWidth;
-use qemu_plugin_sys as sys;
+pub use qemu_plugin_sys as sys;
+
+use abi::Api;
 
 use alloc::AllocHooks;
 use exact::ExactState;
@@ -48,19 +53,12 @@ use qemu::U64Entry;
 use timer::Timed;
 use vcpu::Vcpu;
 
-/// The plugin API version this plugin is built for (QEMU reads this symbol).
-#[no_mangle]
-pub static qemu_plugin_version: c_int = sys::QEMU_PLUGIN_VERSION as c_int;
+/// What each build's `kern_profile_plugin_version` holds (see [`export_plugin!`]).
+#[doc(hidden)]
+pub const PLUGIN_ID: &str = concat!("kern-profile-plugin ", env!("CARGO_PKG_VERSION"), "\0");
 
-/// Which kern-profile this plugin belongs to, NUL-terminated: `kern-profile record` reads it
-/// from the dynamic symbol table (without loading the plugin) and uses only a plugin of its
-/// own version.
-#[no_mangle]
-pub static kern_profile_plugin_version: [u8; PLUGIN_ID.len()] = bytes_of(PLUGIN_ID);
-
-const PLUGIN_ID: &str = concat!("kern-profile-plugin ", env!("CARGO_PKG_VERSION"), "\0");
-
-const fn bytes_of<const N: usize>(s: &str) -> [u8; N] {
+#[doc(hidden)]
+pub const fn bytes_of<const N: usize>(s: &str) -> [u8; N] {
     let (b, mut a, mut i) = (s.as_bytes(), [0u8; N], 0);
     while i < N {
         a[i] = b[i];
@@ -111,7 +109,8 @@ static PLUGIN: OnceLock<Plugin> = OnceLock::new();
 
 /// Runs `f`, containing any panic: nothing may unwind into QEMU. The first panic is
 /// reported (a panic inside a callback is a bug; silence would hide lost data).
-fn guard<F: FnOnce()>(f: F) {
+#[doc(hidden)]
+pub fn guard<F: FnOnce()>(f: F) {
     static REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
         if !REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
@@ -127,7 +126,7 @@ fn guard<F: FnOnce()>(f: F) {
     }
 }
 
-fn stderr_line(msg: &str) {
+pub(crate) fn stderr_line(msg: &str) {
     let _ = writeln!(std::io::stderr(), "{msg}");
 }
 
@@ -153,10 +152,13 @@ fn lock_within<T>(m: &Mutex<T>, wait: Duration) -> Option<MutexGuard<'_, T>> {
     }
 }
 
+/// `qemu_plugin_install` of the build for `api`.
+///
 /// # Safety
 /// Called by QEMU once, with a valid `info` and `argc` C strings in `argv`.
-#[no_mangle]
-pub unsafe extern "C" fn qemu_plugin_install(
+#[doc(hidden)]
+pub unsafe fn install_entry(
+    api: Api,
     id: sys::qemu_plugin_id_t,
     info: *const sys::qemu_info_t,
     argc: c_int,
@@ -164,7 +166,7 @@ pub unsafe extern "C" fn qemu_plugin_install(
 ) -> c_int {
     let r = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: as promised by QEMU.
-        unsafe { install(id, info, argc, argv) }
+        unsafe { install(api, id, info, argc, argv) }
     }));
     match r {
         Ok(Ok(())) => 0,
@@ -180,13 +182,15 @@ pub unsafe extern "C" fn qemu_plugin_install(
 }
 
 unsafe fn install(
+    api: Api,
     id: sys::qemu_plugin_id_t,
     info: *const sys::qemu_info_t,
     argc: c_int,
     argv: *mut *mut c_char,
 ) -> Result<(), String> {
     let info = info.as_ref().ok_or("QEMU passed no plugin info")?;
-    check_api(info.version.min, info.version.cur).map_err(|e| e.to_string())?;
+    let qemu = abi::running_qemu_version();
+    check_api(api.build(), info.version.min, info.version.cur, qemu).map_err(|e| e.to_string())?;
     let args = plugin_args(argc, argv);
     let cfg = Config::parse(args.iter().map(String::as_str)).map_err(|e| e.to_string())?;
     let arch = guest_arch(info.system_emulation, &target_name(info)).map_err(|e| e.to_string())?;
@@ -202,7 +206,10 @@ unsafe fn install(
         vcpus: smp as u32,
         max_depth: cfg.depth,
         start_unix_ns: unix_now_ns(),
-        qemu_version: running_qemu_version(info.version.cur),
+        qemu_version: qemu.map_or_else(
+            || format!("unknown (plugin API {})", info.version.cur),
+            String::from,
+        ),
     };
     // 64-byte elements: each vCPU's counter on its own cache line, its `alloc=` watch slots
     // beside it.
@@ -223,7 +230,7 @@ unsafe fn install(
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
     }
-    register_callbacks(id);
+    api.register_callbacks(id);
     let p = PLUGIN.get().ok_or("the plugin state is gone")?;
     window::park_all(p);
     timer::start(p)
@@ -325,27 +332,4 @@ impl Plugin {
             window,
         })
     }
-}
-
-fn register_callbacks(id: sys::qemu_plugin_id_t) {
-    // SAFETY: plain API calls with this plugin's id, from its install function.
-    unsafe {
-        sys::qemu_plugin_register_vcpu_init_cb(id, Some(vcpu::on_vcpu_init));
-        sys::qemu_plugin_register_vcpu_idle_cb(id, Some(vcpu::on_vcpu_idle));
-        sys::qemu_plugin_register_vcpu_resume_cb(id, Some(timer::on_vcpu_resume));
-        sys::qemu_plugin_register_vcpu_tb_trans_cb(id, Some(translate::on_tb_trans));
-        sys::qemu_plugin_register_atexit_cb(id, Some(exit::on_exit), std::ptr::null_mut());
-    }
-}
-
-/// The running QEMU's version (`qemu-system-* --version` of this very binary).
-fn running_qemu_version(api: c_int) -> String {
-    std::process::Command::new("/proc/self/exe")
-        .arg("--version")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .and_then(|o| parse_qemu_version(&String::from_utf8_lossy(&o.stdout)).map(String::from))
-        .unwrap_or_else(|| format!("unknown (plugin API {api})"))
 }

@@ -14,6 +14,7 @@ extern "C" {
     fn g_byte_array_new() -> *mut sys::GByteArray;
     fn g_byte_array_set_size(array: *mut sys::GByteArray, length: c_uint) -> *mut sys::GByteArray;
     fn g_array_free(array: *mut sys::GArray, free_segment: c_int) -> *mut c_char;
+    fn g_array_get_element_size(array: *mut sys::GArray) -> c_uint;
 }
 
 /// A scoreboard pointer, shared between threads (QEMU synchronises its own accesses; the
@@ -98,12 +99,14 @@ impl ByteArray {
     /// little-endian value of up to 8 bytes.
     pub fn read_register(&mut self, reg: Register) -> Option<u64> {
         self.clear();
-        // SAFETY: called from a vCPU callback registered with QEMU_PLUGIN_CB_R_REGS.
-        let n = unsafe { sys::qemu_plugin_read_register(reg.0, self.as_ptr()) };
-        if n <= 0 {
+        // SAFETY: called from a vCPU callback registered with QEMU_PLUGIN_CB_R_REGS. API 4
+        // returns the bytes read (-1 on failure) as an int, API 6 a bool, whose upper bits
+        // are undefined: the result is read from the array's length instead.
+        unsafe { sys::qemu_plugin_read_register(reg.0, self.as_ptr()) };
+        let b = self.bytes();
+        if b.is_empty() {
             return None;
         }
-        let b = self.bytes();
         let mut w = [0u8; 8];
         let k = b.len().min(8);
         w[..k].copy_from_slice(&b[..k]);
@@ -143,17 +146,23 @@ pub fn registers() -> Vec<(String, Register)> {
             return out;
         }
         let a = &*arr;
-        if !a.data.is_null() {
-            let descs = std::slice::from_raw_parts(
-                a.data as *const sys::qemu_plugin_reg_descriptor,
-                a.len as usize,
-            );
-            for d in descs {
-                if d.name.is_null() {
+        // QEMU 11.0 (API 6) added a field to the descriptor: step by the array's own element
+        // size. Every version starts with the handle and the name.
+        let size = g_array_get_element_size(arr) as usize;
+        let first = std::mem::offset_of!(sys::qemu_plugin_reg_descriptor, name)
+            + std::mem::size_of::<*const c_char>();
+        if !a.data.is_null() && size >= first {
+            for i in 0..a.len as usize {
+                let d = a.data.add(i * size) as *const sys::qemu_plugin_reg_descriptor;
+                let (handle, name) = (
+                    std::ptr::addr_of!((*d).handle).read_unaligned(),
+                    std::ptr::addr_of!((*d).name).read_unaligned(),
+                );
+                if name.is_null() {
                     continue;
                 }
-                let name = CStr::from_ptr(d.name).to_string_lossy().into_owned();
-                out.push((name, Register(d.handle)));
+                let name = CStr::from_ptr(name).to_string_lossy().into_owned();
+                out.push((name, Register(handle)));
             }
         }
         g_array_free(arr, 1);

@@ -2,16 +2,14 @@
 //! sets them, QEMU's idle and resume callbacks that keep halted vCPUs out, and the figures
 //! written at exit. The logic is `recorder::arm_slots` and `recorder::host_timer`.
 
-use std::ffi::c_uint;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kern_profile_format::{HostTimerStats, SamplingMode, VcpuTime};
 use kern_profile_recorder::arm_slots::ArmSlots;
 use kern_profile_recorder::host_timer::{HostTimer, TimerStats};
-use qemu_plugin_sys as sys;
 
-use crate::{guard, unix_now_ns, Plugin, PLUGIN};
+use crate::{unix_now_ns, Plugin, PLUGIN};
 
 /// QEMU allocates scoreboards for 16 vCPUs and reallocates them (moving every entry) when a
 /// vCPU with a higher index starts; the timer thread must not write into a moved entry.
@@ -68,19 +66,18 @@ pub fn register_arm_slot(p: &Plugin, t: &Timed, idx: u32) {
 }
 
 /// QEMU's idle callback, for the timer: the vCPU halted.
-pub fn went_idle(p: &Plugin, vcpu: c_uint) {
+pub fn went_idle(p: &Plugin, vcpu: u32) {
     if let Some(t) = &p.timed {
         t.slots.went_idle(vcpu as usize, p.now_ns());
     }
 }
 
-pub unsafe extern "C" fn on_vcpu_resume(_id: sys::qemu_plugin_id_t, vcpu: c_uint) {
-    guard(|| {
-        let Some(p) = PLUGIN.get() else { return };
-        if let Some(t) = &p.timed {
-            t.slots.resumed(vcpu as usize, p.now_ns());
-        }
-    });
+/// QEMU's vCPU-resume callback.
+pub fn vcpu_resume(vcpu: u32) {
+    let Some(p) = PLUGIN.get() else { return };
+    if let Some(t) = &p.timed {
+        t.slots.resumed(vcpu as usize, p.now_ns());
+    }
 }
 
 /// Stops the timer thread; its figures with each vCPU's idle time, for the exit record, and

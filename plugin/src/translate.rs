@@ -12,18 +12,13 @@ use kern_profile_recorder::trigger::THRESHOLD;
 use kern_profile_unwind::EntryState;
 use qemu_plugin_sys as sys;
 
-use crate::{guard, vcpu, Plugin, PLUGIN};
+use crate::{vcpu, Plugin, PLUGIN};
 
-pub unsafe extern "C" fn on_tb_trans(_id: sys::qemu_plugin_id_t, tb: *mut sys::qemu_plugin_tb) {
-    guard(|| {
-        // SAFETY: QEMU passes the block being translated.
-        unsafe { tb_trans(tb) }
-    });
-}
-
+/// QEMU's translation callback.
+///
 /// # Safety
 /// `tb` is the block QEMU is translating.
-unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
+pub unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
     let Some(p) = PLUGIN.get() else { return };
     let n = sys::qemu_plugin_tb_n_insns(tb);
     // One buffer per translating thread: Linux guests translate hundreds of thousands of

@@ -13,7 +13,6 @@ use kern_profile_recorder::blocks::BlockInfo;
 use kern_profile_recorder::capture::{Capture, Reg, RegisterReader, SampleSite};
 use kern_profile_recorder::code_sampler::CodeSampler;
 use kern_profile_recorder::trigger::{fire, Counter, Trigger};
-use qemu_plugin_sys as sys;
 
 use crate::qemu::{self, ByteArray, Register};
 use crate::timer;
@@ -166,11 +165,8 @@ impl RegisterFile for Registers {
     }
 }
 
-pub unsafe extern "C" fn on_vcpu_init(_id: sys::qemu_plugin_id_t, vcpu: c_uint) {
-    guard(|| vcpu_init(vcpu));
-}
-
-fn vcpu_init(idx: u32) {
+/// QEMU's vCPU-init callback.
+pub fn vcpu_init(idx: u32) {
     let Some(p) = PLUGIN.get() else { return };
     let Some(slot) = p.vcpus.get(idx as usize) else {
         stderr_line(&format!(
@@ -250,20 +246,19 @@ fn warn_shared_thread(p: &Plugin, idx: u32) {
     threads.push((idx, me));
 }
 
-pub unsafe extern "C" fn on_vcpu_idle(_id: sys::qemu_plugin_id_t, vcpu: c_uint) {
-    guard(|| {
-        let Some(p) = PLUGIN.get() else { return };
-        timer::went_idle(p, vcpu);
-        if p.exiting.load(Ordering::Relaxed) {
-            return;
-        }
-        let Some(mut v) = p.vcpus.get(vcpu as usize).and_then(lock_now) else {
-            return;
-        };
-        if !v.buffer.is_empty() {
-            send(p, &mut v.buffer);
-        }
-    });
+/// QEMU's vCPU-idle callback: the vCPU halted; its batch goes to the writer.
+pub fn vcpu_idle(vcpu: u32) {
+    let Some(p) = PLUGIN.get() else { return };
+    timer::went_idle(p, vcpu);
+    if p.exiting.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(mut v) = p.vcpus.get(vcpu as usize).and_then(lock_now) else {
+        return;
+    };
+    if !v.buffer.is_empty() {
+        send(p, &mut v.buffer);
+    }
 }
 
 /// Hands the vCPU's batch to the writer (never blocks; drops when it is behind).

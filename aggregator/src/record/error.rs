@@ -30,12 +30,11 @@ pub enum RecordError {
         said: String,
         min: &'static str,
     },
-    #[error("`{program}` is QEMU {found}, but kern-profile's plugin needs QEMU {min} or newer (plugin API {api}, qemu-version.txt): install a newer QEMU (Debian 12: scripts/setup.sh, from bookworm-backports)")]
+    #[error("`{program}` is QEMU {found}, but kern-profile's plugin needs QEMU {min} or newer (plugin API 4 arrived in 9.2; qemu-version.txt): install a newer QEMU (Debian 12: scripts/setup.sh, from bookworm-backports)")]
     QemuTooOld {
         program: String,
         found: String,
         min: &'static str,
-        api: i32,
     },
     #[error("the QEMU command already loads kern-profile's plugin (`-plugin {0}`): drop it, `record` adds its own")]
     PluginGiven(String),
@@ -47,8 +46,11 @@ pub enum RecordError {
     KernelArg { path: PathBuf, why: String },
     #[error("--window {name}: {why}")]
     Window { name: String, why: String },
-    #[error("kern-profile's QEMU plugin was not found; looked for {}. Reinstall kern-profile (`cargo install --path aggregator` embeds the plugin; the Debian package installs /usr/lib/kern-profile/kern-profile.so), or give one with --plugin", list(searched))]
-    PluginNotFound { searched: Vec<String> },
+    #[error("kern-profile's QEMU plugin {build} was not found; looked for {}. Reinstall kern-profile (`cargo install --path aggregator` embeds every plugin build; the Debian package installs them in /usr/lib/kern-profile/), or give one with --plugin", list(searched))]
+    PluginNotFound {
+        build: String,
+        searched: Vec<String>,
+    },
     #[error("--plugin {}: {why}", path.display())]
     PluginUnusable { path: PathBuf, why: String },
     #[error("cannot write to the output directory {}: {source}", dir.display())]

@@ -1,23 +1,27 @@
-//! Finding kern-profile's QEMU plugin without being told, and checking it is this version's.
+//! Finding kern-profile's QEMU plugin without being told, and checking it is this version's
+//! and the build the QEMU in use loads.
 //!
-//! Where it is looked for, in order:
-//! 1. beside the `kern-profile` binary: `kern-profile.so` (what `scripts/build.sh` puts in
-//!    `target/release/`), `libkern_profile_plugin.so` (cargo's own name for it);
-//! 2. the install layouts: `../lib/kern-profile/kern-profile.so` relative to the binary
+//! There is one plugin build per QEMU plugin ABI (`recorder::version::BUILDS`: API 4 for
+//! QEMU 9.2 to 11.0, `kern-profile.so`; API 7 for 11.1 and later, `kern-profile-api7.so`).
+//! Where the build a QEMU loads is looked for, in order:
+//! 1. beside the `kern-profile` binary: its file name (what `scripts/build.sh` puts in
+//!    `target/release/`), then cargo's own name for it (`libkern_profile_plugin_api4.so`);
+//! 2. the install layouts: `../lib/kern-profile/FILE` relative to the binary
 //!    (`/usr/bin` → `/usr/lib/kern-profile/`, the Debian package; `~/.cargo/bin` →
 //!    `~/.cargo/lib/kern-profile/`);
-//! 3. the copy built into the binary (`build.rs` embeds it; `cargo install --path
+//! 3. the copy built into the binary (`build.rs` embeds every build; `cargo install --path
 //!    aggregator` so gives a binary that needs nothing else), written once to a cache file
 //!    named after its content (`$XDG_CACHE_HOME/kern-profile/`, else `~/.cache/kern-profile/`,
 //!    else the temporary directory), since QEMU loads plugins from files.
 //!
 //! Every plugin exports `kern_profile_plugin_version`, a NUL-terminated
-//! `kern-profile-plugin X.Y.Z` string read here from its dynamic symbol table (no loading):
-//! a plugin of another version is passed over with a note, and named in the error when no
-//! plugin fits.
+//! `kern-profile-plugin X.Y.Z` string, and `qemu_plugin_version`, its API level, both read
+//! here from its dynamic symbol table (no loading): a plugin of another version or another
+//! build is passed over with a note, and named in the error when no plugin fits.
 
 use std::path::{Path, PathBuf};
 
+use kern_profile_recorder::version::{Build, BUILDS};
 use object::{Object, ObjectSection, ObjectSymbol};
 
 use super::RecordError;
@@ -25,13 +29,28 @@ use super::RecordError;
 /// The symbol every kern-profile plugin exports.
 pub const VERSION_SYMBOL: &str = "kern_profile_plugin_version";
 
+/// The symbol every QEMU plugin exports: the plugin API level it is built for.
+pub const API_SYMBOL: &str = "qemu_plugin_version";
+
 /// The version string this binary's plugin must carry.
 pub fn expected_version() -> String {
     format!("kern-profile-plugin {}", env!("CARGO_PKG_VERSION"))
 }
 
-/// The plugin bytes built into this binary (empty when the build embedded none).
-const EMBEDDED: &[u8] = include_bytes!(env!("KP_EMBEDDED_PLUGIN"));
+/// The plugin builds carried inside this binary, in the order of `BUILDS` (each empty when
+/// the build embedded none).
+const EMBEDDED: [&[u8]; 2] = [
+    include_bytes!(env!("KP_EMBEDDED_PLUGIN_API4")),
+    include_bytes!(env!("KP_EMBEDDED_PLUGIN_API7")),
+];
+
+/// The embedded copy of `build` (empty when none).
+fn embedded(build: &Build) -> &'static [u8] {
+    BUILDS
+        .iter()
+        .position(|b| b == build)
+        .map_or(&[][..], |i| EMBEDDED[i])
+}
 
 /// Where the plugin in use came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,43 +72,92 @@ pub struct Plugin {
     pub notes: Vec<String>,
 }
 
-/// The version string a plugin file exports, read from its dynamic symbol table.
-pub fn plugin_version(bytes: &[u8]) -> Result<String, String> {
-    let file = object::File::parse(bytes).map_err(|e| format!("not a shared object ({e})"))?;
+/// The bytes of dynamic symbol `name` of shared object `file` (at most `max`).
+fn symbol_bytes<'a>(
+    file: &object::File<'a>,
+    name: &str,
+    max: u64,
+) -> Result<&'a [u8], &'static str> {
     let sym = file
         .dynamic_symbols()
-        .find(|s| s.name() == Ok(VERSION_SYMBOL))
-        .ok_or("exports no kern_profile_plugin_version: not a kern-profile plugin, or one older than 0.1")?;
+        .find(|s| s.name() == Ok(name))
+        .ok_or("no such symbol")?;
     let section = sym
         .section_index()
         .and_then(|i| file.section_by_index(i).ok())
-        .ok_or("its version symbol is in no section")?;
-    let data = section
-        .data_range(sym.address(), sym.size().max(1))
+        .ok_or("its symbol is in no section")?;
+    section
+        .data_range(sym.address(), sym.size().clamp(1, max))
         .ok()
         .flatten()
-        .ok_or("its version symbol points outside its section")?;
+        .ok_or("its symbol points outside its section")
+}
+
+/// The version string a plugin file exports, read from its dynamic symbol table.
+pub fn plugin_version(bytes: &[u8]) -> Result<String, String> {
+    let file = object::File::parse(bytes).map_err(|e| format!("not a shared object ({e})"))?;
+    let data = symbol_bytes(&file, VERSION_SYMBOL, 256).map_err(|e| match e {
+        "no such symbol" => "exports no kern_profile_plugin_version: not a kern-profile plugin, or one older than 0.1".to_string(),
+        e => e.replace("its symbol", "its version symbol"),
+    })?;
     let text = data.split(|&b| b == 0).next().unwrap_or_default();
     String::from_utf8(text.to_vec()).map_err(|_| "its version is not text".to_string())
 }
 
-/// Checks the plugin file at `path`: `Err` says why it cannot be used.
-pub fn check(path: &Path) -> Result<(), String> {
+/// The plugin API level a plugin file is built for (its `qemu_plugin_version`).
+pub fn plugin_api(bytes: &[u8]) -> Result<i32, String> {
+    let file = object::File::parse(bytes).map_err(|e| format!("not a shared object ({e})"))?;
+    let data =
+        symbol_bytes(&file, API_SYMBOL, 4).map_err(|e| format!("its qemu_plugin_version: {e}"))?;
+    let word: [u8; 4] = data
+        .try_into()
+        .map_err(|_| "its qemu_plugin_version is not 4 bytes".to_string())?;
+    Ok(match file.endianness() {
+        object::Endianness::Little => i32::from_le_bytes(word),
+        object::Endianness::Big => i32::from_be_bytes(word),
+    })
+}
+
+/// Checks the plugin file at `path` for QEMU `qemu` (which loads `build`): `Err` says why it
+/// cannot be used.
+pub fn check(path: &Path, build: &Build, qemu: &str) -> Result<(), String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let v = plugin_version(&bytes)?;
+    check_bytes(&bytes, build, qemu)
+}
+
+fn check_bytes(bytes: &[u8], build: &Build, qemu: &str) -> Result<(), String> {
+    let v = plugin_version(bytes)?;
     if v != expected_version() {
         return Err(format!(
             "it is {v}, this kern-profile is {}: use the plugin built with it",
             env!("CARGO_PKG_VERSION")
         ));
     }
+    let api = plugin_api(bytes)?;
+    if api != build.api {
+        let what = Build::for_api(api).map_or_else(
+            || format!("a plugin for API {api}"),
+            |b| format!("the build for {} (plugin API {api})", b.qemu_range()),
+        );
+        return Err(format!(
+            "it is {what}, but QEMU {qemu} loads plugin API {}: use {}, the build for {}",
+            build.api,
+            build.file,
+            build.qemu_range()
+        ));
+    }
     Ok(())
 }
 
-/// Finds the plugin: `given` (checked) or, without it, the first fitting candidate.
-pub fn locate(given: Option<&Path>) -> Result<Plugin, RecordError> {
+/// Finds the plugin QEMU `qemu` loads (`build`): `given` (checked) or, without it, the first
+/// fitting candidate.
+pub fn locate(
+    given: Option<&Path>,
+    build: &'static Build,
+    qemu: &str,
+) -> Result<Plugin, RecordError> {
     if let Some(p) = given {
-        check(p).map_err(|why| RecordError::PluginUnusable {
+        check(p, build, qemu).map_err(|why| RecordError::PluginUnusable {
             path: p.to_path_buf(),
             why,
         })?;
@@ -101,12 +169,12 @@ pub fn locate(given: Option<&Path>) -> Result<Plugin, RecordError> {
     }
     let mut notes = Vec::new();
     let mut searched = Vec::new();
-    for c in installed_candidates() {
+    for c in installed_candidates(build) {
         if !c.exists() {
             searched.push(c.display().to_string());
             continue;
         }
-        match check(&c) {
+        match check(&c, build, qemu) {
             Ok(()) => {
                 return Ok(Plugin {
                     path: c,
@@ -120,8 +188,9 @@ pub fn locate(given: Option<&Path>) -> Result<Plugin, RecordError> {
             }
         }
     }
-    if !EMBEDDED.is_empty() {
-        let path = extract_embedded().map_err(|source| RecordError::Io {
+    let bytes = embedded(build);
+    if !bytes.is_empty() {
+        let path = extract_embedded(bytes).map_err(|source| RecordError::Io {
             what: "cannot write the built-in plugin to a file for QEMU".into(),
             source,
         })?;
@@ -131,12 +200,23 @@ pub fn locate(given: Option<&Path>) -> Result<Plugin, RecordError> {
             notes,
         });
     }
-    searched.push("a copy built into this binary (none: built without it)".into());
-    Err(RecordError::PluginNotFound { searched })
+    searched.push(format!(
+        "a copy of {} built into this binary (none: built without it)",
+        build.file
+    ));
+    Err(RecordError::PluginNotFound {
+        build: format!(
+            "{} (plugin API {}, for {})",
+            build.file,
+            build.api,
+            build.qemu_range()
+        ),
+        searched,
+    })
 }
 
 /// Beside the binary, then the install layouts.
-fn installed_candidates() -> Vec<PathBuf> {
+fn installed_candidates(build: &Build) -> Vec<PathBuf> {
     let Some(dir) = std::env::current_exe()
         .ok()
         .and_then(|e| e.canonicalize().ok())
@@ -145,9 +225,9 @@ fn installed_candidates() -> Vec<PathBuf> {
         return Vec::new();
     };
     vec![
-        dir.join("kern-profile.so"),
-        dir.join("libkern_profile_plugin.so"),
-        dir.join("../lib/kern-profile/kern-profile.so"),
+        dir.join(build.file),
+        dir.join(format!("libkern_profile_plugin_api{}.so", build.api)),
+        dir.join("../lib/kern-profile").join(build.file),
     ]
     .into_iter()
     .map(|p| normalize(&p))
@@ -172,21 +252,21 @@ fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// Writes the built-in plugin to its cache file (once: the name holds a hash of the bytes).
-fn extract_embedded() -> std::io::Result<PathBuf> {
+/// Writes a built-in plugin to its cache file (once: the name holds a hash of the bytes).
+fn extract_embedded(bytes: &[u8]) -> std::io::Result<PathBuf> {
     let name = format!(
         "kern-profile-{}-{:016x}.so",
         env!("CARGO_PKG_VERSION"),
-        fnv1a(EMBEDDED)
+        fnv1a(bytes)
     );
     let mut last_err = None;
     for dir in cache_dirs() {
         let path = dir.join(&name);
-        if std::fs::metadata(&path).is_ok_and(|m| m.len() == EMBEDDED.len() as u64) {
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() == bytes.len() as u64) {
             return Ok(path);
         }
         let written = std::fs::create_dir_all(&dir)
-            .and_then(|()| crate::atomic_file::write_atomically(&path, |w| w.write_all(EMBEDDED)));
+            .and_then(|()| crate::atomic_file::write_atomically(&path, |w| w.write_all(bytes)));
         match written {
             Ok(()) => return Ok(path),
             Err(e) => last_err = Some(e),
@@ -216,9 +296,9 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Whether this binary carries its plugin.
+/// Whether this binary carries every plugin build.
 pub fn has_embedded() -> bool {
-    !EMBEDDED.is_empty()
+    EMBEDDED.iter().all(|b| !b.is_empty())
 }
 
 #[cfg(test)]
@@ -236,12 +316,22 @@ mod tests {
     }
 
     #[test]
-    fn the_embedded_plugin_is_this_version() {
+    fn the_embedded_plugins_are_this_version_and_their_builds() {
         if !has_embedded() {
-            eprintln!("built without an embedded plugin (KP_EMBED_PLUGIN=0)");
+            eprintln!("built without embedded plugins (KP_EMBED_PLUGIN=0)");
             return;
         }
-        assert_eq!(plugin_version(EMBEDDED).unwrap(), expected_version());
+        for (b, bytes) in BUILDS.iter().zip(EMBEDDED) {
+            assert_eq!(plugin_version(bytes).unwrap(), expected_version());
+            assert_eq!(plugin_api(bytes), Ok(b.api));
+            assert_eq!(check_bytes(bytes, b, "x"), Ok(()));
+        }
+        // The API-4 build offered to QEMU 11.1 names the one to use.
+        let e = check_bytes(EMBEDDED[0], &BUILDS[1], "11.1.3").unwrap_err();
+        assert!(
+            e.contains("the build for QEMU 9.2 to 11.0 (plugin API 4), but QEMU 11.1.3 loads plugin API 7: use kern-profile-api7.so"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use kern_profile_recorder::version::{min_qemu_version, parse_qemu_version, PLUGIN_API};
+use kern_profile_recorder::version::{build_for_qemu, min_qemu_version, parse_qemu_version, Build};
 
 use super::RecordError;
 
@@ -20,12 +20,14 @@ pub struct QemuCommand {
     pub args: Vec<OsString>,
     /// `X.Y.Z` from `--version`.
     pub version: String,
+    /// The plugin build this QEMU loads.
+    pub build: &'static Build,
 }
 
 impl QemuCommand {
     /// Finds the program of `argv` (on PATH unless it has a `/`), and checks that it is a QEMU
-    /// recent enough for the plugin (`qemu-version.txt`'s `min_version`), by name, before
-    /// anything runs. `command` names the subcommand for messages.
+    /// one of the plugin builds loads on (`qemu-version.txt`), by name, before anything runs;
+    /// the build it loads is [`QemuCommand::build`]. `command` names the subcommand for messages.
     pub fn check(argv: &[OsString], command: &'static str) -> Result<Self, RecordError> {
         let (program, args) = argv.split_first().ok_or(RecordError::NoCommand(command))?;
         let name = program.to_string_lossy().into_owned();
@@ -60,19 +62,17 @@ impl QemuCommand {
                 min: min_qemu_version(),
             })?
             .to_string();
-        if !version_at_least(&version, min_qemu_version()) {
-            return Err(RecordError::QemuTooOld {
-                program: name,
-                found: version,
-                min: min_qemu_version(),
-                api: PLUGIN_API,
-            });
-        }
+        let build = build_for_qemu(&version).map_err(|e| RecordError::QemuTooOld {
+            program: name,
+            found: e.found,
+            min: e.min,
+        })?;
         let cmd = QemuCommand {
             program: program.clone(),
             path,
             args: args.to_vec(),
             version,
+            build,
         };
         if let Some(p) = cmd.option("plugin").filter(|p| {
             let p = p.to_string_lossy();
@@ -140,22 +140,6 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Whether dotted version `have` is at least `min` (`10.0.2` >= `9.2`).
-pub fn version_at_least(have: &str, min: &str) -> bool {
-    let parts = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap_or(0)).collect() };
-    let (h, m) = (parts(have), parts(min));
-    for i in 0..h.len().max(m.len()) {
-        let (a, b) = (
-            h.get(i).copied().unwrap_or(0),
-            m.get(i).copied().unwrap_or(0),
-        );
-        if a != b {
-            return a > b;
-        }
-    }
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,16 +150,8 @@ mod tests {
             path: "/usr/bin/qemu-system-i386".into(),
             args: args.iter().map(OsString::from).collect(),
             version: "10.0.2".into(),
+            build: &kern_profile_recorder::version::BUILDS[0],
         }
-    }
-
-    #[test]
-    fn versions_compare_numerically() {
-        assert!(version_at_least("10.0.2", "9.2"));
-        assert!(version_at_least("9.2.0", "9.2"));
-        assert!(version_at_least("9.2", "9.2.0"));
-        assert!(!version_at_least("9.1.3", "9.2"));
-        assert!(!version_at_least("8.2.0", "9.2"));
     }
 
     #[test]

@@ -88,7 +88,8 @@ impl Session {
             .map(|w| window_range(w, sources.elf.as_deref()))
             .transpose()?;
         let out = OutputDir::prepare(&spec.out_dir)?;
-        let plugin = plugin::locate(spec.plugin.as_deref()).inspect_err(|_| out.discard())?;
+        let plugin = plugin::locate(spec.plugin.as_deref(), qemu.build, &qemu.version)
+            .inspect_err(|_| out.discard())?;
         let plugin_args = plugin_args(&out.raw_partial(), &spec.sampling, window.as_ref());
         let console = match spec.console {
             ConsoleSpec::Terminal => Console::Inherit,

@@ -1,0 +1,126 @@
+//! The plugin ABIs kern-profile is built for. QEMU 11.1 (plugin API 7) changed every
+//! lifetime callback's signature in place: no plugin id, a trailing `userdata` pointer, and a
+//! `userdata` argument to each registration. Everything else the plugin calls kept its
+//! signature, so the glue is shared and only the registrations differ ([`v4`], [`v7`]); each
+//! `.so` (plugin/api4, plugin/api7) is [`export_plugin!`] of one [`Api`].
+//!
+//! A build that a QEMU will refuse cannot say so from `qemu_plugin_install` (QEMU checks the
+//! API level first), so each build also runs [`check_fit`] when QEMU opens its file.
+
+use std::sync::OnceLock;
+
+use kern_profile_recorder::version::{misfit_message, parse_qemu_version, Build};
+use qemu_plugin_sys as sys;
+
+mod v4;
+mod v7;
+
+/// A plugin ABI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// QEMU 9.2 to 11.0.
+    V4,
+    /// QEMU 11.1 and later.
+    V7,
+}
+
+impl Api {
+    /// Its `qemu_plugin_version`.
+    pub const fn level(self) -> i32 {
+        match self {
+            Api::V4 => 4,
+            Api::V7 => 7,
+        }
+    }
+
+    /// Its build in `recorder::version::BUILDS`.
+    pub fn build(self) -> &'static Build {
+        Build::for_api(self.level()).expect("every Api has a build")
+    }
+
+    /// Registers the plugin's lifetime callbacks (vCPU init, idle, resume, translation, exit).
+    ///
+    /// # Safety
+    /// From `qemu_plugin_install`, with this plugin's id, on a QEMU of this ABI.
+    pub unsafe fn register_callbacks(self, id: sys::qemu_plugin_id_t) {
+        match self {
+            Api::V4 => v4::register(id),
+            Api::V7 => v7::register(id),
+        }
+    }
+}
+
+/// The running QEMU's version (`qemu-system-* --version` of this very binary), asked once.
+pub fn running_qemu_version() -> Option<&'static str> {
+    static VERSION: OnceLock<Option<String>> = OnceLock::new();
+    VERSION
+        .get_or_init(|| {
+            let out = std::process::Command::new("/proc/self/exe")
+                .arg("--version")
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()?;
+            parse_qemu_version(&String::from_utf8_lossy(&out.stdout)).map(String::from)
+        })
+        .as_deref()
+}
+
+/// When QEMU opens the file: a build this QEMU will refuse says which build it loads, before
+/// QEMU's own "plugin requires API version N" message. Silent inside anything but QEMU.
+pub fn check_fit(api: Api) {
+    let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
+        return;
+    };
+    let is_qemu = exe
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("qemu-system-"));
+    if !is_qemu {
+        return;
+    }
+    if let Some(msg) = running_qemu_version().and_then(|v| misfit_message(api.build(), v)) {
+        crate::stderr_line(&msg);
+    }
+}
+
+/// The exported symbols of one plugin build: QEMU's `qemu_plugin_version` and
+/// `qemu_plugin_install`, kern-profile's version string (which `kern-profile record` reads),
+/// and the fit check run when QEMU opens the file.
+#[macro_export]
+macro_rules! export_plugin {
+    ($api:ident) => {
+        /// The plugin API version this build is for (QEMU reads this symbol).
+        #[no_mangle]
+        pub static qemu_plugin_version: ::std::ffi::c_int = $crate::abi::Api::$api.level();
+
+        /// Which kern-profile this plugin belongs to, NUL-terminated: `kern-profile record`
+        /// reads it from the dynamic symbol table (without loading the plugin) and uses only a
+        /// plugin of its own version.
+        #[no_mangle]
+        pub static kern_profile_plugin_version: [u8; $crate::PLUGIN_ID.len()] =
+            $crate::bytes_of($crate::PLUGIN_ID);
+
+        /// # Safety
+        /// Called by QEMU once, with a valid `info` and `argc` C strings in `argv`.
+        #[no_mangle]
+        pub unsafe extern "C" fn qemu_plugin_install(
+            id: $crate::sys::qemu_plugin_id_t,
+            info: *const $crate::sys::qemu_info_t,
+            argc: ::std::ffi::c_int,
+            argv: *mut *mut ::std::ffi::c_char,
+        ) -> ::std::ffi::c_int {
+            // SAFETY: as QEMU promises.
+            unsafe { $crate::install_entry($crate::abi::Api::$api, id, info, argc, argv) }
+        }
+
+        // Runs when QEMU opens the file, before it compares API levels.
+        #[used]
+        #[link_section = ".init_array"]
+        static KERN_PROFILE_FIT_CHECK: extern "C" fn() = {
+            extern "C" fn fit_check() {
+                $crate::guard(|| $crate::abi::check_fit($crate::abi::Api::$api));
+            }
+            fit_check
+        };
+    };
+}
