@@ -57,6 +57,7 @@ fn main() -> anyhow::Result<()> {
         sampling: SamplingMode::PeriodInstructions(100_000),
         exact: false,
         markers: false,
+        at_interrupts: false,
         vcpus: 4,
         max_depth: 64,
         start_unix_ns: 0,

@@ -334,6 +334,7 @@ fn host_timer_in_the_text_report() {
                 ..VcpuTime::default()
             },
         ],
+        interrupts: None,
     };
     let out = text_with_host_timer("host-timer", 2, t);
     assert!(
@@ -360,6 +361,7 @@ fn a_spread_host_timer_is_explained() {
         ticks: 5_000,
         late: 0,
         vcpus: vec![VcpuTime::default()],
+        interrupts: None,
     };
     let out = text_with_host_timer("host-timer-spread", 1, t);
     assert!(

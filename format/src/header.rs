@@ -116,6 +116,9 @@ pub struct Header {
     /// Frames may hold boundary markers ([`crate::frame_marker`]); files without this flag
     /// hold return addresses only, whatever their value.
     pub markers: bool,
+    /// `delay=` samples were taken at the vCPU's next interrupt or exception after each tick
+    /// (`trigger=interrupt`), at the interrupted PC, rather than at its next block entry.
+    pub at_interrupts: bool,
     pub vcpus: u32,
     pub max_depth: u32,
     /// Wall-clock start, ns since the Unix epoch.
@@ -144,7 +147,7 @@ impl Header {
         out.push(self.arch.code());
         out.push(self.arch.ptr_width());
         out.push(self.sampling.code());
-        out.push(self.exact as u8 | (self.markers as u8) << 1);
+        out.push(self.exact as u8 | (self.markers as u8) << 1 | (self.at_interrupts as u8) << 2);
         out.extend_from_slice(&self.sampling.value().to_le_bytes());
         out.extend_from_slice(&self.vcpus.to_le_bytes());
         out.extend_from_slice(&self.max_depth.to_le_bytes());
@@ -198,6 +201,7 @@ impl Header {
                 sampling,
                 exact: b[15] & 1 != 0,
                 markers: b[15] & 2 != 0,
+                at_interrupts: b[15] & 4 != 0,
                 vcpus: u32_at(b, 24),
                 max_depth: u32_at(b, 28),
                 start_unix_ns: u64_at(b, 32),

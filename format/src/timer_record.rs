@@ -18,6 +18,44 @@ pub struct VcpuTime {
     pub throttled_ticks: u64,
 }
 
+/// `trigger=interrupt`: how long samples waited for an interrupt or exception after the tick
+/// that armed their vCPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InterruptWaits {
+    /// Samples taken at an interrupt or exception.
+    pub samples: u64,
+    /// Of those, the ones taken more than one tick interval after their tick: the vCPU ran
+    /// with interrupts masked (or took none) in between.
+    pub late: u64,
+    /// Host ns waited, all samples together.
+    pub total_ns: u64,
+    /// The longest wait, ns.
+    pub max_ns: u64,
+}
+
+impl InterruptWaits {
+    /// Counts one sample that waited `ns` after its tick, `interval_ns` apart from the next.
+    pub fn add(&mut self, ns: u64, interval_ns: u64) {
+        self.samples += 1;
+        self.late += (ns > interval_ns) as u64;
+        self.total_ns = self.total_ns.saturating_add(ns);
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Adds another vCPU's figures.
+    pub fn merge(&mut self, o: &InterruptWaits) {
+        self.samples += o.samples;
+        self.late += o.late;
+        self.total_ns = self.total_ns.saturating_add(o.total_ns);
+        self.max_ns = self.max_ns.max(o.max_ns);
+    }
+
+    /// The mean wait, ns.
+    pub fn mean_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.samples).unwrap_or(0)
+    }
+}
+
 /// The host-timer record.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HostTimerStats {
@@ -27,16 +65,19 @@ pub struct HostTimerStats {
     /// Ticks skipped because the timer thread woke too late.
     pub late: u64,
     pub vcpus: Vec<VcpuTime>,
+    /// `trigger=interrupt`: the samples' waits.
+    pub interrupts: Option<InterruptWaits>,
 }
 
 const FIXED: usize = 28;
 const PER_VCPU: usize = 32;
+const WAITS: usize = 32;
 
 impl HostTimerStats {
     /// Appends the record, kind and length included.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(kind::HOST_TIMER);
-        let len = FIXED + PER_VCPU * self.vcpus.len();
+        let len = FIXED + PER_VCPU * self.vcpus.len() + self.interrupts.map_or(0, |_| WAITS);
         out.extend_from_slice(&(len as u32).to_le_bytes());
         for v in [self.interval_ns, self.ticks, self.late] {
             out.extend_from_slice(&v.to_le_bytes());
@@ -47,15 +88,28 @@ impl HostTimerStats {
                 out.extend_from_slice(&x.to_le_bytes());
             }
         }
+        if let Some(w) = &self.interrupts {
+            for x in [w.samples, w.late, w.total_ns, w.max_ns] {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
     }
 
     /// Decodes a record body; None if its length does not match its vCPU count.
     pub fn decode(b: &[u8]) -> Option<Self> {
         let u64_at = |at: usize| Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?));
         let n = u32::from_le_bytes(b.get(24..28)?.try_into().ok()?) as usize;
-        if b.len() != FIXED.checked_add(n.checked_mul(PER_VCPU)?)? {
-            return None;
-        }
+        let end = FIXED.checked_add(n.checked_mul(PER_VCPU)?)?;
+        let interrupts = match b.len().checked_sub(end)? {
+            0 => None,
+            WAITS => Some(InterruptWaits {
+                samples: u64_at(end)?,
+                late: u64_at(end + 8)?,
+                total_ns: u64_at(end + 16)?,
+                max_ns: u64_at(end + 24)?,
+            }),
+            _ => return None,
+        };
         let vcpus = (0..n)
             .map(|i| {
                 let at = FIXED + PER_VCPU * i;
@@ -72,6 +126,7 @@ impl HostTimerStats {
             ticks: u64_at(8)?,
             late: u64_at(16)?,
             vcpus,
+            interrupts,
         })
     }
 }
@@ -95,6 +150,7 @@ mod tests {
                 };
                 2
             ],
+            interrupts: None,
         };
         let mut out = Vec::new();
         t.encode(&mut out);
@@ -110,5 +166,29 @@ mod tests {
         let mut huge = body[..FIXED].to_vec();
         huge[24..28].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(HostTimerStats::decode(&huge), None);
+    }
+
+    #[test]
+    fn interrupt_waits_round_trip() {
+        let mut w = InterruptWaits::default();
+        w.add(3_000, 10_000);
+        w.add(25_000, 10_000);
+        assert_eq!(
+            (w.samples, w.late, w.max_ns, w.mean_ns()),
+            (2, 1, 25_000, 14_000)
+        );
+        let t = HostTimerStats {
+            interval_ns: 10_000,
+            ticks: 9,
+            late: 0,
+            vcpus: vec![VcpuTime::default()],
+            interrupts: Some(w),
+        };
+        let mut out = Vec::new();
+        t.encode(&mut out);
+        let body = &out[5..];
+        assert_eq!(HostTimerStats::decode(body), Some(t));
+        // Neither the plain length nor the plain length and the waits: refused.
+        assert_eq!(HostTimerStats::decode(&body[..body.len() - 8]), None);
     }
 }

@@ -37,6 +37,7 @@ fn raw_header() -> Vec<u8> {
         sampling: SamplingMode::PeriodInstructions(10_000),
         exact: false,
         markers: false,
+        at_interrupts: false,
         vcpus: 1,
         max_depth: 64,
         start_unix_ns: 0,

@@ -8,6 +8,7 @@ fn header(arch: Arch) -> Header {
         sampling: SamplingMode::DelayMicros(10),
         exact: false,
         markers: false,
+        at_interrupts: false,
         vcpus: 4,
         max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,

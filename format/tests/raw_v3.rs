@@ -10,6 +10,7 @@ fn header(arch: Arch) -> Header {
         sampling: SamplingMode::Off,
         exact: false,
         markers: true,
+        at_interrupts: false,
         vcpus: 2,
         max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,

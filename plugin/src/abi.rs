@@ -48,6 +48,51 @@ impl Api {
             Api::V7 => v7::register(id),
         }
     }
+
+    /// Registers the discontinuity callback for interrupts and exceptions
+    /// (`trigger=interrupt`), when this QEMU has one ([`has_discon`]).
+    ///
+    /// # Safety
+    /// As [`Api::register_callbacks`].
+    pub unsafe fn register_discon(self, id: sys::qemu_plugin_id_t) {
+        let f = discon_registration();
+        if f.is_null() {
+            return;
+        }
+        match self {
+            Api::V4 => v4::register_discon(id, f),
+            Api::V7 => v7::register_discon(id, f),
+        }
+    }
+}
+
+/// QEMU's `qemu_plugin_register_vcpu_discon_cb`, or null before QEMU 10.2. Looked up at run
+/// time: a plugin that named it at link time would not load on QEMU 9.2 to 10.1.
+fn discon_registration() -> *mut std::ffi::c_void {
+    // SAFETY: a plain symbol look-up.
+    unsafe {
+        dlsym(
+            std::ptr::null_mut(),
+            c"qemu_plugin_register_vcpu_discon_cb".as_ptr(),
+        )
+    }
+}
+
+/// Whether this QEMU has the discontinuity callback (10.2 and later).
+pub fn has_discon() -> bool {
+    !discon_registration().is_null()
+}
+
+/// `enum qemu_plugin_discon_type` (QEMU 10.2): bits, so that one registration takes several.
+pub const DISCON_INTERRUPT: std::ffi::c_int = 1;
+pub const DISCON_EXCEPTION: std::ffi::c_int = 2;
+
+extern "C" {
+    /// The C library's; `RTLD_DEFAULT` (null) searches QEMU's own exported symbols.
+    fn dlsym(
+        handle: *mut std::ffi::c_void,
+        symbol: *const std::ffi::c_char,
+    ) -> *mut std::ffi::c_void;
 }
 
 /// The running QEMU's version (`qemu-system-* --version` of this very binary), asked once.

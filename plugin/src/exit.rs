@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
-use kern_profile_format::{SamplingMode, Stats, StopCounts};
+use kern_profile_format::{InterruptWaits, SamplingMode, Stats, StopCounts};
 use kern_profile_recorder::alloc_hooks::CallCounts;
 use kern_profile_recorder::summary::{alloc_line, summary_line, timer_line};
 
@@ -17,8 +17,11 @@ pub fn finish() {
     if p.exiting.swap(true, Ordering::SeqCst) {
         return;
     }
-    let timer = timer::stop(p);
-    let (stops, mut vcpu_instructions, calls) = drain_vcpus(p);
+    let mut timer = timer::stop(p);
+    let (stops, mut vcpu_instructions, calls, waits) = drain_vcpus(p);
+    if let Some((t, _)) = timer.as_mut().filter(|_| p.cfg.at_interrupts) {
+        t.interrupts = Some(waits);
+    }
     // Only `period=` counts instructions; otherwise an empty list says so.
     if !matches!(p.cfg.sampling, SamplingMode::PeriodInstructions(_)) {
         vcpu_instructions.clear();
@@ -71,14 +74,15 @@ pub fn finish() {
 
 /// Hands every vCPU's last batch to the writer (with `alloc=`, after its pending calls as
 /// calls that never returned); returns the unwind stops of all vCPUs, each one's instruction
-/// count, and what the hooked calls did.
-fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>, CallCounts) {
+/// count, what the hooked calls did, and how long `trigger=interrupt` samples waited.
+fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>, CallCounts, InterruptWaits) {
     // vCPUs may still run (the guest wrote isa-debug-exit from one of them): each vCPU's
     // lock orders its last callback before what is read here.
     let mut stops = StopCounts::default();
     let mut icounts = vec![0u64; p.smp_vcpus];
     let mut busy = Vec::new();
     let mut calls = CallCounts::default();
+    let mut waits = InterruptWaits::default();
     for (i, slot) in p.vcpus.iter().enumerate() {
         let Some(mut v) = lock_within(&slot.0, EXIT_LOCK_WAIT) else {
             busy.push(i);
@@ -92,6 +96,7 @@ fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>, CallCounts) {
         }
         icounts[i] = v.counter.instructions(p.acc.get(i as u32));
         stops.merge(v.capture.stops());
+        waits.merge(&v.waits);
         crate::alloc::finish_vcpu(p, i as u32, &mut v);
         if let Some(c) = v.hooks.as_ref().map(|h| h.counts()) {
             calls.events += c.events;
@@ -108,5 +113,5 @@ fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>, CallCounts) {
             "kern-profile: vCPUs {busy:?} were busy at exit; their last samples are lost"
         ));
     }
-    (stops, icounts, calls)
+    (stops, icounts, calls, waits)
 }

@@ -193,6 +193,13 @@ unsafe fn install(
     check_api(api.build(), info.version.min, info.version.cur, qemu).map_err(|e| e.to_string())?;
     let args = plugin_args(argc, argv);
     let cfg = Config::parse(args.iter().map(String::as_str)).map_err(|e| e.to_string())?;
+    if cfg.at_interrupts && !abi::has_discon() {
+        return Err(format!(
+            "trigger=interrupt needs QEMU {} or newer (its discontinuity callback), and this is QEMU {}: use trigger=block (the default)",
+            kern_profile_recorder::version::discon_qemu_version(),
+            qemu.unwrap_or("older than that")
+        ));
+    }
     let arch = guest_arch(info.system_emulation, &target_name(info)).map_err(|e| e.to_string())?;
     let smp = info.__bindgen_anon_1.system.smp_vcpus.max(1) as usize;
     let max = (info.__bindgen_anon_1.system.max_vcpus.max(0) as usize).clamp(smp, 4096);
@@ -203,6 +210,7 @@ unsafe fn install(
         sampling: cfg.sampling,
         exact: cfg.exact,
         markers: true,
+        at_interrupts: cfg.at_interrupts,
         vcpus: smp as u32,
         max_depth: cfg.depth,
         start_unix_ns: unix_now_ns(),
@@ -231,6 +239,13 @@ unsafe fn install(
         return Err("the plugin is loaded twice".into());
     }
     api.register_callbacks(id);
+    let p = PLUGIN.get().ok_or("the plugin state is gone")?;
+    if p.cfg.at_interrupts {
+        if let Ok(mut b) = p.blocks.lock() {
+            b.track_starts();
+        }
+        api.register_discon(id);
+    }
     let p = PLUGIN.get().ok_or("the plugin state is gone")?;
     window::park_all(p);
     timer::start(p)

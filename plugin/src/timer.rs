@@ -108,6 +108,8 @@ pub fn stop(p: &Plugin) -> Option<(HostTimerStats, u64)> {
         ticks: stats.ticks,
         late: stats.late,
         vcpus,
+        // `trigger=interrupt`: the vCPUs' waits, added at exit.
+        interrupts: None,
     };
     Some((record, stats.wake_cost_ns))
 }

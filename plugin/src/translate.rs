@@ -45,8 +45,8 @@ pub unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
 
 /// The sampler's per-block instrumentation. With `period=`, the count first, then the
 /// sampler: the callback sees the block's instructions counted and works out which of them
-/// the budget ran out at. With `delay=`, only the test of the arm slot; with `exact=only`,
-/// nothing.
+/// the budget ran out at. With `delay=`, only the test of the arm slot; with
+/// `trigger=interrupt` or `exact=only`, nothing.
 ///
 /// # Safety
 /// `tb` is the block QEMU is translating, with `n` instructions.
@@ -58,6 +58,8 @@ unsafe fn instrument_sampling(
 ) {
     let threshold = match p.cfg.sampling {
         SamplingMode::Off => return,
+        // Sampled at interrupts: no block carries anything.
+        SamplingMode::DelayMicros(_) if p.cfg.at_interrupts => return,
         SamplingMode::DelayMicros(_) => ARMED,
         SamplingMode::PeriodInstructions(_) => {
             sys::qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(

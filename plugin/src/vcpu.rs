@@ -5,14 +5,17 @@ use std::ffi::{c_uint, c_void};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kern_profile_format::{Arch, SampleExtras, SamplingMode};
+use kern_profile_format::{Arch, InterruptWaits, SampleExtras, SamplingMode};
 use kern_profile_recorder::alloc_hooks::args::RegisterFile;
 use kern_profile_recorder::alloc_hooks::{Hook, HookSet, Moment, VcpuHooks};
 use kern_profile_recorder::batch::SampleBuffer;
 use kern_profile_recorder::blocks::BlockInfo;
 use kern_profile_recorder::capture::{Capture, Reg, RegisterReader, SampleSite};
 use kern_profile_recorder::code_sampler::CodeSampler;
+use kern_profile_recorder::interrupted::Interrupted;
 use kern_profile_recorder::trigger::{fire, Counter, Trigger};
+
+use kern_profile_unwind::EntryState;
 
 use crate::qemu::{self, ByteArray, Register};
 use crate::timer;
@@ -34,7 +37,9 @@ pub struct Vcpu {
     /// `alloc=`: what the vCPU's watch slots hold.
     pub watch: crate::alloc::WatchCache,
     /// Picks the sampled instruction of a block with `delay=`.
-    rng: fastrand::Rng,
+    pub rng: fastrand::Rng,
+    /// `trigger=interrupt`: how long the vCPU's samples waited for their interrupt.
+    pub waits: InterruptWaits,
 }
 
 impl Vcpu {
@@ -53,6 +58,7 @@ impl Vcpu {
             code: CodeSampler::default(),
             hooks: None,
             watch: Default::default(),
+            waits: InterruptWaits::default(),
         }
     }
 
@@ -310,7 +316,7 @@ fn sample(idx: u32, block: &BlockInfo) {
             icount,
             time_ns: if now == 0 { p.now_ns() } else { now },
         };
-        take_sample(p, v, &site);
+        take_sample(p, v, &site, None);
     }
     p.acc.set(idx, fired.rearm);
 }
@@ -332,14 +338,58 @@ fn sample_armed(p: &Plugin, t: &timer::Timed, idx: u32, v: &mut Vcpu, block: &Bl
         icount: 0,
         time_ns: now,
     };
-    take_sample(p, v, &site);
+    take_sample(p, v, &site, None);
+    t.slots.charge(idx as usize, p.now_ns().saturating_sub(now));
+}
+
+/// `trigger=interrupt`: QEMU's discontinuity callback (an interrupt or exception is being
+/// delivered). A vCPU that a tick armed samples the code it interrupted, at `from_pc`; every
+/// other vCPU returns at once.
+pub fn at_interrupt(idx: u32, from_pc: u64) {
+    let Some(p) = PLUGIN.get() else { return };
+    let Some(t) = &p.timed else { return };
+    if p.exiting.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(waited) = t.slots.disarm_waited(idx as usize) else {
+        return;
+    };
+    let Some(mut v) = p.vcpus.get(idx as usize).and_then(lock_now) else {
+        return;
+    };
+    if !v.ready || !crate::window::admits(p, idx, &mut v) {
+        return;
+    }
+    let now = p.now_ns();
+    v.waits.add(waited, t.interval_ns);
+    let from_pc = from_pc & p.width.max_addr();
+    // TCG takes interrupts between blocks: `from_pc` starts the block that was about to run.
+    // As `delay=` does, a random one of its instructions is sampled, with the registers of
+    // its entry, so that code in the middle of blocks gets its share. An exception stops at
+    // its own instruction, which starts no block (or not one known alone): taken as it is.
+    let block = p.blocks.lock().ok().and_then(|b| b.starting_at(from_pc));
+    let (pc, entry) = match block {
+        Some(b) => (b.pc(v.rng.usize(..b.insns.len().max(1))), Some(b.entry)),
+        None => (from_pc, None),
+    };
+    let site = SampleSite {
+        vcpu: idx,
+        pc,
+        entry: entry.unwrap_or(EntryState::Framed),
+        icount: 0,
+        time_ns: now,
+    };
+    take_sample(p, &mut v, &site, Some((from_pc, entry.is_none())));
     t.slots.charge(idx as usize, p.now_ns().saturating_sub(now));
 }
 
 /// Captures the sample through QEMU's register and memory reads and queues it, after the
 /// code bytes at its PC when it is the first user-mode sample of its page (see
-/// [`CodeSampler`]).
-fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite) {
+/// [`CodeSampler`]). `interrupted`: `Some((from_pc, classify))` when the registers are an
+/// interrupt handler's at its first instruction and the sample is of the code interrupted at
+/// `from_pc` ([`Interrupted`]); `classify`: its frame state is read from the interrupted
+/// instruction's bytes (no block of its told it).
+fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite, interrupted: Option<(u64, bool)>) {
     let Vcpu {
         machine,
         capture,
@@ -350,8 +400,20 @@ fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite) {
     let (rec, extras) = match machine {
         Some(m) => {
             let mem = &mut m.membuf;
-            let (rec, extras) =
-                capture.take(site, &mut m.regs, |addr, out| mem.read_memory(addr, out));
+            let (rec, extras) = if let Some((from_pc, classify)) = interrupted {
+                let mut first = [0u8; 4];
+                let entry = match classify && mem.read_memory(from_pc, &mut first) {
+                    true => EntryState::classify_on(p.arch, &first),
+                    false => site.entry,
+                };
+                let site = SampleSite { entry, ..*site };
+                let mut regs = Interrupted::new(p.arch, from_pc, &mut m.regs, |a, out| {
+                    mem.read_memory(a, out)
+                });
+                capture.take(&site, &mut regs, |addr, out| mem.read_memory(addr, out))
+            } else {
+                capture.take(site, &mut m.regs, |addr, out| mem.read_memory(addr, out))
+            };
             if let Some(c) = code.sample(&rec, &extras, |addr, out| mem.read_memory(addr, out)) {
                 buffer.push_code(p.width.bytes(), &c);
             }

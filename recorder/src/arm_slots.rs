@@ -57,6 +57,17 @@ struct Slot {
     idle_at_sleep: AtomicBool,
     /// Ticks skipped to pay off sampling time.
     throttled_ticks: AtomicU64,
+    /// When the slot was last armed afresh ([`monotonic_ns`]), for [`ArmSlots::disarm_waited`].
+    armed_at_ns: AtomicU64,
+}
+
+/// Host ns since the first call: the clock of [`ArmSlots::disarm_waited`]'s waits.
+pub fn monotonic_ns() -> u64 {
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
 }
 
 /// A vCPU's idle figures, for the exit statistics.
@@ -163,6 +174,7 @@ impl ArmSlots {
     /// Timer tick, `interval_ns` after the last: arms every running vCPU that owes no
     /// sampling time, counts a tick for every halted one.
     pub fn arm_all(&self, interval_ns: u64) {
+        let now = monotonic_ns();
         for (vcpu, slot) in self.slots.iter().enumerate() {
             let Some(entry) = self.entry(vcpu) else {
                 continue;
@@ -173,10 +185,14 @@ impl ArmSlots {
                 continue;
             } else if pay_off(&slot.debt, interval_ns) {
                 slot.throttled_ticks.fetch_add(1, Relaxed);
-            } else if entry.swap(ARMED, Relaxed) < ARMED {
+            } else if entry.load(Relaxed) < ARMED {
                 // A slot still armed from the last tick (the vCPU's host thread was not
-                // running) takes one sample for both: count only fresh arms.
-                slot.armed_ticks.fetch_add(1, Relaxed);
+                // running) takes one sample for both: count only fresh arms, and its wait
+                // runs from the first.
+                slot.armed_at_ns.store(now, Relaxed);
+                if entry.swap(ARMED, Relaxed) < ARMED {
+                    slot.armed_ticks.fetch_add(1, Relaxed);
+                }
             }
         }
     }
@@ -195,6 +211,14 @@ impl ArmSlots {
     pub fn disarm(&self, vcpu: usize) -> bool {
         self.entry(vcpu)
             .is_some_and(|entry| entry.swap(0, Relaxed) >= ARMED)
+    }
+
+    /// `trigger=interrupt`'s [`ArmSlots::disarm`]: how long, in host ns, the slot was armed
+    /// before this disarm; `None` if it was not armed.
+    pub fn disarm_waited(&self, vcpu: usize) -> Option<u64> {
+        let slot = self.slots.get(vcpu)?;
+        self.disarm(vcpu)
+            .then(|| monotonic_ns().saturating_sub(slot.armed_at_ns.load(Relaxed)))
     }
 
     /// In the callback, after the sample: `vcpu`'s sample took `cost_ns` of host time (capped
@@ -282,6 +306,19 @@ mod tests {
             unsafe { slots.register(i, e) };
         }
         slots
+    }
+
+    #[test]
+    fn a_wait_runs_from_the_first_tick_that_armed_the_slot() {
+        let mut entries = [0u64; 1];
+        let slots = slots_with(&mut entries);
+        assert_eq!(slots.disarm_waited(0), None);
+        slots.arm_all(10);
+        std::thread::sleep(Duration::from_millis(20));
+        slots.arm_all(10);
+        let waited = slots.disarm_waited(0).unwrap();
+        assert!(waited >= 20_000_000, "{waited}");
+        assert_eq!(slots.disarm_waited(0), None);
     }
 
     #[test]

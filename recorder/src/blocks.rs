@@ -3,7 +3,7 @@
 
 use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
+use hashbrown::{HashMap, HashTable};
 use kern_profile_unwind::EntryState;
 use rustc_hash::FxBuildHasher;
 
@@ -29,7 +29,12 @@ impl BlockInfo {
 /// A lookup runs at every translation (a Linux guest makes hundreds of thousands), so it
 /// hashes the borrowed addresses and allocates only for a new block.
 #[derive(Debug, Default)]
-pub struct BlockTable(HashTable<&'static BlockInfo>);
+pub struct BlockTable {
+    blocks: HashTable<&'static BlockInfo>,
+    /// With [`BlockTable::track_starts`]: the block starting at each address, or `None` where
+    /// several different blocks start there (other address spaces, other lengths).
+    starts: Option<HashMap<u64, Option<&'static BlockInfo>, FxBuildHasher>>,
+}
 
 fn key_hash(insns: &[u64], entry: EntryState) -> u64 {
     FxBuildHasher.hash_one((insns, entry))
@@ -40,7 +45,7 @@ impl BlockTable {
     pub fn intern(&mut self, insns: &[u64], entry: EntryState) -> &'static BlockInfo {
         let hash = key_hash(insns, entry);
         if let Some(info) = self
-            .0
+            .blocks
             .find(hash, |b| b.entry == entry && *b.insns == *insns)
         {
             return info;
@@ -49,18 +54,35 @@ impl BlockTable {
             insns: insns.into(),
             entry,
         }));
-        self.0
+        self.blocks
             .insert_unique(hash, info, |b| key_hash(&b.insns, b.entry));
+        if let (Some(starts), Some(&first)) = (&mut self.starts, insns.first()) {
+            starts
+                .entry(first)
+                .and_modify(|s| *s = None)
+                .or_insert(Some(info));
+        }
         info
+    }
+
+    /// From now on, also index new blocks by their first address ([`BlockTable::starting_at`]):
+    /// `trigger=interrupt` learns only where the interrupted block would have started.
+    pub fn track_starts(&mut self) {
+        self.starts.get_or_insert_with(HashMap::default);
+    }
+
+    /// The one block seen that starts at `pc`; `None` for none, or for several different ones.
+    pub fn starting_at(&self, pc: u64) -> Option<&'static BlockInfo> {
+        self.starts.as_ref()?.get(&pc).copied().flatten()
     }
 
     /// Distinct blocks seen.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.blocks.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.blocks.is_empty()
     }
 }
 
@@ -79,5 +101,21 @@ mod tests {
         t.intern(&[0x10], EntryState::Framed);
         assert_eq!(t.len(), 3);
         assert_eq!((a.pc(0), a.pc(1), a.pc(2)), (0x10, 0x12, 0));
+    }
+
+    #[test]
+    fn blocks_by_their_start_when_one_starts_there() {
+        let mut t = BlockTable::default();
+        t.intern(&[0x10, 0x12], EntryState::Framed);
+        assert_eq!(t.starting_at(0x10), None, "not tracked before track_starts");
+        t.track_starts();
+        let a = t.intern(&[0x20, 0x22], EntryState::Framed);
+        assert!(std::ptr::eq(t.starting_at(0x20).unwrap(), a));
+        // The same block again changes nothing; another one starting there makes it ambiguous.
+        t.intern(&[0x20, 0x22], EntryState::Framed);
+        assert!(t.starting_at(0x20).is_some());
+        t.intern(&[0x20], EntryState::Framed);
+        assert_eq!(t.starting_at(0x20), None);
+        assert_eq!(t.starting_at(0x22), None);
     }
 }

@@ -1,5 +1,5 @@
 //! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`
-//! `[,window=0xSTART-0xEND][,alloc=SPEC,elf=FILE|symbols=FILE]`.
+//! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,alloc=SPEC,elf=FILE|symbols=FILE]`.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -33,6 +33,10 @@ pub struct Config {
     pub window: Option<Range<u64>>,
     /// `alloc=`: hook allocator functions.
     pub alloc: Option<AllocConfig>,
+    /// `trigger=interrupt`: a `delay=` tick's sample is taken at the vCPU's next interrupt
+    /// or exception, at the interrupted PC (QEMU's discontinuity callback, QEMU 10.2 and
+    /// later), and no translated block is instrumented for sampling.
+    pub at_interrupts: bool,
 }
 
 /// `alloc=SPEC` with the kernel's symbols (`elf=` or `symbols=`).
@@ -46,7 +50,7 @@ pub struct AllocConfig {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, symbols=FILE)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, symbols=FILE)")]
     Unknown(String),
     #[error("argument '{0}' needs a value: {0}=...")]
     NoValue(String),
@@ -62,6 +66,10 @@ pub enum ConfigError {
     DelayAndPeriod,
     #[error("exact=only counts blocks without sampling: drop 'delay'/'period', or use exact=on to sample too")]
     OnlyAndSampling,
+    #[error("trigger=interrupt samples by host time (delay=) at each vCPU's next interrupt, and period= by guest instructions: drop 'period', or drop 'trigger'")]
+    TriggerWithPeriod,
+    #[error("trigger=interrupt samples, and exact=only samples nothing: use exact=on, or drop 'trigger'")]
+    TriggerWithoutSampling,
     #[error(
         "window= limits sampling, and exact=only samples nothing: use exact=on, or drop 'window'"
     )]
@@ -133,11 +141,12 @@ impl Config {
         let mut alloc = None;
         let mut elf = None;
         let mut symbols = None;
+        let mut trigger = None;
         for arg in args {
             let Some((key, value)) = arg.split_once('=') else {
                 return Err(match arg {
                     "out" | "delay" | "period" | "depth" | "exact" | "window" | "alloc" | "elf"
-                    | "symbols" => ConfigError::NoValue(arg.to_string()),
+                    | "symbols" | "trigger" => ConfigError::NoValue(arg.to_string()),
                     _ => ConfigError::Unknown(arg.to_string()),
                 });
             };
@@ -164,6 +173,7 @@ impl Config {
                     number("depth", value, 1, MAX_DEPTH as u64)? as u32,
                 )?,
                 "exact" => set(&mut exact, "exact", exact_value(value)?)?,
+                "trigger" => set(&mut trigger, "trigger", trigger_value(value)?)?,
                 "window" => set(
                     &mut window,
                     "window",
@@ -182,11 +192,16 @@ impl Config {
         }
         let exact = exact.unwrap_or(Exact::Off);
         let alloc = alloc_config(alloc, elf, symbols)?;
+        let at_interrupts = trigger.unwrap_or(false);
         let sampling = match (delay, period, exact) {
             (Some(_), Some(_), _) => return Err(ConfigError::DelayAndPeriod),
+            (_, Some(_), _) if at_interrupts => return Err(ConfigError::TriggerWithPeriod),
+            (None, None, Exact::Only) if at_interrupts => {
+                return Err(ConfigError::TriggerWithoutSampling)
+            }
             (None, None, Exact::Only) => SamplingMode::Off,
-            // alloc= alone records allocations only; delay= or period= samples too.
-            (None, None, _) if alloc.is_some() => SamplingMode::Off,
+            // alloc= alone records allocations only; delay=, period= or trigger= samples too.
+            (None, None, _) if alloc.is_some() && trigger.is_none() => SamplingMode::Off,
             (_, _, Exact::Only) => return Err(ConfigError::OnlyAndSampling),
             (None, Some(n), _) => SamplingMode::PeriodInstructions(n),
             (d, None, _) => SamplingMode::DelayMicros(d.unwrap_or(DEFAULT_DELAY_US)),
@@ -201,7 +216,17 @@ impl Config {
             exact: exact != Exact::Off,
             window,
             alloc,
+            at_interrupts,
         })
+    }
+}
+
+/// `trigger=`: true for `interrupt`.
+fn trigger_value(value: &str) -> Result<bool, ConfigError> {
+    match value {
+        "interrupt" => Ok(true),
+        "block" => Ok(false),
+        _ => Err(bad("trigger", value, "must be 'block' or 'interrupt'")),
     }
 }
 
@@ -252,6 +277,7 @@ mod tests {
                 exact: false,
                 window: None,
                 alloc: None,
+                at_interrupts: false,
             }
         );
         let c = parse("out=/tmp/x").unwrap();
@@ -308,6 +334,28 @@ mod tests {
         assert!(err("out=x,window=0x20-0x10").starts_with("window=0x20-0x10: the range is empty"));
         assert!(err("out=x,window=main").starts_with("window=main: expected 0xSTART-0xEND"));
         assert!(err("out=x,exact=only,window=0x1-0x2").contains("exact=only samples nothing"));
+        assert!(err("out=x,trigger=nmi").starts_with("trigger=nmi: must be 'block' or 'interrupt'"));
+        assert!(err("out=x,trigger").contains("argument 'trigger' needs a value"));
+        assert!(err("out=x,trigger=interrupt,period=100").contains("drop 'period'"));
+        assert!(err("out=x,period=100,trigger=interrupt")
+            .contains("trigger=interrupt samples by host time"));
+        assert!(err("out=x,trigger=interrupt,exact=only").contains("exact=only samples nothing"));
+    }
+
+    #[test]
+    fn trigger_interrupt_samples_by_host_time() {
+        let c = parse("out=x,trigger=interrupt").unwrap();
+        assert!(c.at_interrupts);
+        assert_eq!(c.sampling, SamplingMode::DelayMicros(DEFAULT_DELAY_US));
+        let c = parse("out=x,trigger=interrupt,delay=500,exact=on").unwrap();
+        assert_eq!(
+            (c.sampling, c.exact),
+            (SamplingMode::DelayMicros(500), true)
+        );
+        assert!(!parse("out=x,trigger=block,period=7").unwrap().at_interrupts);
+        // With alloc=, trigger= asks for samples too.
+        let c = parse("out=x,alloc=rust,elf=k,trigger=interrupt").unwrap();
+        assert_eq!(c.sampling, SamplingMode::DelayMicros(DEFAULT_DELAY_US));
     }
 
     #[test]

@@ -20,7 +20,10 @@
 //!   several vCPUs);
 //! - [`summary`]: the lines printed at exit;
 //! - [`arm_slots`], [`host_timer`]: host-timer sampling for `delay=` (one timer thread arms
-//!   per-vCPU slots that a conditional callback tests at block entry);
+//!   per-vCPU slots that a conditional callback tests at block entry, or that the next
+//!   interrupt takes with `trigger=interrupt`);
+//! - [`interrupted`]: `trigger=interrupt`'s view of the interrupted context from inside QEMU's
+//!   discontinuity callback;
 //! - [`alloc_hooks`]: `alloc=`: the allocator functions to hook, their arguments at entry,
 //!   and each call's entry matched to its return, into allocation events.
 
@@ -34,6 +37,7 @@ pub mod config;
 pub mod elf_sections;
 pub mod exact;
 pub mod host_timer;
+pub mod interrupted;
 pub mod qemu_args;
 pub mod summary;
 pub mod target;

@@ -83,6 +83,15 @@ pub fn timer_line(t: &HostTimerStats, asked_ns: u64, wake_cost_ns: u64) -> Strin
     if !idle.is_empty() {
         s.push_str(&format!("; halted (not sampled): {}", idle.join(", ")));
     }
+    if let Some(w) = &t.interrupts {
+        s.push_str(&format!(
+            "; trigger=interrupt: {} samples waited {} µs on average for an interrupt (longest {:.3} ms), {} longer than a tick",
+            w.samples,
+            w.mean_ns() / 1000,
+            w.max_ns as f64 / 1e6,
+            w.late
+        ));
+    }
     s
 }
 
@@ -127,6 +136,7 @@ mod tests {
                     throttled_ticks: 7,
                 },
             ],
+            interrupts: None,
         };
         assert_eq!(
             timer_line(&t, 10_000, 1_500),
@@ -141,6 +151,7 @@ mod tests {
             ticks: 4_000,
             late: 0,
             vcpus: vec![VcpuTime::default()],
+            interrupts: None,
         };
         assert_eq!(
             timer_line(&t, 10_000, 20_160),

@@ -25,10 +25,18 @@ pub enum Role {
     /// x86 `cr3`, riscv `satp` (whose mode field also gives the CPU mode), aarch64
     /// `TTBR0_EL1`.
     PageTableBase,
+    /// The state saved by a trap to the kernel, read at an interrupt (`trigger=interrupt`):
+    /// riscv `sstatus` (the previous privilege in SPP), aarch64 `SPSR_EL1`.
+    SavedState,
+    /// The same for a trap to the level above: riscv `mstatus` (MPP), aarch64 `SPSR_EL2`.
+    SavedStateHigh,
+    /// aarch64 `SP_EL0`: the stack pointer of EL0 (and of EL1t) while a handler runs on
+    /// `SP_EL1`.
+    OtherStackPointer,
 }
 
 impl Role {
-    pub const ALL: [Role; 7] = [
+    pub const ALL: [Role; 10] = [
         Role::StackPointer,
         Role::FramePointer,
         Role::ReturnAddress,
@@ -36,6 +44,9 @@ impl Role {
         Role::ModeControl,
         Role::ModeExtended,
         Role::PageTableBase,
+        Role::SavedState,
+        Role::SavedStateHigh,
+        Role::OtherStackPointer,
     ];
 
     /// The names QEMU may give the register on `arch` (the first found is used); empty when
@@ -62,6 +73,11 @@ impl Role {
             (PageTableBase, _) if x86 => &["cr3"],
             (PageTableBase, Arch::Riscv64) => &["satp"],
             (PageTableBase, Arch::Aarch64) => &["ttbr0_el1", "TTBR0_EL1"],
+            (SavedState, Arch::Riscv64) => &["sstatus"],
+            (SavedState, Arch::Aarch64) => &["SPSR_EL1", "spsr_el1"],
+            (SavedStateHigh, Arch::Riscv64) => &["mstatus"],
+            (SavedStateHigh, Arch::Aarch64) => &["SPSR_EL2", "spsr_el2"],
+            (OtherStackPointer, Arch::Aarch64) => &["SP_EL0", "sp_el0"],
             _ => &[],
         }
     }

@@ -29,6 +29,16 @@ pub struct SamplingArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_PERIOD))]
     pub period: Option<u64>,
 
+    /// Where a --delay tick's sample is taken (`trigger=`): `block`, the vCPU's next block
+    /// entry (default: every translated block tests an arm flag); or `interrupt`, its next
+    /// interrupt or exception, at the interrupted instruction, with no instrumentation in any
+    /// block (QEMU 10.2 or newer). Like timer-interrupt sampling on hardware without NMIs, it
+    /// cannot land where interrupts are masked: such code is sampled where it unmasks, and
+    /// the report says how long samples waited. The guest must take interrupts (a timer);
+    /// not with --period
+    #[arg(long, value_name = "WHERE", value_parser = ["block", "interrupt"], conflicts_with = "period")]
+    pub trigger: Option<String>,
+
     /// At most N frames per stack (`depth=`; default 64)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_DEPTH as i64))]
     pub depth: Option<u32>,
@@ -46,6 +56,7 @@ impl SamplingArgs {
         Sampling {
             delay_us: self.delay,
             period: self.period,
+            at_interrupts: self.trigger.as_deref() == Some("interrupt"),
             depth: self.depth,
             exact,
             window: self.window.clone(),

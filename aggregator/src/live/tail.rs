@@ -112,6 +112,7 @@ mod tests {
             sampling: SamplingMode::DelayMicros(10),
             exact: false,
             markers: true,
+            at_interrupts: false,
             vcpus: 2,
             max_depth: 64,
             start_unix_ns: 1,

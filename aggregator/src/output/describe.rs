@@ -92,7 +92,7 @@ fn samples_line(p: &CpuProfile, filter: &SampleFilter) -> String {
 fn sampling_line(hd: &Header) -> String {
     format!(
         "sampling: {}; {} vCPU{}; QEMU {}; unwind depth limit {}",
-        sampling_description(hd.sampling),
+        sampling_description(hd),
         hd.vcpus,
         if hd.vcpus == 1 { "" } else { "s" },
         hd.qemu_version,
@@ -154,6 +154,15 @@ fn host_timer_line(t: &HostTimerStats, asked_ns: Option<u64>) -> String {
         .collect();
     if !idle.is_empty() {
         line.push_str(&format!("; halted, so not sampled: {}", idle.join(", ")));
+    }
+    if let Some(w) = &t.interrupts {
+        line.push_str(&format!(
+            "; trigger=interrupt: {} samples waited {} µs on average for their interrupt (longest {:.3} ms), {} of them longer than a tick (the vCPU ran with interrupts masked, or took none: such code is sampled where it unmasks)",
+            w.samples,
+            w.mean_ns() / 1000,
+            w.max_ns as f64 / 1e6,
+            w.late
+        ));
     }
     line
 }
@@ -279,8 +288,11 @@ fn split_text(total: u64, user: u64) -> String {
 }
 
 /// `every 100000 guest instructions per vCPU`.
-pub fn sampling_description(m: SamplingMode) -> String {
-    match m {
+pub fn sampling_description(h: &Header) -> String {
+    match h.sampling {
+        SamplingMode::DelayMicros(us) if h.at_interrupts => format!(
+            "every {us} µs of host time per vCPU, at its next interrupt or exception (delay, trigger=interrupt)"
+        ),
         SamplingMode::DelayMicros(us) => format!("every {us} µs of host time per vCPU (delay)"),
         SamplingMode::PeriodInstructions(n) => {
             format!("every {n} guest instructions per vCPU (period)")
@@ -316,7 +328,7 @@ pub fn filter_description(o: &SampleFilter) -> String {
 pub fn subtitle(p: &CpuProfile, filter: &SampleFilter, reverse: bool) -> String {
     let mut parts = Vec::new();
     if let Some(h) = &p.header {
-        parts.push(sampling_description(h.sampling));
+        parts.push(sampling_description(h));
         parts.push(format!(
             "{} vCPU{}",
             h.vcpus,

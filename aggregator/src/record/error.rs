@@ -36,6 +36,12 @@ pub enum RecordError {
         found: String,
         min: &'static str,
     },
+    #[error("--trigger interrupt needs QEMU {min} or newer (its discontinuity callback), and `{program}` is QEMU {found}: drop --trigger (sampling at block entries), or use a newer QEMU")]
+    NoInterruptTrigger {
+        program: String,
+        found: String,
+        min: &'static str,
+    },
     #[error("the QEMU command already loads kern-profile's plugin (`-plugin {0}`): drop it, `record` adds its own")]
     PluginGiven(String),
     #[error("the QEMU command has no -kernel: give the kernel's ELF with --kernel ELF, or a symbol map with --symbols FILE (System.map, nm output)")]

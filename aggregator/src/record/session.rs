@@ -16,6 +16,7 @@ use super::plugin::{self, Plugin};
 use super::qemu::QemuCommand;
 use super::RecordError;
 use crate::job::SymbolSources;
+use kern_profile_recorder::version::{discon_qemu_version, version_at_least};
 
 /// How the plugin samples (its `-plugin` arguments but `out=`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,6 +25,8 @@ pub struct Sampling {
     pub delay_us: Option<u64>,
     /// `period=` guest instructions.
     pub period: Option<u64>,
+    /// `trigger=interrupt`.
+    pub at_interrupts: bool,
     /// `depth=`.
     pub depth: Option<u32>,
     /// `exact=on`.
@@ -76,6 +79,14 @@ impl Session {
     /// fixes things: the command, QEMU, the kernel, the window, the output, the plugin.
     pub fn prepare(spec: &SessionSpec) -> Result<Session, RecordError> {
         let qemu = QemuCommand::check(&spec.qemu, spec.command)?;
+        let discon = discon_qemu_version();
+        if spec.sampling.at_interrupts && !version_at_least(&qemu.version, discon) {
+            return Err(RecordError::NoInterruptTrigger {
+                program: qemu.name(),
+                found: qemu.version.clone(),
+                min: discon,
+            });
+        }
         let sources = symbol_sources(
             spec.kernel.as_deref(),
             &spec.symbols,
@@ -134,6 +145,9 @@ fn plugin_args(raw: &Path, s: &Sampling, window: Option<&Range<u64>>) -> String 
     }
     if let Some(p) = s.period {
         a.push(format!("period={p}"));
+    }
+    if s.at_interrupts {
+        a.push("trigger=interrupt".into());
     }
     if let Some(d) = s.depth {
         a.push(format!("depth={d}"));

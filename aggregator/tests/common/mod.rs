@@ -50,6 +50,7 @@ pub fn header(vcpus: u32, exact: bool) -> Header {
         sampling: SamplingMode::PeriodInstructions(100_000),
         exact,
         markers: false,
+        at_interrupts: false,
         vcpus,
         max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,

@@ -2,7 +2,7 @@
 //! trailing `userdata`, and each registration takes that `userdata`. The bindings crate stops
 //! at API 5, so the few registrations used are declared here, under QEMU's symbol names.
 
-use std::ffi::{c_uint, c_void};
+use std::ffi::{c_int, c_uint, c_void};
 
 use qemu_plugin_sys as sys;
 
@@ -46,6 +46,37 @@ unsafe extern "C" fn tb_trans(tb: *mut sys::qemu_plugin_tb, _userdata: *mut c_vo
 
 unsafe extern "C" fn exit(_userdata: *mut c_void) {
     guard(crate::exit::finish);
+}
+
+unsafe extern "C" fn discon(
+    vcpu: c_uint,
+    _kind: c_int,
+    from_pc: u64,
+    _to_pc: u64,
+    _userdata: *mut c_void,
+) {
+    guard(|| crate::vcpu::at_interrupt(vcpu, from_pc));
+}
+
+/// API 7's `qemu_plugin_register_vcpu_discon_cb(id, type, cb, userdata)`.
+type RegisterDiscon = unsafe extern "C" fn(
+    sys::qemu_plugin_id_t,
+    c_int,
+    unsafe extern "C" fn(c_uint, c_int, u64, u64, *mut c_void),
+    *mut c_void,
+);
+
+/// # Safety
+/// `f` is QEMU's `qemu_plugin_register_vcpu_discon_cb`, on a QEMU of this ABI; from
+/// `qemu_plugin_install`.
+pub unsafe fn register_discon(id: sys::qemu_plugin_id_t, f: *mut c_void) {
+    let f: RegisterDiscon = std::mem::transmute(f);
+    f(
+        id,
+        super::DISCON_INTERRUPT | super::DISCON_EXCEPTION,
+        discon,
+        std::ptr::null_mut(),
+    );
 }
 
 /// # Safety

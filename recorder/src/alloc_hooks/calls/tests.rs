@@ -175,6 +175,7 @@ fn decode(arch: Arch, bytes: &[u8]) -> Vec<Ev> {
         sampling: SamplingMode::Off,
         exact: false,
         markers: true,
+        at_interrupts: false,
         vcpus: 1,
         max_depth: 64,
         start_unix_ns: 0,

@@ -1,0 +1,283 @@
+//! `trigger=interrupt`: the interrupted context, seen from QEMU's discontinuity callback.
+//!
+//! QEMU calls it once the vCPU is ready to run the handler: the PC is the vector, and the
+//! registers are the handler's at its first instruction. The frame-pointer and return-address
+//! registers still hold the interrupted code's values on every architecture (no entry code has
+//! run), so the walk needs only the interrupted stack pointer and privilege level back, and
+//! the interrupted PC, which QEMU passes (`from_pc`):
+//! - x86: the CPU pushed `[error code,] EIP/RIP, CS, EFLAGS[, ESP/RSP, SS]` at the new stack
+//!   pointer; the interrupted privilege is that CS's, the interrupted stack pointer the pushed
+//!   one (x86_64 always pushes it; i386 only when the privilege changed, else it is just above
+//!   the frame);
+//! - riscv64: the stack pointer is untouched; the previous privilege is `sstatus.SPP` (a trap
+//!   to S-mode) or `mstatus.MPP` (to M-mode);
+//! - aarch64: the previous exception level is in `SPSR_EL1` (`SPSR_EL2` for a trap to EL2),
+//!   and a trap from EL0, or from EL1 on `SP_EL0`, leaves that stack pointer in `SP_EL0`.
+//!
+//! [`Interrupted`] is a [`RegisterReader`] that answers with the interrupted context's stack
+//! pointer and privilege register, so that [`crate::capture::Capture::take`] walks the
+//! interrupted stack as if it had sampled there.
+
+use kern_profile_format::Arch;
+
+use crate::capture::{Reg, RegisterReader};
+
+/// The interrupted context's registers, over the handler's `regs`.
+pub struct Interrupted<'a, R> {
+    regs: &'a mut R,
+    sp: Option<u64>,
+    privilege: Option<u64>,
+}
+
+impl<'a, R: RegisterReader> Interrupted<'a, R> {
+    /// The context interrupted at `from_pc`, from the handler's registers `regs` and guest
+    /// memory `mem(addr, out)`. Where the interrupted state cannot be recovered (an x86 frame
+    /// that does not hold `from_pc`, a saved-state register QEMU does not expose), the
+    /// handler's own stack pointer and privilege stand.
+    pub fn new<M>(arch: Arch, from_pc: u64, regs: &'a mut R, mut mem: M) -> Self
+    where
+        M: FnMut(u64, &mut [u8]) -> bool,
+    {
+        let (sp, privilege) = match arch {
+            Arch::I386 => x86_frame(regs, from_pc, 4, &mut mem),
+            Arch::X86_64 => x86_frame(regs, from_pc, 8, &mut mem),
+            Arch::Riscv64 => (None, riscv_previous(regs)),
+            Arch::Aarch64 => aarch64_previous(regs),
+        };
+        Interrupted {
+            regs,
+            sp,
+            privilege,
+        }
+    }
+}
+
+impl<R: RegisterReader> RegisterReader for Interrupted<'_, R> {
+    fn read(&mut self, reg: Reg) -> Option<u64> {
+        match reg {
+            Reg::StackPointer if self.sp.is_some() => self.sp,
+            Reg::Privilege if self.privilege.is_some() => self.privilege,
+            _ => self.regs.read(reg),
+        }
+    }
+}
+
+/// x86: the interrupted stack pointer and CS from the frame the CPU pushed at the handler's
+/// stack pointer, whose EIP/RIP word (first, or second after an error code) lies at `from_pc`
+/// or up to 15 bytes after it (a trap, `int n`, pushes the next instruction).
+fn x86_frame<R, M>(regs: &mut R, from_pc: u64, w: usize, mem: &mut M) -> (Option<u64>, Option<u64>)
+where
+    R: RegisterReader,
+    M: FnMut(u64, &mut [u8]) -> bool,
+{
+    let (Some(sp), Some(cs_now)) = (regs.read(Reg::StackPointer), regs.read(Reg::Privilege)) else {
+        return (None, None);
+    };
+    let mut buf = [0u8; 48];
+    let frame = &mut buf[..6 * w];
+    if !mem(sp, frame) {
+        return (None, None);
+    }
+    let word = |i: usize| {
+        let mut b = [0u8; 8];
+        b[..w].copy_from_slice(&frame[i * w..(i + 1) * w]);
+        u64::from_le_bytes(b)
+    };
+    let Some(k) = (0..2).find(|&k| {
+        let ip = word(k);
+        let cs = word(k + 1);
+        ip.wrapping_sub(from_pc) < 16 && cs != 0 && cs <= 0xffff
+    }) else {
+        return (None, None);
+    };
+    let cs = word(k + 1);
+    let sp_then = if w == 8 || cs & 3 != cs_now & 3 {
+        word(k + 3)
+    } else {
+        sp.wrapping_add(((k + 3) * w) as u64)
+    };
+    (Some(sp_then), Some(cs))
+}
+
+/// riscv64: the privilege before the trap, as the `priv` register encodes it (0 U, 1 S, 3 M).
+fn riscv_previous<R: RegisterReader>(regs: &mut R) -> Option<u64> {
+    match regs.read(Reg::Privilege)? {
+        1 => regs.read(Reg::SavedState).map(|sstatus| (sstatus >> 8) & 1),
+        3 => regs
+            .read(Reg::SavedStateHigh)
+            .map(|mstatus| (mstatus >> 11) & 3),
+        _ => None,
+    }
+}
+
+/// aarch64: the interrupted stack pointer (when it was `SP_EL0`) and the saved PSTATE, which
+/// reads as `cpsr` does (the EL in bits 3:2, the stack pointer choice in bit 0).
+fn aarch64_previous<R: RegisterReader>(regs: &mut R) -> (Option<u64>, Option<u64>) {
+    let el_now = regs.read(Reg::Privilege).map(|cpsr| (cpsr >> 2) & 3);
+    let spsr = match el_now {
+        Some(1) => regs.read(Reg::SavedState),
+        Some(2) => regs.read(Reg::SavedStateHigh),
+        _ => None,
+    };
+    let Some(spsr) = spsr else {
+        return (None, None);
+    };
+    // AArch64 state, EL0 (always SP_EL0) or ELxt (bit 0 clear: SP_EL0).
+    let on_sp_el0 = spsr & 0x10 == 0 && spsr & 1 == 0;
+    let sp = on_sp_el0
+        .then(|| regs.read(Reg::OtherStackPointer))
+        .flatten();
+    (sp, Some(spsr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct Regs(HashMap<Reg, u64>);
+
+    impl RegisterReader for Regs {
+        fn read(&mut self, reg: Reg) -> Option<u64> {
+            self.0.get(&reg).copied()
+        }
+    }
+
+    fn regs(r: &[(Reg, u64)]) -> Regs {
+        Regs(r.iter().copied().collect())
+    }
+
+    /// Guest memory holding `words` (of `w` bytes) from `base`.
+    fn memory(base: u64, words: &[u64], w: usize) -> impl FnMut(u64, &mut [u8]) -> bool {
+        let bytes: Vec<u8> = words
+            .iter()
+            .flat_map(|v| v.to_le_bytes()[..w].to_vec())
+            .collect();
+        move |addr, out| {
+            let Some(off) = addr.checked_sub(base).map(|o| o as usize) else {
+                return false;
+            };
+            let Some(src) = bytes.get(off..off + out.len()) else {
+                return false;
+            };
+            out.copy_from_slice(src);
+            true
+        }
+    }
+
+    #[test]
+    fn i386_kernel_interrupt_keeps_the_stack_and_reads_cs() {
+        let mut r = regs(&[
+            (Reg::StackPointer, 0x1000),
+            (Reg::Privilege, 0x08),
+            (Reg::FramePointer, 0x1100),
+        ]);
+        // EIP, CS, EFLAGS: ring 0 to ring 0, no stack switch.
+        let mem = memory(0x1000, &[0xc010_0123, 0x08, 0x202, 0, 0, 0], 4);
+        let mut i = Interrupted::new(Arch::I386, 0xc010_0123, &mut r, mem);
+        assert_eq!(i.read(Reg::StackPointer), Some(0x100c));
+        assert_eq!(i.read(Reg::Privilege), Some(0x08));
+        assert_eq!(i.read(Reg::FramePointer), Some(0x1100));
+    }
+
+    #[test]
+    fn i386_user_interrupt_takes_the_pushed_stack() {
+        let mut r = regs(&[(Reg::StackPointer, 0x2000), (Reg::Privilege, 0x08)]);
+        let mem = memory(0x2000, &[0x0804_8000, 0x1b, 0x202, 0xbfff_f000, 0x23, 0], 4);
+        let mut i = Interrupted::new(Arch::I386, 0x0804_8000, &mut r, mem);
+        assert_eq!(i.read(Reg::StackPointer), Some(0xbfff_f000));
+        assert_eq!(i.read(Reg::Privilege), Some(0x1b));
+    }
+
+    #[test]
+    fn an_error_code_and_a_trap_are_found() {
+        // A page fault: error code first.
+        let mut r = regs(&[(Reg::StackPointer, 0x3000), (Reg::Privilege, 0x10)]);
+        let mem = memory(
+            0x3000,
+            &[
+                2,
+                0xffff_8000_0010_0000,
+                0x10,
+                0x246,
+                0xffff_c000_0000_1000,
+                0x18,
+            ],
+            8,
+        );
+        let mut i = Interrupted::new(Arch::X86_64, 0xffff_8000_0010_0000, &mut r, mem);
+        assert_eq!(i.read(Reg::StackPointer), Some(0xffff_c000_0000_1000));
+        assert_eq!(i.read(Reg::Privilege), Some(0x10));
+        // int 0x80 from user space: the pushed RIP is the next instruction.
+        let mut r = regs(&[(Reg::StackPointer, 0x3000), (Reg::Privilege, 0x10)]);
+        let mem = memory(0x3000, &[0x40_1002, 0x33, 0x246, 0x7fff_0000, 0x2b, 0], 8);
+        let mut i = Interrupted::new(Arch::X86_64, 0x40_1000, &mut r, mem);
+        assert_eq!(i.read(Reg::StackPointer), Some(0x7fff_0000));
+        assert_eq!(i.read(Reg::Privilege), Some(0x33));
+    }
+
+    #[test]
+    fn a_frame_without_the_pc_leaves_the_handlers_registers() {
+        let mut r = regs(&[(Reg::StackPointer, 0x1000), (Reg::Privilege, 0x08)]);
+        let mem = memory(0x1000, &[0xdead, 0xbeef, 0, 0, 0, 0], 4);
+        let mut i = Interrupted::new(Arch::I386, 0xc010_0000, &mut r, mem);
+        assert_eq!(i.read(Reg::StackPointer), Some(0x1000));
+        assert_eq!(i.read(Reg::Privilege), Some(0x08));
+        // Unreadable memory too.
+        let mut r = regs(&[(Reg::StackPointer, 0x9000), (Reg::Privilege, 0x08)]);
+        let mut i = Interrupted::new(Arch::I386, 0xc010_0000, &mut r, |_, _| false);
+        assert_eq!(i.read(Reg::StackPointer), Some(0x9000));
+    }
+
+    #[test]
+    fn riscv_previous_privilege_from_spp_and_mpp() {
+        let mut r = regs(&[
+            (Reg::Privilege, 1),
+            (Reg::SavedState, 0x100),
+            (Reg::StackPointer, 0x80),
+        ]);
+        let mut i = Interrupted::new(Arch::Riscv64, 0, &mut r, |_, _| false);
+        assert_eq!(i.read(Reg::Privilege), Some(1));
+        assert_eq!(i.read(Reg::StackPointer), Some(0x80));
+        let mut r = regs(&[(Reg::Privilege, 1), (Reg::SavedState, 0x22)]);
+        assert_eq!(
+            Interrupted::new(Arch::Riscv64, 0, &mut r, |_, _| false).read(Reg::Privilege),
+            Some(0)
+        );
+        let mut r = regs(&[(Reg::Privilege, 3), (Reg::SavedStateHigh, 0x1800)]);
+        assert_eq!(
+            Interrupted::new(Arch::Riscv64, 0, &mut r, |_, _| false).read(Reg::Privilege),
+            Some(3)
+        );
+        // No sstatus exposed: the handler's privilege stands.
+        let mut r = regs(&[(Reg::Privilege, 1)]);
+        assert_eq!(
+            Interrupted::new(Arch::Riscv64, 0, &mut r, |_, _| false).read(Reg::Privilege),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn aarch64_previous_level_and_stack() {
+        // From EL0: SP_EL0 is the interrupted stack.
+        let mut r = regs(&[
+            (Reg::Privilege, 0x3c5),
+            (Reg::SavedState, 0x0),
+            (Reg::StackPointer, 0xffff_0000_1000),
+            (Reg::OtherStackPointer, 0x7fff_f000),
+        ]);
+        let mut i = Interrupted::new(Arch::Aarch64, 0x40_0000, &mut r, |_, _| false);
+        assert_eq!(i.read(Reg::Privilege), Some(0));
+        assert_eq!(i.read(Reg::StackPointer), Some(0x7fff_f000));
+        // From EL1h: the same stack.
+        let mut r = regs(&[
+            (Reg::Privilege, 0x3c5),
+            (Reg::SavedState, 0x3c5),
+            (Reg::StackPointer, 0xffff_0000_1000),
+            (Reg::OtherStackPointer, 0x7fff_f000),
+        ]);
+        let mut i = Interrupted::new(Arch::Aarch64, 0xffff_0000_0001_0000, &mut r, |_, _| false);
+        assert_eq!(i.read(Reg::Privilege), Some(0x3c5));
+        assert_eq!(i.read(Reg::StackPointer), Some(0xffff_0000_1000));
+    }
+}
