@@ -42,6 +42,23 @@ qemu_version() {
     "$1" --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9.]*\).*/\1/p'
 }
 
+# The Debian sid root holding QEMU 11.1 (plugin API v7) that scripts/setup-qemu-sid.sh makes.
+qemu_sid_root() { printf '%s\n' "${KP_QEMU_SID_ROOT:-/var/cache/kern-profile/qemu-sid}"; }
+
+# The directory of that script's wrappers qemu-system-{i386,x86_64,riscv64,aarch64}: put it
+# first on PATH to run everything on sid's QEMU (as root). Printed even when not made yet:
+# check with qemu_sid_ready.
+qemu_sid_bin_dir() { printf '%s/kp-bin\n' "$(qemu_sid_root)"; }
+
+# Succeeds when the sid QEMU wrappers exist (scripts/setup-qemu-sid.sh ran to the end).
+qemu_sid_ready() {
+    local d p
+    d="$(qemu_sid_bin_dir)"
+    for p in qemu-system-i386 qemu-system-x86_64 qemu-system-riscv64 qemu-system-aarch64 qemu-system-riscv32 qemu-system-arm; do
+        [ -x "$d/$p" ] || return 1
+    done
+}
+
 # Debian's rustc (the guest-kernel compiler; rustup's rustc has no i686 core here).
 GUEST_RUSTC=/usr/bin/rustc
 GUEST_RUSTLIB_I686=/usr/lib/rustlib/i686-unknown-linux-gnu/lib

@@ -5,17 +5,21 @@
 #   - the guest-kernel toolchain: Debian's rustc-web plus its i686 `core`;
 #   - chromium, only with --with-chromium (the SVG rendering test);
 #   - the Linux guest (Debian's kernels and busybox, scripts/setup-linux.sh), only with
-#     --with-linux.
+#     --with-linux;
+#   - Debian sid's QEMU 11.1 (plugin API 7) in a debootstrap root beside the system's, for a
+#     second pass of the tests (scripts/setup-qemu-sid.sh), only with --with-qemu-sid.
 # Idempotent: a second run checks and installs nothing.
 . "$(dirname "$0")/lib.sh"
 
 with_chromium=0
 with_linux=0
+with_qemu_sid=0
 for a in "$@"; do
     case "$a" in
         --with-chromium) with_chromium=1 ;;
         --with-linux) with_linux=1 ;;
-        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        --with-qemu-sid) with_qemu_sid=1 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) die "unknown argument '$a' (see --help)" ;;
     esac
 done
@@ -143,4 +147,5 @@ install_guest_toolchain
 bash "$KP_ROOT/scripts/setup-virt.sh"  # riscv64 and aarch64 guests: QEMU, rust-web-src, binutils
 [ "$with_chromium" = 0 ] || install_chromium
 [ "$with_linux" = 0 ] || bash "$KP_ROOT/scripts/setup-linux.sh"  # Linux guest: kernels, busybox, initramfs
+[ "$with_qemu_sid" = 0 ] || bash "$KP_ROOT/scripts/setup-qemu-sid.sh"  # QEMU 11.1 in a sid root
 say "setup complete"

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # All tests: set up what is missing, then formatting, lints, the API docs, unit tests, the end-to-end
 # tests that boot the example kernels (i386, x86_64, riscv64, aarch64: scripts/build.sh builds
-# them) in a real QEMU with the real plugin, the fuzz targets' seed corpus replayed and a
-# short libFuzzer smoke run of each target.
+# them) in a real QEMU with the real plugin, on the system's QEMU (plugin API 4) and again on
+# Debian sid's (11.1, plugin API 7), the fuzz targets' seed corpus replayed and a short
+# libFuzzer smoke run of each target.
 . "$(dirname "$0")/lib.sh"
 # Nothing here reads stdin; cargo's rustc probe would (and cache what it read).
 exec </dev/null
 cd "$KP_ROOT"
 forget_rustc_probes
-bash scripts/setup.sh --with-chromium --with-linux
+bash scripts/setup.sh --with-chromium --with-linux --with-qemu-sid
 say "cargo fmt --check"
 cargo fmt --all --check
 cargo fmt --manifest-path fuzz/Cargo.toml --all --check
@@ -28,6 +29,18 @@ KP_BIN="$KP_ROOT/target/release/kern-profile" \
     cargo test --locked --no-fail-fast --workspace --release 2>&1 | tee "$KP_ROOT/target/test.log"
 # tee hides cargo's status from `set -e`; take it from PIPESTATUS.
 status=${PIPESTATUS[0]}
+# The end-to-end tests again on the newest QEMU, whose plugin ABI differs (API 7): its
+# wrappers first on PATH, so that every QEMU the tests start is sid's; each test picks the
+# build that QEMU loads (e2e's plugin_build_file), record and the package theirs.
+sid_bin="$(qemu_sid_bin_dir)"
+say "end-to-end tests again on Debian sid's QEMU $(qemu_version "$sid_bin/qemu-system-i386") (plugin API 7)"
+PATH="$sid_bin:$PATH" \
+KP_E2E=required \
+KP_PLUGIN="$KP_ROOT/target/release/kern-profile-api7.so" \
+KP_KERNEL="$KP_ROOT/target/examples/kernel.elf" \
+KP_BIN="$KP_ROOT/target/release/kern-profile" \
+    cargo test --locked --no-fail-fast --release -p kern-profile-e2e 2>&1 | tee -a "$KP_ROOT/target/test.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 # The fuzz targets' smoke run: every seed of fuzz/corpus/ (real files and what fuzzing found)
 # through its target, heap meter and overflow checks on; plain cargo test, no libFuzzer
 # (scripts/fuzz.sh fuzzes). fuzz/ is a workspace of its own.

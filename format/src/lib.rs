@@ -45,7 +45,7 @@ pub use source::Truncation;
 pub use stats::Stats;
 pub use stop_reason::{StopCounts, StopReason};
 pub use summary::{RawSummary, StopsFrom, VcpuCounts};
-pub use timer_record::{HostTimerStats, InterruptWaits, VcpuTime};
+pub use timer_record::{HostTimerStats, InterruptWaits, VcpuTime, LONG_WAIT_NS};
 
 /// Record kinds of the raw format.
 pub mod kind {

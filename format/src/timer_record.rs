@@ -24,20 +24,23 @@ pub struct VcpuTime {
 pub struct InterruptWaits {
     /// Samples taken at an interrupt or exception.
     pub samples: u64,
-    /// Of those, the ones taken more than one tick interval after their tick: the vCPU ran
-    /// with interrupts masked (or took none) in between.
-    pub late: u64,
+    /// Of those, the ones that waited longer than [`LONG_WAIT_NS`]: the vCPU ran that long
+    /// with interrupts masked, or took none (a guest's timer interrupts every 1 to 10 ms).
+    pub long: u64,
     /// Host ns waited, all samples together.
     pub total_ns: u64,
     /// The longest wait, ns.
     pub max_ns: u64,
 }
 
+/// A wait longer than a guest's slowest usual timer interrupt period (100 Hz).
+pub const LONG_WAIT_NS: u64 = 10_000_000;
+
 impl InterruptWaits {
-    /// Counts one sample that waited `ns` after its tick, `interval_ns` apart from the next.
-    pub fn add(&mut self, ns: u64, interval_ns: u64) {
+    /// Counts one sample that waited `ns` after its tick.
+    pub fn add(&mut self, ns: u64) {
         self.samples += 1;
-        self.late += (ns > interval_ns) as u64;
+        self.long += (ns > LONG_WAIT_NS) as u64;
         self.total_ns = self.total_ns.saturating_add(ns);
         self.max_ns = self.max_ns.max(ns);
     }
@@ -45,7 +48,7 @@ impl InterruptWaits {
     /// Adds another vCPU's figures.
     pub fn merge(&mut self, o: &InterruptWaits) {
         self.samples += o.samples;
-        self.late += o.late;
+        self.long += o.long;
         self.total_ns = self.total_ns.saturating_add(o.total_ns);
         self.max_ns = self.max_ns.max(o.max_ns);
     }
@@ -89,7 +92,7 @@ impl HostTimerStats {
             }
         }
         if let Some(w) = &self.interrupts {
-            for x in [w.samples, w.late, w.total_ns, w.max_ns] {
+            for x in [w.samples, w.long, w.total_ns, w.max_ns] {
                 out.extend_from_slice(&x.to_le_bytes());
             }
         }
@@ -104,7 +107,7 @@ impl HostTimerStats {
             0 => None,
             WAITS => Some(InterruptWaits {
                 samples: u64_at(end)?,
-                late: u64_at(end + 8)?,
+                long: u64_at(end + 8)?,
                 total_ns: u64_at(end + 16)?,
                 max_ns: u64_at(end + 24)?,
             }),
@@ -171,11 +174,11 @@ mod tests {
     #[test]
     fn interrupt_waits_round_trip() {
         let mut w = InterruptWaits::default();
-        w.add(3_000, 10_000);
-        w.add(25_000, 10_000);
+        w.add(3_000_000);
+        w.add(25_000_000);
         assert_eq!(
-            (w.samples, w.late, w.max_ns, w.mean_ns()),
-            (2, 1, 25_000, 14_000)
+            (w.samples, w.long, w.max_ns, w.mean_ns()),
+            (2, 1, 25_000_000, 14_000_000)
         );
         let t = HostTimerStats {
             interval_ns: 10_000,

@@ -361,7 +361,7 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
         return;
     }
     let now = p.now_ns();
-    v.waits.add(waited, t.interval_ns);
+    v.waits.add(waited);
     let from_pc = from_pc & p.width.max_addr();
     // TCG takes interrupts between blocks: `from_pc` starts the block that was about to run.
     // As `delay=` does, a random one of its instructions is sampled, with the registers of

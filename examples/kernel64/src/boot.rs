@@ -226,12 +226,12 @@ isr_common:
 );
 
 #[repr(C, packed)]
-struct DescriptorPtr {
-    limit: u16,
-    base: u64,
+pub(crate) struct DescriptorPtr {
+    pub limit: u16,
+    pub base: u64,
 }
 
-static mut IDT: [[u64; 2]; 32] = [[0; 2]; 32];
+pub(crate) static mut IDT: [[u64; 2]; 32] = [[0; 2]; 32];
 
 extern "C" {
     static isr_stubs: u8;

@@ -12,6 +12,7 @@
 #![no_main]
 
 mod boot;
+mod irq;
 mod mem;
 mod multiboot;
 mod workload;
@@ -44,6 +45,9 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     out.dec(cfg.rounds as u64);
     out.str(" alloc_rounds=");
     out.dec(cfg.alloc_rounds as u64);
+    if cfg.irq {
+        out.str(" irq=on");
+    }
     out.str("\n");
 
     match cfg.crash {
@@ -53,7 +57,10 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     }
 
     out.str("phase cpu: start\n");
-    let checksum = workload::run_workload(cfg.rounds);
+    let checksum = match cfg.irq {
+        false => workload::run_workload(cfg.rounds),
+        true => irq::run(cfg.rounds, &mut out),
+    };
     out.str("phase cpu: done, checksum ");
     out.hex(checksum);
     out.str("\n");

@@ -17,6 +17,8 @@ pub struct Config {
     pub alloc_rounds: u32,
     /// `crash=panic` / `crash=fault`: fail on purpose, to test the failure exits.
     pub crash: Crash,
+    /// `irq=on`: the CPU workload with the timer interrupt on (src/irq.rs).
+    pub irq: bool,
     pub cmdline: &'static [u8],
 }
 
@@ -33,13 +35,14 @@ pub fn parse(magic: u32, info: u32) -> Config {
     };
 
     let mut cfg =
-        Config { rounds: DEFAULT_ROUNDS, alloc_rounds: DEFAULT_ALLOC_ROUNDS, crash: Crash::No, cmdline };
+        Config { rounds: DEFAULT_ROUNDS, alloc_rounds: DEFAULT_ALLOC_ROUNDS, crash: Crash::No, irq: false, cmdline };
     for tok in cmdline::tokens(cmdline) {
         let Some((key, val)) = cmdline::key_value(tok) else { continue };
         match key {
             b"rounds" => cfg.rounds = cmdline::number(key, val),
             b"alloc_rounds" => cfg.alloc_rounds = cmdline::number(key, val),
             b"crash" => cfg.crash = cmdline::crash(val),
+            b"irq" => cfg.irq = cmdline::on_off(key, val),
             _ => {}
         }
     }

@@ -17,6 +17,8 @@ pub struct Config {
     /// `memtrace=FILE`: the host file (relative to QEMU's working directory) the allocation
     /// phase's records go to through semihosting; none without it.
     pub memtrace: Option<&'static [u8]>,
+    /// `irq=on`: the default workload with a 1 kHz timer interrupt (irq.rs).
+    pub irq: bool,
     pub cmdline: &'static [u8],
 }
 
@@ -38,6 +40,7 @@ pub fn parse(cmdline: &'static [u8]) -> Config {
         crash: Crash::No,
         mode: Mode::Kernel,
         memtrace: None,
+        irq: false,
         cmdline,
     };
     let mut rounds = None;
@@ -50,6 +53,7 @@ pub fn parse(cmdline: &'static [u8]) -> Config {
             b"crash" => cfg.crash = cmdline::crash(val),
             b"smp" => smp = cmdline::on_off(key, val),
             b"user" => user = cmdline::on_off(key, val),
+            b"irq" => cfg.irq = cmdline::on_off(key, val),
             b"memtrace" if !val.is_empty() => cfg.memtrace = Some(val),
             _ => {}
         }

@@ -3,7 +3,7 @@
 
 use crate::config::{self, Crash, Mode};
 use crate::console::Console;
-use crate::{arch, fdt, smp, user, workload};
+use crate::{arch, fdt, irq, smp, user, workload};
 use core::panic::PanicInfo;
 use kernel_common::{alloc_phase, memtrace};
 
@@ -40,6 +40,9 @@ pub extern "C" fn kmain(dtb: usize) -> ! {
         Mode::Smp => out.str(" smp=on"),
         Mode::User => out.str(" user=on"),
     }
+    if cfg.irq {
+        out.str(" irq=on");
+    }
     out.str("\n");
 
     match cfg.crash {
@@ -51,7 +54,10 @@ pub extern "C" fn kmain(dtb: usize) -> ! {
     match cfg.mode {
         Mode::Kernel => {
             out.str("phase cpu: start\n");
-            let checksum = workload::run_workload(cfg.rounds);
+            let checksum = match cfg.irq {
+                false => workload::run_workload(cfg.rounds),
+                true => irq::run(cfg.rounds, &mut out),
+            };
             out.str("phase cpu: done, checksum ");
             out.hex(checksum as u64);
             out.str("\n");

@@ -25,6 +25,7 @@ mod config;
 mod console;
 mod elf;
 mod fdt;
+mod irq;
 mod kmain;
 mod mem;
 mod smp;

@@ -1,6 +1,7 @@
 //! What is aarch64 about this kernel (QEMU `virt`, `-cpu cortex-a57`, entered at EL1 with the
 //! MMU off): the PL011 UART, semihosting (exit status, memtrace), PSCI `CPU_ON` through `hvc`
-//! for the secondary CPUs, EL0 for `user=on` and its `svc` entry.
+//! for the secondary CPUs, EL0 for `user=on` and its `svc` entry, and `irq=on`'s virtual
+//! timer (PPI 27) through the GICv2, taken by `isr_timer` on the interrupt stack (irq.rs).
 //!
 //! QEMU starts only CPU 0 at `_start` (the others stay off until `CPU_ON`) and, for an ELF
 //! that is not Linux, puts the device tree at the start of RAM: the kernel is linked 2 MiB
@@ -26,6 +27,10 @@ const ADP_STOPPED_APPLICATION_EXIT: usize = 0x20026;
 pub const DTB: usize = RAM_BASE;
 const UART: usize = 0x0900_0000;
 const PSCI_CPU_ON: usize = 0xC400_0003;
+/// The `virt` board's GICv2: distributor and CPU interface; the virtual timer's PPI.
+const GICD: usize = 0x0800_0000;
+const GICC: usize = 0x0801_0000;
+const TIMER_PPI: usize = 27;
 
 #[link_section = ".data"]
 static mut SAVED_KSP: usize = 0;
@@ -98,8 +103,9 @@ semihost_call:
     .global semihost_call_end
 semihost_call_end:
 
-    /* Exception vectors: the system call (synchronous, from EL0 in AArch64) and, for
-       everything else, a report naming ESR_EL1, ELR_EL1 and FAR_EL1. */
+    /* Exception vectors: the system call (synchronous, from EL0 in AArch64), irq=on's
+       timer (IRQ, from EL1 with SP_EL1) and, for everything else, a report naming ESR_EL1,
+       ELR_EL1 and FAR_EL1. */
     .section .text.vectors, "ax"
     .balign 2048
 vectors:
@@ -108,6 +114,8 @@ vectors:
     .balign 128
     .if i == 8
     b svc_entry
+    .elseif i == 5
+    b isr_timer
     .else
     b fault_entry
     .endif
@@ -135,6 +143,70 @@ svc_entry:
     add sp, sp, #32
     eret
     .size svc_entry, . - svc_entry
+
+    /* irq=on's timer interrupt of kernel code (irq.rs): on the 16 KiB interrupt stack below
+       __irq_stack_top (above every other stack), whose top holds the frame record
+       (interrupted x29, ELR_EL1), x29 pointing at it, so that a walk from timer_tick comes
+       here and leads down into the interrupted stack; below it the caller-saved registers
+       and the interrupted sp (x0 and x1 are on the interrupted stack, under its sp: the
+       kernel has no red zone). Acknowledges the GIC, calls timer_tick, re-arms the virtual
+       timer (one period from now), ends the interrupt. */
+    .section .text.isr_timer, "ax"
+    .global isr_timer
+    .type isr_timer, @function
+isr_timer:
+    stp x0, x1, [sp, #-16]!
+    mov x1, sp
+    adrp x0, __irq_stack_top
+    add x0, x0, :lo12:__irq_stack_top
+    sub sp, x0, #176
+    stp x2, x3, [sp]
+    stp x4, x5, [sp, #16]
+    stp x6, x7, [sp, #32]
+    stp x8, x9, [sp, #48]
+    stp x10, x11, [sp, #64]
+    stp x12, x13, [sp, #80]
+    stp x14, x15, [sp, #96]
+    stp x16, x17, [sp, #112]
+    stp x18, x30, [sp, #128]
+    mrs x0, elr_el1
+    stp x29, x0, [sp, #160]
+    add x29, sp, #160
+    /* GICC_IAR: the interrupt's ID, kept for GICC_EOIR; 1023 is none (spurious) */
+    mov x9, #{gicc}
+    ldr w10, [x9, #0x0c]
+    stp x1, x10, [sp, #144]
+    and w11, w10, #0x3ff
+    cmp w11, #1023
+    b.eq 2f
+    cmp w11, #{ppi}
+    b.ne 1f
+    bl {tick}
+    /* CNTV_TVAL_EL0 = CNTFRQ_EL0 / HZ: the next deadline, from the handler's end (never due
+       again at once, however slow the host), and the line drops */
+    mrs x11, cntfrq_el0
+    mov x12, #{hz}
+    udiv x11, x11, x12
+    msr cntv_tval_el0, x11
+    isb
+1:  mov x9, #{gicc}
+    ldr x10, [sp, #152]
+    str w10, [x9, #0x10]
+2:  ldp x2, x3, [sp]
+    ldp x4, x5, [sp, #16]
+    ldp x6, x7, [sp, #32]
+    ldp x8, x9, [sp, #48]
+    ldp x10, x11, [sp, #64]
+    ldp x12, x13, [sp, #80]
+    ldp x14, x15, [sp, #96]
+    ldp x16, x17, [sp, #112]
+    ldp x18, x30, [sp, #128]
+    ldr x29, [sp, #160]
+    ldr x1, [sp, #144]
+    mov sp, x1
+    ldp x0, x1, [sp], #16
+    eret
+    .size isr_timer, . - isr_timer
 
 fault_entry:
     mrs x0, esr_el1
@@ -187,6 +259,10 @@ user_exit:
     dispatch = sym crate::user::syscall_dispatch,
     report = sym crate::kmain::trap_report,
     saved_ksp = sym SAVED_KSP,
+    tick = sym crate::irq::timer_tick,
+    gicc = const GICC,
+    ppi = const TIMER_PPI,
+    hz = const crate::irq::HZ,
 );
 
 extern "C" {
@@ -261,4 +337,31 @@ pub fn park() -> ! {
     loop {
         unsafe { asm!("wfi", options(nomem, nostack)) };
     }
+}
+
+fn mmio_write(addr: usize, v: u32) {
+    unsafe { (addr as *mut u32).write_volatile(v) };
+}
+
+/// irq=on: the virtual timer's interrupt (PPI 27) every CNTFRQ_EL0 / `hz` ticks, taken by
+/// `isr_timer` (the vector for IRQs from EL1 with SP_EL1). The GIC: distributor and CPU
+/// interface on, the PPI enabled (priority 0, the reset value), every priority unmasked;
+/// the timer: first deadline, enabled, its output unmasked; then PSTATE.I cleared.
+pub fn irq_start(hz: u32) {
+    mmio_write(GICD, 1); // GICD_CTLR: forward
+    mmio_write(GICD + 0x100, 1 << TIMER_PPI); // GICD_ISENABLER0
+    mmio_write(GICC + 0x04, 0xF0); // GICC_PMR
+    mmio_write(GICC, 1); // GICC_CTLR: signal
+    unsafe {
+        let freq: u64;
+        asm!("mrs {}, cntfrq_el0", out(reg) freq, options(nomem, nostack));
+        asm!("msr cntv_tval_el0, {}", "msr cntv_ctl_el0, {}", "isb", "msr daifclr, #2",
+             in(reg) freq / hz as u64, in(reg) 1u64, options(nostack));
+    }
+}
+
+/// Ends irq_start's interrupts: PSTATE.I set, the timer off, the PPI disabled.
+pub fn irq_stop() {
+    unsafe { asm!("msr daifset, #2", "msr cntv_ctl_el0, xzr", "isb", options(nostack)) };
+    mmio_write(GICD + 0x180, 1 << TIMER_PPI); // GICD_ICENABLER0
 }

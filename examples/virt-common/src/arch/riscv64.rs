@@ -9,6 +9,10 @@
 //! enabled, never taken) until `start_cpu` sets their bit in AP_GO and raises their CLINT
 //! MSIP, then enter S-mode at `ap_start`.
 //!
+//! `irq=on` (irq.rs): `irq_start` asks M-mode (`ecall`, taken by `m_trap`) for Sstc's
+//! `stimecmp` and the supervisor timer interrupt, then points stvec at `isr_timer`, which
+//! runs `timer_tick` on the interrupt stack (`__irq_stack_top`) and re-arms `stimecmp`.
+//!
 //! Frame records (LLVM, `-C force-frame-pointers=non-leaf`): s0 points just above the saved
 //! pair, [s0 - 8] = return address, [s0 - 16] = the caller's s0. Leaves have none.
 
@@ -26,6 +30,9 @@ pub const USER_STACK_TOP: usize = RAM_BASE + 0x0500_0000;
 const UART: usize = 0x1000_0000;
 const TEST_DEVICE: usize = 0x10_0000;
 const CLINT_MSIP: usize = 0x0200_0000;
+/// The CLINT's `mtime`, and its rate: the `virt` board's timebase-frequency.
+const CLINT_MTIME: usize = 0x0200_BFF8;
+const TIMEBASE_HZ: usize = 10_000_000;
 
 /// Bit n set: hart n may leave its boot wait and run `ap_main(n)`. In .data: _start clears .bss
 /// on hart 0 while the others already poll it.
@@ -143,7 +150,25 @@ m_trap:
     csrsi mip, 2
     csrr t0, mscratch
     mret
-6:  csrr a0, mcause
+    /* An environment call from S-mode: the kernel's one request, irq.rs's timer (irq_start).
+       As a firmware would (OpenSBI with Sstc), give S-mode its own timer: menvcfg.STCE
+       (stimecmp), mcounteren.TM (which stimecmp needs too), the supervisor timer interrupt
+       delegated (mideleg.STI). */
+6:  addi t0, t0, -9
+    bnez t0, 9f
+    li t0, 1
+    slli t0, t0, 63
+    /* menvcfg */
+    csrs 0x30a, t0
+    csrsi mcounteren, 2
+    li t0, 0x20
+    csrs mideleg, t0
+    csrr t0, mepc
+    addi t0, t0, 4
+    csrw mepc, t0
+    csrr t0, mscratch
+    mret
+9:  csrr a0, mcause
     csrr a1, mepc
     csrr a2, mtval
     call {report}
@@ -203,6 +228,84 @@ trap_vector:
     csrr a2, stval
     call {report}
     .size trap_vector, . - trap_vector
+
+    /* irq=on's supervisor trap vector (stvec while irq.rs runs the workload): the timer
+       interrupt of kernel code, on the 16 KiB interrupt stack below __irq_stack_top (above
+       every other stack). sscratch (0 in the kernel) keeps the interrupted sp meanwhile.
+       The top of the interrupt stack holds the frame record (interrupted s0, sepc): s0
+       points just above it, so a walk from timer_tick comes here and leads down into the
+       interrupted stack. Then the caller-saved registers, timer_tick, the next deadline;
+       anything but the timer goes to trap_vector's report as it came. */
+    .section .text.isr_timer, "ax"
+    .balign 4
+    .global isr_timer
+    .type isr_timer, @function
+isr_timer:
+    csrw sscratch, sp
+    la sp, __irq_stack_top
+    addi sp, sp, -160
+    sd s0, 144(sp)
+    sd t0, 0(sp)
+    csrr t0, sepc
+    sd t0, 152(sp)
+    addi s0, sp, 160
+    csrr t0, sscratch
+    sd t0, 8(sp)
+    csrw sscratch, zero
+    /* scause: interrupt 5, the supervisor timer */
+    csrr t0, scause
+    bgez t0, 1f
+    addi t0, t0, -5
+    slli t0, t0, 1
+    bnez t0, 1f
+    sd ra, 16(sp)
+    sd t1, 24(sp)
+    sd t2, 32(sp)
+    sd t3, 40(sp)
+    sd t4, 48(sp)
+    sd t5, 56(sp)
+    sd t6, 64(sp)
+    sd a0, 72(sp)
+    sd a1, 80(sp)
+    sd a2, 88(sp)
+    sd a3, 96(sp)
+    sd a4, 104(sp)
+    sd a5, 112(sp)
+    sd a6, 120(sp)
+    sd a7, 128(sp)
+    call {tick}
+    /* re-arm: stimecmp = mtime (the CLINT's) + one period, from the handler's end (never
+       due again at once, however slow the host); this also clears the pending interrupt */
+    li t0, {mtime}
+    ld t0, 0(t0)
+    li t1, {period}
+    add t0, t0, t1
+    /* stimecmp */
+    csrw 0x14d, t0
+    ld ra, 16(sp)
+    ld t1, 24(sp)
+    ld t2, 32(sp)
+    ld t3, 40(sp)
+    ld t4, 48(sp)
+    ld t5, 56(sp)
+    ld t6, 64(sp)
+    ld a0, 72(sp)
+    ld a1, 80(sp)
+    ld a2, 88(sp)
+    ld a3, 96(sp)
+    ld a4, 104(sp)
+    ld a5, 112(sp)
+    ld a6, 120(sp)
+    ld a7, 128(sp)
+    ld t0, 0(sp)
+    ld s0, 144(sp)
+    ld sp, 8(sp)
+    sret
+1:  ld t0, 0(sp)
+    ld s0, 144(sp)
+    ld sp, 8(sp)
+    j trap_vector
+    .size isr_timer, . - isr_timer
 
     /* enter_user(entry, user sp, arg) -> exit code: saves the kernel's callee-saved
        registers and srets to U-mode. */
@@ -264,9 +367,14 @@ user_exit:
     dispatch = sym crate::user::syscall_dispatch,
     report = sym crate::kmain::trap_report,
     saved_ksp = sym SAVED_KSP,
+    tick = sym crate::irq::timer_tick,
+    mtime = const CLINT_MTIME,
+    period = const TIMEBASE_HZ / crate::irq::HZ as usize,
 );
 
 extern "C" {
+    fn isr_timer();
+    fn trap_vector();
     fn semihost_call(op: usize, param: usize) -> isize;
     static semihost_call_end: u8;
     pub fn enter_user(entry: usize, sp: usize, arg: usize) -> usize;
@@ -331,5 +439,28 @@ pub fn signal_event() {
 pub fn park() -> ! {
     loop {
         unsafe { asm!("wfi", options(nomem, nostack)) };
+    }
+}
+
+/// irq=on: the supervisor timer interrupt every `TIMEBASE_HZ / hz` ticks of `mtime`, taken
+/// by `isr_timer`. M-mode (m_trap, asked through `ecall`) opens `stimecmp` to S-mode and
+/// delegates the interrupt; then stvec, the first deadline, sie.STIE and sstatus.SIE.
+pub fn irq_start(hz: u32) {
+    let period = TIMEBASE_HZ / hz as usize;
+    unsafe {
+        asm!("ecall", options(nostack));
+        asm!("csrw stvec, {}", in(reg) isr_timer as usize, options(nostack));
+        let now = (CLINT_MTIME as *const u64).read_volatile();
+        asm!("csrw 0x14d, {}", in(reg) now + period as u64, options(nostack));
+        asm!("csrs sie, {}", "csrsi sstatus, 2", in(reg) 0x20usize, options(nostack));
+    }
+}
+
+/// Ends irq_start's interrupts: sstatus.SIE and sie.STIE off, no deadline, trap_vector back.
+pub fn irq_stop() {
+    unsafe {
+        asm!("csrci sstatus, 2", "csrc sie, {}", in(reg) 0x20usize, options(nostack));
+        asm!("csrw 0x14d, {}", in(reg) u64::MAX, options(nostack));
+        asm!("csrw stvec, {}", in(reg) trap_vector as usize, options(nostack));
     }
 }

@@ -1,0 +1,202 @@
+//! `trigger=interrupt`: a `delay=` tick's sample is taken at the vCPU's next interrupt or
+//! exception, from QEMU's discontinuity callback (QEMU 10.2 and later), with no translated
+//! block instrumented. The example kernels' `irq=on` runs their workload under a ~1 kHz timer
+//! interrupt, as real kernels run theirs.
+//!
+//! On a QEMU that has the callback (sid's 11.1 in scripts/test.sh's second pass) the samples
+//! must name the workload as `delay=` does; on an older one (the system's 10.0.2) the
+//! argument must be refused with the version it needs, before anything is written.
+
+use kern_profile_e2e::*;
+use kern_profile_recorder::version::{discon_qemu_version, version_at_least};
+
+/// Whether the QEMU the tests run has the discontinuity callback.
+fn has_discon() -> bool {
+    version_at_least(&qemu_version(), discon_qemu_version())
+}
+
+/// The two leaves with the same loop body (examples/kernel/src/workload.rs, `leaf_loop!`).
+const SAME_BODY: [&str; 2] = ["kernel::workload::hot_leaf", "kernel::workload::cold_leaf"];
+
+#[test]
+fn i386_interrupt_samples_match_exact_counts_where_emulation_cost_is_the_same() {
+    if skip_i386() || !has_discon() {
+        return;
+    }
+    // The 1 kHz timer bounds the rate: about 1,000 samples a second of workload.
+    let k = kernel();
+    let ((run, counts), total) = alone(|| {
+        with_enough_samples(2_000, |rounds| {
+            let run = boot(
+                "trigger-interrupt-i386",
+                "trigger=interrupt",
+                &format!("rounds={} irq=on alloc_rounds=0", rounds * 4),
+            );
+            let counts = kernel_self_counts(&folded_of(&run.raw, &k, &[]));
+            let total = counts.values().sum();
+            ((run, counts), total)
+        })
+    });
+    assert!(total > 2_000, "only {total} samples at interrupts");
+    // The handler runs with interrupts masked: it is never where an interrupt lands.
+    assert_eq!(counts.get("timer_tick"), None, "{counts:?}");
+    let doc = expected_functions();
+    let share_of = |names: &[&str], of: &dyn Fn(&str) -> f64| -> Vec<f64> {
+        let sum: f64 = names.iter().map(|n| of(n)).sum();
+        names.iter().map(|n| of(n) / sum).collect()
+    };
+    let sampled = share_of(&SAME_BODY, &|n| counts.get(n).copied().unwrap_or(0) as f64);
+    let exact = share_of(&SAME_BODY, &|n| {
+        doc.iter()
+            .find(|f| f.symbol == n)
+            .unwrap()
+            .self_share_inline
+    });
+    for ((name, got), want) in SAME_BODY.iter().zip(&sampled).zip(&exact) {
+        assert!(
+            (got - want).abs() < 0.03,
+            "{name}: {got:.4} of the same-body pair sampled, {want:.4} by exact counts"
+        );
+    }
+    // Code in the middle of blocks gets its share: an interrupt at a block's start samples
+    // one of its instructions (the inlined function is never a block's first).
+    let inlined = counts
+        .get("kernel::workload::mix_inlined")
+        .copied()
+        .unwrap_or(0);
+    assert!(inlined as f64 > 0.05 * total as f64, "{counts:?}");
+    // Host time weighs every documented function within a few points of its instructions.
+    for f in doc.iter().filter(|f| f.self_share_inline > 0.01) {
+        let got = counts.get(&f.symbol).copied().unwrap_or(0) as f64 / total as f64;
+        assert!(
+            (got - f.self_share_inline).abs() < 0.06,
+            "{}: {got:.4} sampled, {:.4} of instructions",
+            f.symbol,
+            f.self_share_inline
+        );
+    }
+    // The file says how it was sampled, and how long samples waited.
+    let c = census(&run.raw);
+    assert!(c.header.at_interrupts);
+    let waits = c
+        .host_timer
+        .and_then(|t| t.interrupts)
+        .expect("the waits in the host-timer record");
+    assert_eq!(waits.samples, c.samples);
+    assert!(waits.max_ns >= waits.mean_ns() && waits.mean_ns() > 0);
+    assert!(run.stderr.contains("trigger=interrupt: "), "{}", run.stderr);
+    let text = kern_profile(&[run.raw.to_str().unwrap(), k.to_str().unwrap(), "-f", "text"]);
+    assert!(
+        text.contains("at its next interrupt or exception (delay, trigger=interrupt)")
+            && text.contains("samples waited"),
+        "{text}"
+    );
+}
+
+/// On the other example kernels: the samples name the workload and keep their callers (the
+/// interrupted context's stack is walked as `delay=` walks it).
+#[test]
+fn the_other_kernels_sample_their_workload_at_interrupts() {
+    if !has_discon() {
+        return;
+    }
+    for arch in ["x86_64", "riscv64", "aarch64"] {
+        if (arch == "x86_64" && skip_x86_64()) || (arch != "x86_64" && skip_virt(arch)) {
+            continue;
+        }
+        let (run, elf) = match arch {
+            "x86_64" => (
+                boot64(
+                    "x86_64-trigger-interrupt",
+                    "trigger=interrupt",
+                    "irq=on alloc_rounds=0",
+                ),
+                kernel64(),
+            ),
+            a => (
+                boot_virt(
+                    a,
+                    "trigger-interrupt",
+                    "trigger=interrupt",
+                    "irq=on alloc_rounds=0",
+                    &[],
+                ),
+                virt_kernel(a),
+            ),
+        };
+        let stacks = folded_of(&run.raw, &elf, &[]);
+        let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+        assert!(total > 100, "{arch}: {total} samples");
+        let counts = self_counts(&stacks);
+        let top = counts.iter().max_by_key(|(_, n)| **n).unwrap().0;
+        assert!(top.ends_with("workload::hot_leaf"), "{arch}: {counts:?}");
+        // Stacks in the workload reach kmain: the interrupted stack was walked.
+        let in_workload: Vec<&(Vec<String>, u64)> = stacks
+            .iter()
+            .filter(|(s, _)| s.last().is_some_and(|l| l.contains("workload::")))
+            .collect();
+        let n: u64 = in_workload.iter().map(|(_, n)| n).sum();
+        let rooted: u64 = in_workload
+            .iter()
+            .filter(|(s, _)| s.iter().any(|f| f == "kmain"))
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            rooted as f64 >= 0.95 * n as f64,
+            "{arch}: {rooted} of {n} workload samples reach kmain: {in_workload:?}"
+        );
+        assert!(census(&run.raw).header.at_interrupts, "{arch}");
+    }
+}
+
+/// `trigger=interrupt` on a QEMU without the discontinuity callback: one line naming the
+/// version it needs, QEMU stopped, no file.
+#[test]
+fn an_older_qemu_refuses_the_trigger_with_the_version_it_needs() {
+    if skip_i386() || has_discon() {
+        return;
+    }
+    let dir = scratch("trigger-old-qemu");
+    let run = run_to_status(
+        qemu(&dir, Some("trigger=interrupt"), "alloc_rounds=0"),
+        dir,
+        "QEMU",
+        1,
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "trigger=interrupt needs QEMU {} or newer",
+            discon_qemu_version()
+        )) && run.stderr.contains("use trigger=block"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.raw.exists(), "nothing is written");
+}
+
+/// With `period=` (any QEMU): one line naming the remedy.
+#[test]
+fn the_trigger_with_period_is_refused() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("trigger-period");
+    let run = run_to_status(
+        qemu(
+            &dir,
+            Some("trigger=interrupt,period=10000"),
+            "alloc_rounds=0",
+        ),
+        dir,
+        "QEMU",
+        1,
+    );
+    assert!(
+        run.stderr
+            .contains("trigger=interrupt samples by host time")
+            && run.stderr.contains("drop 'period'"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.raw.exists(), "nothing is written");
+}
