@@ -9,8 +9,8 @@
 #                         [--linux-arch A] [--linux-runs N] [--linux-bringup N]
 #
 #   --only LIST        run only these workloads (comma-separated): overhead, linux,
-#                      aggregator, memtrace, alloc_hooks, hostile (default: all six), bringup
-#                      (needs --linux-bringup)
+#                      aggregator, memtrace, alloc_hooks, hostile, interrupt (default: all
+#                      seven), bringup (needs --linux-bringup)
 #   --runs N           runs of each example-kernel configuration (default 5; --quick 2)
 #   --quick            smoke test: 1-2 runs, smaller inputs (numbers not comparable to targets)
 #   --keep             keep the recorded inputs (10 M-sample raw file, memtrace) in
@@ -48,7 +48,12 @@
 #     ratios, events, and the cost of one hooked call;
 #   - hostile: the i386 example kernel's hostile=on phase (frame chains no compiler makes)
 #     bare and with delay=10,depth=1024 and period=10000,depth=1024, round-robin: the same
-#     ratios against plugin/README.md's cost bound, samples and throttled ticks.
+#     ratios against plugin/README.md's cost bound, samples and throttled ticks;
+#   - interrupt: trigger=interrupt on Debian sid's QEMU 11.1 (scripts/setup-qemu-sid.sh; the
+#     API-7 plugin build) against bare sid QEMU, round-robin: each example kernel with its
+#     1 kHz timer (irq=on) bare, trigger=interrupt and delay=10, and the Linux i386 guest bare
+#     and trigger=interrupt: the same ratios, the samples and their rate, and the documented
+#     functions' self shares against their exact instruction shares.
 # The load average at the start and end and the CPU time other processes used are printed;
 # the notes warn when other jobs competed (load average > 1.5) and ratios are not trustworthy.
 # The binaries and kernels are copied to $KP_OUT/bench-data/bin first and measured from
@@ -72,8 +77,8 @@ while [ $# -gt 0 ]; do
             args+=("$1" "$2"); shift 2 ;;
         --only)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
-            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile))*$ ]] ||
-                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile"
+            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt))*$ ]] ||
+                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt"
             only="$2"; args+=("$1" "$2"); shift 2 ;;
         --linux-arch)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
@@ -93,7 +98,7 @@ case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 cd "$KP_ROOT"
 command -v python3 >/dev/null || die "python3 not found (Debian: apt-get install python3)"
-bash scripts/setup.sh
+bash scripts/setup.sh --with-qemu-sid
 bash scripts/build.sh
 
 exec python3 "$KP_ROOT/scripts/bench/bench.py" --root "$KP_ROOT" --out "$out" "${args[@]}"

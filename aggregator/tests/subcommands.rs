@@ -138,9 +138,48 @@ fn record_refuses_bad_input_before_the_guest_runs() {
         e.contains("is QEMU 8.2.0, but kern-profile's plugin needs QEMU 9.2 or newer"),
         "{e}"
     );
-    // A kernel that is no ELF, none at all, or a stripped one.
+    // A version that is no version.
+    let odd = fake_qemu(&dir, "eleven");
+    let (code, e) = run(&["record", "--", odd.to_str().unwrap(), "-kernel", "k"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        e.contains("did not say which QEMU it is") && e.contains("--version"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    // --trigger interrupt before QEMU 10.2, and with --period.
     let qemu = fake_qemu(&dir, "10.0.2");
     let qemu = qemu.to_str().unwrap();
+    let (code, e) = run(&[
+        "record",
+        "--trigger",
+        "interrupt",
+        "--",
+        qemu,
+        "-kernel",
+        "k",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(
+        e.contains("--trigger interrupt needs QEMU 10.2 or newer")
+            && e.contains("is QEMU 10.0.2: drop --trigger"),
+        "{e}"
+    );
+    let (code, e) = run(&[
+        "record",
+        "--trigger",
+        "interrupt",
+        "--period",
+        "100",
+        "--",
+        qemu,
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(
+        e.contains("'--trigger <WHERE>' cannot be used with '--period <N>'"),
+        "{e}"
+    );
+    // A kernel that is no ELF, none at all, or a stripped one.
     std::fs::write(dir.join("bzImage"), b"MZ\0\0 a boot image").unwrap();
     let (code, e) = run(&["record", "-o", "out", "--", qemu, "-kernel", "bzImage"]);
     assert_eq!(code, Some(1));

@@ -1,8 +1,9 @@
 //! The plugin ABIs kern-profile is built for. QEMU 11.1 (plugin API 7) changed every
 //! lifetime callback's signature in place: no plugin id, a trailing `userdata` pointer, and a
 //! `userdata` argument to each registration. Everything else the plugin calls kept its
-//! signature, so the glue is shared and only the registrations differ ([`v4`], [`v7`]); each
-//! `.so` (plugin/api4, plugin/api7) is [`export_plugin!`] of one [`Api`].
+//! signature, so the glue is shared and only the registrations differ (`abi/v4.rs`,
+//! `abi/v7.rs`); each `.so` (plugin/api4, plugin/api7) is [`crate::export_plugin!`] of one
+//! [`Api`].
 //!
 //! A build that a QEMU will refuse cannot say so from `qemu_plugin_install` (QEMU checks the
 //! API level first), so each build also runs [`check_fit`] when QEMU opens its file.

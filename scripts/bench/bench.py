@@ -8,7 +8,7 @@ One module per workload (overhead.py: plugin overhead on the example kernels of 
 architecture; linux.py: the same on the Linux guest; bringup.py: Linux's CPU bring-up, only
 with --linux-bringup; aggregator.py: raw -> folded/svg; memtrace.py: --alloc; alloc_hooks.py:
 the plugin's allocator hooks on the allocation phase; hostile.py: a guest with hostile frame
-chains), each with its
+chains; interrupt.py: trigger=interrupt on sid's QEMU 11.1), each with its
 measurement, its table and its notes; common.py is the runner they share (measuring, QEMU
 runs, with/without comparisons, recorded inputs, formatting, the machine's load).
 Only the components' command-line interfaces are used: scripts/run-kernel.sh --print0 and
@@ -31,6 +31,7 @@ import aggregator  # noqa: E402
 import alloc_hooks  # noqa: E402
 import bringup  # noqa: E402
 import hostile  # noqa: E402
+import interrupt  # noqa: E402
 import linux  # noqa: E402
 import memtrace  # noqa: E402
 import overhead  # noqa: E402
@@ -38,7 +39,7 @@ from common import (BenchError, LoadMeter, Runner, calibrate_floor, git_info,  #
                     kill_running, load_warnings, machine_info, rss_floor_kb, say)
 
 # The workloads, in the order they run and appear in the tables and the notes.
-WORKLOADS = [overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile]
+WORKLOADS = [overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt]
 DEFAULT = [w.NAME for w in WORKLOADS if w is not bringup]
 
 

@@ -1,0 +1,219 @@
+"""Workload 8, trigger=interrupt: sampling at the guest's own interrupts (QEMU's discontinuity
+callback, QEMU 10.2 and later), on Debian sid's QEMU 11.1 (scripts/setup-qemu-sid.sh's
+wrappers first on PATH, the API-7 plugin build), against bare sid QEMU, round-robin: the
+example kernels of every architecture with their 1 kHz timer on (`irq=on`) and the Linux
+guest; wall and CPU ratios, the samples and the rate they came at, and, on the example
+kernels, the documented functions' self shares against their exact instruction shares
+(expected.toml, `self_share_inline`).
+"""
+
+import os
+import subprocess
+
+import linux
+import overhead
+from common import (KERNELS, BenchError, compare, fmt_int, fmt_s, fmt_spread, format_table,
+                    judge, read_toml, round_robin, say)
+
+NAME = "interrupt"
+CONFIGS = [
+    ("bare", None),
+    ("trigger=interrupt", "trigger=interrupt"),
+    # The block-entry trigger on the same QEMU and guest, for comparison.
+    ("delay=10", "delay=10"),
+]
+LINUX_CONFIGS = [("bare", None), ("trigger=interrupt", "trigger=interrupt")]
+TARGET_RATIO = 1.02
+TARGET_LINUX_RATIO = 1.03
+TARGET_SHARE_POINTS = 3.0
+TARGETS = {"interrupt_wall_ratio_max": {"example kernels": TARGET_RATIO,
+                                        "Linux": TARGET_LINUX_RATIO},
+           "interrupt_share_points_max": TARGET_SHARE_POINTS}
+
+
+def sid_bin(b):
+    return subprocess.run(["bash", "-c", '. "$1/scripts/lib.sh"; qemu_sid_bin_dir', "-", b.root],
+                          capture_output=True, text=True).stdout.strip()
+
+
+class OnSid:
+    """Within it, QEMU is sid's (its wrappers first on PATH) and the plugin the API-7 build."""
+
+    def __init__(self, b, api7):
+        self.b, self.api7 = b, api7
+
+    def __enter__(self):
+        self.path, self.plugin = os.environ["PATH"], self.b.plugin
+        os.environ["PATH"] = sid_bin(self.b) + ":" + self.path
+        self.b.plugin = self.api7
+        return self
+
+    def __exit__(self, *_):
+        os.environ["PATH"], self.b.plugin = self.path, self.plugin
+
+
+def documented(b, arch):
+    """(symbol, exact self share) of `arch`'s documented workload functions over 1%."""
+    e = read_toml(os.path.join(b.root, KERNELS[arch][1]))
+    return [(f["symbol"], f["self_share_inline"]) for f in e["cpu"]["function"]
+            if f["self_share_inline"] > 0.01]
+
+
+def leaf_counts(b, raw, elf):
+    """Self samples per leaf function (inline marker removed), kernel functions only."""
+    out = subprocess.run([b.kp, raw, elf, "-f", "folded", "-o", "-"], capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        raise BenchError(f"kern-profile {raw} failed:\n{out.stderr.strip()[-2000:]}")
+    counts = {}
+    for line in out.stdout.splitlines():
+        stack, _, n = line.rpartition(" ")
+        leaf = stack.split(";")[-1].removesuffix("_[i]")
+        if not leaf.startswith("["):
+            counts[leaf] = counts.get(leaf, 0) + int(n)
+    return counts
+
+
+def measure_arch(b, arch):
+    rounds, how = overhead.cpu_rounds(b, arch)
+    append = f"rounds={rounds} irq=on alloc_rounds=0"
+    com1 = os.path.join(b.data, f"interrupt-{arch}-com1.txt")
+    raws = [os.path.join(b.data, f"interrupt-{arch}-{i}.raw") for i in range(len(CONFIGS))]
+    argvs = [b.qemu_cmd(com1, "none", append, p and f"out={raws[i]},{p}", arch)
+             for i, (_, p) in enumerate(CONFIGS)]
+    say(f"trigger=interrupt, {arch}: {len(CONFIGS)} configurations x {b.runs} runs on sid's "
+        f"QEMU, round-robin ({append})")
+    summed = [{} for _ in CONFIGS]
+
+    def run_one(i):
+        name, pargs = CONFIGS[i]
+        wall, user, sys_, rss, err = b.run_qemu(argvs[i], f"interrupt-{arch}-{i}", 600,
+                                                KERNELS[arch][3])
+        fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
+        if pargs is not None:
+            fig["samples"], fig["dropped"] = b.parse_summary(err, f"{arch} {name}")
+            for f, n in leaf_counts(b, raws[i], b.kernels[arch]).items():
+                summed[i][f] = summed[i].get(f, 0) + n
+        return fig
+
+    per, orders = round_robin(CONFIGS, b.runs, run_one, f"interrupt {arch}")
+    rows = compare(per, CONFIGS)
+    doc = documented(b, arch)
+    for i, (name, pargs) in enumerate(CONFIGS):
+        if pargs is None:
+            continue
+        total = sum(summed[i].values()) or 1
+        rows[name]["shares"] = {s: {"sampled": summed[i].get(s, 0) / total, "exact": x}
+                                for s, x in doc}
+        rows[name]["kernel_samples"] = total
+    return {"append": append, "rounds": rounds, "rounds_from": how,
+            "runs_per_config": b.runs, "orders": orders, "configs": rows}
+
+
+def measure(b):
+    res = {"archs": {}, "skipped": {}, "linux": None}
+    b.results["interrupt"] = res
+    sid = sid_bin(b)
+    api7 = os.path.join(b.root, "target/release/kern-profile-api7.so")
+    if not os.path.isfile(os.path.join(sid, "qemu-system-i386")):
+        res["skipped"]["all"] = f"no sid QEMU in {sid} (scripts/setup-qemu-sid.sh makes it)"
+        say(f"trigger=interrupt: skipped: {res['skipped']['all']}")
+        return
+    res["plugin"], api7 = b.snapshot(api7, os.path.join(b.data, "bin"))
+    with OnSid(b, api7):
+        res["qemu"] = subprocess.run(["qemu-system-i386", "--version"], capture_output=True,
+                                     text=True).stdout.splitlines()[0]
+        for arch in overhead.ARCHES:
+            why = overhead.unavailable(b, arch) or overhead.probe(b, arch)
+            if why is not None:
+                res["skipped"][arch] = why
+                say(f"trigger=interrupt, {arch}: skipped: {why}")
+                continue
+            res["archs"][arch] = measure_arch(b, arch)
+        why = linux.unavailable(b, "i386")
+        if why is None:
+            res["linux"] = linux.measure_configs(b, "i386", LINUX_CONFIGS, b.linux_runs,
+                                                 "interrupt-linux")
+        else:
+            res["skipped"]["linux"] = why
+
+
+def share_points(r):
+    """The largest |sampled - exact| self share of the documented functions, in points."""
+    return max((abs(v["sampled"] - v["exact"]) * 100 for v in r["shares"].values()), default=0)
+
+
+def table(b):
+    res = b.results["interrupt"]
+    if not res["archs"] and not res["linux"]:
+        return "trigger=interrupt: skipped (see the notes)", []
+    groups, checks = [], []
+    for arch, a in res["archs"].items():
+        rows = []
+        for name, pargs in CONFIGS:
+            r = a["configs"][name]
+            targets, fails, points, rate = [], [], "-", "-"
+            if pargs is not None:
+                points = f"{share_points(r):.1f}"
+                rate = f"{r['median_samples'] / r['wall_s']['median']:.0f}/s"
+            if name == "trigger=interrupt":
+                targets = [f"≤{TARGET_RATIO:.2f}x", f"≤{TARGET_SHARE_POINTS:g} points"]
+                if r["wall_ratio"]["median"] > TARGET_RATIO:
+                    fails.append("ratio")
+                if share_points(r) > TARGET_SHARE_POINTS:
+                    fails.append("shares")
+                r["result"] = judge(targets, fails)
+                checks.append((f"interrupt {arch} {name}", r["result"]))
+            rows.append((f"{arch} {name}", fmt_s(r["wall_s"]["median"]),
+                         fmt_spread(r["wall_ratio"]), fmt_s(r["cpu_s"]["median"]),
+                         fmt_spread(r["cpu_ratio"]),
+                         fmt_int(round(r["median_samples"])) if "median_samples" in r else "-",
+                         rate, points, ", ".join(targets) or "-", r.get("result", "-")))
+        groups.append((f"{arch}: {a['append']}, {a['runs_per_config']} run(s) of each", rows))
+    l = res["linux"]
+    if l:
+        rows = []
+        for name, pargs in LINUX_CONFIGS:
+            r = l["configs"][name]
+            targets, fails, rate = [], [], "-"
+            if pargs is not None:
+                rate = f"{r['median_samples'] / r['wall_s']['median']:.0f}/s"
+                targets = [f"≤{TARGET_LINUX_RATIO:.2f}x"]
+                if r["wall_ratio"]["median"] > TARGET_LINUX_RATIO:
+                    fails.append("ratio")
+                r["result"] = judge(targets, fails)
+                checks.append((f"interrupt Linux i386 {name}", r["result"]))
+            rows.append((f"Linux i386 {name}", fmt_s(r["wall_s"]["median"]),
+                         fmt_spread(r["wall_ratio"]), fmt_s(r["cpu_s"]["median"]),
+                         fmt_spread(r["cpu_ratio"]),
+                         fmt_int(round(r["median_samples"])) if "median_samples" in r else "-",
+                         rate, "-", ", ".join(targets) or "-", r.get("result", "-")))
+        groups.append((f"Linux i386: -smp {l['vcpus']}, {l['runs_per_config']} run(s) of each",
+                       rows))
+    head = ("configuration", "median wall", "wall ratio min/med/max", "median CPU",
+            "CPU ratio min/med/max", "samples", "rate", "max share error (points)", "target",
+            "result")
+    return (f"trigger=interrupt on {res['qemu']} (QEMU with the plugin vs without):\n"
+            + format_table(head, groups, {1, 2, 3, 4, 5, 6, 7}), checks)
+
+
+def notes(b):
+    res = b.results["interrupt"]
+    n = []
+    if res["archs"] or res["linux"]:
+        n.append("trigger=interrupt: sid's QEMU (scripts/setup-qemu-sid.sh's wrappers first on "
+                 "PATH) with the API-7 plugin build, the example kernels with irq=on (a 1 kHz "
+                 "timer; alloc_rounds=0), bare and each configuration round-robin; rate = "
+                 "median samples / median wall; share error = the largest |sampled - exact| "
+                 "self share of the documented functions over 1% (expected.toml's "
+                 "self_share_inline), over kernel samples of all runs of the configuration.")
+    for arch, a in res["archs"].items():
+        for name, r in a["configs"].items():
+            if "shares" in r:
+                parts = ", ".join(f"{s.rsplit('::', 1)[-1]} {v['sampled'] * 100:.1f}/"
+                                  f"{v['exact'] * 100:.1f}" for s, v in r["shares"].items())
+                n.append(f"  {arch} {name}: sampled/exact % {parts} "
+                         f"({r['kernel_samples']} kernel samples)")
+    for what, why in res["skipped"].items():
+        n.append(f"  trigger=interrupt {what} skipped: {why}")
+    return n
