@@ -22,6 +22,7 @@ mod alloc;
 mod exact;
 mod exit;
 mod qemu;
+mod qemu_version;
 mod timer;
 mod translate;
 mod vcpu;
