@@ -19,10 +19,13 @@ NAME = "interrupt"
 CONFIGS = [
     ("bare", None),
     ("trigger=interrupt", "trigger=interrupt"),
+    # Ticks no faster than the guest's timer: fewer timer wake-ups, nearly as many samples.
+    ("trigger=interrupt,delay=1000", "trigger=interrupt,delay=1000"),
     # The block-entry trigger on the same QEMU and guest, for comparison.
     ("delay=10", "delay=10"),
 ]
-LINUX_CONFIGS = [("bare", None), ("trigger=interrupt", "trigger=interrupt")]
+LINUX_CONFIGS = [("bare", None), ("trigger=interrupt", "trigger=interrupt"),
+                 ("trigger=interrupt,delay=1000", "trigger=interrupt,delay=1000")]
 TARGET_RATIO = 1.02
 TARGET_LINUX_RATIO = 1.03
 TARGET_SHARE_POINTS = 3.0
@@ -156,7 +159,7 @@ def table(b):
             if pargs is not None:
                 points = f"{share_points(r):.1f}"
                 rate = f"{r['median_samples'] / r['wall_s']['median']:.0f}/s"
-            if name == "trigger=interrupt":
+            if name.startswith("trigger=interrupt"):
                 targets = [f"≤{TARGET_RATIO:.2f}x", f"≤{TARGET_SHARE_POINTS:g} points"]
                 if r["wall_ratio"]["median"] > TARGET_RATIO:
                     fails.append("ratio")
