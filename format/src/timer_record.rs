@@ -57,6 +57,19 @@ impl InterruptWaits {
     pub fn mean_ns(&self) -> u64 {
         self.total_ns.checked_div(self.samples).unwrap_or(0)
     }
+
+    /// `N samples waited M µs on average for their interrupt (longest L ms), K of them over
+    /// 10 ms`, for the plugin's exit line and the report alike.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} samples waited {} µs on average for their interrupt (longest {:.3} ms), {} of them over {} ms",
+            self.samples,
+            self.mean_ns() / 1000,
+            self.max_ns as f64 / 1e6,
+            self.long,
+            LONG_WAIT_NS / 1_000_000
+        )
+    }
 }
 
 /// The host-timer record.

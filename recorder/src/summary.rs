@@ -84,14 +84,7 @@ pub fn timer_line(t: &HostTimerStats, asked_ns: u64, wake_cost_ns: u64) -> Strin
         s.push_str(&format!("; halted (not sampled): {}", idle.join(", ")));
     }
     if let Some(w) = &t.interrupts {
-        s.push_str(&format!(
-            "; trigger=interrupt: {} samples waited {} µs on average for an interrupt (longest {:.3} ms), {} over {} ms",
-            w.samples,
-            w.mean_ns() / 1000,
-            w.max_ns as f64 / 1e6,
-            w.long,
-            kern_profile_format::LONG_WAIT_NS / 1_000_000
-        ));
+        s.push_str(&format!("; trigger=interrupt: {}", w.describe()));
     }
     s
 }

@@ -146,53 +146,47 @@ def share_points(r):
     return max((abs(v["sampled"] - v["exact"]) * 100 for v in r["shares"].values()), default=0)
 
 
+def judged_rows(label, configs, a, ratio_max, checks):
+    """The rows of one kernel's configurations; every sampling one is judged against
+    `ratio_max` and, where shares were measured, TARGET_SHARE_POINTS."""
+    rows = []
+    for name, pargs in configs:
+        r = a["configs"][name]
+        targets, fails, points, rate = [], [], "-", "-"
+        if pargs is not None:
+            rate = f"{r['median_samples'] / r['wall_s']['median']:.0f}/s"
+        if "shares" in r:
+            points = f"{share_points(r):.1f}"
+        if name.startswith("trigger=interrupt"):
+            targets = [f"≤{ratio_max:.2f}x"]
+            if r["wall_ratio"]["median"] > ratio_max:
+                fails.append("ratio")
+            if "shares" in r:
+                targets.append(f"≤{TARGET_SHARE_POINTS:g} points")
+                if share_points(r) > TARGET_SHARE_POINTS:
+                    fails.append("shares")
+            r["result"] = judge(targets, fails)
+            checks.append((f"interrupt {label} {name}", r["result"]))
+        rows.append((f"{label} {name}", fmt_s(r["wall_s"]["median"]),
+                     fmt_spread(r["wall_ratio"]), fmt_s(r["cpu_s"]["median"]),
+                     fmt_spread(r["cpu_ratio"]),
+                     fmt_int(round(r["median_samples"])) if "median_samples" in r else "-",
+                     rate, points, ", ".join(targets) or "-", r.get("result", "-")))
+    return rows
+
+
 def table(b):
     res = b.results["interrupt"]
     if not res["archs"] and not res["linux"]:
         return "trigger=interrupt: skipped (see the notes)", []
     groups, checks = [], []
     for arch, a in res["archs"].items():
-        rows = []
-        for name, pargs in CONFIGS:
-            r = a["configs"][name]
-            targets, fails, points, rate = [], [], "-", "-"
-            if pargs is not None:
-                points = f"{share_points(r):.1f}"
-                rate = f"{r['median_samples'] / r['wall_s']['median']:.0f}/s"
-            if name.startswith("trigger=interrupt"):
-                targets = [f"≤{TARGET_RATIO:.2f}x", f"≤{TARGET_SHARE_POINTS:g} points"]
-                if r["wall_ratio"]["median"] > TARGET_RATIO:
-                    fails.append("ratio")
-                if share_points(r) > TARGET_SHARE_POINTS:
-                    fails.append("shares")
-                r["result"] = judge(targets, fails)
-                checks.append((f"interrupt {arch} {name}", r["result"]))
-            rows.append((f"{arch} {name}", fmt_s(r["wall_s"]["median"]),
-                         fmt_spread(r["wall_ratio"]), fmt_s(r["cpu_s"]["median"]),
-                         fmt_spread(r["cpu_ratio"]),
-                         fmt_int(round(r["median_samples"])) if "median_samples" in r else "-",
-                         rate, points, ", ".join(targets) or "-", r.get("result", "-")))
-        groups.append((f"{arch}: {a['append']}, {a['runs_per_config']} run(s) of each", rows))
+        groups.append((f"{arch}: {a['append']}, {a['runs_per_config']} run(s) of each",
+                       judged_rows(arch, CONFIGS, a, TARGET_RATIO, checks)))
     l = res["linux"]
     if l:
-        rows = []
-        for name, pargs in LINUX_CONFIGS:
-            r = l["configs"][name]
-            targets, fails, rate = [], [], "-"
-            if pargs is not None:
-                rate = f"{r['median_samples'] / r['wall_s']['median']:.0f}/s"
-                targets = [f"≤{TARGET_LINUX_RATIO:.2f}x"]
-                if r["wall_ratio"]["median"] > TARGET_LINUX_RATIO:
-                    fails.append("ratio")
-                r["result"] = judge(targets, fails)
-                checks.append((f"interrupt Linux i386 {name}", r["result"]))
-            rows.append((f"Linux i386 {name}", fmt_s(r["wall_s"]["median"]),
-                         fmt_spread(r["wall_ratio"]), fmt_s(r["cpu_s"]["median"]),
-                         fmt_spread(r["cpu_ratio"]),
-                         fmt_int(round(r["median_samples"])) if "median_samples" in r else "-",
-                         rate, "-", ", ".join(targets) or "-", r.get("result", "-")))
         groups.append((f"Linux i386: -smp {l['vcpus']}, {l['runs_per_config']} run(s) of each",
-                       rows))
+                       judged_rows("Linux i386", LINUX_CONFIGS, l, TARGET_LINUX_RATIO, checks)))
     head = ("configuration", "median wall", "wall ratio min/med/max", "median CPU",
             "CPU ratio min/med/max", "samples", "rate", "max share error (points)", "target",
             "result")

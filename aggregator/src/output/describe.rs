@@ -3,7 +3,6 @@
 
 use kern_profile_format::{
     CpuFormat, Header, HostTimerStats, SamplingMode, StopCounts, StopReason, StopsFrom,
-    LONG_WAIT_NS,
 };
 
 use crate::filter::SampleFilter;
@@ -158,12 +157,8 @@ fn host_timer_line(t: &HostTimerStats, asked_ns: Option<u64>) -> String {
     }
     if let Some(w) = &t.interrupts {
         line.push_str(&format!(
-            "; trigger=interrupt: {} samples waited {} µs on average for their interrupt (longest {:.3} ms), {} of them over {} ms (the vCPU ran that long with interrupts masked, or took none: such code is sampled where it unmasks)",
-            w.samples,
-            w.mean_ns() / 1000,
-            w.max_ns as f64 / 1e6,
-            w.long,
-            LONG_WAIT_NS / 1_000_000
+            "; trigger=interrupt: {} (the vCPU ran that long with interrupts masked, or took none: such code is sampled where it unmasks)",
+            w.describe()
         ));
     }
     line
