@@ -57,7 +57,7 @@ impl Spacing {
         self.wake_cost_ns
     }
 
-    /// After `ticks` ticks in all: once [`COST_WINDOW_TICKS`] have passed since the last
+    /// After `ticks` ticks in all: once `COST_WINDOW_TICKS` have passed since the last
     /// measurement, reads the thread's CPU time through `cpu_ns` (a system call, so not at
     /// every tick), measures the cost of a wake-up over the window and moves the spacing
     /// halfway to what that cost allows, so that one odd window moves it little. Returns
