@@ -87,7 +87,7 @@ fn i386_interrupt_samples_match_exact_counts_where_emulation_cost_is_the_same() 
     assert!(run.stderr.contains("trigger=interrupt: "), "{}", run.stderr);
     let text = kern_profile(&[run.raw.to_str().unwrap(), k.to_str().unwrap(), "-f", "text"]);
     assert!(
-        text.contains("at its next interrupt or exception (delay, trigger=interrupt)")
+        text.contains("at its next interrupt (delay, trigger=interrupt)")
             && text.contains("samples waited"),
         "{text}"
     );

@@ -116,7 +116,7 @@ pub struct Header {
     /// Frames may hold boundary markers ([`crate::frame_marker`]); files without this flag
     /// hold return addresses only, whatever their value.
     pub markers: bool,
-    /// `delay=` samples were taken at the vCPU's next interrupt or exception after each tick
+    /// `delay=` samples were taken at the vCPU's next interrupt after each tick
     /// (`trigger=interrupt`), at the interrupted PC, rather than at its next block entry.
     pub at_interrupts: bool,
     pub vcpus: u32,

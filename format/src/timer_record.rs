@@ -18,11 +18,11 @@ pub struct VcpuTime {
     pub throttled_ticks: u64,
 }
 
-/// `trigger=interrupt`: how long samples waited for an interrupt or exception after the tick
+/// `trigger=interrupt`: how long samples waited for an interrupt after the tick
 /// that armed their vCPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct InterruptWaits {
-    /// Samples taken at an interrupt or exception.
+    /// Samples taken at an interrupt.
     pub samples: u64,
     /// Of those, the ones that waited longer than [`LONG_WAIT_NS`]: the vCPU ran that long
     /// with interrupts masked, or took none (a guest's timer interrupts every 1 to 10 ms).

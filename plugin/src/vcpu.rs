@@ -342,7 +342,7 @@ fn sample_armed(p: &Plugin, t: &timer::Timed, idx: u32, v: &mut Vcpu, block: &Bl
     t.slots.charge(idx as usize, p.now_ns().saturating_sub(now));
 }
 
-/// `trigger=interrupt`: QEMU's discontinuity callback (an interrupt or exception is being
+/// `trigger=interrupt`: QEMU's discontinuity callback (an interrupt is being
 /// delivered). A vCPU that a tick armed samples the code it interrupted, at `from_pc`; every
 /// other vCPU returns at once.
 pub fn at_interrupt(idx: u32, from_pc: u64) {
@@ -365,8 +365,8 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
     let from_pc = from_pc & p.width.max_addr();
     // TCG takes interrupts between blocks: `from_pc` starts the block that was about to run.
     // As `delay=` does, a random one of its instructions is sampled, with the registers of
-    // its entry, so that code in the middle of blocks gets its share. An exception stops at
-    // its own instruction, which starts no block (or not one known alone): taken as it is.
+    // its entry, so that code in the middle of blocks gets its share. Where no block or
+    // several different ones start there (other address spaces), `from_pc` is taken as is.
     let block = p.blocks.lock().ok().and_then(|b| b.starting_at(from_pc));
     let (pc, entry) = match block {
         Some(b) => (b.pc(v.rng.usize(..b.insns.len().max(1))), Some(b.entry)),

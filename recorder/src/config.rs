@@ -33,9 +33,9 @@ pub struct Config {
     pub window: Option<Range<u64>>,
     /// `alloc=`: hook allocator functions.
     pub alloc: Option<AllocConfig>,
-    /// `trigger=interrupt`: a `delay=` tick's sample is taken at the vCPU's next interrupt
-    /// or exception, at the interrupted PC (QEMU's discontinuity callback, QEMU 10.2 and
-    /// later), and no translated block is instrumented for sampling.
+    /// `trigger=interrupt`: a `delay=` tick's sample is taken at the vCPU's next interrupt,
+    /// at the interrupted PC (QEMU's discontinuity callback, QEMU 10.2 and later), and no
+    /// translated block is instrumented for sampling.
     pub at_interrupts: bool,
 }
 

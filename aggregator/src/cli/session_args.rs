@@ -31,7 +31,7 @@ pub struct SamplingArgs {
 
     /// Where a --delay tick's sample is taken (`trigger=`): `block`, the vCPU's next block
     /// entry (default: every translated block tests an arm flag); or `interrupt`, its next
-    /// interrupt or exception, at the interrupted instruction, with no instrumentation in any
+    /// interrupt, at the interrupted instruction, with no instrumentation in any
     /// block (QEMU 10.2 or newer). Like timer-interrupt sampling on hardware without NMIs, it
     /// cannot land where interrupts are masked: such code is sampled where it unmasks, and
     /// the report says how long samples waited. The guest must take interrupts (a timer);

@@ -288,7 +288,7 @@ fn split_text(total: u64, user: u64) -> String {
 pub fn sampling_description(h: &Header) -> String {
     match h.sampling {
         SamplingMode::DelayMicros(us) if h.at_interrupts => format!(
-            "every {us} µs of host time per vCPU, at its next interrupt or exception (delay, trigger=interrupt)"
+            "every {us} µs of host time per vCPU, at its next interrupt (delay, trigger=interrupt)"
         ),
         SamplingMode::DelayMicros(us) => format!("every {us} µs of host time per vCPU (delay)"),
         SamplingMode::PeriodInstructions(n) => {

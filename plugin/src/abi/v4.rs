@@ -50,11 +50,7 @@ type RegisterDiscon = unsafe extern "C" fn(
 /// `qemu_plugin_install`.
 pub unsafe fn register_discon(id: sys::qemu_plugin_id_t, f: *mut c_void) {
     let f: RegisterDiscon = std::mem::transmute(f);
-    f(
-        id,
-        super::DISCON_INTERRUPT | super::DISCON_EXCEPTION,
-        discon,
-    );
+    f(id, super::DISCON_INTERRUPT, discon);
 }
 
 /// # Safety
