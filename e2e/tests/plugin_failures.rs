@@ -347,3 +347,46 @@ fn written_and_dropped(summary: &str) -> (u64, u64) {
     };
     (number_before(" samples written"), number_before(" dropped"))
 }
+
+/// The plugin build the QEMU on PATH does not load (`kern-profile-api7.so` on QEMU 10.0,
+/// `kern-profile.so` on 11.1) says which one it does before QEMU refuses it, and QEMU exits
+/// before the guest runs, writing nothing.
+#[test]
+fn the_other_build_names_the_one_this_qemu_loads() {
+    if skip_i386() {
+        return;
+    }
+    let fits = plugin_build_file();
+    let other = ["kern-profile.so", "kern-profile-api7.so"]
+        .into_iter()
+        .find(|f| *f != fits)
+        .unwrap();
+    let other_path = plugin().with_file_name(other);
+    if !other_path.exists() {
+        assert!(
+            std::env::var("KP_E2E").as_deref() != Ok("required"),
+            "{} is missing: scripts/build.sh builds both plugin builds",
+            other_path.display()
+        );
+        return;
+    }
+    let dir = scratch("other-build");
+    let raw = dir.join("raw");
+    let mut c = qemu(&dir, None, "");
+    c.arg("-plugin")
+        .arg(format!("{},out={}", other_path.display(), raw.display()));
+    let out = output_with_timeout(c, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let ours = stderr
+        .lines()
+        .find(|l| l.starts_with("kern-profile: this plugin file is the build for"))
+        .unwrap_or_else(|| panic!("no word from the plugin: {stderr}"));
+    assert!(
+        ours.contains(&format!("QEMU {} loads the API-", qemu_version()))
+            && ours.contains(&format!(", {fits} (beside this one")),
+        "{ours}"
+    );
+    assert!(stderr.contains("plugin requires API version"), "{stderr}");
+    assert!(!raw.exists(), "nothing is written");
+}
