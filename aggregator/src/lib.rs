@@ -48,6 +48,7 @@ pub mod stacks;
 pub mod stuck;
 pub mod symbolize;
 pub mod unnamed;
+pub mod user_stack;
 pub mod warning;
 
 use std::io::Write;

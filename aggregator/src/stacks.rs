@@ -18,6 +18,7 @@ use crate::filter::{NameRules, SampleFilter};
 use crate::input::Sample;
 use crate::symbolize::Symbolizer;
 use crate::unnamed::{self, CpuState, Unnamed};
+use crate::user_stack;
 use kern_profile_format::{frame_marker, CpuMode};
 
 /// `meta` bit: a user-mode sample.
@@ -215,18 +216,35 @@ impl<'f> KeyBuilder<'f> {
                 }
             }
         }
+        // The user program's part ends at its first frame: what a walk read beyond it is
+        // garbage (`user_stack`).
+        if sym.has_user_binaries() {
+            let addrs = &key[1..];
+            let into_user = |i, p| leads_into_user(sym, addrs, i, p);
+            if let Some(from) = user_stack::start(addrs, s.user, into_user) {
+                let end = user_stack::end(addrs, from, |p| sym.user_binary_of(p).is_some());
+                key.truncate(1 + end);
+            }
+        }
         key.extend(space);
         true
     }
 
     /// The address space `s`'s key carries: with `--per-process`, or when user programs may
     /// name its addresses (a user-mode sample, or a kernel one whose walk reached a user
-    /// program's addresses) and so the address space picks the program.
-    fn space_of(&self, s: &Sample<'_>, sym: &Symbolizer) -> Option<u64> {
+    /// program's addresses or went on past an entry from user space) and so the address
+    /// space picks the program.
+    fn space_of(&self, s: &Sample<'_>, sym: &mut Symbolizer) -> Option<u64> {
         let space = s.page_table?;
-        let user_code = || {
+        let mut user_code = || {
             sym.has_user_binaries()
-                && (s.user || s.addrs.iter().any(|&a| sym.user_binary_of(a).is_some()))
+                && (s.user
+                    || s.addrs.iter().any(|&a| sym.user_binary_of(a).is_some())
+                    || (self.markers
+                        && user_stack::start(s.addrs, false, |i, p| {
+                            leads_into_user(sym, s.addrs, i, p)
+                        })
+                        .is_some()))
         };
         (self.filter.per_process || user_code()).then_some(space)
     }
@@ -428,13 +446,23 @@ impl<'s> StackNamer<'s> {
         ctx: SpaceCtx,
         out: &mut Vec<Rc<str>>,
     ) -> Range<usize> {
+        // The user program's part: named from the programs alone, never with kernel symbols.
+        let user_from = user_stack::start(addrs, user_mode, |i, p| {
+            leads_into_user(self.sym, addrs, i, p)
+        });
         let mut resolved: Vec<(Space, Rc<[Rc<str>]>)> = (0..addrs.len())
             .map(|i| match boundary::probe(addrs, i, true) {
-                Some(probe) => self.resolve_space(probe, user_mode, ctx.space),
+                Some(probe) => {
+                    let in_user = user_from.is_some_and(|from| i >= from);
+                    self.resolve_space(probe, in_user, ctx.space)
+                }
                 None => (Space::Unknown, Rc::from([])),
             })
             .collect();
-        let keep = boundary::keep(addrs, |i| resolved[i].0 != Space::Unknown);
+        let in_user = |i: usize| user_from.is_some_and(|from| i >= from);
+        // The user part's first address stays, named or not: the way into the program.
+        let keep = boundary::keep(addrs, |i| resolved[i].0 != Space::Unknown)
+            .max(user_from.map_or(0, |from| from + 1));
         resolved.truncate(keep);
         for i in 0..keep {
             if boundary::is_marker(addrs[i]) {
@@ -462,25 +490,38 @@ impl<'s> StackNamer<'s> {
             .rev()
             .map(|r| r.0)
             .find(|s| *s != Space::Unknown);
+        // A stack with a user part is rooted at its program: the one holding its outermost
+        // known frame, else the one its address space ran (a stripped program, or a walk
+        // whose user addresses are no program's code), else `[user]`.
+        let space_program = match self.spaces.choice(ctx.space) {
+            Choice::Program(b) => Some(b),
+            _ => None,
+        };
+        let program = match root {
+            Some(Space::User(b)) => Some(b),
+            _ if user_from.is_some() => space_program,
+            _ => None,
+        };
         let mut start = out.len();
-        match root {
+        match program {
             // The address space's root frame already names the program.
-            Some(Space::User(b)) if ctx.process == Some(b) => start -= 1,
-            Some(Space::User(b)) => out.push(self.user_root(b)),
-            _ if user_mode => out.push(self.user.clone()),
-            _ => {}
+            Some(b) if ctx.process == Some(b) => start -= 1,
+            Some(b) => out.push(self.user_root(b)),
+            None if user_from.is_some() => out.push(self.user.clone()),
+            None => {}
         }
         let mut user_end = out.len();
-        // Unnamed frames of a user-mode sample stay `[unknown]` under its `[user]` root.
-        let cpu = if user_mode { CpuState::default() } else { cpu };
         for (i, (space, names)) in resolved.iter().enumerate().rev() {
             if !names.is_empty() {
                 out.extend(names.iter().cloned());
+            } else if in_user(i) {
+                // Unnamed frames of the user part stay `[unknown]` under its root.
+                self.push_unnamed(addrs[i], false, CpuState::default(), out);
             } else {
                 let beyond_entry = crossing.is_some_and(|j| j < i);
                 self.push_unnamed(addrs[i], beyond_entry, cpu, out);
             }
-            if user_mode || matches!(space, Space::User(_)) {
+            if in_user(i) || matches!(space, Space::User(_)) {
                 user_end = out.len();
             }
         }
@@ -661,6 +702,31 @@ impl<'s> StackNamer<'s> {
         self.cache.insert(probe, names.clone());
         names
     }
+}
+
+/// Whether boundary marker `addrs[i]`, followed by the probe address `probe`, leads into a
+/// user program: the address is not the kernel's, and then a kernel entry does; a stack
+/// switch must land on a program's return address, or leave system-call entry code (i386
+/// Linux's SYSENTER path, whose walk reaches the user stack through the user's frame
+/// pointer), not boot code's garbage.
+fn leads_into_user(sym: &mut Symbolizer, addrs: &[u64], i: usize, probe: u64) -> bool {
+    if sym.kernel_address(probe) {
+        return false;
+    }
+    if addrs[i] == frame_marker::KERNEL_ENTRY || sym.user_binary_of(probe).is_some() {
+        return true;
+    }
+    let inner: Vec<Rc<[crate::symbolize::Frame]>> = (0..i)
+        .rev()
+        .map_while(|j| boundary::probe(addrs, j, true))
+        .map(|p| sym.frames(p))
+        .collect();
+    let names: Vec<Vec<&str>> = inner
+        .iter()
+        .map(|f| f.iter().map(|x| &*x.function).collect())
+        .collect();
+    let names: Vec<&[&str]> = names.iter().map(|v| &v[..]).collect();
+    boundary::name_entry(addrs[i], &names) == boundary::SYSCALL_FRAME
 }
 
 /// The names of an address's frames (innermost first in `frames`), outer function first.

@@ -387,3 +387,35 @@ fn command_line() {
     assert!(help.contains("--user <ELF[,ELF...]>"), "{help}");
     assert!(help.contains("[user] NAME"), "{help}");
 }
+
+/// A stripped program (a distribution's static busybox) names no function, but roots its
+/// samples at its name: its segments hold their addresses.
+#[test]
+fn a_stripped_program_still_names_its_samples() {
+    let f = fixture("user-stripped");
+    let stripped = f.dir.join("stripped.elf");
+    let objcopy = Command::new("objcopy")
+        .arg("--strip-all")
+        .arg(common::tiny_elf())
+        .arg(&stripped)
+        .status();
+    if !objcopy.is_ok_and(|s| s.success()) {
+        println!("skipped: no objcopy (binutils) to strip tiny.elf with");
+        return;
+    }
+    let opts = Options {
+        user_binaries: vec![stripped],
+        ..with_user(OutputFormat::Folded)
+    };
+    let (out, _) = run(&f, &opts);
+    assert_eq!(
+        lines(&out),
+        [
+            "[user] stripped.elf;[unknown] 4",
+            "[user] stripped.elf;[unknown];syscall_entry;sys_work 2",
+            "[user];[unknown] 1",
+            "_start;kmain 5",
+        ],
+        "{out}"
+    );
+}

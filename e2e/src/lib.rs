@@ -17,8 +17,10 @@ use std::time::Duration;
 use wait_timeout::ChildExt;
 
 mod inputs;
+mod user_roots;
 mod virt;
 pub use inputs::{built_kernel, skip_unless, Need};
+pub use user_roots::{elf_names, syscall_roots, user_part_end_of, SyscallRoots, BOUNDARIES};
 pub use virt::{boot_virt, expected_virt, qemu_virt, skip_virt, virt_kernel, virt_user_elf};
 
 pub fn root() -> PathBuf {

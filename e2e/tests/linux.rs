@@ -392,3 +392,76 @@ fn x86_64_bare_brings_up_both_cpus() {
 fn aarch64_bare_brings_up_both_cpus() {
     bare_smp("aarch64");
 }
+
+/// i386's busybox programs (`--user` the static busybox, stripped: it names no function but
+/// its segments and code tell its address spaces): system calls are rooted in user space,
+/// `[user]…;[syscall];…`, at `[user] busybox` wherever the address space is identified, and
+/// no user frame carries a kernel name. An address space is identified by the code bytes
+/// the plugin records at user-mode samples: a process never sampled in user mode (a `dd`
+/// reading /dev/urandom spends nearly all its time in the kernel) has none, and its stacks
+/// are `[user]` without a name.
+#[test]
+fn i386_busybox_system_calls_are_rooted_at_busybox() {
+    if !linux_present("i386") {
+        return;
+    }
+    let run = boot_linux("linux-i386-user", "i386", Some("period=10000"));
+    let busybox = root().join("target/linux/i386/busybox");
+    let folded = |extra: &str| {
+        let args = [
+            run.raw.to_str().unwrap(),
+            "--symbols",
+            run.kallsyms.to_str().unwrap(),
+            "--user",
+            busybox.to_str().unwrap(),
+            "-f",
+            "folded",
+            "-o",
+            "-",
+            extra,
+        ];
+        parse_folded(&kern_profile(&args))
+    };
+    let entry = ["__do_fast_syscall_32", "do_int80_syscall_32"];
+    let is_syscall = |s: &[String]| s.iter().any(|f| entry.contains(&f.as_str()));
+    let crossed = |s: &[String]| s.iter().any(|f| f == "[syscall]");
+    // Per address space: identified ones have a `[user] busybox (cr3 …)` root.
+    let (mut identified, mut rooted) = (0u64, 0u64);
+    for (s, n) in folded("--per-process") {
+        if is_syscall(&s) && s[0].starts_with("[user] busybox (") {
+            identified += n;
+            rooted += n * crossed(&s) as u64;
+        }
+    }
+    let (mut syscalls, mut in_user, mut kernel_named) = (0u64, 0u64, 0u64);
+    for (s, n) in folded("--addresses") {
+        if s[0].starts_with("[user]") {
+            // Stripped: the user part is addresses, whatever a kernel symbol would say.
+            let part = &s[1..user_part_end_of(&s)];
+            let named = part
+                .iter()
+                .filter(|f| !f.starts_with('[') && !f.starts_with("0x"));
+            kernel_named += n * named.count() as u64;
+        }
+        if is_syscall(&s) {
+            syscalls += n;
+            in_user += n * (s[0].starts_with("[user]") && crossed(&s)) as u64;
+        }
+    }
+    let pct = |a: u64, b: u64| 100.0 * a as f64 / b.max(1) as f64;
+    println!(
+        "i386 busybox: {in_user} of {syscalls} system-call samples rooted in user space \
+         ({:.2}%); in the {identified} of identified address spaces, {rooted} at [user] \
+         busybox ({:.2}%); user frames named with kernel symbols: {kernel_named}",
+        pct(in_user, syscalls),
+        pct(rooted, identified)
+    );
+    assert!(syscalls > 10_000, "{syscalls} system-call samples");
+    assert!(pct(in_user, syscalls) >= 95.0);
+    assert!(
+        identified > syscalls / 4,
+        "{identified} of {syscalls} identified"
+    );
+    assert!(pct(rooted, identified) >= 95.0);
+    assert_eq!(kernel_named, 0);
+}

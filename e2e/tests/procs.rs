@@ -203,3 +203,50 @@ fn per_process_keeps_the_address_spaces_apart() {
         assert!(n > 5000, "{n} samples under {root}");
     }
 }
+
+/// Each program's system calls are rooted at that program, in its address space: both start
+/// the classic way (a fake return address at the top of the stack, EBP the kernel's), and
+/// no user frame is named with a kernel symbol.
+#[test]
+fn system_calls_are_rooted_at_the_program_that_made_them() {
+    if skip() {
+        return;
+    }
+    let com1 = &run().com1;
+    let (a_cr3, b_cr3) = (cr3_of(com1, "user.elf"), cr3_of(com1, "user-b.elf"));
+    let (a, b) = (user_elf(), user_b_elf());
+    let (stacks, _) = folded(&["--user", &users(&a, &b), "--per-process"]);
+    let a_root = format!("{A_ROOT} (cr3 {a_cr3})");
+    let b_root = format!("{B_ROOT} (cr3 {b_cr3})");
+    let kernel = elf_names(&kernel());
+    let (a_names, b_names) = (elf_names(&a), elf_names(&b));
+    let both: std::collections::BTreeSet<String> = a_names.union(&b_names).cloned().collect();
+    let code = &["syscall_entry", "kernel::user::syscall_dispatch"];
+    let all = syscall_roots(&stacks, code, &[&a_root, &b_root], &both, &kernel);
+    let of_a = syscall_roots(&stacks, code, &[&a_root], &a_names, &kernel);
+    let of_b = syscall_roots(&stacks, code, &[&b_root], &b_names, &kernel);
+    let rooted = of_a.rooted + of_b.rooted;
+    println!(
+        "system-call samples rooted at their own program: {rooted} of {} ({:.2}%: user.elf \
+         {}, user-b.elf {}); user frames named with kernel symbols: {}",
+        all.syscalls,
+        100.0 * rooted as f64 / all.syscalls.max(1) as f64,
+        of_a.rooted,
+        of_b.rooted,
+        all.kernel_named
+    );
+    assert!(
+        of_a.rooted > 1000 && of_b.rooted > 1000,
+        "{of_a:?} {of_b:?}"
+    );
+    assert!(
+        rooted as f64 >= 0.95 * all.syscalls as f64,
+        "{all:?}\n{stacks:?}"
+    );
+    assert_eq!(all.kernel_named, 0, "{stacks:?}");
+    // Without --per-process: rooted at the program's own name.
+    let (plain, _) = folded(&["--user", &users(&b, &a)]);
+    let r = syscall_roots(&plain, code, &[A_ROOT, B_ROOT], &both, &kernel);
+    assert!(r.share() >= 0.95, "{r:?}");
+    assert_eq!(r.kernel_named, 0);
+}

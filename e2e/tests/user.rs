@@ -233,6 +233,59 @@ fn system_calls_are_shown_inside_the_user_program() {
         .all(|(s, _)| s.iter().all(|f| f != "kernel::user::sys_work")));
 }
 
+/// The kernel's system-call code: samples there are the program's system calls.
+const SYSCALL_CODE: &[&str] = &["syscall_entry", "kernel::user::syscall_dispatch"];
+
+/// The kernel starts the program the classic way (a fake return address 0xffffffff at the
+/// top of its stack, EBP left as the kernel had it: src/user.rs): the walks end at the
+/// program's first frame, so system calls are rooted at the program, and no user frame is
+/// named with a kernel symbol.
+#[test]
+fn system_calls_are_rooted_at_the_classically_started_program() {
+    if skip_i386() || skip_unless(&[Need::UserElf]) {
+        return;
+    }
+    let stacks = folded(&[]);
+    let (user, kernel) = (elf_names(&user_elf()), elf_names(&kernel()));
+    let r = syscall_roots(&stacks, SYSCALL_CODE, &["[user] user.elf"], &user, &kernel);
+    println!(
+        "system-call samples rooted at [user] user.elf: {} of {} ({:.2}%); user frames \
+         named with kernel symbols: {}",
+        r.rooted,
+        r.syscalls,
+        100.0 * r.share(),
+        r.kernel_named
+    );
+    assert!(r.syscalls > 1000, "{r:?}");
+    assert!(r.share() >= 0.95, "{r:?}\n{stacks:?}");
+    assert_eq!(r.kernel_named, 0, "{stacks:?}");
+    // The kernel's absolute symbol below its image names nothing (firmware stays itself).
+    assert!(
+        stacks
+            .iter()
+            .all(|(s, _)| !s.iter().any(|f| f == "_entry_phys")),
+        "{stacks:?}"
+    );
+    // Nothing goes on past the program's first frame: no stack switch back into the kernel.
+    assert!(
+        stacks
+            .iter()
+            .filter(|(s, _)| s[0].starts_with("[user]"))
+            .all(|(s, _)| !s.iter().any(|f| f == "[stack switch]")),
+        "{stacks:?}"
+    );
+    // The plugin's walks themselves end there: no sample holds the fake return address.
+    use kern_profile_format::{RawReader, Record};
+    let mut raw = RawReader::new(std::fs::File::open(&run().raw).unwrap()).unwrap();
+    let mut fake = 0;
+    while let Some(rec) = raw.next_record().unwrap() {
+        if let Record::Sample(s) = rec {
+            fake += s.frames().filter(|&a| a == 0xffff_ffff).count();
+        }
+    }
+    assert_eq!(fake, 0, "frames of the fake return address 0xffffffff");
+}
+
 #[test]
 fn exact_counts_of_the_user_program_match_documentation() {
     if skip_i386() || skip_unless(&[Need::UserElf]) {

@@ -17,7 +17,8 @@ pub enum StopReason {
     Unreadable = 3,
     /// The configured maximum depth was reached.
     DepthLimit = 4,
-    /// A frame held a null return address.
+    /// A frame held a null return address, or the fake one (all ones) a classic exec puts
+    /// at the top of a new program's stack: the program's first frame.
     NullReturnAddress = 5,
     /// The sample read as much guest memory as one sample may (the recorder's bound on
     /// its cost, whatever the guest's stacks look like).

@@ -21,6 +21,14 @@
 //! [`frame_marker::STACK_SWITCH`] marker, and each stack gets its own upward guard. The
 //! reader (with symbols) decides whether what follows a switch is code.
 //!
+//! A user program's stack is walked up to its first frame and no further: once the walk is in
+//! user context (a user-mode sample, or past an entry from ring 3), it takes no stack switch,
+//! no kernel entry and no jump off its span, and a fake return address (all ones: the one a
+//! classic exec, V6 Unix's or xv6's, pushes at the top of a new program's stack, below a
+//! frame pointer left as the trap frame had it) ends it. Classic kernels start programs
+//! that way, so the first frame's saved frame pointer is garbage: often a kernel stack
+//! address, which the walk would otherwise take for a stack switch back into the kernel.
+//!
 //! A jump upwards beyond the stack's span is one more switch only where the stack says so:
 //! i386 Linux runs hard and soft interrupts on 8 KiB stacks of their own
 //! (arch/x86/kernel/irq_32.c) and saves the interrupted stack pointer in the lowest word of
@@ -41,7 +49,7 @@ pub struct Crossings {
     /// as a trap entry's record of the interrupted context (the crate's `records` module).
     pub interrupt_frames: bool,
     /// The sample is of user mode: below it lies no kernel entry (riscv64 and aarch64 then
-    /// cross nothing).
+    /// cross nothing; x86 walks the user stack alone, as it does past an entry from ring 3).
     pub user_mode: bool,
     /// The kernel's code selector (the sampled `cs` when in ring 0; 0 when unknown): an
     /// interrupt of kernel code is recognised by it, on the same stack.
@@ -70,6 +78,12 @@ impl Crossings {
 /// of the kernels we know (Linux 16 KiB, the example kernels 64 KiB), with room for deep user
 /// stacks.
 pub const STACK_SPAN: u64 = 128 << 10;
+
+/// Whether `ret` is the fake return address at the top of a program's stack (all ones at the
+/// pointer width): no code lives there, on any architecture.
+pub(crate) fn fake_return(ret: u64, width: PtrWidth) -> bool {
+    ret == width.max_addr()
+}
 
 /// At most this many kernel entries per walk (an exception inside an interrupt inside a
 /// system call is three).
@@ -259,7 +273,8 @@ where
 /// Like [`crate::walk_above`], crossing kernel entries and stack switches as `crossings`
 /// allows. Markers ([`frame_marker`]) take a frame slot each; after
 /// [`frame_marker::KERNEL_ENTRY`] comes the interrupted instruction's own address (not a
-/// return address), then the interrupted context's return addresses.
+/// return address), then the interrupted context's return addresses. A fake return address
+/// (all ones) ends the walk as a null one does ([`StopReason::NullReturnAddress`]).
 pub fn walk_across<R>(
     floor: u64,
     fp: u64,
@@ -284,12 +299,16 @@ where
     let seg_end = |start: u64| span_end(crossings.stack_span, start);
     let mut switches = 0u8;
     let mut entries = 0u8;
+    // Walking a user program's stack: it ends at the program's first frame, nothing below
+    // it is the kernel's (only a real entry leads from user to kernel, and none lies in a
+    // user stack).
+    let mut in_user = crossings.user_mode;
     let stop = loop {
         if fp == 0 {
             break StopReason::NullFramePointer;
         }
         // Even the first: a sample in entry code, after the encoding, before the call.
-        if crossings.linux_pt_regs && entries < MAX_ENTRIES {
+        if crossings.linux_pt_regs && entries < MAX_ENTRIES && !in_user {
             if let Some(r) = decode_pt_regs(fp, lowest, seg_end(seg_start), width, &mut read) {
                 entries += 1;
                 if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(r.ip) {
@@ -300,6 +319,7 @@ where
                 fp = r.bp;
                 lowest = r.sp;
                 seg_start = r.sp;
+                in_user = r.cs & 3 == 3;
                 continue;
             }
         }
@@ -307,7 +327,7 @@ where
             break StopReason::Misaligned;
         }
         if fp < lowest {
-            if frames.n == 0 || switches >= crossings.stack_switches {
+            if frames.n == 0 || switches >= crossings.stack_switches || in_user {
                 break StopReason::NotIncreasing;
             }
             switches += 1;
@@ -316,7 +336,11 @@ where
                 break StopReason::DepthLimit;
             }
             seg_start = fp;
-        } else if fp >= seg_end(seg_start) && switches < crossings.stack_switches && frames.n > 0 {
+        } else if fp >= seg_end(seg_start)
+            && switches < crossings.stack_switches
+            && frames.n > 0
+            && !in_user
+        {
             // Up off an interrupt stack, to the interrupted stack it names.
             if let Some(prev_sp) = i386_irq_stack_exit(seg_start, fp, width, &mut read) {
                 switches += 1;
@@ -342,16 +366,18 @@ where
         }
         let saved_fp = width.word(&record[..w]);
         let ret = width.word(&record[w..]);
-        if ret == 0 {
+        if ret == 0 || fake_return(ret, width) {
             break StopReason::NullReturnAddress;
         }
         // From user space: only where the chain leaves this stack (a switch or its end).
-        let user_sp = (crossings.interrupt_frames && entries < MAX_ENTRIES && saved_fp <= fp)
-            .then(|| user_interrupt_frame(fp, width, &mut read))
-            .flatten();
+        let user_sp =
+            (crossings.interrupt_frames && entries < MAX_ENTRIES && saved_fp <= fp && !in_user)
+                .then(|| user_interrupt_frame(fp, width, &mut read))
+                .flatten();
         let from_user = user_sp.is_some();
         // From kernel code: on the same stack, so the chain goes on up.
         let from_kernel = !from_user
+            && !in_user
             && crossings.interrupt_frames
             && crossings.kernel_cs != 0
             && entries < MAX_ENTRIES
@@ -368,6 +394,7 @@ where
                 Some(sp) => {
                     lowest = sp;
                     seg_start = sp;
+                    in_user = true;
                 }
                 None => lowest = fp + 1,
             }

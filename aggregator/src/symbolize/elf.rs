@@ -82,13 +82,17 @@ impl ElfImage {
         if raw.is_empty() {
             raw = collect_symbols(&file, file.dynamic_symbols());
         }
+        // Symbols name the image's own memory only: an absolute or physical-address symbol
+        // outside its sections (xv6's `_start` at 0x0010000c, below a kernel at 0x80100000)
+        // would otherwise run up to the next symbol over whatever lies between.
+        let allocated = allocated_sections(&file);
+        if !allocated.is_empty() {
+            raw.retain(|r| within(&allocated, r.start).is_some());
+        }
         let code_ranges: Vec<(u64, u64)> =
             code.iter().map(|(a, b)| (*a, a + b.len() as u64)).collect();
         let symbols = SymbolTable::new(raw, |start| {
-            code_ranges
-                .iter()
-                .find(|(a, e)| *a <= start && start < *e)
-                .map(|(_, e)| *e)
+            within(&code_ranges, start).or_else(|| within(&allocated, start))
         });
 
         // One bound for everything decompressed from this file.
@@ -180,6 +184,26 @@ fn not_elf(first: &[u8], path: &Path) -> SymbolError {
         path: path.to_path_buf(),
         reason: reason.into(),
     }
+}
+
+/// The end of the range of `ranges` (`[start, end)`) that holds `addr`.
+fn within(ranges: &[(u64, u64)], addr: u64) -> Option<u64> {
+    ranges
+        .iter()
+        .find(|(a, e)| *a <= addr && addr < *e)
+        .map(|(_, e)| *e)
+}
+
+/// The memory ranges of the sections the image occupies (`SHF_ALLOC`, not empty).
+fn allocated_sections(file: &object::File<'_>) -> Vec<(u64, u64)> {
+    file.sections()
+        .filter(|s| {
+            s.size() > 0
+                && matches!(s.flags(), object::SectionFlags::Elf { sh_flags }
+                    if sh_flags & u64::from(object::elf::SHF_ALLOC) != 0)
+        })
+        .map(|s| (s.address(), s.address().saturating_add(s.size())))
+        .collect()
 }
 
 /// Executable sections' start addresses and bytes, sorted. Section headers may point many
@@ -280,3 +304,6 @@ fn load_dwarf(
     }
     addr2line::Context::from_dwarf(dwarf).map_err(|e| e.to_string())
 }
+
+#[cfg(test)]
+mod tests;

@@ -219,6 +219,11 @@ impl Symbolizer {
             }
             _ => {}
         }
+        Ok(Self::build(elf, sources))
+    }
+
+    /// A symbolizer over whatever `elf` and `sources` hold, even nothing.
+    fn build(elf: Option<ElfImage>, sources: Vec<SymbolSource>) -> Self {
         let mut starts = FxHashSet::default();
         if let Some(e) = &elf {
             starts.extend(e.symbols.starts());
@@ -240,7 +245,7 @@ impl Symbolizer {
             maps.push(s.table);
             extra_elfs.extend(s.elf);
         }
-        Ok(Symbolizer {
+        Symbolizer {
             elf,
             maps,
             extra_elfs,
@@ -252,12 +257,14 @@ impl Symbolizer {
             users: Vec::new(),
             ra_fix: Default::default(),
             no_code_cuts: 0,
-        })
+        }
     }
 
     /// Adds a user program: user-mode addresses in its loadable segments are named from it.
     /// Its name (the file name, or the path when two binaries share a file name) roots its
-    /// stacks as `[user] NAME`.
+    /// stacks as `[user] NAME`. A stripped program is taken too: it names no function, but
+    /// its segments and code still tell its samples apart and root them at its name (a
+    /// distribution's static busybox).
     pub fn add_user_binary(&mut self, path: &Path) -> Result<(), SymbolError> {
         let elf = ElfImage::load(path)?;
         if elf.segments().is_empty() {
@@ -275,7 +282,7 @@ impl Symbolizer {
         } else {
             file
         };
-        let sym = Symbolizer::new(Some(elf), Vec::new())?;
+        let sym = Symbolizer::build(Some(elf), Vec::new());
         self.users.push(UserBinary {
             name: Rc::from(sanitize(&name).into_owned()),
             sym,
@@ -351,6 +358,15 @@ impl Symbolizer {
             Some(e) => e.loads(addr),
             None => self.lowest_start.is_some_and(|low| addr >= low),
         }
+    }
+
+    /// True when `addr` is the kernel's rather than a user program's: in the kernel's range
+    /// ([`Symbolizer::kernel_holds`]) and, where a user program holds it too, named by a
+    /// kernel symbol (a kernel named by symbol maps alone holds everything above its lowest
+    /// function, user programs linked there included).
+    pub fn kernel_address(&self, addr: u64) -> bool {
+        self.kernel_holds(addr)
+            && (self.user_binary_of(addr).is_none() || self.symbol_name(addr).is_some())
     }
 
     /// Loads `elf` and/or the `--symbols` sources `symbols`: each a text map (nm,

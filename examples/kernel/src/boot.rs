@@ -77,6 +77,15 @@ _start:
     jmp .Lhang
     .size _start, . - _start
 
+    /* Like many multiboot kernels (xv6's `_start = V2P_WO(entry)`), a code-typed absolute
+       symbol outside every section of the image, below the kernel proper: the entry as a
+       loader's physical view would place it. A profiler must not let it name what lies
+       between it and the kernel's code (kern-profile bounds kernel names by the image's
+       allocated sections). Nothing refers to it. */
+    .global _entry_phys
+    .type _entry_phys, @function
+    .set _entry_phys, 0x000ff00c
+
     /* One 16-byte stub per exception vector 0..31, pushing a dummy error code where the CPU
        pushes none, then the vector number. */
     .section .text.isr, "ax"

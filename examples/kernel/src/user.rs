@@ -6,7 +6,10 @@
 //! and up: paging stays off, so user code runs at its physical address; privilege comes
 //! from the segments: ring-3 code and data selectors, IOPL 0). The TSS gives the ring-0
 //! stack system calls run on. `enter_user` saves the kernel's registers and `iret`s to the
-//! program's entry with EAX = rounds and ESP = USER_STACK_TOP; `exit` comes back through
+//! program's entry with EAX = rounds, the classic way (V6 Unix, xv6): a fake return address
+//! 0xffffffff at the top of the user stack (ESP = USER_STACK_TOP - 4) and EBP left as the
+//! kernel had it (`enter_user`'s own frame pointer, on the kernel's stack), so the program's
+//! first frame record holds garbage that a walk must not follow. `exit` comes back through
 //! the saved registers, as if `enter_user` returned.
 //!
 //! System calls: `int 0x80`, EAX = number, ECX and EDX = arguments, result in EAX.
@@ -22,8 +25,9 @@
 //! `syscall_entry` starts with `push ebp; mov ebp, esp` right below the CPU's interrupt
 //! frame, making a frame record of the user's EBP and the interrupted EIP, so a
 //! frame-pointer walk from `sys_work` goes on *down* into the user stack, through the
-//! program's frames up to its `_start` (EBP = 0): the walker recognises the interrupt frame
-//! above that record as a kernel entry.
+//! program's frames up to its `_start`, whose record holds the fake return address: the
+//! walker recognises the interrupt frame above that record as a kernel entry, and ends the
+//! user stack at the fake return address.
 
 use core::arch::{asm, global_asm};
 
@@ -131,6 +135,8 @@ enter_user:
     mov eax, dword ptr [ebp + 8]
     mov ecx, dword ptr [ebp + 12]
     mov edx, dword ptr [ebp + 16]
+    sub ecx, 4                      /* the classic start (V6 Unix, xv6): a fake return */
+    mov dword ptr [ecx], 0xffffffff /* address at the top of the user stack */
     push {uds}                      /* SS */
     push ecx                        /* ESP */
     push 0x2                        /* EFLAGS: interrupts off (as everywhere), IOPL 0 */
@@ -147,7 +153,8 @@ enter_user:
     xor edx, edx
     xor esi, esi
     xor edi, edi
-    xor ebp, ebp
+    /* EBP stays this frame's (a kernel stack address), as classic kernels leave whatever
+       the trap frame held: the program's first frame record saves garbage. */
     iretd
     .size enter_user, . - enter_user
 

@@ -3,7 +3,8 @@
 //! and asks the kernel for work through a system call, `rounds` times:
 //!
 //! ```text
-//! _start                      (assembly; EBP = 0 ends every frame-pointer walk here)
+//! _start                      (assembly; its frame record holds the kernel's EBP and the
+//!                             fake return address 0xffffffff: the classic start)
 //! └─ user_main
 //!    └─ user::run             loop over `rounds` (EAX at entry)
 //!       └─ user::round        once per round
@@ -48,7 +49,8 @@ global_asm!(
     .global _start
     .type _start, @function
 _start:
-    xor ebp, ebp
+    push ebp                        /* a frame record, as a C main makes: the kernel's EBP */
+    mov ebp, esp                    /* and the fake return address 0xffffffff */
     and esp, -16
     sub esp, 12
     push eax                        /* user_main(rounds) */

@@ -216,6 +216,73 @@ fn an_entry_stub_below_a_user_interrupt_frame_is_a_kernel_entry() {
     }
 }
 
+/// A classic exec (V6 Unix, xv6): the program's first frame record holds the fake return
+/// address 0xffffffff and the frame pointer the trap frame held, here the kernel stack's. The
+/// walk of a system call ends at that record, in user space: no switch back to the kernel.
+#[test]
+fn a_classic_program_start_ends_the_user_stack() {
+    for width in [PtrWidth::W4, PtrWidth::W8] {
+        let w = width.bytes() as u64;
+        let fake = width.max_addr();
+        let mut m = Mem::new(width);
+        let stub = 0x0060_0f40u64;
+        m.frame(0x0060_0f00, stub, 0x0010_1000); // sys_work <- dispatch
+        m.frame(stub, 0x0004_7f00, 0x0004_0123); // the stub: user bp, user ip
+        m.put(stub + 2 * w, 0x1b); // cs: ring 3
+        m.put(stub + 3 * w, 0x202); // flags
+        m.put(stub + 4 * w, 0x0004_7ef0); // user sp
+        m.put(stub + 5 * w, 0x23); // ss: ring 3
+        m.frame(0x0004_7f00, 0x0004_7f40, 0x0004_0500); // user: syscall <- main
+                                                        // main's record: the kernel's stack pointer as saved frame pointer, the fake return.
+        m.frame(0x0004_7f40, 0x0010_0f80, fake);
+        // What lies there: the kernel's own frames, which must not be read as the user's.
+        m.frame(0x0010_0f80, 0x0010_0fc0, 0x0010_2000);
+        m.frame(0x0010_0fc0, 0, 0x0010_3000);
+        let (frames, stop) = m.walk(0x0060_0ef0, 0x0060_0f00, Crossings::ALL);
+        assert_eq!(
+            frames,
+            [0x0010_1000, KE, 0x0004_0123, 0x0004_0500],
+            "{width:?}"
+        );
+        assert_eq!(stop, StopReason::NullReturnAddress, "{width:?}");
+        // The same program sampled in user mode ends there too.
+        let user = Crossings {
+            user_mode: true,
+            ..Crossings::ALL
+        };
+        let (frames, stop) = m.walk(0x0004_7ef0, 0x0004_7f00, user);
+        assert_eq!(frames, [0x0004_0500], "{width:?}");
+        assert_eq!(stop, StopReason::NullReturnAddress);
+    }
+}
+
+/// Garbage in a user program's first frame record without the fake return address: a frame
+/// pointer below the user stack is no stack switch (only an entry leads into the kernel),
+/// one beyond its span is not read.
+#[test]
+fn a_user_stack_takes_no_switch() {
+    let mut m = Mem::new(PtrWidth::W4);
+    let user = Crossings {
+        user_mode: true,
+        ..Crossings::ALL
+    };
+    m.frame(0x0004_7f00, 0x0004_7f40, 0x0004_0500); // user: syscall <- main
+    m.frame(0x0004_7f40, 0x0002_0f80, 0x0004_0600); // main <- garbage, below
+    m.frame(0x0002_0f80, 0, 0x0010_2000); // the kernel's stack
+    let (frames, stop) = m.walk(0x0004_7ef0, 0x0004_7f00, user);
+    assert_eq!(frames, [0x0004_0500, 0x0004_0600]);
+    assert_eq!(stop, StopReason::NotIncreasing);
+    // A kernel walk still switches there (an IRQ stack below the task's).
+    let (frames, _) = m.walk(0x0004_7ef0, 0x0004_7f00, Crossings::ALL);
+    assert_eq!(frames, [0x0004_0500, 0x0004_0600, SW, 0x0010_2000]);
+    // Above the span: not read, whatever lies there.
+    m.frame(0x0004_7f40, 0x0104_7f40, 0x0004_0600);
+    m.frame(0x0104_7f40, 0, 0x0010_2000);
+    let (frames, stop) = m.walk(0x0004_7ef0, 0x0004_7f00, user);
+    assert_eq!(frames, [0x0004_0500, 0x0004_0600]);
+    assert_eq!(stop, StopReason::OffStack);
+}
+
 /// A non-Linux kernel's interrupt stub (`push ebp; mov ebp, esp` right below the frame the
 /// CPU pushed when it interrupted kernel code): with the kernel's code selector known, the
 /// walk marks a kernel entry and goes on up through the interrupted function's frames.
