@@ -460,6 +460,34 @@ pub fn kernel_self_counts(folded: &[(Vec<String>, u64)]) -> BTreeMap<String, u64
     m
 }
 
+/// The i386 kernel's two leaves with the same loop body (examples/kernel/src/workload.rs,
+/// `leaf_loop!`): where the code is the same, host-time sampling costs the same, so their
+/// shares of the pair must match the exact counts' even though host time weighs code
+/// otherwise than instructions.
+pub const SAME_BODY: [&str; 2] = ["kernel::workload::hot_leaf", "kernel::workload::cold_leaf"];
+
+/// Asserts each of [`SAME_BODY`]'s share of the pair in `counts` (self samples) within 3
+/// points of its exact share (`doc`, the inline view).
+pub fn assert_same_body_shares(counts: &BTreeMap<String, u64>, doc: &[ExpectedFunction]) {
+    let share_of = |of: &dyn Fn(&str) -> f64| -> Vec<f64> {
+        let sum: f64 = SAME_BODY.iter().map(|n| of(n)).sum();
+        SAME_BODY.iter().map(|n| of(n) / sum).collect()
+    };
+    let sampled = share_of(&|n| counts.get(n).copied().unwrap_or(0) as f64);
+    let exact = share_of(&|n| {
+        doc.iter()
+            .find(|f| f.symbol == n)
+            .unwrap_or_else(|| panic!("{n} is not documented"))
+            .self_share_inline
+    });
+    for ((name, got), want) in SAME_BODY.iter().zip(&sampled).zip(&exact) {
+        assert!(
+            (got - want).abs() < 0.03,
+            "{name}: {got:.4} of the same-body pair sampled, {want:.4} by exact counts"
+        );
+    }
+}
+
 /// Checks a `delay=` (host time) profile where guest code is the same: `hot` and `cold` run
 /// one loop body, `hot` `want` times as often by exact counts. Host time is not that exact:
 /// QEMU's translation of each loop runs at its own speed, which changes during a run

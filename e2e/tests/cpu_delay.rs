@@ -8,9 +8,6 @@
 
 use kern_profile_e2e::*;
 
-/// The two leaves with the same loop body (examples/kernel/src/workload.rs, `leaf_loop!`).
-const SAME_BODY: [&str; 2] = ["kernel::workload::hot_leaf", "kernel::workload::cold_leaf"];
-
 #[test]
 fn delay_mode_shares_match_exact_counts_where_emulation_cost_is_the_same() {
     if skip_i386() {
@@ -46,23 +43,7 @@ fn delay_mode_shares_match_exact_counts_where_emulation_cost_is_the_same() {
     });
     assert!(total > 3_000, "only {total} samples at delay=10");
     let doc = expected_functions();
-    let share_of = |names: &[&str], of: &dyn Fn(&str) -> f64| -> Vec<f64> {
-        let sum: f64 = names.iter().map(|n| of(n)).sum();
-        names.iter().map(|n| of(n) / sum).collect()
-    };
-    let sampled = share_of(&SAME_BODY, &|n| counts.get(n).copied().unwrap_or(0) as f64);
-    let exact = share_of(&SAME_BODY, &|n| {
-        doc.iter()
-            .find(|f| f.symbol == n)
-            .unwrap()
-            .self_share_inline
-    });
-    for ((name, got), want) in SAME_BODY.iter().zip(&sampled).zip(&exact) {
-        assert!(
-            (got - want).abs() < 0.03,
-            "{name}: {got:.4} of the same-body pair sampled, {want:.4} by exact counts"
-        );
-    }
+    assert_same_body_shares(&counts, &doc);
     // Everywhere else host time and instructions differ, but not by more than this on this
     // workload (measured: hot_leaf +7 points, the others within 5).
     for f in doc.iter().filter(|f| f.self_share_inline > 0.01) {

@@ -15,9 +15,6 @@ fn has_discon() -> bool {
     version_at_least(&qemu_version(), discon_qemu_version())
 }
 
-/// The two leaves with the same loop body (examples/kernel/src/workload.rs, `leaf_loop!`).
-const SAME_BODY: [&str; 2] = ["kernel::workload::hot_leaf", "kernel::workload::cold_leaf"];
-
 #[test]
 fn i386_interrupt_samples_match_exact_counts_where_emulation_cost_is_the_same() {
     if skip_i386() || !has_discon() {
@@ -41,23 +38,7 @@ fn i386_interrupt_samples_match_exact_counts_where_emulation_cost_is_the_same() 
     // The handler runs with interrupts masked: it is never where an interrupt lands.
     assert_eq!(counts.get("timer_tick"), None, "{counts:?}");
     let doc = expected_functions();
-    let share_of = |names: &[&str], of: &dyn Fn(&str) -> f64| -> Vec<f64> {
-        let sum: f64 = names.iter().map(|n| of(n)).sum();
-        names.iter().map(|n| of(n) / sum).collect()
-    };
-    let sampled = share_of(&SAME_BODY, &|n| counts.get(n).copied().unwrap_or(0) as f64);
-    let exact = share_of(&SAME_BODY, &|n| {
-        doc.iter()
-            .find(|f| f.symbol == n)
-            .unwrap()
-            .self_share_inline
-    });
-    for ((name, got), want) in SAME_BODY.iter().zip(&sampled).zip(&exact) {
-        assert!(
-            (got - want).abs() < 0.03,
-            "{name}: {got:.4} of the same-body pair sampled, {want:.4} by exact counts"
-        );
-    }
+    assert_same_body_shares(&counts, &doc);
     // Code in the middle of blocks gets its share: an interrupt at a block's start samples
     // one of its instructions (the inlined function is never a block's first).
     let inlined = counts
