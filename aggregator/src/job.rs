@@ -10,6 +10,7 @@ use crate::output::diff::DiffRenderer;
 use crate::output::exact::ExactRenderer;
 use crate::output::firefox::FirefoxRenderer;
 use crate::output::folded::FoldedRenderer;
+use crate::output::pprof::PprofRenderer;
 use crate::output::svg::SvgRenderer;
 use crate::output::text::TextRenderer;
 use crate::output::CpuRenderer;
@@ -103,6 +104,14 @@ fn renderer(opts: &Options, exact_only: bool) -> Result<Box<dyn CpuRenderer>, &'
             );
         }
         return Ok(Box::new(FirefoxRenderer));
+    }
+    if format == OutputFormat::Pprof {
+        if opts.diff_base.is_some() {
+            return Err("--diff writes svg or folded output");
+        }
+        return Ok(Box::new(PprofRenderer {
+            exact: opts.exact || exact_only,
+        }));
     }
     if opts.exact || exact_only {
         if opts.diff_base.is_some() {

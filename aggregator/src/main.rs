@@ -164,8 +164,8 @@ struct ReportArgs {
 /// Options of both modes: where and what to write, and how frames are named.
 #[derive(Debug, Args)]
 struct CommonArgs {
-    /// Output file; `-` for standard output. Default: cpu.svg, cpu.folded or profile.json
-    /// by format (cpu-diff.* with --diff, exact.* with --exact); the text report goes to
+    /// Output file; `-` for standard output. Default: cpu.svg, cpu.folded, profile.json or
+    /// profile.pb.gz by format (cpu-diff.* with --diff, exact.* with --exact); the text report goes to
     /// standard output. With --alloc: the directory
     /// the mem-<allocator> files go to (created if needed; default: the current one; the
     /// text report then goes to DIR/mem-report.txt instead of standard output)
@@ -416,7 +416,7 @@ fn run_alloc(args: ReportArgs) -> Result<()> {
         );
     }
     let Ok(format) = AllocFormat::try_from(c.format) else {
-        bail!("--alloc writes svg, folded or text (not firefox)");
+        bail!("--alloc writes svg, folded or text (not firefox or pprof)");
     };
     if cpu.any() {
         bail!("--exact, --diff, --cpu, --per-cpu and --user are CPU-profile options; --alloc takes --view, --timeline, --lenient");

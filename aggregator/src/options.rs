@@ -16,6 +16,9 @@ pub enum OutputFormat {
     Firefox,
     /// perf-report-style table of the top functions
     Text,
+    /// Gzipped pprof profile (profile.proto: go tool pprof, pprof's web UI), self-contained;
+    /// --exact: instruction counts
+    Pprof,
 }
 
 impl OutputFormat {
@@ -26,6 +29,7 @@ impl OutputFormat {
             OutputFormat::Folded => Some("cpu.folded"),
             OutputFormat::Firefox => Some("profile.json"),
             OutputFormat::Text => None,
+            OutputFormat::Pprof => Some("profile.pb.gz"),
         }
     }
 }
@@ -110,12 +114,14 @@ pub struct Options {
 
 impl Options {
     /// The file written when no output is named: `None` means standard output. `cpu.svg`
-    /// (as the original tool), `cpu.folded`, `profile.json`; `cpu-diff.*` with a diff base,
+    /// (as the original tool), `cpu.folded`, `profile.json`, `profile.pb.gz` (pprof, exact
+    /// counts too); `cpu-diff.*` with a diff base,
     /// `exact.*` for exact counts; the text report goes to standard output.
     pub fn default_output(&self) -> Option<&'static str> {
         match (self.format, self.exact, self.diff_base.is_some()) {
             (OutputFormat::Text, _, _) => None,
             (OutputFormat::Firefox, _, _) => Some("profile.json"),
+            (OutputFormat::Pprof, _, _) => Some("profile.pb.gz"),
             (OutputFormat::Svg, true, _) => Some("exact.svg"),
             (OutputFormat::Folded, true, _) => Some("exact.folded"),
             (OutputFormat::Svg, _, true) => Some("cpu-diff.svg"),

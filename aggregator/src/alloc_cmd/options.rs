@@ -27,7 +27,7 @@ impl TryFrom<OutputFormat> for AllocFormat {
             OutputFormat::Svg => Ok(AllocFormat::Svg),
             OutputFormat::Folded => Ok(AllocFormat::Folded),
             OutputFormat::Text => Ok(AllocFormat::Text),
-            OutputFormat::Firefox => Err(f),
+            OutputFormat::Firefox | OutputFormat::Pprof => Err(f),
         }
     }
 }

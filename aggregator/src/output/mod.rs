@@ -1,5 +1,5 @@
 //! The output formats, one file each, behind [`CpuRenderer`]: flamegraph SVG, folded stacks,
-//! Firefox Profiler JSON, text report, differential flamegraph and exact counts; plus the
+//! Firefox Profiler JSON, pprof, text report, differential flamegraph and exact counts; plus the
 //! words shared by several ([`describe`]). A new format is one more file here and one more
 //! arm in [`crate::job`]. Allocation mode's own outputs: [`alloc_flamegraph`], [`alloc_report`],
 //! [`timeline`].
@@ -11,6 +11,8 @@ pub mod diff;
 pub mod exact;
 pub mod firefox;
 pub mod folded;
+pub mod pprof;
+pub mod pprof_proto;
 pub mod svg;
 pub mod text;
 pub mod timeline;
