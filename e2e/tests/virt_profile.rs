@@ -53,6 +53,7 @@ on_both!(
     prologue_analysis_names_the_same_stacks,
     per_cpu_under_smp,
     user_kernel_split,
+    system_calls_are_rooted_at_the_classically_started_program,
     allocation_views_from_the_memtrace,
     an_elf_of_the_other_architecture_is_refused,
     delay_mode_samples_by_host_time,
@@ -711,6 +712,48 @@ fn user_kernel_split(arch: &'static str) {
         "{} vs {want:.0}",
         c.user
     );
+}
+
+/// The kernel starts the program the classic way (ra / x30 a fake return address of all
+/// ones, s0 / x29 left as the kernel had it: src/arch/, `enter_user`): the walks end at the
+/// program's first frame, so system calls are rooted at the program, and no user frame is
+/// named with a kernel symbol.
+fn system_calls_are_rooted_at_the_classically_started_program(arch: &'static str) {
+    if skip_virt(arch) {
+        return;
+    }
+    let run = user_run(arch);
+    let (k, u) = (virt_kernel(arch), virt_user_elf(arch));
+    let stacks = folded_of(&run.raw, &k, &["--user", path(&u)]);
+    // The system-call code: the frames after `[syscall]` in the documented chain.
+    let chain = strings(&expected_virt(arch)["kernel"]["user"]["syscall_chain"]);
+    let at = chain.iter().position(|f| f == "[syscall]").unwrap();
+    let code: Vec<&str> = chain[at + 1..].iter().map(String::as_str).collect();
+    let (user, kernel) = (elf_names(&u), elf_names(&k));
+    let r = syscall_roots(&stacks, &code, &[chain[0].as_str()], &user, &kernel);
+    println!(
+        "{arch}: system-call samples rooted at {}: {} of {} ({:.2}%); user frames named with \
+         kernel symbols: {}",
+        chain[0],
+        r.rooted,
+        r.syscalls,
+        100.0 * r.share(),
+        r.kernel_named
+    );
+    assert!(r.syscalls > 1000, "{r:?}");
+    assert!(r.share() >= 0.95, "{r:?}\n{stacks:?}");
+    assert_eq!(r.kernel_named, 0, "{stacks:?}");
+    // The plugin's walks themselves end there: no sample holds the fake return address.
+    use kern_profile_format::{RawReader, Record};
+    let mut raw = RawReader::new(std::fs::File::open(&run.raw).unwrap()).unwrap();
+    let mut fake = 0;
+    while let Some(rec) = raw.next_record().unwrap() {
+        if let Record::Sample(s) = rec {
+            fake += s.frames().filter(|&a| a == u64::MAX).count();
+        }
+    }
+    println!("{arch}: frames of the fake return address: {fake}");
+    assert_eq!(fake, 0, "frames of the fake return address (all ones)");
 }
 
 fn report_value(block: &str, key: &str) -> u64 {

@@ -55,7 +55,7 @@ impl Vcpu {
             trigger: Trigger::new(sampling, 0),
             buffer: SampleBuffer::new(Vec::new()),
             capture: Capture::new(arch, depth),
-            code: CodeSampler::default(),
+            code: CodeSampler::new(arch),
             hooks: None,
             watch: Default::default(),
             waits: InterruptWaits::default(),
@@ -384,11 +384,12 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
 }
 
 /// Captures the sample through QEMU's register and memory reads and queues it, after the
-/// code bytes at its PC when it is the first user-mode sample of its page (see
-/// [`CodeSampler`]). `interrupted`: `Some((from_pc, classify))` when the registers are an
-/// interrupt handler's at its first instruction and the sample is of the code interrupted at
-/// `from_pc` ([`Interrupted`]); `classify`: its frame state is read from the interrupted
-/// instruction's bytes (no block of its told it).
+/// code bytes at its PC when it is the first user-mode sample of its page, or at the user
+/// addresses past its kernel entry (see [`CodeSampler`]). `interrupted`:
+/// `Some((from_pc, classify))` when the registers are an interrupt handler's at its first
+/// instruction and the sample is of the code interrupted at `from_pc` ([`Interrupted`]);
+/// `classify`: its frame state is read from the interrupted instruction's bytes (no block of
+/// its told it).
 fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite, interrupted: Option<(u64, bool)>) {
     let Vcpu {
         machine,
@@ -414,9 +415,13 @@ fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite, interrupted: Option<
             } else {
                 capture.take(site, &mut m.regs, |addr, out| mem.read_memory(addr, out))
             };
-            if let Some(c) = code.sample(&rec, &extras, |addr, out| mem.read_memory(addr, out)) {
-                buffer.push_code(p.width.bytes(), &c);
-            }
+            let width = p.width.bytes();
+            code.sample(
+                &rec,
+                &extras,
+                |addr, out| mem.read_memory(addr, out),
+                |c| buffer.push_code(width, c),
+            );
             (rec, extras)
         }
         None => (

@@ -5,8 +5,19 @@
 //! page-table base), the plugin reads [`CODE_BYTES`] bytes of code there; later samples of
 //! that page cost one hash lookup. Bounded per vCPU: at most [`MAX_PER_SPACE`] records per
 //! address space and [`MAX_PAGES`] pages in all, after which nothing more is read.
+//!
+//! A process may never be sampled in user mode (a shell waiting in system calls): its
+//! system calls' stacks hold its user addresses all the same, past the kernel entry. So a
+//! kernel-mode sample in an address space with no user-mode sample yet reads the code at
+//! the user addresses its walk found past the outermost entry (the interrupted pc, then the
+//! return addresses: the pc may be a shared page such as i386 Linux's vDSO, which no program
+//! holds), [`MAX_FROM_ENTRY`] pages per sample at most and [`MAX_FROM_KERNEL`] records in
+//! all. Only where the kernel lies at the top of the address space and the address below it
+//! (Linux: i386's 3G/1G split, the upper half on 64-bit guests), so no kernel code is taken
+//! for a program's: a record no given program holds is ignored, but one that could be the
+//! kernel's is not worth the doubt.
 
-use kern_profile_format::{CodeBytes, Privilege, SampleExtras, SampleRecord};
+use kern_profile_format::{frame_marker, Arch, CodeBytes, Privilege, SampleExtras, SampleRecord};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Bytes of code read at a sampled PC (fewer at the end of a readable page).
@@ -15,20 +26,47 @@ pub const CODE_BYTES: usize = 64;
 pub const MAX_PER_SPACE: u32 = 32;
 /// (address space, page) pairs a vCPU remembers.
 pub const MAX_PAGES: usize = 4096;
+/// Pages read for one kernel-mode sample.
+pub const MAX_FROM_ENTRY: usize = 4;
+/// Records a vCPU reads for kernel-mode samples in all.
+pub const MAX_FROM_KERNEL: u32 = 256;
 
 const PAGE: u64 = 0x1000;
 
 /// One vCPU's record of the pages whose code it has read.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CodeSampler {
     seen: FxHashSet<(u64, u64)>,
     per_space: FxHashMap<u64, u32>,
+    /// Address spaces with a user-mode sample: their program's code is read there.
+    user_spaces: FxHashSet<u64>,
+    /// Records read for kernel-mode samples.
+    from_kernel: u32,
+    /// Where Linux's kernel addresses begin: user addresses lie below.
+    kernel_start: u64,
     buf: Vec<u8>,
 }
 
 impl CodeSampler {
-    /// The code-bytes record due for sample `rec` (with its extras `x`), if it is the
-    /// vCPU's first user-mode sample in its page of its address space; `mem(addr, out)`
+    /// A vCPU's sampler for a guest of `arch`.
+    pub fn new(arch: Arch) -> Self {
+        CodeSampler {
+            seen: FxHashSet::default(),
+            per_space: FxHashMap::default(),
+            user_spaces: FxHashSet::default(),
+            from_kernel: 0,
+            kernel_start: match arch {
+                Arch::I386 => 0xc000_0000,
+                _ => 1 << 63,
+            },
+            buf: Vec::new(),
+        }
+    }
+
+    /// The code-bytes records due for sample `rec` (with its extras `x`), passed to `out`:
+    /// at its pc if it is the vCPU's first user-mode sample in its page of its address
+    /// space; for a kernel-mode sample in an address space without a user-mode sample, at
+    /// the user addresses past the entry from it (see the module's text). `mem(addr, out)`
     /// reads guest memory at a virtual address (through the sampled vCPU's page tables)
     /// and says whether it could.
     pub fn sample<M>(
@@ -36,19 +74,65 @@ impl CodeSampler {
         rec: &SampleRecord<'_>,
         x: &SampleExtras,
         mut mem: M,
-    ) -> Option<CodeBytes<'_>>
-    where
+        mut out: impl FnMut(&CodeBytes<'_>),
+    ) where
         M: FnMut(u64, &mut [u8]) -> bool,
     {
-        let base = x.page_table_base?;
+        let Some(base) = x.page_table_base else {
+            return;
+        };
         let user = match x.privilege {
             Privilege::Unknown => rec.user,
             p => p == Privilege::User,
         };
-        if !user {
-            return None;
+        if user {
+            self.user_spaces.insert(base);
+            if let Some(c) = self.read(rec.vcpu, base, rec.pc, &mut mem) {
+                out(&c);
+            }
+            return;
         }
-        let page = rec.pc / PAGE;
+        if self.user_spaces.contains(&base)
+            || self.from_kernel >= MAX_FROM_KERNEL
+            || rec.pc < self.kernel_start
+        {
+            return;
+        }
+        // Past the outermost entry: the interrupted pc, then its return addresses.
+        let Some(entry) = rec
+            .frames
+            .iter()
+            .rposition(|&a| a == frame_marker::KERNEL_ENTRY)
+        else {
+            return;
+        };
+        let mut tried = 0;
+        for &addr in &rec.frames[entry + 1..] {
+            // A marker (another entry or stack switch) or a kernel address: no user part.
+            if addr < frame_marker::LIMIT || addr >= self.kernel_start {
+                break;
+            }
+            if tried == MAX_FROM_ENTRY || self.from_kernel >= MAX_FROM_KERNEL {
+                break;
+            }
+            if self.seen.contains(&(base, addr / PAGE)) {
+                continue;
+            }
+            tried += 1;
+            self.from_kernel += 1;
+            if let Some(c) = self.read(rec.vcpu, base, addr, &mut mem) {
+                out(&c);
+            }
+        }
+    }
+
+    /// The code at `pc` in address space `base`, the first time its page is asked for
+    /// within the bounds.
+    fn read<M>(&mut self, vcpu: u32, base: u64, pc: u64, mem: &mut M) -> Option<CodeBytes<'_>>
+    where
+        M: FnMut(u64, &mut [u8]) -> bool,
+    {
+        let page = pc / PAGE;
         if self.seen.contains(&(base, page)) || self.seen.len() >= MAX_PAGES {
             return None;
         }
@@ -59,19 +143,19 @@ impl CodeSampler {
         *count += 1;
         self.seen.insert((base, page));
         // Up to the end of the page when the next one cannot be read.
-        let to_page_end = (PAGE - rec.pc % PAGE).min(CODE_BYTES as u64) as usize;
+        let to_page_end = (PAGE - pc % PAGE).min(CODE_BYTES as u64) as usize;
         self.buf.resize(CODE_BYTES, 0);
-        let n = if mem(rec.pc, &mut self.buf[..]) {
+        let n = if mem(pc, &mut self.buf[..]) {
             CODE_BYTES
-        } else if to_page_end < CODE_BYTES && mem(rec.pc, &mut self.buf[..to_page_end]) {
+        } else if to_page_end < CODE_BYTES && mem(pc, &mut self.buf[..to_page_end]) {
             to_page_end
         } else {
             return None;
         };
         Some(CodeBytes {
-            vcpu: rec.vcpu,
+            vcpu,
             page_table_base: base,
-            vaddr: rec.pc,
+            vaddr: pc,
             bytes: &self.buf[..n],
         })
     }
@@ -82,7 +166,13 @@ mod tests {
     use super::*;
     use kern_profile_format::StopReason;
 
+    const KE: u64 = frame_marker::KERNEL_ENTRY;
+
     fn rec(pc: u64, user: bool) -> SampleRecord<'static> {
+        kernel_rec(pc, user, &[])
+    }
+
+    fn kernel_rec(pc: u64, user: bool, frames: &'static [u64]) -> SampleRecord<'static> {
         SampleRecord {
             vcpu: 3,
             user,
@@ -92,23 +182,34 @@ mod tests {
             pc,
             sp: 0,
             sp_word: None,
-            frames: &[],
+            frames,
             entry_resolved: false,
         }
     }
 
-    fn user(base: u64) -> SampleExtras {
+    fn extras(privilege: Privilege, base: u64) -> SampleExtras {
         SampleExtras {
-            privilege: Privilege::User,
+            privilege,
             page_table_base: Some(base),
             ..SampleExtras::default()
         }
     }
 
+    fn user(base: u64) -> SampleExtras {
+        extras(Privilege::User, base)
+    }
+
+    fn kernel(base: u64) -> SampleExtras {
+        extras(Privilege::Kernel, base)
+    }
+
     /// Guest memory: code bytes equal to their address's low byte below 0x4001000, nothing
-    /// readable above.
+    /// readable above (but the i386 kernel's and the vDSO's pages).
     fn mem(addr: u64, out: &mut [u8]) -> bool {
-        if addr + out.len() as u64 > 0x0400_1000 {
+        let end = addr + out.len() as u64;
+        let readable =
+            end <= 0x0400_1000 || (0xb7f0_0000..0xb7f0_1000).contains(&addr) || addr >= 0xc000_0000;
+        if !readable {
             return false;
         }
         for (i, b) in out.iter_mut().enumerate() {
@@ -117,67 +218,207 @@ mod tests {
         true
     }
 
-    #[test]
-    fn first_sample_of_each_page_and_space_reads_code() {
-        let mut c = CodeSampler::default();
-        let r = c
-            .sample(&rec(0x0400_0210, true), &user(0x10f000), mem)
-            .unwrap();
-        assert_eq!(
-            (r.vcpu, r.page_table_base, r.vaddr),
-            (3, 0x10f000, 0x0400_0210)
-        );
-        assert_eq!(r.bytes.len(), CODE_BYTES);
-        assert_eq!(r.bytes[0], 0x10);
-        // The same page again: nothing; the same page of another address space: a record.
-        assert!(c
-            .sample(&rec(0x0400_0300, true), &user(0x10f000), mem)
-            .is_none());
-        assert!(c
-            .sample(&rec(0x0400_0300, true), &user(0x110000), mem)
-            .is_some());
+    /// (vcpu, address space, address, bytes) of each record a sample gives.
+    fn take<M: FnMut(u64, &mut [u8]) -> bool>(
+        c: &mut CodeSampler,
+        r: &SampleRecord<'_>,
+        x: &SampleExtras,
+        m: M,
+    ) -> Vec<(u32, u64, u64, Vec<u8>)> {
+        let mut got = Vec::new();
+        c.sample(r, x, m, |b| {
+            got.push((b.vcpu, b.page_table_base, b.vaddr, b.bytes.to_vec()))
+        });
+        got
+    }
+
+    fn i386() -> CodeSampler {
+        CodeSampler::new(Arch::I386)
     }
 
     #[test]
-    fn kernel_samples_and_missing_bases_read_nothing() {
-        let mut c = CodeSampler::default();
-        let kernel = SampleExtras {
-            privilege: Privilege::Kernel,
-            page_table_base: Some(0x10f000),
-            ..SampleExtras::default()
-        };
-        assert!(c.sample(&rec(0x0010_0000, false), &kernel, mem).is_none());
+    fn first_sample_of_each_page_and_space_reads_code() {
+        let mut c = i386();
+        let r = take(&mut c, &rec(0x0400_0210, true), &user(0x10f000), mem);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].0, r[0].1, r[0].2), (3, 0x10f000, 0x0400_0210));
+        assert_eq!(r[0].3.len(), CODE_BYTES);
+        assert_eq!(r[0].3[0], 0x10);
+        // The same page again: nothing; the same page of another address space: a record.
+        assert!(take(&mut c, &rec(0x0400_0300, true), &user(0x10f000), mem).is_empty());
+        assert_eq!(
+            take(&mut c, &rec(0x0400_0300, true), &user(0x110000), mem).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn kernel_samples_without_an_entry_and_missing_bases_read_nothing() {
+        let mut c = i386();
+        assert!(take(&mut c, &rec(0xc010_0000, false), &kernel(0x10f000), mem).is_empty());
         let no_base = SampleExtras {
             privilege: Privilege::User,
             ..SampleExtras::default()
         };
-        assert!(c.sample(&rec(0x0400_0000, true), &no_base, mem).is_none());
+        assert!(take(&mut c, &rec(0x0400_0000, true), &no_base, mem).is_empty());
+    }
+
+    /// A system call of a process never sampled in user mode (i386 Linux): the kernel's
+    /// frames, the entry, the interrupted pc in the vDSO, the program's return addresses.
+    const SYSCALL: &[u64] = &[
+        0xc010_2000,
+        0xc010_1000,
+        KE,
+        0xb7f0_0420,
+        0x0400_0510,
+        0x0400_0600,
+    ];
+
+    #[test]
+    fn a_kernel_sample_reads_the_user_code_past_the_entry() {
+        let mut c = i386();
+        let r = take(
+            &mut c,
+            &kernel_rec(0xc010_3000, false, SYSCALL),
+            &kernel(0x20f000),
+            mem,
+        );
+        // The vDSO's page and the program's (once: 0x4000600 is on the same page).
+        let got: Vec<(u64, u64)> = r.iter().map(|r| (r.1, r.2)).collect();
+        assert_eq!(got, [(0x20f000, 0xb7f0_0420), (0x20f000, 0x0400_0510)]);
+        assert_eq!(r[1].3[0], 0x10);
+        // Pages once read are not read again.
+        assert!(take(
+            &mut c,
+            &kernel_rec(0xc010_3000, false, SYSCALL),
+            &kernel(0x20f000),
+            mem
+        )
+        .is_empty());
+        // Once the address space has a user-mode sample, its kernel samples read nothing.
+        let mut c = i386();
+        take(&mut c, &rec(0x0400_0800, true), &user(0x20f000), mem);
+        assert!(take(
+            &mut c,
+            &kernel_rec(0xc010_3000, false, SYSCALL),
+            &kernel(0x20f000),
+            mem
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn only_lower_half_addresses_past_the_outermost_entry_are_read() {
+        let mut c = i386();
+        // An interrupt of kernel code: the interrupted pc is the kernel's.
+        let kernel_irq: &[u64] = &[0xc010_2000, KE, 0xc010_5000, 0xc010_6000];
+        assert!(take(
+            &mut c,
+            &kernel_rec(0xc010_3000, false, kernel_irq),
+            &kernel(1),
+            mem
+        )
+        .is_empty());
+        // An interrupt inside a system call: the outer entry's user part only, up to a
+        // kernel address (garbage past the program's first frame).
+        let nested: &[u64] = &[
+            0xc010_2000,
+            KE,
+            0xc010_5000,
+            KE,
+            0x0400_0100,
+            0xc010_7000,
+            0x0400_0200,
+        ];
+        let r = take(
+            &mut c,
+            &kernel_rec(0xc010_3000, false, nested),
+            &kernel(1),
+            mem,
+        );
+        assert_eq!(r.iter().map(|r| r.2).collect::<Vec<_>>(), [0x0400_0100]);
+        // A kernel low in memory (the example kernels): nothing tells user from kernel.
+        let low: &[u64] = &[0x10_2000, KE, 0x0400_0100];
+        assert!(take(&mut c, &kernel_rec(0x10_3000, false, low), &kernel(2), mem).is_empty());
+        // 64-bit guests: the kernel's is the upper half.
+        let mut c = CodeSampler::new(Arch::X86_64);
+        let x64: &[u64] = &[0xffff_ffff_8100_0000, KE, 0x0400_0100];
+        let r = take(
+            &mut c,
+            &kernel_rec(0xffff_ffff_8100_1000, false, x64),
+            &kernel(3),
+            mem,
+        );
+        assert_eq!(r.len(), 1);
+        assert!(take(
+            &mut c,
+            &kernel_rec(0xc010_3000, false, low),
+            &kernel(4),
+            mem
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn kernel_samples_read_within_their_bounds() {
+        let always = |_: u64, _: &mut [u8]| true;
+        // At most MAX_FROM_ENTRY pages a sample.
+        static MANY: [u64; 10] = {
+            let mut f = [0u64; 10];
+            f[0] = KE;
+            let mut i = 1;
+            while i < 10 {
+                f[i] = i as u64 * PAGE;
+                i += 1;
+            }
+            f
+        };
+        let mut c = i386();
+        let r = take(
+            &mut c,
+            &kernel_rec(0xc010_0000, false, &MANY),
+            &kernel(1),
+            always,
+        );
+        assert_eq!(r.len(), MAX_FROM_ENTRY);
+        // MAX_FROM_KERNEL in all, over address spaces.
+        let mut c = i386();
+        let n: usize = (0..MAX_FROM_KERNEL as u64)
+            .map(|s| {
+                take(
+                    &mut c,
+                    &kernel_rec(0xc010_0000, false, &MANY),
+                    &kernel(s * PAGE),
+                    always,
+                )
+                .len()
+            })
+            .sum();
+        assert_eq!(n, MAX_FROM_KERNEL as usize);
     }
 
     #[test]
     fn code_at_a_pages_end_is_read_up_to_it() {
-        let mut c = CodeSampler::default();
-        let r = c.sample(&rec(0x0400_0ff0, true), &user(1), mem).unwrap();
-        assert_eq!(r.bytes.len(), 16);
+        let mut c = i386();
+        let r = take(&mut c, &rec(0x0400_0ff0, true), &user(1), mem);
+        assert_eq!(r[0].3.len(), 16);
         // Unreadable altogether: no record, and the page is not tried again.
-        assert!(c.sample(&rec(0x0500_0000, true), &user(1), mem).is_none());
-        assert!(c
-            .sample(&rec(0x0500_0010, true), &user(1), |_, _| true)
-            .is_none());
+        assert!(take(&mut c, &rec(0x0500_0000, true), &user(1), mem).is_empty());
+        assert!(take(&mut c, &rec(0x0500_0010, true), &user(1), |_, _| true).is_empty());
     }
 
     #[test]
     fn records_are_bounded_per_space_and_in_all() {
-        let mut c = CodeSampler::default();
+        let mut c = i386();
         let always = |_: u64, _: &mut [u8]| true;
-        let n = (0..1000u64)
-            .filter(|p| c.sample(&rec(p * PAGE, true), &user(7), always).is_some())
-            .count();
+        let n: usize = (0..1000u64)
+            .map(|p| take(&mut c, &rec(p * PAGE, true), &user(7), always).len())
+            .sum();
         assert_eq!(n, MAX_PER_SPACE as usize);
-        let mut c = CodeSampler::default();
-        let n = (0..MAX_PAGES as u64 * 2)
-            .filter(|s| c.sample(&rec(0, true), &user(s * PAGE), always).is_some())
-            .count();
+        let mut c = i386();
+        let n: usize = (0..MAX_PAGES as u64 * 2)
+            .map(|s| take(&mut c, &rec(0, true), &user(s * PAGE), always).len())
+            .sum();
         assert_eq!(n, MAX_PAGES);
     }
 }

@@ -18,6 +18,14 @@
 //! inside the task's `pt_regs` instead: where the layout knows those registers
 //! ([`Layout::final_regs`]), the walk reads the user context from them and goes on there.
 //!
+//! A user program's stack is walked up to its first frame and no further, as on x86 (the
+//! crate's `cross` module): a fake return address of all ones (what a classic kernel puts
+//! in `ra` / `x30` when it starts a program, with the frame pointer left as the kernel had
+//! it: the first frame record saves garbage) ends the walk, and once the walk is in user
+//! context (a user-mode sample, or past a final record's user registers) it crosses nothing.
+//! Past a trap entry's record the interrupted context's privilege is unknown (an interrupt
+//! of a system call crosses twice), so only the fake return address ends a walk there.
+//!
 //! Linux arm64 also runs interrupt handlers on a per-CPU interrupt stack (`call_on_irq_stack`:
 //! 16 KiB, aligned to its size, the handler's first record at its very top), whose top record
 //! links to the interrupted task's stack wherever that lies. Where the layout knows that
@@ -27,8 +35,8 @@
 
 use kern_profile_format::{frame_marker, StopReason};
 
-use crate::cross::{span_end, Frames};
-use crate::{Crossings, Walk};
+use crate::cross::{fake_return, span_end, Frames};
+use crate::{Crossings, PtrWidth, Walk};
 
 /// Where an architecture keeps its frame records.
 pub(crate) struct Layout {
@@ -112,6 +120,9 @@ where
     let mut first = true;
     // The record read last, whose saved frame pointer led here.
     let mut prev_at: Option<u64> = None;
+    // Walking a user program's stack: nothing below it is the kernel's (only a real entry
+    // leads from user to kernel, and none lies in a user stack).
+    let mut in_user = crossings.user_mode;
     let stop = loop {
         if fp == 0 {
             break StopReason::NullFramePointer;
@@ -132,7 +143,7 @@ where
             break StopReason::Unreadable;
         }
         if at >= seg_end(seg_start)
-            && !crossings.user_mode
+            && !in_user
             && crossed < crossings.stack_switches
             && prev_at.is_some_and(|p| leaves_irq_stack(layout.irq_stack, seg_start, p))
         {
@@ -161,10 +172,14 @@ where
             continue;
         }
         first = false;
+        if fake_return(ret, PtrWidth::W8) {
+            // The program's first frame: its saved frame pointer is the kernel's garbage.
+            break StopReason::NullReturnAddress;
+        }
         if ret == 0 {
             let user = (saved_fp == 0
                 && crossings.interrupt_frames
-                && !crossings.user_mode
+                && !in_user
                 && crossed < crossings.stack_switches)
                 .then(|| user_context(layout, at, &mut read))
                 .flatten();
@@ -179,6 +194,7 @@ where
             lowest = user.sp;
             seg_start = user.sp;
             fp = user.fp;
+            in_user = true;
             continue;
         }
         let ret = (layout.strip)(ret);
@@ -189,7 +205,7 @@ where
         // interrupted context.
         let next_at = saved_fp.checked_sub(layout.below);
         let crosses = crossings.interrupt_frames
-            && !crossings.user_mode
+            && !in_user
             && crossed < crossings.stack_switches
             && saved_fp.is_multiple_of(layout.align)
             && next_at.is_some_and(|a| a < next_lowest);

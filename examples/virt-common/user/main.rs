@@ -3,7 +3,9 @@
 //! `user_cold` and asks the kernel for work through a system call, `rounds` times:
 //!
 //! ```text
-//! _start                      (assembly; frame pointer and return address 0)
+//! _start                      (assembly; its frame record holds the kernel's frame
+//!                             pointer and the fake return address of all ones: the
+//!                             classic start)
 //! └─ user_main
 //!    └─ user::run             loop over `rounds` (a0 / x0 at entry)
 //!       └─ user::round        once per round
@@ -39,8 +41,11 @@ global_asm!(
     .global _start
     .type _start, @function
 _start:
-    li s0, 0
-    li ra, 0
+    /* a frame record, as a C main makes: the kernel's s0 and the fake return address */
+    addi sp, sp, -16
+    sd ra, 8(sp)
+    sd s0, 0(sp)
+    addi s0, sp, 16
     /* user_main(rounds = a0) */
     call user_main
     unimp
@@ -55,8 +60,9 @@ global_asm!(
     .global _start
     .type _start, @function
 _start:
-    mov x29, #0
-    mov x30, #0
+    /* a frame record, as a C main makes: the kernel's x29 and the fake return address */
+    stp x29, x30, [sp, #-16]!
+    mov x29, sp
     /* user_main(rounds = x0) */
     bl user_main
     udf #0

@@ -455,3 +455,64 @@ fn upward_jumps_elsewhere_stay_off_the_stack() {
     let (frames, stop) = m.walk(IRQ_STACK + 0x3f90, IRQ_STACK + 0x3fc0, Crossings::ALL);
     assert_eq!((frames, stop), (vec![0x8000_0200], StopReason::OffStack));
 }
+
+/// A classic start (xv6, V6 Unix): the program's first record holds the frame pointer the
+/// kernel left (`kernel_fp`) and the fake return address of all ones.
+fn classic_syscall(arch: A, kernel_fp: u64) -> Mem {
+    let mut m = syscall(arch);
+    m.frame(USTACK + 0x20, USTACK + 0x40, 0x8400_0010); // into _start
+    m.frame(USTACK + 0x40, kernel_fp, u64::MAX); // _start's record
+    m.frame(kernel_fp, kernel_fp + 0x40, 0x8000_2000); // the kernel's own frames
+    m
+}
+
+#[test]
+fn a_fake_return_address_ends_the_walk_at_the_programs_first_frame() {
+    for arch in BOTH {
+        // The kernel's frame pointer above the kernel stack (off the user stack's span),
+        // right above the user stack (on it), below the user stack (a jump down that would
+        // be one more crossing).
+        for kernel_fp in [KSTACK + 0x1000, USTACK + 0x800, 0x8010_0000] {
+            let m = classic_syscall(arch, kernel_fp);
+            let (frames, stop) = m.walk(KSTACK - arch.below(), KSTACK, Crossings::ALL);
+            assert_eq!(
+                (&frames[..], stop),
+                (
+                    &[0x8000_1100, KE, 0x8400_0204, 0x8400_0100, 0x8400_0010][..],
+                    StopReason::NullReturnAddress
+                ),
+                "{arch:?} {kernel_fp:#x}"
+            );
+            // The kernel's frame pointer is never followed.
+            let kernel_record = kernel_fp - arch.below();
+            assert!(!m.reads.borrow().contains(&kernel_record), "{arch:?}");
+            // A user-mode sample in the program ends there too.
+            let user = Crossings {
+                user_mode: true,
+                ..Crossings::ALL
+            };
+            let (frames, stop) = m.walk(USTACK - 0x10 - arch.below(), USTACK, user);
+            assert_eq!(
+                (&frames[..], stop),
+                (
+                    &[0x8400_0100, 0x8400_0010][..],
+                    StopReason::NullReturnAddress
+                ),
+                "{arch:?} {kernel_fp:#x}"
+            );
+        }
+    }
+}
+
+#[test]
+fn past_a_final_records_user_registers_nothing_is_crossed() {
+    // The user's frame pointer leads down off the user stack (garbage, not an entry): a
+    // walk in user context takes no second crossing.
+    let mut m = linux_arm64_syscall(0x6000_0000, 0x0000_ffff_f000_0000);
+    m.frame(0x0000_ffff_f000_0100, 0x0000_ffff_e000_0000, 0x40_0100);
+    m.frame(0x0000_ffff_e000_0000, 0, 0x40_0200);
+    let floor = 0xffff_8000_0a00_4000 - 0x210;
+    let (frames, stop) = m.walk(floor, 0xffff_8000_0a00_3e00, Crossings::ALL);
+    assert_eq!(frames[2..], [KE, 0x40_1234, 0x40_0100]);
+    assert_eq!(stop, StopReason::NotIncreasing);
+}

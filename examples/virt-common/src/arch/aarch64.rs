@@ -215,7 +215,10 @@ fault_entry:
     bl {report}
 
     /* enter_user(entry, user sp, arg) -> exit code: saves the kernel's callee-saved
-       registers and erets to EL0t (interrupts masked) on the system-call stack. */
+       registers and erets to EL0t (interrupts masked) on the system-call stack, the classic
+       way: x30 = a fake return address of all ones, x29 left as the kernel had it (its
+       caller's frame pointer, on the boot stack), so the program's first frame record holds
+       garbage a walk must not follow. */
     .section .text.enter_user, "ax"
     .global enter_user
 enter_user:
@@ -236,8 +239,7 @@ enter_user:
     add x9, x9, :lo12:__syscall_stack_top
     mov sp, x9
     mov x0, x2
-    mov x29, #0
-    mov x30, #0
+    mov x30, #-1
     eret
 
     /* user_exit(code): back to enter_user's caller, returning code. */

@@ -308,7 +308,10 @@ isr_timer:
     .size isr_timer, . - isr_timer
 
     /* enter_user(entry, user sp, arg) -> exit code: saves the kernel's callee-saved
-       registers and srets to U-mode. */
+       registers and srets to U-mode, the classic way (xv6, V6 Unix): ra = a fake return
+       address of all ones, s0 left as the kernel had it (its caller's frame pointer, on the
+       boot stack), so the program's first frame record holds garbage a walk must not
+       follow. */
     .section .text.enter_user, "ax"
     .global enter_user
 enter_user:
@@ -336,8 +339,7 @@ enter_user:
     csrc sstatus, t0
     mv sp, a1
     mv a0, a2
-    li s0, 0
-    li ra, 0
+    li ra, -1
     sret
 
     /* user_exit(code): back to enter_user's caller, returning code. */
