@@ -515,8 +515,8 @@ impl<'s> StackNamer<'s> {
             if !names.is_empty() {
                 out.extend(names.iter().cloned());
             } else if in_user(i) {
-                // Unnamed frames of the user part stay `[unknown]` under its root.
-                self.push_unnamed(addrs[i], false, CpuState::default(), out);
+                // A user address no program names: shown as one, never a kernel name.
+                self.push_unnamed_user(addrs[i], out);
             } else {
                 let beyond_entry = crossing.is_some_and(|j| j < i);
                 self.push_unnamed(addrs[i], beyond_entry, cpu, out);
@@ -689,6 +689,15 @@ impl<'s> StackNamer<'s> {
             .clone();
         if out.last() != Some(&name) {
             out.push(name);
+        }
+    }
+
+    /// An address of a stack's user part that no `--user` program names: `[user 0x…]`
+    /// (`0x…` with `--addresses`).
+    fn push_unnamed_user(&mut self, a: u64, out: &mut Vec<Rc<str>>) {
+        match self.style.addresses {
+            true => out.push(Rc::from(format!("{a:#x}"))),
+            false => out.push(Rc::from(format!("[user {a:#x}]"))),
         }
     }
 

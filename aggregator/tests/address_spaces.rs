@@ -222,7 +222,9 @@ fn each_address_space_is_named_by_its_program_in_either_order() {
                 format!("[user] b.elf;{SQUARE} 2"),
                 // Recorded only where both agree: the first given, with a warning.
                 format!("{common_root};_start 1"),
-                "[user];[unknown] 1".into(),
+                // A user-mode sample no program names: its addresses, never a kernel name.
+                "[user];[user 0xc010008d];[user 0xc010006e];[user 0xc010004e];[user 0xc0100019] 1"
+                    .into(),
                 "_start;kmain 1".into(),
             ]),
             "--user {users:?}"
@@ -256,7 +258,7 @@ fn per_process_roots_each_address_space() {
     assert_eq!(
         lines,
         sorted([
-            "[as cr3 0x111000];[user];[unknown] 1".to_string(),
+            "[as cr3 0x111000];[user];[user 0xc010008d];[user 0xc010006e];[user 0xc010004e];[user 0xc0100019] 1".to_string(),
             format!("[user] a.elf (cr3 0x10f000);{SQUARE} 3"),
             "[user] b.elf (cr3 0x110000);_start;kernel::work;middle;syscall_entry;sys_work 1"
                 .to_string(),
