@@ -10,6 +10,9 @@
 //! | translation on, kernel privilege, among the kernel's symbols | `[kernel 0x… no symbol]` (its 4 KiB page) |
 //! | beyond a kernel entry (or a stack switch out of system-call entry code), outside the kernel | `[user]` |
 //! | anything else, and every address of a version-1 file | `[unknown]` |
+//!
+//! (The user part of a stack, past an entry from user space or all of a user-mode sample, is
+//! named by `stacks.rs` from the `--user` programs alone: `[user 0x…]` where none does.)
 
 use kern_profile_format::CpuMode;
 
