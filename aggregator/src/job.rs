@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::error::ProfileError;
 use crate::filter::SampleFilter;
 use crate::options::{Options, OutputFormat};
+use crate::output::callgrind::CallgrindRenderer;
 use crate::output::diff::DiffRenderer;
 use crate::output::exact::ExactRenderer;
 use crate::output::firefox::FirefoxRenderer;
@@ -13,6 +14,7 @@ use crate::output::folded::FoldedRenderer;
 use crate::output::pprof::PprofRenderer;
 use crate::output::svg::SvgRenderer;
 use crate::output::text::TextRenderer;
+use crate::output::trace::TraceRenderer;
 use crate::output::CpuRenderer;
 use crate::stacks::NameStyle;
 use crate::symbolize::Symbolizer;
@@ -69,6 +71,10 @@ impl CpuJob {
             filter.per_cpu = false;
             filter.per_process = false;
         }
+        // A trace has a track per vCPU already.
+        if opts.format == OutputFormat::Trace {
+            filter.per_cpu = false;
+        }
         // Firefox has a category for inlined frames instead; every other output marks them.
         let inline_suffix = opts.format != OutputFormat::Firefox;
         Ok(CpuJob {
@@ -104,6 +110,27 @@ fn renderer(opts: &Options, exact_only: bool) -> Result<Box<dyn CpuRenderer>, &'
             );
         }
         return Ok(Box::new(FirefoxRenderer));
+    }
+    if format == OutputFormat::Callgrind {
+        if !opts.exact {
+            return Err(
+                "-f callgrind writes exact instruction counts: add --exact (of a recording made \
+                 with the plugin's exact=on)",
+            );
+        }
+        if opts.diff_base.is_some() {
+            return Err("--exact and --diff do not combine");
+        }
+        return Ok(Box::new(CallgrindRenderer));
+    }
+    if format == OutputFormat::Trace {
+        if opts.exact || exact_only || opts.diff_base.is_some() {
+            return Err(
+                "the trace format shows sampled stacks over time: exact counts have no time \
+                 (drop --exact/--diff; an exact=only recording has no samples)",
+            );
+        }
+        return Ok(Box::new(TraceRenderer));
     }
     if format == OutputFormat::Pprof {
         if opts.diff_base.is_some() {

@@ -34,6 +34,10 @@ Examples:
       differential flamegraph: red grew since old.raw, blue shrank
   kern-profile raw-data kernel.elf --exact -f text
       exact instruction counts per function (recorded with exact=on)
+  kern-profile raw-data kernel.elf --exact -f callgrind
+      the same by source line in callgrind.out, for callgrind_annotate or KCachegrind
+  kern-profile raw-data kernel.elf -f trace
+      trace.json for Perfetto or chrome://tracing: each vCPU's stacks over time
   kern-profile raw-data kernel.elf --user init.elf,sh.elf -f text
       user-mode samples named from the user programs' ELFs, under `[user] init.elf` etc.,
       and the kernel/user split in the header
@@ -164,9 +168,9 @@ struct ReportArgs {
 /// Options of both modes: where and what to write, and how frames are named.
 #[derive(Debug, Args)]
 struct CommonArgs {
-    /// Output file; `-` for standard output. Default: cpu.svg, cpu.folded, profile.json or
-    /// profile.pb.gz by format (cpu-diff.* with --diff, exact.* with --exact); the text report goes to
-    /// standard output. With --alloc: the directory
+    /// Output file; `-` for standard output. Default: cpu.svg, cpu.folded, profile.json,
+    /// profile.pb.gz, callgrind.out or trace.json by format (cpu-diff.* with --diff, exact.*
+    /// with --exact); the text report goes to standard output. With --alloc: the directory
     /// the mem-<allocator> files go to (created if needed; default: the current one; the
     /// text report then goes to DIR/mem-report.txt instead of standard output)
     #[arg(short, long, value_name = "PATH")]
@@ -416,7 +420,7 @@ fn run_alloc(args: ReportArgs) -> Result<()> {
         );
     }
     let Ok(format) = AllocFormat::try_from(c.format) else {
-        bail!("--alloc writes svg, folded or text (not firefox or pprof)");
+        bail!("--alloc writes svg, folded or text (not firefox or pprof, callgrind or trace)");
     };
     if cpu.any() {
         bail!("--exact, --diff, --cpu, --per-cpu and --user are CPU-profile options; --alloc takes --view, --timeline, --lenient");

@@ -19,6 +19,12 @@ pub enum OutputFormat {
     /// Gzipped pprof profile (profile.proto: go tool pprof, pprof's web UI), self-contained;
     /// --exact: instruction counts
     Pprof,
+    /// Callgrind profile (callgrind_annotate, KCachegrind) of the exact instruction counts, by
+    /// function and source line (--exact only)
+    Callgrind,
+    /// Chrome trace-event JSON (Perfetto, chrome://tracing): a track per vCPU, the samples'
+    /// stacks as nested slices over time
+    Trace,
 }
 
 impl OutputFormat {
@@ -30,6 +36,8 @@ impl OutputFormat {
             OutputFormat::Firefox => Some("profile.json"),
             OutputFormat::Text => None,
             OutputFormat::Pprof => Some("profile.pb.gz"),
+            OutputFormat::Callgrind => Some("callgrind.out"),
+            OutputFormat::Trace => Some("trace.json"),
         }
     }
 }
@@ -115,13 +123,15 @@ pub struct Options {
 impl Options {
     /// The file written when no output is named: `None` means standard output. `cpu.svg`
     /// (as the original tool), `cpu.folded`, `profile.json`, `profile.pb.gz` (pprof, exact
-    /// counts too); `cpu-diff.*` with a diff base,
+    /// counts too), `callgrind.out`, `trace.json`; `cpu-diff.*` with a diff base,
     /// `exact.*` for exact counts; the text report goes to standard output.
     pub fn default_output(&self) -> Option<&'static str> {
         match (self.format, self.exact, self.diff_base.is_some()) {
             (OutputFormat::Text, _, _) => None,
             (OutputFormat::Firefox, _, _) => Some("profile.json"),
             (OutputFormat::Pprof, _, _) => Some("profile.pb.gz"),
+            (OutputFormat::Callgrind, _, _) => Some("callgrind.out"),
+            (OutputFormat::Trace, _, _) => Some("trace.json"),
             (OutputFormat::Svg, true, _) => Some("exact.svg"),
             (OutputFormat::Folded, true, _) => Some("exact.folded"),
             (OutputFormat::Svg, _, true) => Some("cpu-diff.svg"),

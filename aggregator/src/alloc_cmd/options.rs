@@ -27,7 +27,10 @@ impl TryFrom<OutputFormat> for AllocFormat {
             OutputFormat::Svg => Ok(AllocFormat::Svg),
             OutputFormat::Folded => Ok(AllocFormat::Folded),
             OutputFormat::Text => Ok(AllocFormat::Text),
-            OutputFormat::Firefox | OutputFormat::Pprof => Err(f),
+            OutputFormat::Firefox
+            | OutputFormat::Pprof
+            | OutputFormat::Callgrind
+            | OutputFormat::Trace => Err(f),
         }
     }
 }

@@ -1,11 +1,12 @@
 //! The output formats, one file each, behind [`CpuRenderer`]: flamegraph SVG, folded stacks,
-//! Firefox Profiler JSON, pprof, text report, differential flamegraph and exact counts; plus the
-//! words shared by several ([`describe`]). A new format is one more file here and one more
-//! arm in [`crate::job`]. Allocation mode's own outputs: [`alloc_flamegraph`], [`alloc_report`],
-//! [`timeline`].
+//! Firefox Profiler JSON, pprof, callgrind, Chrome trace events, text report, differential
+//! flamegraph and exact counts; plus the words shared by several ([`describe`]). A new format
+//! is one more file here and one more arm in [`crate::job`]. Allocation mode's own outputs:
+//! [`alloc_flamegraph`], [`alloc_report`], [`timeline`].
 
 pub mod alloc_flamegraph;
 pub mod alloc_report;
+pub mod callgrind;
 pub mod describe;
 pub mod diff;
 pub mod exact;
@@ -16,6 +17,7 @@ pub mod pprof_proto;
 pub mod svg;
 pub mod text;
 pub mod timeline;
+pub mod trace;
 
 use std::io::Write;
 use std::path::Path;

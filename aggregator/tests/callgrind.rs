@@ -1,0 +1,226 @@
+//! `--exact -f callgrind` on the example kernel's recorded run (tests/data/example,
+//! raw-period-exact, exact=on): a golden file, self costs by function equal to the exact
+//! folded output's leaves, and valgrind's `callgrind_annotate` reading it: its total is the
+//! exact total and its top function the workload's hot leaf (`kernel::workload::hot_leaf`,
+//! 60009000 instructions, as tests/golden/example-exact.txt documents). `KP_BLESS=1` rewrites
+//! the golden; without `callgrind_annotate` (Debian's valgrind) that check is skipped with a
+//! message, or fails with `KP_CALLGRIND_ANNOTATE=require`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use kern_profile::{run_cpu, Options, OutputFormat, ProfileError};
+
+fn example(name: &str) -> PathBuf {
+    common::data("example").join(name)
+}
+
+fn run_on(raw: &str, opts: &Options) -> Result<String, ProfileError> {
+    let mut out = Vec::new();
+    let opts = Options {
+        progress: false,
+        ..opts.clone()
+    };
+    let report = run_cpu(&example(raw), Some(&example("kernel.elf")), &opts, &mut out)?;
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    Ok(String::from_utf8(out).unwrap())
+}
+
+fn run(raw: &str, opts: &Options) -> String {
+    run_on(raw, opts).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn exact(format: OutputFormat) -> Options {
+    Options {
+        format,
+        exact: true,
+        ..Options::default()
+    }
+}
+
+/// The documented hot leaf of the example run and its exact count.
+const HOT_LEAF: (&str, u64) = ("kernel::workload::hot_leaf", 60_009_000);
+
+/// Self costs by function name, and the `summary:` and `totals:` values.
+fn parse(cg: &str) -> (BTreeMap<String, u64>, u64, u64) {
+    let mut by_fn = BTreeMap::new();
+    let (mut summary, mut totals) = (0, 0);
+    let mut current = None;
+    for l in cg.lines() {
+        if let Some(n) = l.strip_prefix("summary: ") {
+            summary = n.parse().unwrap();
+        } else if let Some(n) = l.strip_prefix("totals: ") {
+            totals = n.parse().unwrap();
+        } else if let Some(f) = l.strip_prefix("fn=") {
+            current = Some(f.to_string());
+        } else if l.starts_with(|c: char| c.is_ascii_digit()) {
+            let (line, n) = l.split_once(' ').unwrap();
+            line.parse::<u32>().unwrap();
+            *by_fn.entry(current.clone().unwrap()).or_insert(0) += n.parse::<u64>().unwrap();
+        }
+    }
+    (by_fn, summary, totals)
+}
+
+#[test]
+fn golden_and_same_self_costs_as_exact_folded() {
+    let opts = exact(OutputFormat::Callgrind);
+    let cg = run("raw-period-exact", &opts);
+    assert_eq!(cg, run("raw-period-exact", &opts), "deterministic");
+    common::golden("example-exact.callgrind", cg.as_bytes());
+    assert!(cg.starts_with("# callgrind format\nversion: 1\n"), "{cg}");
+    assert!(cg.contains("\npositions: line\nevents: Ir\n"), "{cg}");
+    let (by_fn, summary, totals) = parse(&cg);
+    // The exact folded output's leaves are the functions self costs go to.
+    let folded = run("raw-period-exact", &exact(OutputFormat::Folded));
+    let mut leaves: BTreeMap<String, u64> = BTreeMap::new();
+    for l in folded.lines() {
+        let (stack, n) = l.rsplit_once(' ').unwrap();
+        let leaf = stack.rsplit(';').next().unwrap();
+        *leaves.entry(leaf.to_string()).or_insert(0) += n.parse::<u64>().unwrap();
+    }
+    assert_eq!(by_fn, leaves);
+    let total: u64 = leaves.values().sum();
+    assert_eq!((summary, totals), (total, total));
+    assert_eq!(by_fn[HOT_LEAF.0], HOT_LEAF.1);
+    // Lines from DWARF: the hot leaf's are lines of the example's workload.rs.
+    let block = cg
+        .split("\n\n")
+        .find(|b| b.contains(&format!("fn={}\n", HOT_LEAF.0)))
+        .unwrap();
+    let at = cg.find(&format!("fn={}\n", HOT_LEAF.0)).unwrap();
+    let file = cg[..at]
+        .rsplit("\nfl=")
+        .next()
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap();
+    assert!(file.ends_with("workload.rs"), "{file}");
+    let on_line_0: u64 = block
+        .lines()
+        .filter_map(|l| l.strip_prefix("0 "))
+        .map(|n| n.parse::<u64>().unwrap())
+        .sum();
+    assert!(on_line_0 * 1000 < HOT_LEAF.1, "{block}");
+}
+
+#[test]
+fn without_exact_counts_it_is_an_error() {
+    let plain = Options {
+        format: OutputFormat::Callgrind,
+        ..Options::default()
+    };
+    let e = run_on("raw-period-exact", &plain).unwrap_err().to_string();
+    assert!(e.contains("--exact") && e.contains("exact=on"), "{e}");
+    let e = run_on("raw-delay", &exact(OutputFormat::Callgrind))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--exact") && e.contains("exact=on"), "{e}");
+    let e = run_on(
+        "raw-period-exact",
+        &Options {
+            to_time: Some(1.0),
+            ..exact(OutputFormat::Callgrind)
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--to-time"), "{e}");
+}
+
+#[test]
+fn default_output_file_is_callgrind_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
+        .current_dir(dir.path())
+        .arg(example("raw-period-exact"))
+        .arg(example("kernel.elf"))
+        .args(["--exact", "-f", "callgrind", "--no-progress"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cg = std::fs::read_to_string(dir.path().join("callgrind.out")).unwrap();
+    assert_eq!(parse(&cg).0[HOT_LEAF.0], HOT_LEAF.1);
+}
+
+/// Skips (with a message) or, with `KP_CALLGRIND_ANNOTATE=require`, fails.
+fn skip(why: &str) {
+    if std::env::var_os("KP_CALLGRIND_ANNOTATE").is_some_and(|v| v == "require") {
+        panic!("{why}");
+    }
+    eprintln!("skipping the callgrind_annotate check: {why}");
+}
+
+/// A count as callgrind_annotate prints it (`60,009,000`).
+fn number(s: &str) -> u64 {
+    s.replace(',', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("not a count: {s}"))
+}
+
+#[test]
+fn callgrind_annotate_reads_the_exact_totals_and_hot_leaf() {
+    let found = Command::new("callgrind_annotate")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        return skip("callgrind_annotate not found (Debian: apt-get install valgrind)");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("callgrind.out");
+    std::fs::write(
+        &file,
+        run("raw-period-exact", &exact(OutputFormat::Callgrind)),
+    )
+    .unwrap();
+    let o = Command::new("callgrind_annotate")
+        .arg("--auto=no")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text_report = run("raw-period-exact", &exact(OutputFormat::Text));
+    let total: u64 = text_report
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Top ")?
+                .rsplit("(of ")
+                .next()?
+                .strip_suffix("):")
+        })
+        .unwrap()
+        .parse()
+        .unwrap();
+    let totals = text
+        .lines()
+        .find(|l| l.contains("PROGRAM TOTALS"))
+        .unwrap_or_else(|| panic!("no totals in\n{text}"));
+    assert_eq!(
+        number(totals.split_whitespace().next().unwrap()),
+        total,
+        "{text}"
+    );
+    // The first row of the function table: `COUNT (SHARE)  FILE:FUNCTION [OBJECT]`.
+    let top = text
+        .lines()
+        .skip_while(|l| !l.contains("file:function"))
+        .nth(2)
+        .unwrap_or_else(|| panic!("no function table in\n{text}"));
+    let count = number(top.split_whitespace().next().unwrap());
+    assert_eq!(count, HOT_LEAF.1, "{top}");
+    let function = top.split(')').nth(1).unwrap().trim();
+    assert!(
+        function.ends_with(&format!(":{} [kernel.elf]", HOT_LEAF.0)),
+        "{top}"
+    );
+}
