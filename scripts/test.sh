@@ -22,10 +22,12 @@ bash scripts/build.sh
 say "cargo test (unit, golden and end-to-end tests)"
 set +e
 # KP_E2E=required: an end-to-end test whose inputs are missing fails instead of skipping;
-# KP_PPROF_NODE=require: the pprof output is read back by npm's pprof-format (node and npm
-# are on every machine here) or the test fails.
+# KP_PPROF_NODE=require, KP_CALLGRIND_ANNOTATE=require: the pprof output is read back by
+# npm's pprof-format, the callgrind output by valgrind's callgrind_annotate (node, npm and
+# valgrind are on every machine here), or the test fails.
 KP_E2E=required \
 KP_PPROF_NODE=require \
+KP_CALLGRIND_ANNOTATE=require \
 KP_PLUGIN="$KP_ROOT/target/release/kern-profile.so" \
 KP_KERNEL="$KP_ROOT/target/examples/kernel.elf" \
 KP_BIN="$KP_ROOT/target/release/kern-profile" \

@@ -1,6 +1,6 @@
 //! The aggregator's whole CPU path on any sample file (raw or legacy) against the committed
-//! test ELF `aggregator/tests/data/tiny.elf`: folded stacks, the text report and a Firefox
-//! profile, each as `run_cpu` writes it.
+//! test ELF `aggregator/tests/data/tiny.elf`: folded stacks, the text report, a Firefox
+//! profile, a pprof profile and a trace, each as `run_cpu` writes it.
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -28,6 +28,8 @@ pub fn run(data: &[u8]) {
             OutputFormat::Folded,
             OutputFormat::Text,
             OutputFormat::Firefox,
+            OutputFormat::Pprof,
+            OutputFormat::Trace,
         ] {
             let opts = Options {
                 format,
