@@ -131,6 +131,7 @@ pub(crate) struct Cli {
 enum Command {
     Record(cli::record::RecordArgs),
     Top(cli::top::TopArgs),
+    Stacks(cli::stacks::StacksArgs),
     /// Aggregate a recording: what `kern-profile RAW ELF` does
     #[command(after_help = EXAMPLES)]
     Report(ReportArgs),
@@ -318,6 +319,7 @@ fn main() -> ExitCode {
         Some(Command::Report(args)) => run(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Record(args)) => cli::record::run(args),
         Some(Command::Top(args)) => cli::top::run(args),
+        Some(Command::Stacks(args)) => cli::stacks::run(args),
         Some(Command::Completions(args)) => cli::generate::completions(args),
         Some(Command::Man(args)) => cli::generate::man(args),
     };

@@ -1,0 +1,167 @@
+//! `kern-profile stacks --attach`: the i386 example kernel booted with QEMU's gdbstub on a
+//! Unix socket, its every vCPU's stack named a few times while it runs, rooted at `_start`
+//! through `kmain`; the guest runs on and exits with success. Bad input: a socket that is no
+//! gdbstub, a path with no socket, an ELF of another architecture.
+
+use std::io::Write;
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::process::Output;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use kern_profile_e2e::*;
+
+/// Enough CPU rounds to run for a few seconds, time for the looks.
+const ROUNDS: &str = "200000";
+const LOOKS: usize = 3;
+
+fn stacks(args: &[&str]) -> Output {
+    let mut c = std::process::Command::new(bin());
+    c.arg("stacks").args(args);
+    output_with_timeout(c, Duration::from_secs(60))
+}
+
+/// The frame names of one vCPU's block of `stacks` output, innermost first.
+fn frames_of(block: &str) -> Vec<String> {
+    block
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| {
+            let name = l.split_once(" in ").map_or("", |(_, n)| n);
+            name.split(" (").next().unwrap_or("").trim().to_string()
+        })
+        .collect()
+}
+
+/// Waits until `com1` says the CPU phase began (before it, the firmware runs).
+fn wait_for_cpu_phase(com1: &Path) {
+    let t = Instant::now();
+    while !std::fs::read_to_string(com1).is_ok_and(|s| s.contains("phase cpu: start")) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the kernel did not start"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn every_vcpu_named_while_the_kernel_runs() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("gdb-stacks");
+    let sock = dir.join("gdb.sock");
+    let kernel = kernel();
+    let args: Vec<String> = [
+        "--arch",
+        "i386",
+        "--kernel",
+        &kernel.display().to_string(),
+        "--com1",
+        &dir.join("com1").display().to_string(),
+        "--memtrace",
+        "none",
+        "--rounds",
+        ROUNDS,
+        "--alloc-rounds",
+        "0",
+        "-gdb",
+        &format!("unix:{},server=on,wait=off", sock.display()),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let qemu = run_kernel_command(&args);
+    let guest = thread::spawn(move || output_with_timeout(qemu, Duration::from_secs(300)));
+    wait_for_cpu_phase(&dir.join("com1"));
+    let attach = format!("unix:{}", sock.display());
+    let workload: Vec<String> = expected_functions().into_iter().map(|f| f.symbol).collect();
+    let mut in_workload = 0;
+    for look in 0..LOOKS {
+        let out = stacks(&["--attach", &attach, &kernel.display().to_string()]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "look {look}: {err}\n{text}");
+        assert!(err.contains("running again"), "{err}");
+        let blocks: Vec<&str> = text.split("\n\n").collect();
+        assert_eq!(blocks.len(), 1, "the i386 kernel runs one vCPU:\n{text}");
+        for b in blocks {
+            let frames = frames_of(b);
+            assert!(!frames.is_empty(), "no frames:\n{b}");
+            assert!(frames.iter().all(|f| f != "??"), "an unnamed frame:\n{b}");
+            assert_eq!(
+                frames.last().unwrap(),
+                "_start",
+                "not rooted at _start:\n{b}"
+            );
+            assert!(frames.iter().any(|f| f == "kmain"), "no kmain:\n{b}");
+            if frames
+                .iter()
+                .any(|f| workload.iter().any(|w| f.ends_with(w.as_str())))
+            {
+                in_workload += 1;
+            }
+        }
+        thread::sleep(Duration::from_millis(300));
+    }
+    // The CPU phase is nearly all of the run.
+    assert!(in_workload >= 1, "no look found the workload's functions");
+    // An ELF of another architecture: a clear error, and the guest still runs on.
+    let riscv = root().join("target/examples/kernel-riscv64.elf");
+    if riscv.exists() {
+        let out = stacks(&["--attach", &attach, &riscv.display().to_string()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains("i386") && err.contains("riscv"), "{err}");
+    }
+    let run = guest.join().unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(33),
+        "the kernel did not finish after the looks: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
+#[test]
+fn a_socket_that_is_no_gdbstub() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("gdb-junk");
+    let path = dir.join("junk.sock");
+    let l = UnixListener::bind(&path).unwrap();
+    let server = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let _ = s.write_all(b"220 smtp.example ESMTP ready\r\n");
+        thread::sleep(Duration::from_secs(2));
+    });
+    let attach = format!("unix:{}", path.display());
+    let out = stacks(&["--attach", &attach, &kernel().display().to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("not a gdbstub") && err.contains(&attach),
+        "{err}"
+    );
+    assert!(err.contains("220 smtp"), "{err}");
+    server.join().unwrap();
+}
+
+#[test]
+fn a_path_with_no_socket() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("gdb-none");
+    let attach = format!("unix:{}", dir.join("none.sock").display());
+    let out = stacks(&["--attach", &attach, &kernel().display().to_string()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("cannot connect") && err.contains(&attach),
+        "{err}"
+    );
+}

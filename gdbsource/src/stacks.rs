@@ -1,0 +1,281 @@
+//! One look at every vCPU: stop the guest, read each vCPU's registers and walk its stack
+//! with the plugin's unwinders over `m` reads (one per window of stack), resume.
+
+use std::time::{Duration, Instant};
+
+use kern_profile_format::{Arch, Privilege, StopReason};
+use kern_profile_unwind::registers::{clean_return_address, privilege};
+use kern_profile_unwind::{walk_guest, Crossings, PtrWidth};
+
+use crate::client::{Client, Limits, ThreadId};
+use crate::layout::{core_regs, extra_names, CoreRegs};
+use crate::{target, GdbError};
+
+/// How much one look may read.
+#[derive(Debug, Clone, Copy)]
+pub struct StackOptions {
+    /// Return addresses per vCPU at most.
+    pub depth: usize,
+    /// Bytes one `m` asks for (up to the end of the page it starts in).
+    pub window: usize,
+    /// `m` requests per vCPU at most.
+    pub max_reads: u32,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        StackOptions {
+            depth: 64,
+            window: 4096,
+            max_reads: 32,
+        }
+    }
+}
+
+/// One vCPU's state and stack.
+#[derive(Debug, Clone)]
+pub struct VcpuStack {
+    pub thread: ThreadId,
+    pub regs: CoreRegs,
+    pub privilege: Privilege,
+    /// x86 `cr3`, riscv `satp`, aarch64 `TTBR0_EL1`, when the stub has it.
+    pub page_table_base: Option<u64>,
+    /// The word at the stack pointer: the caller, where a function has no frame yet.
+    pub sp_word: Option<u64>,
+    /// riscv `ra`, aarch64 `x30`, with pointer authentication bits cleared.
+    pub return_register: Option<u64>,
+    /// Return addresses (and the unwinder's boundary markers), innermost first.
+    pub frames: Vec<u64>,
+    pub stop: StopReason,
+    /// The first read the stub refused: address and its reply.
+    pub refused: Option<(u64, String)>,
+    /// `m` requests made.
+    pub reads: u32,
+}
+
+/// Every vCPU at one stop.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub arch: Arch,
+    pub vcpus: Vec<VcpuStack>,
+    /// From connecting (QEMU stops the guest) to the detach's reply (it runs again).
+    pub stopped: Duration,
+    /// Requests sent while stopped.
+    pub requests: u32,
+    /// Whether the stub took `QStartNoAckMode`.
+    pub no_ack: bool,
+}
+
+/// Connects to the stub at `addr`, takes every vCPU's stack and detaches, which leaves the
+/// guest running, on error too where the connection still works.
+pub fn stacks(addr: &str, limits: Limits, opts: StackOptions) -> Result<Snapshot, GdbError> {
+    let start = Instant::now();
+    let mut c = Client::connect(addr, limits)?;
+    let mut pid = None;
+    let result = take(&mut c, opts, &mut pid);
+    let detached = c.detach(pid);
+    let mut snap = result?;
+    detached?;
+    snap.stopped = start.elapsed();
+    snap.requests = c.requests();
+    snap.no_ack = !c.acks();
+    Ok(snap)
+}
+
+fn take(c: &mut Client, opts: StackOptions, pid: &mut Option<u64>) -> Result<Snapshot, GdbError> {
+    // The stop reply names the stopped thread, whose pid the detach needs.
+    let stop = c.halt_reason()?;
+    *pid = stop_pid(&stop);
+    let threads = c.threads()?;
+    *pid = pid.or(threads[0].pid);
+    let desc = target::read(c, false)?;
+    let arch = target::arch_of(&desc.architecture).ok_or_else(|| GdbError::UnsupportedArch {
+        addr: c.addr().to_string(),
+        arch: desc.architecture.clone(),
+    })?;
+    let (priv_name, base_name) = extra_names(arch);
+    let desc = match (priv_name, base_name) {
+        (None, None) => desc,
+        _ => target::read(c, true)?,
+    };
+    let priv_reg = priv_name.and_then(|n| desc.regnum(n));
+    let base_reg = base_name.and_then(|n| desc.regnum(n));
+    let mut vcpus = Vec::with_capacity(threads.len());
+    for t in threads {
+        c.select(&t)?;
+        let g = c.registers()?;
+        let mut regs = core_regs(arch, &g).ok_or_else(|| GdbError::Malformed {
+            addr: c.addr().to_string(),
+            request: "g".into(),
+            detail: format!(
+                "{} bytes of registers, too few for {}",
+                g.len(),
+                arch.name()
+            ),
+        })?;
+        if let Some(n) = priv_reg {
+            regs.privilege = c.register(n)?.map(|b| le_bytes(&b));
+        }
+        if let Some(n) = base_reg {
+            regs.page_table_base = c.register(n)?.map(|b| le_bytes(&b));
+        }
+        vcpus.push(walk_vcpu(c, arch, t, regs, opts)?);
+    }
+    Ok(Snapshot {
+        arch,
+        vcpus,
+        stopped: Duration::ZERO,
+        requests: 0,
+        no_ack: false,
+    })
+}
+
+/// The pid in a stop reply's `thread:pPID.TID;`.
+fn stop_pid(reply: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(reply).ok()?;
+    let t = &s[s.find("thread:")? + 7..];
+    let rest = t.strip_prefix('p')?;
+    u64::from_str_radix(rest.split('.').next()?, 16).ok()
+}
+
+fn le_bytes(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = b.len().min(8);
+    w[..n].copy_from_slice(&b[..n]);
+    u64::from_le_bytes(w)
+}
+
+/// A window of guest memory read by one `m`, and the reads' outcome.
+struct Reader<'c> {
+    c: &'c mut Client,
+    base: u64,
+    bytes: Vec<u8>,
+    window: usize,
+    reads: u32,
+    max_reads: u32,
+    refused: Option<(u64, String)>,
+    /// A failure of the connection itself: the walk stops, the look fails.
+    fatal: Option<GdbError>,
+}
+
+impl Reader<'_> {
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        let off = addr.wrapping_sub(self.base);
+        if off < self.bytes.len() as u64 && off as usize + out.len() <= self.bytes.len() {
+            out.copy_from_slice(&self.bytes[off as usize..off as usize + out.len()]);
+            return true;
+        }
+        if self.fatal.is_some() || self.reads >= self.max_reads {
+            return false;
+        }
+        // To the end of the page: the next page may be unmapped, and then the stub refuses
+        // the whole read.
+        let to_page_end = (0x1000 - (addr & 0xfff)) as usize;
+        let len = self.window.min(to_page_end).max(out.len());
+        for len in [len, out.len()] {
+            self.reads += 1;
+            match self.c.read_memory(addr, len) {
+                Ok(b) if b.len() >= out.len() => {
+                    out.copy_from_slice(&b[..out.len()]);
+                    self.base = addr;
+                    self.bytes = b;
+                    return true;
+                }
+                Ok(_) => return false,
+                Err(GdbError::Refused { reply, .. }) => {
+                    if len == out.len() || self.reads >= self.max_reads {
+                        self.refused.get_or_insert((addr, reply));
+                        return false;
+                    }
+                }
+                Err(e) => {
+                    self.fatal = Some(e);
+                    return false;
+                }
+            }
+        }
+        false
+    }
+}
+
+fn walk_vcpu(
+    c: &mut Client,
+    arch: Arch,
+    thread: ThreadId,
+    regs: CoreRegs,
+    opts: StackOptions,
+) -> Result<VcpuStack, GdbError> {
+    let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
+    let mask = width.max_addr();
+    let (sp, fp) = (regs.sp & mask, regs.fp & mask);
+    let privilege = regs
+        .privilege
+        .map_or(Privilege::Unknown, |v| privilege(arch, v));
+    let kernel_cs = match arch {
+        Arch::I386 | Arch::X86_64 => regs.privilege.filter(|cs| cs & 3 == 0 && *cs <= 0xffff),
+        _ => None,
+    };
+    let crossings = Crossings {
+        kernel_cs: kernel_cs.unwrap_or(0) as u16,
+        user_mode: privilege == Privilege::User,
+        ..Crossings::ALL
+    };
+    let mut r = Reader {
+        c,
+        base: 0,
+        bytes: Vec::new(),
+        window: opts.window.max(16),
+        reads: 0,
+        max_reads: opts.max_reads.max(2),
+        refused: None,
+        fatal: None,
+    };
+    let mut word = [0u8; 8];
+    let sp_word = r
+        .read(sp, &mut word[..width.bytes()])
+        .then(|| width.word(&word));
+    let mut frames = vec![0u64; opts.depth.max(1)];
+    let walk = walk_guest(
+        arch,
+        sp,
+        fp,
+        frames.len(),
+        crossings,
+        |a, out| r.read(a, out),
+        &mut frames,
+    );
+    if let Some(e) = r.fatal {
+        return Err(e);
+    }
+    frames.truncate(walk.frames);
+    let stop = match walk.stop {
+        StopReason::Unreadable if r.refused.is_none() && r.reads >= r.max_reads => {
+            StopReason::ReadBudget
+        }
+        s => s,
+    };
+    Ok(VcpuStack {
+        thread,
+        regs,
+        privilege,
+        page_table_base: regs.page_table_base,
+        sp_word,
+        return_register: regs.ra.map(|ra| clean_return_address(arch, ra & mask)),
+        frames,
+        stop,
+        refused: r.refused,
+        reads: r.reads,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pid_of_stop_reply() {
+        assert_eq!(stop_pid(b"T05thread:p01.01;"), Some(1));
+        assert_eq!(stop_pid(b"T05thread:02;"), None);
+        assert_eq!(stop_pid(b"S05"), None);
+    }
+}

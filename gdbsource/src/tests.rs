@@ -1,0 +1,205 @@
+//! The client against the fake stub (`fake.rs`): framing, acknowledgements or none, run
+//! lengths, bad peers and timeouts.
+
+use std::time::{Duration, Instant};
+
+use kern_profile_format::{Arch, Privilege, StopReason};
+
+use crate::fake::{self, Stub};
+use crate::{stacks, GdbError, Limits, StackOptions};
+
+const BASE: u64 = 0x10000;
+
+/// An i386 vCPU at `pc` with its stack at `sp`, frame pointer `fp`.
+fn i386_regs(pc: u32, sp: u32, fp: u32) -> Vec<u8> {
+    let mut g = vec![0u8; 344];
+    let mut put = |i: usize, v: u32| g[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+    put(4, sp);
+    put(5, fp);
+    put(8, pc);
+    put(10, 8);
+    g
+}
+
+/// A page of stack with the chain fp 0x10f10 -> 0x10f40 -> 0, returning to 0x100123 and
+/// 0x100456.
+fn stack_page() -> Vec<u8> {
+    let mut m = vec![0u8; 0x1000];
+    let mut put = |a: u64, v: u32| {
+        let o = (a - BASE) as usize;
+        m[o..o + 4].copy_from_slice(&v.to_le_bytes());
+    };
+    put(0x10f00, 0x100999);
+    put(0x10f10, 0x10f40);
+    put(0x10f14, 0x100123);
+    put(0x10f44, 0x100456);
+    m
+}
+
+fn i386_stub() -> Stub {
+    Stub {
+        architecture: "i386",
+        regs: vec![
+            i386_regs(0x100010, 0x10f00, 0x10f10),
+            i386_regs(0x100020, 0x10f00, 0x10f10),
+        ],
+        memory: vec![(BASE, stack_page())],
+        no_ack: true,
+        ..Stub::default()
+    }
+}
+
+fn quick() -> Limits {
+    Limits {
+        reply_timeout: Duration::from_millis(500),
+        hello_timeout: Duration::from_millis(300),
+        max_packet: 64 << 10,
+    }
+}
+
+#[test]
+fn every_vcpu_walked_without_acks() {
+    let (addr, h) = fake::serve(i386_stub());
+    let snap = stacks(&addr, quick(), StackOptions::default()).unwrap();
+    let seen = h.join().unwrap();
+    assert_eq!(snap.arch, Arch::I386);
+    assert!(snap.no_ack);
+    assert_eq!(snap.vcpus.len(), 2);
+    for (v, pc) in snap.vcpus.iter().zip([0x100010, 0x100020]) {
+        assert_eq!(v.regs.pc, pc);
+        assert_eq!(v.privilege, Privilege::Kernel);
+        assert_eq!(&v.frames[..2], &[0x100123, 0x100456]);
+        assert_eq!(v.stop, StopReason::NullFramePointer);
+        assert_eq!(v.sp_word, Some(0x100999));
+        // One window from SP held the whole chain.
+        assert_eq!(v.reads, 1, "{v:?}");
+    }
+    // Acknowledgements only up to QStartNoAckMode's reply.
+    assert_eq!(seen.acks, 2, "{seen:?}");
+    assert_eq!(seen.requests.last().unwrap(), "D;1");
+    assert!(seen.requests.contains(&"Hgp1.2".to_string()));
+}
+
+#[test]
+fn acknowledgements_when_the_stub_keeps_them() {
+    let (addr, h) = fake::serve(Stub {
+        no_ack: false,
+        rle: true,
+        ..i386_stub()
+    });
+    let snap = stacks(&addr, quick(), StackOptions::default()).unwrap();
+    let seen = h.join().unwrap();
+    assert!(!snap.no_ack);
+    // Every reply acknowledged (the fake leaves before the detach's).
+    assert_eq!(seen.acks, seen.requests.len() - 1, "{seen:?}");
+    // Run-length encoded `g` replies decode to the same registers.
+    assert_eq!(snap.vcpus[1].regs.pc, 0x100020);
+    assert_eq!(&snap.vcpus[1].frames[..2], &[0x100123, 0x100456]);
+}
+
+#[test]
+fn small_packets_split_reads() {
+    let (addr, h) = fake::serve(Stub {
+        packet_size: 256,
+        ..i386_stub()
+    });
+    let snap = stacks(&addr, quick(), StackOptions::default()).unwrap();
+    h.join().unwrap();
+    assert_eq!(&snap.vcpus[0].frames[..2], &[0x100123, 0x100456]);
+}
+
+#[test]
+fn refused_memory_is_reported() {
+    let (addr, h) = fake::serve(Stub {
+        regs: vec![i386_regs(0x100010, 0x10f00, 0x20000)],
+        ..i386_stub()
+    });
+    let snap = stacks(&addr, quick(), StackOptions::default()).unwrap();
+    h.join().unwrap();
+    let v = &snap.vcpus[0];
+    assert!(v.frames.is_empty());
+    assert_eq!(v.stop, StopReason::Unreadable);
+    assert_eq!(v.refused, Some((0x20000, "E14".to_string())));
+}
+
+#[test]
+fn junk_is_not_a_gdbstub() {
+    let (addr, _h) = fake::raw(b"SSH-2.0-OpenSSH_9.2\r\n", false);
+    let e = stacks(&addr, quick(), StackOptions::default()).unwrap_err();
+    assert!(matches!(e, GdbError::NotGdbstub { .. }), "{e}");
+    assert!(e.to_string().contains("not a gdbstub"), "{e}");
+    assert!(e.to_string().contains("SSH-2.0"), "{e}");
+}
+
+#[test]
+fn silence_is_not_a_gdbstub_within_the_timeout() {
+    let (addr, _h) = fake::raw(b"", false);
+    let t = Instant::now();
+    let e = stacks(&addr, quick(), StackOptions::default()).unwrap_err();
+    assert!(matches!(e, GdbError::NotGdbstub { .. }), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn endless_packet_is_bounded() {
+    static BIG: [u8; 200 << 10] = [b'0'; 200 << 10];
+    let (addr, _h) = fake::raw(&BIG, false);
+    let mut big = vec![b'$'];
+    big.extend_from_slice(&BIG[1..]);
+    // Starts like a packet (`$`), never ends: too large, not a hang.
+    let (addr2, _h2) = fake::raw(Box::leak(big.into_boxed_slice()), false);
+    let e = stacks(&addr2, quick(), StackOptions::default()).unwrap_err();
+    assert!(matches!(e, GdbError::TooLarge { .. }), "{e}");
+    let e = stacks(&addr, quick(), StackOptions::default()).unwrap_err();
+    assert!(matches!(e, GdbError::NotGdbstub { .. }), "{e}");
+}
+
+#[test]
+fn a_stub_that_goes_away_mid_look() {
+    let (addr, h) = fake::serve(Stub {
+        close_at: Some("Hgp1.2"),
+        ..i386_stub()
+    });
+    let e = stacks(&addr, quick(), StackOptions::default()).unwrap_err();
+    h.join().unwrap();
+    assert!(matches!(e, GdbError::Closed { .. }), "{e}");
+    assert!(e.to_string().contains("did QEMU exit?"), "{e}");
+}
+
+#[test]
+fn no_socket_and_bad_addresses() {
+    let path = fake::socket_path();
+    let e = stacks(
+        &format!("unix:{}", path.display()),
+        quick(),
+        StackOptions::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, GdbError::Connect { .. }), "{e}");
+    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    let e = stacks("nowhere", quick(), StackOptions::default()).unwrap_err();
+    assert!(matches!(e, GdbError::BadAddress { .. }), "{e}");
+}
+
+#[test]
+fn unknown_architecture_detaches() {
+    let (addr, h) = fake::serve(Stub {
+        architecture: "sparc",
+        ..i386_stub()
+    });
+    let e = stacks(&addr, quick(), StackOptions::default()).unwrap_err();
+    let seen = h.join().unwrap();
+    assert!(matches!(e, GdbError::UnsupportedArch { .. }), "{e}");
+    assert_eq!(seen.requests.last().unwrap(), "D;1");
+}
+
+#[test]
+fn a_stop_reply_ahead_of_the_first_answer() {
+    let (addr, h) = fake::serve(Stub {
+        hello_stop: true,
+        ..i386_stub()
+    });
+    let snap = stacks(&addr, quick(), StackOptions::default()).unwrap();
+    h.join().unwrap();
+    assert_eq!(&snap.vcpus[0].frames[..2], &[0x100123, 0x100456]);
+}
