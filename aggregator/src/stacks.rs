@@ -514,9 +514,13 @@ impl<'s> StackNamer<'s> {
         for (i, (space, names)) in resolved.iter().enumerate().rev() {
             if !names.is_empty() {
                 out.extend(names.iter().cloned());
-            } else if in_user(i) {
-                // A user address no program names: shown as one, never a kernel name.
+            } else if in_user(i) && !matches!(space, Space::User(_)) {
+                // A user address no program holds: shown as one, never a kernel name.
                 self.push_unnamed_user(addrs[i], out);
+            } else if in_user(i) {
+                // In a program without a symbol there (a stripped one): `[unknown]` under
+                // its root.
+                self.push_unnamed(addrs[i], false, CpuState::default(), out);
             } else {
                 let beyond_entry = crossing.is_some_and(|j| j < i);
                 self.push_unnamed(addrs[i], beyond_entry, cpu, out);
@@ -692,7 +696,7 @@ impl<'s> StackNamer<'s> {
         }
     }
 
-    /// An address of a stack's user part that no `--user` program names: `[user 0x…]`
+    /// An address of a stack's user part that no `--user` program holds: `[user 0x…]`
     /// (`0x…` with `--addresses`).
     fn push_unnamed_user(&mut self, a: u64, out: &mut Vec<Rc<str>>) {
         match self.style.addresses {

@@ -114,7 +114,8 @@ fn user_frames_are_named_from_the_user_binary() {
             "[user] tiny.elf;_start;kernel::work;middle;leaf 1",
             "[user] tiny.elf;_start;kernel::work;middle;leaf;square_[i] 3",
             "[user] tiny.elf;_start;kernel::work;middle;syscall_entry;sys_work 2",
-            "[user];[unknown] 1",
+            // A user-mode sample no program holds: its address, never a kernel name.
+            "[user];[user 0x8048000] 1",
             "_start;kmain 5",
         ],
         "{out}"
@@ -413,7 +414,8 @@ fn a_stripped_program_still_names_its_samples() {
         [
             "[user] stripped.elf;[unknown] 4",
             "[user] stripped.elf;[unknown];syscall_entry;sys_work 2",
-            "[user];[unknown] 1",
+            // A user-mode sample no program holds: its address, never a kernel name.
+            "[user];[user 0x8048000] 1",
             "_start;kmain 5",
         ],
         "{out}"

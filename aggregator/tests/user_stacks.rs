@@ -119,7 +119,7 @@ fn a_system_call_is_rooted_at_its_address_spaces_program() {
     assert_eq!(
         folded(&[(false, syscall), (true, user)]),
         [
-            "[user] tiny.elf;[unknown];[syscall];syscall_entry;sys_work 1",
+            "[user] tiny.elf;[user 0x10000];[syscall];syscall_entry;sys_work 1",
             "[user] tiny.elf;middle;leaf;square_[i] 1",
         ]
     );
