@@ -67,6 +67,22 @@ impl SyscallRoots {
     pub fn share(&self) -> f64 {
         self.rooted as f64 / self.syscalls.max(1) as f64
     }
+
+    /// Prints the figures of `what` (`riscv64: ... rooted at [user] x.elf`) and asserts the
+    /// issue's: over 1,000 system-call samples, >= 95% of them rooted at the program, no user
+    /// frame named with a kernel symbol (`stacks` shown when not).
+    pub fn assert_rooted(&self, what: &str, stacks: &[(Vec<String>, u64)]) {
+        println!(
+            "{what}: {} of {} ({:.2}%); user frames named with kernel symbols: {}",
+            self.rooted,
+            self.syscalls,
+            100.0 * self.share(),
+            self.kernel_named
+        );
+        assert!(self.syscalls > 1000, "{self:?}");
+        assert!(self.share() >= 0.95, "{self:?}\n{stacks:?}");
+        assert_eq!(self.kernel_named, 0, "{stacks:?}");
+    }
 }
 
 /// A kernel-mode sample walked within the kernel, under a `--per-process` root (the kernel

@@ -248,17 +248,7 @@ fn system_calls_are_rooted_at_the_classically_started_program() {
     let stacks = folded(&[]);
     let (user, kernel) = (elf_names(&user_elf()), elf_names(&kernel()));
     let r = syscall_roots(&stacks, SYSCALL_CODE, &["[user] user.elf"], &user, &kernel);
-    println!(
-        "system-call samples rooted at [user] user.elf: {} of {} ({:.2}%); user frames \
-         named with kernel symbols: {}",
-        r.rooted,
-        r.syscalls,
-        100.0 * r.share(),
-        r.kernel_named
-    );
-    assert!(r.syscalls > 1000, "{r:?}");
-    assert!(r.share() >= 0.95, "{r:?}\n{stacks:?}");
-    assert_eq!(r.kernel_named, 0, "{stacks:?}");
+    r.assert_rooted("system-call samples rooted at [user] user.elf", &stacks);
     // The kernel's absolute symbol below its image names nothing (firmware stays itself).
     assert!(
         stacks

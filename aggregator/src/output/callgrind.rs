@@ -35,17 +35,7 @@ type Costs = BTreeMap<FnKey, BTreeMap<u32, u64>>;
 
 impl CpuRenderer for CallgrindRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        if run.filter.time.is_set() {
-            return Err(ProfileError::Unsupported(
-                "exact counts are totals of the whole run, without time: drop \
-                 --from-time/--to-time"
-                    .into(),
-            ));
-        }
-        let profile = run.collect(run.input, true)?;
-        if !profile.summary.has_exact() {
-            return Err(ProfileError::NoExactData { path: profile.path });
-        }
+        let profile = crate::output::exact::collect_exact(run)?;
         let costs = costs(run, &profile.summary.exact);
         let total: u64 = costs.values().flat_map(|l| l.values()).sum();
         let header = Header {

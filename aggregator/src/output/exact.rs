@@ -11,6 +11,7 @@ use crate::options::{Options, OutputFormat};
 use crate::output::svg::{write_svg, SvgRenderer};
 use crate::output::text::write_report;
 use crate::output::{write_err, CpuRenderer};
+use crate::profile::CpuProfile;
 
 /// Exact instruction counts, drawn as `format`.
 pub struct ExactRenderer {
@@ -51,19 +52,26 @@ impl ExactRenderer {
     }
 }
 
+/// The run's profile with its exact counts, for the outputs made of them: an error when
+/// the file has none, or when a time range is asked (exact counts are the whole run's).
+pub(crate) fn collect_exact(run: &mut Run<'_>) -> Result<CpuProfile, ProfileError> {
+    if run.filter.time.is_set() {
+        return Err(ProfileError::Unsupported(
+            "exact counts are totals of the whole run, without time: drop \
+             --from-time/--to-time"
+                .into(),
+        ));
+    }
+    let profile = run.collect(run.input, true)?;
+    if !profile.summary.has_exact() {
+        return Err(ProfileError::NoExactData { path: profile.path });
+    }
+    Ok(profile)
+}
+
 impl CpuRenderer for ExactRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        if run.filter.time.is_set() {
-            return Err(ProfileError::Unsupported(
-                "exact counts are totals of the whole run, without time: drop \
-                 --from-time/--to-time"
-                    .into(),
-            ));
-        }
-        let profile = run.collect(run.input, true)?;
-        if !profile.summary.has_exact() {
-            return Err(ProfileError::NoExactData { path: profile.path });
-        }
+        let profile = collect_exact(run)?;
         let (addresses, filter) = (run.style.addresses, run.filter);
         let folded = exact_folded(
             &profile.summary.exact,
