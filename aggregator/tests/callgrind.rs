@@ -164,10 +164,16 @@ fn number(s: &str) -> u64 {
 
 #[test]
 fn callgrind_annotate_reads_the_exact_totals_and_hot_leaf() {
+    // Valgrind 3.19's callgrind_annotate prints its version and exits 255: judged by what
+    // it prints.
     let found = Command::new("callgrind_annotate")
         .arg("--version")
         .output()
-        .is_ok_and(|o| o.status.success());
+        .is_ok_and(|o| {
+            o.status.success()
+                || o.stdout.starts_with(b"callgrind_annotate")
+                || o.stderr.starts_with(b"callgrind_annotate")
+        });
     if !found {
         return skip("callgrind_annotate not found (Debian: apt-get install valgrind)");
     }
