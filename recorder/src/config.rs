@@ -10,6 +10,11 @@ use crate::alloc_hooks::SymbolSource;
 
 /// Default `delay=` in host microseconds (the original C plugin's interface).
 pub const DEFAULT_DELAY_US: u64 = 10;
+/// Default `delay=` with `trigger=interrupt`: samples come no faster than the guest's timer
+/// (1 ms at 1 kHz, 4 ms at Linux's HZ=250), so faster ticks only cost the host CPU (sid's
+/// QEMU, i386 example kernel: 1.11x CPU at delay=10 against 1.01x at 1000, for 950 and 856
+/// samples a second; scripts/bench.sh --only interrupt).
+pub const DEFAULT_INTERRUPT_DELAY_US: u64 = 1000;
 /// Default `depth=`.
 pub const DEFAULT_DEPTH: u32 = 64;
 /// Largest accepted `depth=`.
@@ -204,7 +209,10 @@ impl Config {
             (None, None, _) if alloc.is_some() && trigger.is_none() => SamplingMode::Off,
             (_, _, Exact::Only) => return Err(ConfigError::OnlyAndSampling),
             (None, Some(n), _) => SamplingMode::PeriodInstructions(n),
-            (d, None, _) => SamplingMode::DelayMicros(d.unwrap_or(DEFAULT_DELAY_US)),
+            (d, None, _) => SamplingMode::DelayMicros(d.unwrap_or(match at_interrupts {
+                true => DEFAULT_INTERRUPT_DELAY_US,
+                false => DEFAULT_DELAY_US,
+            })),
         };
         if window.is_some() && sampling == SamplingMode::Off {
             return Err(ConfigError::WindowWithoutSampling);
@@ -346,7 +354,10 @@ mod tests {
     fn trigger_interrupt_samples_by_host_time() {
         let c = parse("out=x,trigger=interrupt").unwrap();
         assert!(c.at_interrupts);
-        assert_eq!(c.sampling, SamplingMode::DelayMicros(DEFAULT_DELAY_US));
+        assert_eq!(
+            c.sampling,
+            SamplingMode::DelayMicros(DEFAULT_INTERRUPT_DELAY_US)
+        );
         let c = parse("out=x,trigger=interrupt,delay=500,exact=on").unwrap();
         assert_eq!(
             (c.sampling, c.exact),
@@ -355,7 +366,10 @@ mod tests {
         assert!(!parse("out=x,trigger=block,period=7").unwrap().at_interrupts);
         // With alloc=, trigger= asks for samples too.
         let c = parse("out=x,alloc=rust,elf=k,trigger=interrupt").unwrap();
-        assert_eq!(c.sampling, SamplingMode::DelayMicros(DEFAULT_DELAY_US));
+        assert_eq!(
+            c.sampling,
+            SamplingMode::DelayMicros(DEFAULT_INTERRUPT_DELAY_US)
+        );
     }
 
     #[test]

@@ -35,7 +35,8 @@ pub struct SamplingArgs {
     /// block (QEMU 10.2 or newer). Like timer-interrupt sampling on hardware without NMIs, it
     /// cannot land where interrupts are masked: such code is sampled where it unmasks, and
     /// the report says how long samples waited. The guest must take interrupts (a timer);
-    /// not with --period
+    /// --delay then defaults to 1000 (ticks faster than the guest's timer only cost host
+    /// CPU); not with --period
     #[arg(long, value_name = "WHERE", value_parser = ["block", "interrupt"], conflicts_with = "period")]
     pub trigger: Option<String>,
 
