@@ -12,8 +12,13 @@ forget_rustc_probes
 say "building the aggregator and the plugins (release)"
 cargo build --release --locked -q -p kern-profile -p kern-profile-plugin-api4 -p kern-profile-plugin-api7
 # Cargo names a cdylib lib<name>.so; users and the original's docs say kern-profile.so.
-cp -f target/release/libkern_profile_plugin_api4.so target/release/kern-profile.so
-cp -f target/release/libkern_profile_plugin_api7.so target/release/kern-profile-api7.so
+# Copied beside and renamed over: a QEMU running the old file keeps it (rewriting it in place
+# crashed one with SIGBUS).
+for b in "api4 kern-profile.so" "api7 kern-profile-api7.so"; do
+    set -- $b
+    cp -f "target/release/libkern_profile_plugin_$1.so" "target/release/$2.tmp"
+    mv -f "target/release/$2.tmp" "target/release/$2"
+done
 [ "${1:-}" != --no-kernels ] || exit 0
 bash scripts/build-kernel.sh >/dev/null
 bash scripts/build-kernel64.sh >/dev/null
