@@ -14,11 +14,13 @@ cargo build --release --locked -q -p kern-profile -p kern-profile-plugin-api4 -p
 # Cargo names a cdylib lib<name>.so; users and the original's docs say kern-profile.so.
 # Copied beside and renamed over: a QEMU running the old file keeps it (rewriting it in place
 # crashed one with SIGBUS).
-for b in "api4 kern-profile.so" "api7 kern-profile-api7.so"; do
-    set -- $b
-    cp -f "target/release/libkern_profile_plugin_$1.so" "target/release/$2.tmp"
-    mv -f "target/release/$2.tmp" "target/release/$2"
-done
+while read -r api file; do
+    cp -f "target/release/libkern_profile_plugin_$api.so" "target/release/$file.tmp"
+    mv -f "target/release/$file.tmp" "target/release/$file"
+done <<'BUILDS'
+api4 kern-profile.so
+api7 kern-profile-api7.so
+BUILDS
 [ "${1:-}" != --no-kernels ] || exit 0
 bash scripts/build-kernel.sh >/dev/null
 bash scripts/build-kernel64.sh >/dev/null
