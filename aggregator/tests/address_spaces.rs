@@ -19,15 +19,6 @@ use kern_profile_format::{
 };
 use object::{Object, ObjectSection};
 
-const KERNEL_MAP: &str = "\
-00100000 T _start
-00100100 T kmain
-00100200 T syscall_entry
-00100300 T sys_work
-";
-const SYS_WORK_PC: u64 = 0x0010_0310;
-const RET_SYSCALL_ENTRY: u64 = 0x0010_0210;
-
 /// Address spaces: A's and B's programs, one running code of neither, one whose code was
 /// recorded only where A and B agree.
 const SPACE_A: u64 = 0x0010_f000;
@@ -71,14 +62,14 @@ fn fixture(name: &str) -> Fixture {
     let b_bytes = patched_tiny();
     let a = common::write(&dir, "a.elf", &a_bytes);
     let b = common::write(&dir, "b.elf", &b_bytes);
-    let map = common::write(&dir, "kernel.map", KERNEL_MAP.as_bytes());
+    let map = common::write(&dir, "kernel.map", common::KERNEL_MAP.as_bytes());
 
     let mut out = Vec::new();
     let mut v1 = Vec::new();
     common::header(1, false).encode_version(VERSION_2, &mut out);
     common::header(1, false).encode(&mut v1);
     let full = [RET_MIDDLE, RET_WORK, RET_START];
-    let syscall = [RET_SYSCALL_ENTRY, RET_MIDDLE, RET_WORK, RET_START];
+    let syscall = [common::RET_SYSCALL_ENTRY, RET_MIDDLE, RET_WORK, RET_START];
     let code = |out: &mut Vec<u8>, space: u64, vaddr: u64, bytes: &[u8]| {
         CodeBytes {
             vcpu: 0,
@@ -146,7 +137,7 @@ fn fixture(name: &str) -> Fixture {
         &mut v1,
         Some(SPACE_B),
         false,
-        SYS_WORK_PC,
+        common::SYS_WORK_PC,
         &syscall[..],
     );
     code(&mut out, SPACE_OTHER, LEAF_SQUARE, &[0x90; 16]);

@@ -14,17 +14,8 @@ use common::tiny::*;
 use kern_profile::{run_cpu, Options, OutputFormat, RunReport};
 use kern_profile_format::{encode_exact_blocks, encode_sample, encode_stats, SampleRecord};
 
-const KERNEL_MAP: &str = "\
-00100000 T _start
-00100100 T kmain
-00100200 T syscall_entry
-00100300 T sys_work
-";
-/// Inside sys_work, kmain, and a return address into syscall_entry and _start.
-const SYS_WORK_PC: u64 = 0x0010_0310;
+/// Inside kmain (common::KERNEL_MAP).
 const KMAIN_PC: u64 = 0x0010_0150;
-const RET_SYSCALL_ENTRY: u64 = 0x0010_0210;
-const RET_KSTART: u64 = 0x0010_0010;
 
 struct Fixture {
     dir: PathBuf,
@@ -60,22 +51,28 @@ fn fixture(name: &str) -> Fixture {
     s.user = true;
     push(&mut out, s);
     // System calls: sys_work <- syscall_entry <- the user's middle <- work <- _start.
-    let syscall = [RET_SYSCALL_ENTRY, RET_MIDDLE, RET_WORK, RET_START];
+    let syscall = [common::RET_SYSCALL_ENTRY, RET_MIDDLE, RET_WORK, RET_START];
     for _ in 0..2 {
-        push(&mut out, common::sample(1, next(), SYS_WORK_PC, &syscall));
+        push(
+            &mut out,
+            common::sample(1, next(), common::SYS_WORK_PC, &syscall),
+        );
     }
     for _ in 0..5 {
-        push(&mut out, common::sample(0, next(), KMAIN_PC, &[RET_KSTART]));
+        push(
+            &mut out,
+            common::sample(0, next(), KMAIN_PC, &[common::RET_KSTART]),
+        );
     }
     let blocks: Vec<(u64, Vec<u64>)> = vec![
-        (10, vec![SYS_WORK_PC]),
+        (10, vec![common::SYS_WORK_PC]),
         (7, vec![LEAF_SQUARE]),
         (1, vec![0x0001_2345]),
     ];
     encode_exact_blocks(&mut out, 4, blocks.iter().map(|(n, v)| (*n, v.as_slice())));
     encode_stats(&mut out, 12, 0, &[12, 0, 0, 0, 0, 0], &[600_000, 600_000]);
     let raw = common::write(&dir, "raw", &out);
-    let map = common::write(&dir, "kernel.map", KERNEL_MAP.as_bytes());
+    let map = common::write(&dir, "kernel.map", common::KERNEL_MAP.as_bytes());
     Fixture { dir, raw, map }
 }
 

@@ -17,17 +17,8 @@ use kern_profile_format::{
 };
 use object::{Object, ObjectSection};
 
-const KERNEL_MAP: &str = "\
-00100000 T _start
-00100100 T kmain
-00100200 T syscall_entry
-00100300 T sys_work
-";
-const SYS_WORK_PC: u64 = 0x0010_0310;
-const RET_SYSCALL_ENTRY: u64 = 0x0010_0210;
 /// Return addresses on the kernel's own stack, where a garbage frame pointer led.
 const RET_KMAIN: u64 = 0x0010_0110;
-const RET_KSTART: u64 = 0x0010_0010;
 const FAKE: u64 = 0xffff_ffff;
 const SPACE: u64 = 0x0010_f000;
 
@@ -67,7 +58,7 @@ fn folded(stacks: &[(bool, Vec<u64>)]) -> Vec<String> {
     let n = stacks.len() as u64;
     encode_stats(&mut out, n, 0, &[n, 0, 0, 0, 0, 0], &[n * 1000]);
     let raw = common::write(&dir, "raw", &out);
-    let map = common::write(&dir, "kernel.map", KERNEL_MAP.as_bytes());
+    let map = common::write(&dir, "kernel.map", common::KERNEL_MAP.as_bytes());
     let opts = Options {
         format: OutputFormat::Folded,
         symbols: vec![map],
@@ -92,14 +83,25 @@ fn classic_starts_end_at_the_programs_first_frame() {
     // The same walk sampled in user mode and in a system call: the program's frames, then
     // the fake return address, a switch to the kernel's stack and its frames.
     let beyond = [
-        RET_MIDDLE, RET_WORK, RET_START, FAKE, SW, RET_KMAIN, RET_KSTART,
+        RET_MIDDLE,
+        RET_WORK,
+        RET_START,
+        FAKE,
+        SW,
+        RET_KMAIN,
+        common::RET_KSTART,
     ];
     let user: Vec<u64> = [LEAF_SQUARE].iter().chain(&beyond).copied().collect();
-    let syscall: Vec<u64> = [SYS_WORK_PC, RET_SYSCALL_ENTRY, KE, LEAF_SQUARE]
-        .iter()
-        .chain(&beyond)
-        .copied()
-        .collect();
+    let syscall: Vec<u64> = [
+        common::SYS_WORK_PC,
+        common::RET_SYSCALL_ENTRY,
+        KE,
+        LEAF_SQUARE,
+    ]
+    .iter()
+    .chain(&beyond)
+    .copied()
+    .collect();
     assert_eq!(
         folded(&[(true, user), (false, syscall)]),
         [
@@ -114,7 +116,13 @@ fn classic_starts_end_at_the_programs_first_frame() {
 fn a_system_call_is_rooted_at_its_address_spaces_program() {
     // The walk's only user address is a register read as a return address: no program's
     // code, but the address space is tiny.elf's.
-    let syscall = vec![SYS_WORK_PC, RET_SYSCALL_ENTRY, SW, 0x0001_0000, SW];
+    let syscall = vec![
+        common::SYS_WORK_PC,
+        common::RET_SYSCALL_ENTRY,
+        SW,
+        0x0001_0000,
+        SW,
+    ];
     let user = vec![LEAF_SQUARE, RET_MIDDLE];
     assert_eq!(
         folded(&[(false, syscall), (true, user)]),

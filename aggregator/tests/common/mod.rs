@@ -265,3 +265,16 @@ pub fn joined(warnings: &[kern_profile::Warning]) -> String {
     let lines: Vec<String> = warnings.iter().map(ToString::to_string).collect();
     lines.join("\n")
 }
+
+/// A symbol map of a kernel below tiny.elf (which then stands for a user program): its entry,
+/// `kmain`, and system-call entry code calling `sys_work`.
+pub const KERNEL_MAP: &str = "\
+00100000 T _start
+00100100 T kmain
+00100200 T syscall_entry
+00100300 T sys_work
+";
+/// Inside `sys_work`; return addresses into `syscall_entry` and `_start`.
+pub const SYS_WORK_PC: u64 = 0x0010_0310;
+pub const RET_SYSCALL_ENTRY: u64 = 0x0010_0210;
+pub const RET_KSTART: u64 = 0x0010_0010;
