@@ -6,8 +6,9 @@
 #     in $KP_QEMU_SID_ROOT (default /var/cache/kern-profile/qemu-sid), from deb.debian.org;
 #   - in ROOT/kp-bin, wrappers qemu-system-{i386,x86_64,riscv64,aarch64,riscv32,arm} that run sid's binary
 #     of the same name in that root with the host's /dev, /proc, /sys, the current directory's
-#     top-level tree, /tmp, $TMPDIR, $HOME/.cache and $KP_ROOT visible at the same paths, and
-#     the current directory kept. Put ROOT/kp-bin first on PATH (lib.sh: qemu_sid_bin_dir) and
+#     top-level tree, /tmp, $TMPDIR, $HOME/.cache, $KP_ROOT and the top-level directory of
+#     every absolute path in QEMU's arguments visible at the same paths, and the current
+#     directory kept. Put ROOT/kp-bin first on PATH (lib.sh: qemu_sid_bin_dir) and
 #     the project runs sid's QEMU as it runs the system's. The wrappers need root (unshare -m).
 # Idempotent: a second run finds the root complete, checks the wrappers and installs nothing.
 . "$(dirname "$0")/lib.sh"
@@ -174,6 +175,15 @@ add "${TMPDIR:-}"
 add "${HOME:+$HOME/.cache}"
 add "${KP_ROOT:-}"
 add "$cwd"
+# Absolute paths in the arguments (-kernel /k, -plugin /p.so,out=/o, -serial file:/f): the
+# top-level directory of each, so files outside the directories above are found too.
+for arg in "$@"; do
+    for t in $(printf %s "$arg" | tr ",=:" "   "); do
+        case "$t" in
+            /?*) t=${t#/}; add "/${t%%/*}" ;;
+        esac
+    done
+done
 exec unshare --root="$root" --wd="$cwd" "/usr/bin/$prog" "$@"
 EOF
 }
