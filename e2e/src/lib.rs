@@ -466,9 +466,12 @@ pub fn kernel_self_counts(folded: &[(Vec<String>, u64)]) -> BTreeMap<String, u64
 /// otherwise than instructions.
 pub const SAME_BODY: [&str; 2] = ["kernel::workload::hot_leaf", "kernel::workload::cold_leaf"];
 
-/// Asserts each of [`SAME_BODY`]'s share of the pair in `counts` (self samples) within 3
-/// points of its exact share (`doc`, the inline view).
-pub fn assert_same_body_shares(counts: &BTreeMap<String, u64>, doc: &[ExpectedFunction]) {
+/// How [`SAME_BODY`]'s shares of the pair in `counts` (self samples) miss their exact shares
+/// (`doc`, the inline view) by 3 points or more; `None` when both are within.
+pub fn same_body_mismatch(
+    counts: &BTreeMap<String, u64>,
+    doc: &[ExpectedFunction],
+) -> Option<String> {
     let share_of = |of: &dyn Fn(&str) -> f64| -> Vec<f64> {
         let sum: f64 = SAME_BODY.iter().map(|n| of(n)).sum();
         SAME_BODY.iter().map(|n| of(n) / sum).collect()
@@ -480,11 +483,38 @@ pub fn assert_same_body_shares(counts: &BTreeMap<String, u64>, doc: &[ExpectedFu
             .unwrap_or_else(|| panic!("{n} is not documented"))
             .self_share_inline
     });
-    for ((name, got), want) in SAME_BODY.iter().zip(&sampled).zip(&exact) {
-        assert!(
-            (got - want).abs() < 0.03,
-            "{name}: {got:.4} of the same-body pair sampled, {want:.4} by exact counts"
-        );
+    SAME_BODY
+        .iter()
+        .zip(&sampled)
+        .zip(&exact)
+        .find(|((_, got), want)| (*got - *want).abs() >= 0.03)
+        .map(|((name, got), want)| {
+            format!("{name}: {got:.4} of the same-body pair sampled, {want:.4} by exact counts")
+        })
+}
+
+/// Asserts [`same_body_mismatch`] finds none.
+pub fn assert_same_body_shares(counts: &BTreeMap<String, u64>, doc: &[ExpectedFunction]) {
+    if let Some(m) = same_body_mismatch(counts, doc) {
+        panic!("{m}");
+    }
+}
+
+/// Runs `measure` (a run's self counts and their total) and, when the same-body pair misses
+/// its exact shares, once more: a host hiccup moves one run's host time (i386 on QEMU 11.1:
+/// 0.952 of the pair in one CI run, 0.907 to 0.914 in every other), a sampler that
+/// misplaces samples misses both. The caller asserts on the run returned.
+pub fn with_a_second_look<T>(
+    doc: &[ExpectedFunction],
+    mut measure: impl FnMut() -> (T, BTreeMap<String, u64>, u64),
+) -> (T, BTreeMap<String, u64>, u64) {
+    let first = measure();
+    match same_body_mismatch(&first.1, doc) {
+        None => first,
+        Some(m) => {
+            println!("the same-body pair missed ({m}): measuring once more");
+            measure()
+        }
     }
 }
 
