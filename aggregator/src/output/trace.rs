@@ -220,7 +220,7 @@ struct Slice {
 /// The median spacing of consecutive times (sorted), `None` with fewer than two.
 fn median_gap(times: impl Iterator<Item = u64>) -> Option<u64> {
     let t: Vec<u64> = times.collect();
-    let mut gaps: Vec<u64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+    let mut gaps: Vec<u64> = t.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
     if gaps.is_empty() {
         return None;
     }
@@ -238,7 +238,7 @@ fn slices(rows: &[(u32, u64, u32)], stacks: &[Vec<Token>], spacing: u64) -> Vec<
             for (depth, (token, start, samples)) in open.drain(from..).enumerate() {
                 done.push(Slice {
                     start,
-                    dur: end - start,
+                    dur: end.saturating_sub(start),
                     depth: from + depth,
                     token,
                     samples,
@@ -262,9 +262,12 @@ fn slices(rows: &[(u32, u64, u32)], stacks: &[Vec<Token>], spacing: u64) -> Vec<
         for o in &mut open {
             o.2 += 1;
         }
+        // Saturating: a hostile file's times and spacing can be anything.
         end = match rows.get(i + 1) {
-            Some(next) => ns + (next.1 - ns).min(2 * spacing),
-            None => ns + spacing,
+            Some(next) => {
+                ns.saturating_add(next.1.saturating_sub(ns).min(spacing.saturating_mul(2)))
+            }
+            None => ns.saturating_add(spacing),
         };
     }
     close(&mut open, 0, end, &mut done);
