@@ -5,9 +5,8 @@
 //! aarch64), the 16550 UARTs of the PCs (x86 only: port I/O), and the `opaque!` and
 //! `leaf_loop!` macros of the virt kernels' workloads.
 //!
-//! `no_std`, `core` only. Built as an rlib by scripts/build-kernel.sh,
-//! scripts/build-kernel64.sh and scripts/build-kernel-virt.sh with the kernel's own flags and
-//! given to the kernel's rustc call with `--extern kernel_common`. The kernels' instruction
+//! `no_std`, `core` only. Built as an rlib by scripts/guests/build-kernel*.sh with the
+//! kernel's own flags and given to the kernel's rustc call with `--extern kernel_common`. The kernels' instruction
 //! counts (expected.toml) were measured with this code compiled into each kernel crate: the
 //! functions LLVM inlined there are `#[inline]` (or `#[inline(always)]`) so that they still
 //! are, the others (`on_off`, `memcmp`, `bcmp`) are called out of line as before.

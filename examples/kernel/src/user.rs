@@ -1,7 +1,7 @@
 //! `user=on`: a ring-3 program (examples/kernel/user, its own ELF) that enters the kernel
 //! through `int 0x80` system calls.
 //!
-//! The program's ELF (built by scripts/build-kernel.sh, debug info stripped) is embedded
+//! The program's ELF (built by scripts/guests/build-kernel.sh, debug info stripped) is embedded
 //! with `include_bytes!`; its PT_LOAD segments are copied to their link addresses (64 MiB
 //! and up: paging stays off, so user code runs at its physical address; privilege comes
 //! from the segments: ring-3 code and data selectors, IOPL 0). The TSS gives the ring-0

@@ -19,7 +19,7 @@
 //! 6,000 iterations of user code to 4,000 of kernel code a round, plus the few instructions
 //! of each call (measured exactly: examples/kernel/expected.toml, `[user]`).
 //!
-//! Built by scripts/build-kernel.sh with the kernel's flags (frame pointers, DWARF).
+//! Built by scripts/guests/build-kernel.sh with the kernel's flags (frame pointers, DWARF).
 //!
 //! Built again with `--cfg variant_b` into target/examples/user-b.elf (`procs=on`: two
 //! programs linked at the same addresses, each in its own address space): that variant's
