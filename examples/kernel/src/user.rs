@@ -281,7 +281,7 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u32 {
 }
 
 /// The kernel's share of a round: `iters` iterations of the leaf loop (6 instructions each,
-/// as in src/workload.rs).
+/// as in kernel_common::leaf_loop!).
 #[inline(never)]
 pub fn sys_work(seed: u32, iters: u32) -> u32 {
     let mut n: u32 = iters;

@@ -60,7 +60,7 @@ _start:
     "#
 );
 
-/// An optimisation barrier on a register value (as in the kernel's src/workload.rs).
+/// An optimisation barrier on a register value (as the kernels' opaque!, examples/kernel-common).
 macro_rules! opaque {
     ($x:expr) => {{
         let mut v: u32 = $x;
