@@ -60,7 +60,8 @@ _start:
     "#
 );
 
-/// An optimisation barrier on a register value (as the kernels' opaque!, examples/kernel-common).
+/// An optimisation barrier on a register value: examples/kernel-common's opaque!, copied here
+/// with leaf_loop! (linking kernel_common would put unwind tables into the embedded image).
 macro_rules! opaque {
     ($x:expr) => {{
         let mut v: u32 = $x;
