@@ -1,8 +1,8 @@
 //! `alloc=linux` on a real kernel: Debian 12's Linux 6.1 (i386, built with regparm(3), amd64,
 //! System V, and arm64) booted twice by scripts/guests/run-linux.sh, first bare for the
-//! `/proc/kallsyms` it writes (booted with `nokaslr`, so the addresses hold for the next boot), then with the
-//! plugin hooking the preset's functions from those symbols. The slab allocator's calls must
-//! be recorded, none lost, its reallocations' implementations not recorded twice, and the
+//! `/proc/kallsyms` it writes (booted with `nokaslr`, so the addresses hold for the next
+//! boot), then with the plugin hooking the preset's functions from those symbols. The slab
+//! allocator's calls must be recorded, none lost, its reallocations' implementations not recorded twice, and the
 //! stacks named. And Debian 12's Linux 6.12 amd64, whose allocator entry points carry 6.10's
 //! `_noprof` names.
 //!

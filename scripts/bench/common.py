@@ -1,7 +1,7 @@
 """The benchmark's common runner: measuring a command (through measure.py), the QEMU runs of
 the example kernels (their command line from scripts/guests/run-kernel.sh), QEMU with and
-without the plugin round-robin and their ratios, the recorded inputs kept with --keep, formatting, and
-what is known of the machine (its load too). The workloads (overhead.py, linux.py,
+without the plugin round-robin and their ratios, the recorded inputs kept with --keep,
+formatting, and what is known of the machine (its load too). The workloads (overhead.py, linux.py,
 bringup.py, aggregator.py, memtrace.py) measure through a `Runner`; bench.py puts them
 together.
 """
