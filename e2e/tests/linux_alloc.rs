@@ -2,9 +2,9 @@
 //! System V, and arm64) booted twice by scripts/guests/run-linux.sh, first bare for the
 //! `/proc/kallsyms` it writes (booted with `nokaslr`, so the addresses hold for the next
 //! boot), then with the plugin hooking the preset's functions from those symbols. The slab
-//! allocator's calls must be recorded, none lost, its reallocations' implementations not recorded twice, and the
-//! stacks named. And Debian 12's Linux 6.12 amd64, whose allocator entry points carry 6.10's
-//! `_noprof` names.
+//! allocator's calls must be recorded, none lost, its reallocations' implementations not
+//! recorded twice, and the stacks named. And Debian 12's Linux 6.12 amd64, whose allocator
+//! entry points carry 6.10's `_noprof` names.
 //!
 //! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it these
 //! tests print why and pass, unless `KP_E2E=required`.
