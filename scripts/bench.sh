@@ -29,14 +29,14 @@
 # Measures (scripts/bench/bench.py does the work; Python 3 standard library only):
 #   - overhead: each example kernel (i386 kernel.elf, x86_64 kernel64.elf, riscv64 and
 #     aarch64 kernel-ARCH.elf; those built, with their QEMU installed and supported by the
-#     plugin, the others skipped with a note), booted through scripts/run-kernel.sh, its
+#     plugin, the others skipped with a note), booted through scripts/guests/run-kernel.sh, its
 #     CPU-bound workload (expected.toml's [timing] rounds_for_2s, else calibrated to ~2 s;
 #     no memtrace) bare and with delay=100, delay=10, delay=10 parked (window= no code enters),
 #     period=100000, period=10000,
 #     period=100000,exact=on; round-robin with the start rotated each round; wall and CPU
 #     (user+sys) medians, ratios to the same round's bare run min/median/max, samples, and
 #     the cost of one sample (period=10000 - period=100000 per sample difference, wall and CPU);
-#   - linux: Debian's Linux guest (scripts/run-linux.sh, -smp 2; skipped with a note when
+#   - linux: Debian's Linux guest (scripts/guests/run-linux.sh, -smp 2; skipped with a note when
 #     target/linux is missing: scripts/setup.sh --with-linux) bare and with delay=100,
 #     delay=10, period=100000, round-robin, the same ratios, and per configuration how many
 #     runs brought up both CPUs ("smp: Brought up 1 node, 2 CPUs");
@@ -49,7 +49,7 @@
 #   - hostile: the i386 example kernel's hostile=on phase (frame chains no compiler makes)
 #     bare and with delay=10,depth=1024 and period=10000,depth=1024, round-robin: the same
 #     ratios against plugin/README.md's cost bound, samples and throttled ticks;
-#   - interrupt: trigger=interrupt on Debian sid's QEMU 11.1 (scripts/setup-qemu-sid.sh; the
+#   - interrupt: trigger=interrupt on Debian sid's QEMU 11.1 (scripts/setup/qemu-sid.sh; the
 #     API-7 plugin build) against bare sid QEMU, round-robin: each example kernel with its
 #     1 kHz timer (irq=on) bare, trigger=interrupt and delay=10, and the Linux i386 guest bare
 #     and trigger=interrupt: the same ratios, the samples and their rate, and the documented
@@ -63,8 +63,6 @@
 # Missing a target is reported, never an error; the exit status is non-zero only when
 # something fails (QEMU, a kernel, the Linux guest, the aggregator), with a message.
 . "$(dirname "$0")/lib.sh"
-
-usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 args=()
 only="" bringup_n=""

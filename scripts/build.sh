@@ -22,8 +22,7 @@ api4 kern-profile.so
 api7 kern-profile-api7.so
 BUILDS
 [ "${1:-}" != --no-kernels ] || exit 0
-bash scripts/build-kernel.sh >/dev/null
-bash scripts/build-kernel64.sh >/dev/null
-bash scripts/build-kernel-virt.sh --arch riscv64 >/dev/null
-bash scripts/build-kernel-virt.sh --arch aarch64 >/dev/null
+for arch in i386 x86_64 riscv64 aarch64; do
+    bash scripts/guests/build-kernel.sh --arch "$arch" >/dev/null
+done
 say "built target/release/kern-profile, target/release/kern-profile.so and kern-profile-api7.so, target/examples/kernel.elf, kernel64.elf, kernel-riscv64.elf, kernel-aarch64.elf"

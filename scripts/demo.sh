@@ -10,7 +10,6 @@
 #               its memtrace comes through semihosting); out/ is then out-A/
 #   APPEND      extra words for the kernel's command line (QEMU's -append), e.g. `rounds=40`
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/kernel-lib.sh"
 cd "$KP_ROOT"
 arch=i386
 case "${1:-}" in
@@ -28,7 +27,7 @@ out="${KP_OUT:-$default_out}"
 mkdir -p "$out"
 rm -f "$out"/raw-data "$out"/memtrace "$out"/mem-*.svg
 say "booting the $arch example kernel with the plugin (delay=10)"
-bash scripts/run-kernel.sh --arch "$arch" --kernel "$kernel" --com1 "$out/com1.txt" \
+bash scripts/guests/run-kernel.sh --arch "$arch" --kernel "$kernel" --com1 "$out/com1.txt" \
     --memtrace "$out/memtrace" \
     -plugin "target/release/kern-profile.so,out=$out/raw-data,delay=10" ${1:+-append "$*"}
 kp=target/release/kern-profile

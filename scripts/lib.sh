@@ -1,4 +1,5 @@
-# Shared helpers for kern-profile's scripts. Source it: `. "$(dirname "$0")/lib.sh"`.
+# Shared helpers for kern-profile's scripts. Source it: `. "$(dirname "$0")/lib.sh"` (from
+# scripts/*/: `. "$(dirname "$0")/../lib.sh"`); the folders' own lib.sh come after it.
 set -euo pipefail
 
 KP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,6 +10,12 @@ qv() { sed -n "s/^$1=//p" "$KP_ROOT/qemu-version.txt"; }
 
 say() { printf '\033[1m[kern-profile]\033[0m %s\n' "$*" >&2; }
 die() { printf '[kern-profile] error: %s\n' "$*" >&2; exit 1; }
+
+# The calling script's header comment (after the #! line) is its help text.
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
+# need OPTION [VALUE ...]: OPTION was given a value.
+need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 
 # A /dev/null that is no longer a device (a file renamed over it by something running as root)
 # hands whatever was last written there to every reader: cargo's rustc probe reads it, fails,
@@ -42,7 +49,7 @@ qemu_version() {
     "$1" --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9.]*\).*/\1/p'
 }
 
-# The Debian sid root holding QEMU 11.1 (plugin API v7) that scripts/setup-qemu-sid.sh makes.
+# The Debian sid root holding QEMU 11.1 (plugin API v7) that scripts/setup/qemu-sid.sh makes.
 qemu_sid_root() { printf '%s\n' "${KP_QEMU_SID_ROOT:-/var/cache/kern-profile/qemu-sid}"; }
 
 # The directory of that script's wrappers qemu-system-{i386,x86_64,riscv64,aarch64}: put it
@@ -50,7 +57,7 @@ qemu_sid_root() { printf '%s\n' "${KP_QEMU_SID_ROOT:-/var/cache/kern-profile/qem
 # check with qemu_sid_ready.
 qemu_sid_bin_dir() { printf '%s/kp-bin\n' "$(qemu_sid_root)"; }
 
-# Succeeds when the sid QEMU wrappers exist (scripts/setup-qemu-sid.sh ran to the end).
+# Succeeds when the sid QEMU wrappers exist (scripts/setup/qemu-sid.sh ran to the end).
 qemu_sid_ready() {
     local d p
     d="$(qemu_sid_bin_dir)"

@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
         --bin) [ $# -ge 2 ] || die "--bin needs a path"; bin="$2"; shift 2 ;;
         --plugins) [ $# -ge 2 ] || die "--plugins needs a directory"; plugins="$2"; shift 2 ;;
         --out) [ $# -ge 2 ] || die "--out needs a directory"; out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done

@@ -48,14 +48,14 @@ KP_BIN="$KP_ROOT/target/release/kern-profile" \
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 # The fuzz targets' smoke run: every seed of fuzz/corpus/ (real files and what fuzzing found)
 # through its target, heap meter and overflow checks on; plain cargo test, no libFuzzer
-# (scripts/fuzz.sh fuzzes). fuzz/ is a workspace of its own.
+# (scripts/fuzz/run.sh fuzzes). fuzz/ is a workspace of its own.
 say "fuzz targets: the seed corpus replayed"
 cargo test --locked --no-fail-fast --release --manifest-path fuzz/Cargo.toml 2>&1 | tee -a "$KP_ROOT/target/test.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 # And a short coverage-guided smoke run of each target (libFuzzer, AddressSanitizer): 5 s
-# each from its seed corpus; long runs are scripts/fuzz.sh's, by hand.
+# each from its seed corpus; long runs are scripts/fuzz/run.sh's, by hand.
 say "fuzz targets: a ${KP_FUZZ_SMOKE_SECONDS:-5} s libFuzzer smoke run of each"
-bash scripts/fuzz.sh "${KP_FUZZ_SMOKE_SECONDS:-5}" || status=1
+bash scripts/fuzz/run.sh "${KP_FUZZ_SMOKE_SECONDS:-5}" || status=1
 set -e
 passed=$(grep -o '[0-9]* passed' "$KP_ROOT/target/test.log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -o '[0-9]* failed' "$KP_ROOT/target/test.log" | awk '{s+=$1} END {print s+0}')

@@ -24,11 +24,11 @@ pub enum Need {
     UserElf,
     /// `procs=on`'s second program (`KP_USER_B_ELF`, target/examples/user-b.elf).
     UserBElf,
-    /// The x86_64 example kernel, built (or found up to date) by scripts/build-kernel.sh --arch x86_64
-    /// unless `KP_KERNEL64` names it.
+    /// The x86_64 example kernel, built (or found up to date) by
+    /// scripts/guests/build-kernel.sh --arch x86_64 unless `KP_KERNEL64` names it.
     Kernel64,
     /// The riscv64 or aarch64 example kernel, built (or found up to date) by
-    /// scripts/build-kernel.sh --arch ARCH.
+    /// scripts/guests/build-kernel.sh --arch ARCH.
     VirtKernel(&'static str),
 }
 
@@ -48,10 +48,10 @@ impl Need {
             Need::UserBElf => file(crate::user_b_elf_path(), "the second user program"),
             Need::Kernel64 => match std::env::var_os("KP_KERNEL64") {
                 Some(p) => file(PathBuf::from(p), "KP_KERNEL64"),
-                None => built_kernel("scripts/build-kernel.sh", &["--arch", "x86_64"]).err(),
+                None => built_kernel("scripts/guests/build-kernel.sh", &["--arch", "x86_64"]).err(),
             },
             Need::VirtKernel(arch) => {
-                built_kernel("scripts/build-kernel.sh", &["--arch", arch]).err()
+                built_kernel("scripts/guests/build-kernel.sh", &["--arch", arch]).err()
             }
         }
     }

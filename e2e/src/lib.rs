@@ -155,11 +155,11 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// The QEMU command `scripts/run-kernel.sh --print0 ARGS` prints (the one place that knows
+/// The QEMU command `scripts/guests/run-kernel.sh --print0 ARGS` prints (the one place that knows
 /// how to boot the example kernels), stdin from /dev/null.
 pub fn run_kernel_command(args: &[String]) -> Command {
     let out = Command::new("bash")
-        .arg(root().join("scripts/run-kernel.sh"))
+        .arg(root().join("scripts/guests/run-kernel.sh"))
         .arg("--print0")
         .args(args)
         .stdin(Stdio::null())
@@ -167,7 +167,7 @@ pub fn run_kernel_command(args: &[String]) -> Command {
         .expect("bash not found");
     assert!(
         out.status.success(),
-        "scripts/run-kernel.sh --print0 {args:?} failed: {}",
+        "scripts/guests/run-kernel.sh --print0 {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let argv: Vec<String> = String::from_utf8(out.stdout)
@@ -588,14 +588,15 @@ pub fn hottest() -> String {
 // ---- The x86_64 example kernel (examples/kernel64) ----
 
 /// The x86_64 example kernel: `KP_KERNEL64`, or target/examples/kernel64.elf built (or found
-/// up to date) by scripts/build-kernel.sh --arch x86_64, once per test process.
+/// up to date) by scripts/guests/build-kernel.sh --arch x86_64, once per test process.
 pub fn kernel64() -> PathBuf {
     if let Some(p) = std::env::var_os("KP_KERNEL64") {
         let p = PathBuf::from(p);
         assert!(p.exists(), "{} not found (KP_KERNEL64)", p.display());
         return p;
     }
-    built_kernel("scripts/build-kernel.sh", &["--arch", "x86_64"]).unwrap_or_else(|e| panic!("{e}"))
+    built_kernel("scripts/guests/build-kernel.sh", &["--arch", "x86_64"])
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The QEMU command booting the example kernel of `arch` (i386, x86_64), COM1 and COM2 (the

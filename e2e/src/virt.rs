@@ -11,10 +11,11 @@ use crate::{built_kernel, qemu_command, root, run_to_status, scratch, skip_unles
 /// `SYS_EXIT`).
 const VIRT_SUCCESS: i32 = 0;
 
-/// `arch`'s example kernel, built (or found up to date) by scripts/build-kernel.sh --arch
+/// `arch`'s example kernel, built (or found up to date) by scripts/guests/build-kernel.sh --arch
 /// ARCH, once per test process.
 pub fn virt_kernel(arch: &str) -> PathBuf {
-    built_kernel("scripts/build-kernel.sh", &["--arch", arch]).unwrap_or_else(|e| panic!("{e}"))
+    built_kernel("scripts/guests/build-kernel.sh", &["--arch", arch])
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `arch`'s user program with its symbols (for `--user`), built with the kernel.
@@ -42,7 +43,7 @@ pub fn skip_virt(arch: &'static str) -> bool {
     ])
 }
 
-/// The QEMU command booting `arch`'s kernel as scripts/run-kernel.sh --arch ARCH does: the
+/// The QEMU command booting `arch`'s kernel as scripts/guests/run-kernel.sh --arch ARCH does: the
 /// UART to `dir/com1`, the memtrace (semihosting, `memtrace=FILE`) to `dir/memtrace`, the
 /// plugin writing `dir/raw` when `plugin_args` is given.
 pub fn qemu_virt(arch: &str, dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {

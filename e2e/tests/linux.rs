@@ -1,7 +1,7 @@
 //! A real OS guest: Debian 12's Linux 6.1 (i386 "686" with frame pointers, and amd64) with a
 //! busybox initramfs running a dd/md5sum/gzip workload on two CPUs, booted by
-//! scripts/run-linux.sh under the real plugin and named by the real `kern-profile` from the
-//! `/proc/kallsyms` the guest wrote to its second serial port.
+//! scripts/guests/run-linux.sh under the real plugin and named by the real `kern-profile` from
+//! the `/proc/kallsyms` the guest wrote to its second serial port.
 //!
 //! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it these
 //! tests print why and pass, unless `KP_E2E=required`.
@@ -44,12 +44,12 @@ fn linux_present(arch: &str) -> bool {
     present
 }
 
-/// Boots Linux for `arch` through scripts/run-linux.sh, with the plugin when `plugin_args` is
-/// given, and asserts the workload finished and the guest powered off.
+/// Boots Linux for `arch` through scripts/guests/run-linux.sh, with the plugin when
+/// `plugin_args` is given, and asserts the workload finished and the guest powered off.
 fn boot_linux(name: &str, arch: &str, plugin_args: Option<&str>) -> LinuxRun {
     let dir = scratch(name);
     let mut c = Command::new("bash");
-    c.arg(root().join("scripts/run-linux.sh"))
+    c.arg(root().join("scripts/guests/run-linux.sh"))
         .args(["--arch", arch, "--timeout", "1200", "--out"])
         .arg(&dir);
     if let Some(a) = plugin_args {

@@ -1,10 +1,10 @@
 //! `alloc=linux` on a real kernel: Debian 12's Linux 6.1 (i386, built with regparm(3), amd64,
-//! System V, and arm64) booted twice by scripts/run-linux.sh, first bare for the `/proc/kallsyms`
-//! it writes (booted with `nokaslr`, so the addresses hold for the next boot), then with the
-//! plugin hooking the preset's functions from those symbols. The slab allocator's calls must
-//! be recorded, none lost, its reallocations' implementations not recorded twice, and the
-//! stacks named. And Debian 12's Linux 6.12 amd64, whose allocator entry points carry 6.10's
-//! `_noprof` names.
+//! System V, and arm64) booted twice by scripts/guests/run-linux.sh, first bare for the
+//! `/proc/kallsyms` it writes (booted with `nokaslr`, so the addresses hold for the next
+//! boot), then with the plugin hooking the preset's functions from those symbols. The slab
+//! allocator's calls must be recorded, none lost, its reallocations' implementations not
+//! recorded twice, and the stacks named. And Debian 12's Linux 6.12 amd64, whose allocator
+//! entry points carry 6.10's `_noprof` names.
 //!
 //! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it these
 //! tests print why and pass, unless `KP_E2E=required`.
@@ -53,7 +53,7 @@ fn kernel_path(arch: &str, kernel: Kernel) -> Option<PathBuf> {
 /// Boots Linux into `dir`; returns run-linux.sh's stderr.
 fn boot(dir: &Path, arch: &str, kernel: Kernel, plugin_args: Option<&str>) -> String {
     let mut c = Command::new("bash");
-    c.arg(root().join("scripts/run-linux.sh"))
+    c.arg(root().join("scripts/guests/run-linux.sh"))
         .args(["--arch", arch, "--timeout", "1200", "--out"])
         .arg(dir);
     if let Some(k) = kernel_path(arch, kernel) {

@@ -4,8 +4,8 @@
 //! documented status, prints the checksums of its expected.toml, and the allocation phase
 //! writes the documented memtrace through semihosting.
 //!
-//! The kernels are built (or found up to date) by scripts/build-kernel.sh --arch ARCH, booted as
-//! scripts/run-kernel.sh --arch ARCH does.
+//! The kernels are built (or found up to date) by scripts/guests/build-kernel.sh --arch ARCH,
+//! booted as scripts/guests/run-kernel.sh --arch ARCH does.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -34,8 +34,8 @@ struct Boot {
     memtrace: PathBuf,
 }
 
-/// Boots `arch`'s kernel as scripts/run-kernel.sh does, with `append` and `memtrace=FILE` on
-/// its command line and `extra` QEMU arguments.
+/// Boots `arch`'s kernel as scripts/guests/run-kernel.sh does, with `append` and
+/// `memtrace=FILE` on its command line and `extra` QEMU arguments.
 fn boot(arch: &str, name: &str, append: &str, extra: &[&str]) -> Boot {
     let dir = scratch(&format!("virt-{arch}-{name}"));
     let memtrace = dir.join("memtrace.bin");

@@ -4,8 +4,8 @@
 //! symbolization of higher-half addresses and exact counts against
 //! examples/kernel64/expected.toml.
 //!
-//! The kernel is built (or found up to date) by scripts/build-kernel.sh --arch x86_64; `KP_KERNEL64`
-//! overrides it.
+//! The kernel is built (or found up to date) by scripts/guests/build-kernel.sh --arch x86_64;
+//! `KP_KERNEL64` overrides it.
 
 use std::sync::OnceLock;
 

@@ -11,7 +11,8 @@ import sys
 import tempfile
 import threading
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                                "guests"))
 from kernel_command import qemu_command  # noqa: E402
 
 # Both kernels' workloads: functions (short names) and their static call tree.
@@ -75,7 +76,7 @@ def in_ranges(ranges, pc):
 def run_counted(arch, qemu, elf, rounds, append="", smp=1, qemu_args=()):
     """PC -> executions for one boot of `arch`'s kernel (i386, x86_64) with rounds=R, via a
     FIFO log; with smp > 1, a dict vCPU -> (PC -> executions). `qemu_args` go after COM1's
-    `-serial` and the exit device (scripts/run-kernel.sh's command line)."""
+    `-serial` and the exit device (scripts/guests/run-kernel.sh's command line)."""
     tmp = tempfile.mkdtemp(prefix="kp-measure-")
     fifo = os.path.join(tmp, "exec.log")
     os.mkfifo(fifo)

@@ -1,7 +1,7 @@
 //! The smoke run of every fuzz target that `scripts/test.sh` (and CI) runs: each seed of
 //! `fuzz/corpus/<target>/` (real files, and the inputs fuzzing found) goes through its target
 //! as libFuzzer would hand it over, heap meter on, without libFuzzer or its instrumentation.
-//! Real fuzzing is `scripts/fuzz.sh`.
+//! Real fuzzing is `scripts/fuzz/run.sh`.
 
 use std::path::Path;
 
@@ -33,7 +33,7 @@ fn every_seed_goes_through_its_target() {
     );
 }
 
-/// `scripts/fuzz-corpus.sh` makes the seeds again from real runs; the inputs fuzzing found
+/// `scripts/fuzz/corpus.sh` makes the seeds again from real runs; the inputs fuzzing found
 /// (`found-*`) cannot be made again and must survive it.
 #[test]
 fn regenerating_the_corpus_keeps_what_fuzzing_found() {
@@ -58,10 +58,10 @@ fn regenerating_the_corpus_keeps_what_fuzzing_found() {
     );
     assert!(!dir.join("raw/i386.raw").exists() && !dir.join("elf/tiny.elf").exists());
     std::fs::remove_dir_all(&dir).unwrap();
-    let script = std::fs::read_to_string(root.join("scripts/fuzz-corpus.sh")).unwrap();
+    let script = std::fs::read_to_string(root.join("scripts/fuzz/corpus.sh")).unwrap();
     assert!(
         script.contains("clear_generated_seeds \"$corpus\"")
             && !script.contains("rm -rf \"$corpus\""),
-        "fuzz-corpus.sh must clear the corpus through clear_generated_seeds"
+        "scripts/fuzz/corpus.sh must clear the corpus through clear_generated_seeds"
     );
 }

@@ -11,8 +11,8 @@ the plugin's allocator hooks on the allocation phase; hostile.py: a guest with h
 chains; interrupt.py: trigger=interrupt on sid's QEMU 11.1), each with its
 measurement, its table and its notes; common.py is the runner they share (measuring, QEMU
 runs, with/without comparisons, recorded inputs, formatting, the machine's load).
-Only the components' command-line interfaces are used: scripts/run-kernel.sh --print0 and
-scripts/run-linux.sh --print0 for the QEMU command lines, the plugin's arguments and its exit
+Only the components' command-line interfaces are used: scripts/guests/run-kernel.sh --print0 and
+scripts/guests/run-linux.sh --print0 for the QEMU command lines, the plugin's arguments and its exit
 summary line on stderr, and `kern-profile RAW ELF -f FORMAT -o OUT` /
 `kern-profile --alloc TRACE ELF -f folded -o DIR`.
 """

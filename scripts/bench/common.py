@@ -1,7 +1,7 @@
 """The benchmark's common runner: measuring a command (through measure.py), the QEMU runs of
-the example kernels (their command line from scripts/run-kernel.sh), QEMU with and without the
-plugin round-robin and their ratios, the recorded inputs kept with --keep, formatting, and
-what is known of the machine (its load too). The workloads (overhead.py, linux.py,
+the example kernels (their command line from scripts/guests/run-kernel.sh), QEMU with and
+without the plugin round-robin and their ratios, the recorded inputs kept with --keep,
+formatting, and what is known of the machine (its load too). The workloads (overhead.py, linux.py,
 bringup.py, aggregator.py, memtrace.py) measure through a `Runner`; bench.py puts them
 together.
 """
@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "guests"))
 from kernel_command import KernelCommandError, qemu_command  # noqa: E402
 
 QEMU_SUCCESS = 33

@@ -1,5 +1,5 @@
 """Workload 8, trigger=interrupt: sampling at the guest's own interrupts (QEMU's discontinuity
-callback, QEMU 10.2 and later), on Debian sid's QEMU 11.1 (scripts/setup-qemu-sid.sh's
+callback, QEMU 10.2 and later), on Debian sid's QEMU 11.1 (scripts/setup/qemu-sid.sh's
 wrappers first on PATH, the API-7 plugin build), against bare sid QEMU, round-robin: the
 example kernels of every architecture with their 1 kHz timer on (`irq=on`) and the Linux
 guest; wall and CPU ratios, the samples and the rate they came at, and, on the example
@@ -119,7 +119,7 @@ def measure(b):
     sid = sid_bin(b)
     api7 = os.path.join(b.root, "target/release/kern-profile-api7.so")
     if not os.path.isfile(os.path.join(sid, "qemu-system-i386")):
-        res["skipped"]["all"] = f"no sid QEMU in {sid} (scripts/setup-qemu-sid.sh makes it)"
+        res["skipped"]["all"] = f"no sid QEMU in {sid} (scripts/setup/qemu-sid.sh makes it)"
         say(f"trigger=interrupt: skipped: {res['skipped']['all']}")
         return
     res["plugin"], api7 = b.snapshot(api7, os.path.join(b.data, "bin"))
@@ -198,7 +198,7 @@ def notes(b):
     res = b.results["interrupt"]
     n = []
     if res["archs"] or res["linux"]:
-        n.append("trigger=interrupt: sid's QEMU (scripts/setup-qemu-sid.sh's wrappers first on "
+        n.append("trigger=interrupt: sid's QEMU (scripts/setup/qemu-sid.sh's wrappers first on "
                  "PATH) with the API-7 plugin build, the example kernels with irq=on (a 1 kHz "
                  "timer; alloc_rounds=0), bare and each configuration round-robin; rate = "
                  "median samples / median wall; share error = the largest |sampled - exact| "

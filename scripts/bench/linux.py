@@ -1,4 +1,4 @@
-"""Workload 2, Linux: Debian's Linux guest (scripts/run-linux.sh: boot, a busybox CPU + I/O
+"""Workload 2, Linux: Debian's Linux guest (scripts/guests/run-linux.sh: boot, a busybox CPU + I/O
 workload on 2 vCPUs, power off) without the plugin and with each sampling configuration,
 round-robin; wall and CPU ratios to bare, and whether Linux brought up all its CPUs in each
 run (timing-sensitive boot code fails when the guest runs slower). bringup.py reuses it.
@@ -13,7 +13,7 @@ import sys
 from common import (BenchError, compare, fmt_int, fmt_rss, fmt_s, fmt_spread, format_table,
                     judge, round_robin, rss_floor_kb, run_measured, say, spread, tail)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "guests"))
 from kernel_command import KernelCommandError, linux_command  # noqa: E402
 
 NAME = "linux"
@@ -190,7 +190,7 @@ def run_notes(res, what):
 def notes(b):
     if not b.results["linux"]["archs"]:
         return run_notes(b.results["linux"], "Linux")
-    n = [f"Linux: scripts/run-linux.sh's QEMU command (--print0; QEMU measured alone), -smp "
+    n = [f"Linux: scripts/guests/run-linux.sh's QEMU command (--print0; QEMU measured alone), -smp "
          f"{VCPUS}, {b.linux_runs} run(s) of each configuration round-robin; ratios as above; "
          f"'all CPUs up' = runs whose console says \"smp: Brought up 1 node, {VCPUS} CPUs\"."]
     return n + run_notes(b.results["linux"], "Linux")

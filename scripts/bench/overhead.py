@@ -52,7 +52,7 @@ def unavailable(b, arch):
     """Why `arch` cannot be measured, or None."""
     if arch not in b.kernels:
         return (f"target/examples/{KERNELS[arch][0]} is not built "
-                f"(scripts/build-kernel.sh --arch {arch})")
+                f"(scripts/guests/build-kernel.sh --arch {arch})")
     if shutil.which(f"qemu-system-{arch}") is None:
         return f"qemu-system-{arch} is not installed"
     return None

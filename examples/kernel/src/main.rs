@@ -3,7 +3,7 @@
 //! It is the fixture of kern-profile's end-to-end tests; see README.md for what it does and
 //! expected.toml for the numbers the tests check.
 //!
-//! Built by scripts/build-kernel.sh with plain rustc (no Cargo; `core` and
+//! Built by scripts/guests/build-kernel.sh with plain rustc (no Cargo; `core` and
 //! examples/kernel-common only).
 
 #![no_std]

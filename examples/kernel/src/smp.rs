@@ -26,13 +26,11 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::serial::Com1;
 use crate::{acpi, apic, boot};
+use kernel_common::opaque;
 
-/// CPUs with a workload (APIC IDs 0..MAX_CPUS).
-pub const MAX_CPUS: u32 = 4;
-/// Leaf iterations per round, on every CPU.
-pub const ROUND_ITERS: u32 = 5_000;
-/// Iterations of CPU n's own function per round; `smp_shared` does the rest.
-pub const OWN_ITERS: [u32; MAX_CPUS as usize] = [4_000, 3_600, 3_200, 2_800];
+// MAX_CPUS (workloads for APIC IDs 0..MAX_CPUS), ROUND_ITERS, OWN_ITERS and smp_run with
+// what it calls: the workload every kernel shares.
+kernel_common::smp_workload!();
 
 /// Where the trampoline is copied: page 8 (SIPI vector 0x08), free conventional memory
 /// below QEMU's multiboot information at 0x9000.
@@ -45,29 +43,6 @@ const TIMER_VECTOR: u8 = 0x41;
 /// 100 ms of QEMU's virtual time at the APIC clock (1 GHz) divided by 128.
 const TIMER_COUNT: u32 = 781_250;
 const WATCHDOG_TICKS: u32 = 1_200;
-
-/// An optimisation barrier on a register value (as in src/workload.rs).
-macro_rules! opaque {
-    ($x:expr) => {{
-        let mut v: u32 = $x;
-        unsafe { asm!("/* {0} */", inout(reg) v, options(nomem, nostack, preserves_flags)) };
-        v
-    }};
-}
-
-/// The leaf loop of src/workload.rs: 6 instructions an iteration.
-macro_rules! leaf_loop {
-    ($seed:expr, $iters:expr) => {{
-        let n = opaque!($iters);
-        let mut acc: u32 = $seed;
-        let mut i: u32 = 0;
-        while i < n {
-            acc = opaque!(((acc << 5) | (acc >> 27)) ^ i) * 0x9E37_79B9;
-            i += 1;
-        }
-        acc
-    }};
-}
 
 // Shared state: in .data rather than .bss (zero-initialised statics go to .bss, which the
 // default run's boot zeroes: its instruction count would change with .bss's size).
@@ -331,59 +306,4 @@ extern "C" fn ap_main(id: u32) -> ! {
     loop {
         unsafe { asm!("cli", "hlt", options(nomem, nostack)) };
     }
-}
-
-/// CPU `cpu`'s workload: `rounds` rounds of `smp_round`.
-#[inline(never)]
-pub fn smp_run(cpu: u32, rounds: u32) -> u32 {
-    let mut acc: u32 = 0x1234_5678 ^ cpu;
-    let mut r: u32 = 0;
-    while r < rounds {
-        acc = smp_round(cpu, acc ^ r);
-        r += 1;
-    }
-    acc
-}
-
-/// One round on CPU `cpu`: its own function, then the common one; ROUND_ITERS iterations.
-#[inline(never)]
-pub fn smp_round(cpu: u32, seed: u32) -> u32 {
-    let a = match cpu {
-        0 => cpu_work_0(seed),
-        1 => cpu_work_1(seed),
-        2 => cpu_work_2(seed),
-        _ => cpu_work_3(seed),
-    };
-    let own = OWN_ITERS[cpu.min(MAX_CPUS - 1) as usize];
-    opaque!(smp_shared(a, ROUND_ITERS - own))
-}
-
-/// CPU 0's own function.
-#[inline(never)]
-pub fn cpu_work_0(seed: u32) -> u32 {
-    leaf_loop!(seed, 4_000)
-}
-
-/// CPU 1's own function.
-#[inline(never)]
-pub fn cpu_work_1(seed: u32) -> u32 {
-    leaf_loop!(seed, 3_600)
-}
-
-/// CPU 2's own function.
-#[inline(never)]
-pub fn cpu_work_2(seed: u32) -> u32 {
-    leaf_loop!(seed, 3_200)
-}
-
-/// CPU 3's own function.
-#[inline(never)]
-pub fn cpu_work_3(seed: u32) -> u32 {
-    leaf_loop!(seed, 2_800)
-}
-
-/// The part of every round common to all CPUs.
-#[inline(never)]
-pub fn smp_shared(seed: u32, iters: u32) -> u32 {
-    leaf_loop!(seed, iters)
 }

@@ -1,7 +1,7 @@
 //! `user=on`: a ring-3 program (examples/kernel/user, its own ELF) that enters the kernel
 //! through `int 0x80` system calls.
 //!
-//! The program's ELF (built by scripts/build-kernel.sh, debug info stripped) is embedded
+//! The program's ELF (built by scripts/guests/build-kernel.sh, debug info stripped) is embedded
 //! with `include_bytes!`; its PT_LOAD segments are copied to their link addresses (64 MiB
 //! and up: paging stays off, so user code runs at its physical address; privilege comes
 //! from the segments: ring-3 code and data selectors, IOPL 0). The TSS gives the ring-0
@@ -281,7 +281,7 @@ extern "C" fn syscall_dispatch(frame: &mut SyscallFrame) -> u32 {
 }
 
 /// The kernel's share of a round: `iters` iterations of the leaf loop (6 instructions each,
-/// as in src/workload.rs).
+/// as in kernel_common::leaf_loop!).
 #[inline(never)]
 pub fn sys_work(seed: u32, iters: u32) -> u32 {
     let mut n: u32 = iters;

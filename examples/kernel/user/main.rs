@@ -19,7 +19,7 @@
 //! 6,000 iterations of user code to 4,000 of kernel code a round, plus the few instructions
 //! of each call (measured exactly: examples/kernel/expected.toml, `[user]`).
 //!
-//! Built by scripts/build-kernel.sh with the kernel's flags (frame pointers, DWARF).
+//! Built by scripts/guests/build-kernel.sh with the kernel's flags (frame pointers, DWARF).
 //!
 //! Built again with `--cfg variant_b` into target/examples/user-b.elf (`procs=on`: two
 //! programs linked at the same addresses, each in its own address space): that variant's
@@ -60,7 +60,8 @@ _start:
     "#
 );
 
-/// An optimisation barrier on a register value (as in the kernel's src/workload.rs).
+/// An optimisation barrier on a register value: examples/kernel-common's opaque!, copied here
+/// with leaf_loop! (linking kernel_common would put unwind tables into the embedded image).
 macro_rules! opaque {
     ($x:expr) => {{
         let mut v: u32 = $x;

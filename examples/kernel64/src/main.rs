@@ -5,7 +5,7 @@
 //! is the fixture of kern-profile's x86_64 end-to-end tests; see README.md for what it does
 //! and expected.toml for the numbers the tests check.
 //!
-//! Built by scripts/build-kernel64.sh with plain rustc (no Cargo; `core` and
+//! Built by scripts/guests/build-kernel-x86_64.sh with plain rustc (no Cargo; `core` and
 //! examples/kernel-common only).
 
 #![no_std]

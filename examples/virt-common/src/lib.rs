@@ -5,7 +5,7 @@
 //! One crate for both boards: what differs is in `arch` (`arch/riscv64.rs` or
 //! `arch/aarch64.rs`, chosen by `target_arch`); the allocators, the allocation pattern and
 //! the memtrace records are examples/kernel-common's, as for the x86 kernels. Built as an
-//! rlib by scripts/build-kernel-virt.sh with plain rustc (no Cargo) and linked into each
+//! rlib by scripts/guests/build-kernel-virt.sh with plain rustc (no Cargo) and linked into each
 //! board's binary (examples/kernel-ARCH/src/main.rs) with `--extern kernel`.
 //!
 //! The crate is named `kernel`, as the i386 kernel's: its functions keep the names the

@@ -1,5 +1,5 @@
-//! `smp=on`: every CPU of the device tree (up to MAX_CPUS) runs its own workload, the i386
-//! kernel's (examples/kernel/src/smp.rs):
+//! `smp=on`: every CPU of the device tree (up to MAX_CPUS) runs its own workload,
+//! examples/kernel-common/src/workload.rs's `smp_workload!` (the i386 kernel's too):
 //!
 //! ```text
 //! CPU 0: _start → kmain → kernel::smp::run ─┐
@@ -15,9 +15,7 @@
 use crate::console::Console;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-pub const MAX_CPUS: u32 = 4;
-pub const ROUND_ITERS: u32 = 5_000;
-pub const OWN_ITERS: [u32; MAX_CPUS as usize] = [4_000, 3_600, 3_200, 2_800];
+kernel_common::smp_workload!();
 
 static ROUNDS: AtomicU32 = AtomicU32::new(0);
 static DONE: AtomicU32 = AtomicU32::new(0);
@@ -71,59 +69,4 @@ pub extern "C" fn ap_main(id: usize) -> ! {
     DONE.fetch_add(1, Ordering::Release);
     crate::arch::signal_event();
     crate::arch::park()
-}
-
-/// CPU `cpu`'s workload: `rounds` rounds of `smp_round`.
-#[inline(never)]
-pub fn smp_run(cpu: u32, rounds: u32) -> u32 {
-    let mut acc: u32 = 0x1234_5678 ^ cpu;
-    let mut r: u32 = 0;
-    while r < rounds {
-        acc = smp_round(cpu, acc ^ r);
-        r += 1;
-    }
-    acc
-}
-
-/// One round on CPU `cpu`: its own function, then the common one; ROUND_ITERS iterations.
-#[inline(never)]
-pub fn smp_round(cpu: u32, seed: u32) -> u32 {
-    let a = match cpu {
-        0 => cpu_work_0(seed),
-        1 => cpu_work_1(seed),
-        2 => cpu_work_2(seed),
-        _ => cpu_work_3(seed),
-    };
-    let own = OWN_ITERS[cpu.min(MAX_CPUS - 1) as usize];
-    opaque!(smp_shared(a, ROUND_ITERS - own))
-}
-
-/// CPU 0's own function.
-#[inline(never)]
-pub fn cpu_work_0(seed: u32) -> u32 {
-    leaf_loop!(seed, 4_000)
-}
-
-/// CPU 1's own function.
-#[inline(never)]
-pub fn cpu_work_1(seed: u32) -> u32 {
-    leaf_loop!(seed, 3_600)
-}
-
-/// CPU 2's own function.
-#[inline(never)]
-pub fn cpu_work_2(seed: u32) -> u32 {
-    leaf_loop!(seed, 3_200)
-}
-
-/// CPU 3's own function.
-#[inline(never)]
-pub fn cpu_work_3(seed: u32) -> u32 {
-    leaf_loop!(seed, 2_800)
-}
-
-/// The part of every round common to all CPUs.
-#[inline(never)]
-pub fn smp_shared(seed: u32, iters: u32) -> u32 {
-    leaf_loop!(seed, iters)
 }

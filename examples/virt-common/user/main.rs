@@ -15,7 +15,7 @@
 //! ```
 //!
 //! then writes its checksum (`write`) and calls `exit(0)`. Linked by the arch's
-//! user/linker.ld; built with the kernel's flags by scripts/build-kernel-virt.sh.
+//! user/linker.ld; built with the kernel's flags by scripts/guests/build-kernel-virt.sh.
 
 #![no_std]
 #![no_main]

@@ -2,10 +2,10 @@
 # Builds an example guest kernel, only when its sources, its build script or its flags
 # changed, and prints the ELF's path on stdout.
 #
-# usage: scripts/build-kernel.sh [--arch i386|x86_64|riscv64|aarch64] [--force]
+# usage: scripts/guests/build-kernel.sh [--arch i386|x86_64|riscv64|aarch64] [--force]
 #
-#   --arch A     i386 (default: below), x86_64 (scripts/build-kernel64.sh), riscv64 or
-#                aarch64 (scripts/build-kernel-virt.sh)
+#   --arch A     i386 (default: below), x86_64 (scripts/guests/build-kernel-x86_64.sh), riscv64 or
+#                aarch64 (scripts/guests/build-kernel-virt.sh)
 #   --force      rebuild even when up to date
 #
 # i386: examples/kernel with Debian's rustc for i686 into target/examples/kernel.elf.
@@ -18,13 +18,13 @@
 # (target/examples/user.embed.elf, through $KP_USER_ELF and include_bytes!). The same source
 # built with `--cfg variant_b` is procs=on's second program, target/examples/user-b.elf
 # (embedded as user-b.embed.elf through $KP_USER_B_ELF).
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/kernel-lib.sh"
+. "$(dirname "$0")/../lib.sh"
+. "$KP_ROOT/scripts/guests/lib.sh"
 
 case "$(arch_arg "$@")" in
     i386) ;;
-    x86_64) exec "$KP_ROOT/scripts/build-kernel64.sh" "$@" ;;
-    riscv64|aarch64) exec "$KP_ROOT/scripts/build-kernel-virt.sh" "$@" ;;
+    x86_64) exec "$KP_ROOT/scripts/guests/build-kernel-x86_64.sh" "$@" ;;
+    riscv64|aarch64) exec "$KP_ROOT/scripts/guests/build-kernel-virt.sh" "$@" ;;
     *) die "unknown --arch '$(arch_arg "$@")': i386, x86_64, riscv64 or aarch64" ;;
 esac
 build_args "$@"
@@ -77,7 +77,7 @@ flock 9
 want_flags="$("$GUEST_RUSTC" --version) ${COMMON_FLAGS[*]} / ${USER_FLAGS[*]} / ${USER_B_FLAGS[*]} / ${FLAGS[*]}"
 if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" "$USER_B_ELF" "$USER_B_EMBED" -- \
     "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$KP_ROOT/examples/kernel-common/src" \
-    "$KP_ROOT/scripts/build-kernel.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
+    "$KP_ROOT/scripts/guests/build-kernel.sh" "$KP_ROOT/scripts/guests/lib.sh"; then
     say "building examples/kernel (and its user program) with $("$GUEST_RUSTC" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT

@@ -4,41 +4,22 @@
 #   - qemu-system-riscv64 and qemu-system-aarch64 >= min_version of qemu-version.txt, from
 #     bookworm-backports (packages qemu-system-riscv and qemu-system-arm);
 #   - rust-web-src at the version of Debian's rustc (/usr/bin/rustc): the library sources
-#     scripts/build-kernel-virt.sh compiles `core` from (Debian ships no `core` for the
+#     scripts/guests/build-kernel-virt.sh compiles `core` from (Debian ships no `core` for the
 #     riscv64gc-unknown-none-elf and aarch64-unknown-none targets; rustup's toolchains here
 #     cannot add targets);
 #   - binutils-riscv64-linux-gnu and binutils-aarch64-linux-gnu (ld, objcopy, objdump, nm).
 # Idempotent: a second run checks and installs nothing.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
+. "$KP_ROOT/scripts/setup/lib.sh"
 
 for a in "$@"; do
     case "$a" in
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$a' (see --help)" ;;
     esac
 done
 
-SUDO=""
-[ "$(id -u)" = 0 ] || SUDO=sudo
-
-need_debian12() {
-    . /etc/os-release 2>/dev/null || die "cannot read /etc/os-release: unsupported system"
-    if [ "${ID:-}" != debian ] || [ "${VERSION_CODENAME:-}" != bookworm ]; then
-        die "this script supports Debian 12 (bookworm); found '${PRETTY_NAME:-unknown}'. Install qemu-system-riscv64 and qemu-system-aarch64 >= $(qv min_version), the Rust library sources of your rustc, and riscv64/aarch64 binutils by hand."
-    fi
-}
-
-apt_updated=0
-apt_update() {
-    [ "$apt_updated" = 0 ] || return 0
-    say "apt-get update"
-    $SUDO apt-get update -qq || say "warning: apt-get update reported errors; going on with the indexes it has"
-    apt_updated=1
-}
-
-apt_install() {
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
-}
+by_hand="Install qemu-system-riscv64 and qemu-system-aarch64 >= $(qv min_version), the Rust library sources of your rustc, and riscv64/aarch64 binutils by hand."
 
 install_qemu_virt() {
     local min have_rv have_arm
@@ -49,18 +30,8 @@ install_qemu_virt() {
         say "qemu-system-riscv64 $have_rv and qemu-system-aarch64 $have_arm already installed (>= $min)"
         return
     fi
-    need_debian12
-    if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-        say "adding the bookworm-backports apt source"
-        $SUDO tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null <<'SRC'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-        apt_updated=0
-    fi
+    need_debian12 "$by_hand"
+    add_backports
     apt_update
     say "installing qemu-system-riscv and qemu-system-arm >= $min from bookworm-backports"
     apt_install -t bookworm-backports qemu-system-riscv qemu-system-arm
@@ -80,7 +51,7 @@ install_rust_src() {
         say "Rust $v library sources already installed"
         return
     fi
-    need_debian12
+    need_debian12 "$by_hand"
     apt_update
     # The package version of the installed compiler (rust-web-src must be the same build).
     ver="$(dpkg-query -W -f='${Version}' rustc-web 2>/dev/null)"
@@ -95,7 +66,7 @@ install_binutils() {
         say "riscv64 and aarch64 binutils already installed"
         return
     fi
-    need_debian12
+    need_debian12 "$by_hand"
     apt_update
     say "installing binutils-riscv64-linux-gnu and binutils-aarch64-linux-gnu"
     apt_install binutils-riscv64-linux-gnu binutils-aarch64-linux-gnu

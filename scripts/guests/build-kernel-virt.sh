@@ -4,7 +4,7 @@
 # into target/examples/kernel-ARCH.elf, only when its sources, this script or its flags
 # changed, and prints the ELF's path on stdout.
 #
-# usage: scripts/build-kernel-virt.sh --arch riscv64|aarch64 [--force]
+# usage: scripts/guests/build-kernel-virt.sh --arch riscv64|aarch64 [--force]
 #
 # No Cargo. First `core` for the target, compiled once from Debian's
 # rust-web-src (the same 1.85 as rustc-web; `RUSTC_BOOTSTRAP=1`) into
@@ -16,9 +16,9 @@
 # rlib with it (crate `kernel`: --extern kernel_common), and the binary
 # (examples/kernel-ARCH/src/main.rs) with both (--extern kernel), linked by GNU ld
 # (binutils-ARCH-linux-gnu) with examples/kernel-ARCH/linker.ld.
-# The toolchain comes from scripts/setup-virt.sh.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/kernel-lib.sh"
+# The toolchain comes from scripts/setup/virt.sh.
+. "$(dirname "$0")/../lib.sh"
+. "$KP_ROOT/scripts/guests/lib.sh"
 
 arch=""
 force=0
@@ -107,7 +107,7 @@ fi
 want_flags="$("$GUEST_RUSTC" --version) ${KCOMMON_FLAGS[*]} / ${VCOMMON_FLAGS[*]} / ${USER_FLAGS[*]} / ${FLAGS[*]}"
 if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" -- \
     "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$COMMON_SRC" "$KP_ROOT/examples/kernel-common/src" \
-    "$KP_ROOT/scripts/build-kernel-virt.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
+    "$KP_ROOT/scripts/guests/build-kernel-virt.sh" "$KP_ROOT/scripts/guests/lib.sh"; then
     say "building examples/kernel-$arch (and its user program) with $("$GUEST_RUSTC" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build-$arch.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT

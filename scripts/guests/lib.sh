@@ -1,11 +1,5 @@
-# Shared by scripts/build-kernel*.sh and scripts/run-kernel*.sh, after lib.sh:
-# `. "$(dirname "$0")/kernel-lib.sh"`.
-
-# The calling script's header comment (after the #! line) is its help text.
-usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
-
-# need OPTION [VALUE ...]: OPTION was given a value.
-need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
+# Shared by scripts/guests/build-kernel*.sh and run-kernel.sh, after scripts/lib.sh:
+# `. "$KP_ROOT/scripts/guests/lib.sh"`.
 
 # check_numbers VALUE...: every VALUE is empty or a decimal number.
 check_numbers() {
@@ -71,13 +65,15 @@ is_stale() {
     [ -n "$(find "$@" -newer "$elf" -print -quit)" ]
 }
 
-# run_kernel DRY COM1 TIMEOUT EXCEPTION CMD...: prints CMD (DRY = 1 or nul: print_cmd) or runs it, with stdin
-# from /dev/null when COM1 is stdio ("-": keeps QEMU off the terminal's input), and exits
-# with the run scripts' status for QEMU's: 0 for 33 (success), 1 for 35 (panic) and 37 (CPU
-# exception: EXCEPTION says what the kernel did), 2 for anything else (a message on stderr).
+# run_kernel DRY COM1 TIMEOUT SUCCESS PORT EXCEPTION CMD...: prints CMD (DRY = 1 or nul:
+# print_cmd) or runs it, with stdin from /dev/null when COM1 is stdio ("-": keeps QEMU off the
+# terminal's input), and exits with the run script's status for QEMU's: 0 for SUCCESS (33:
+# isa-debug-exit; 0: the virt boards' exit), 1 for 35 (panic) and 37 (CPU exception:
+# EXCEPTION says what the kernel did; PORT is where it wrote why), 2 for anything else (a
+# message on stderr).
 run_kernel() {
-    local dry="$1" com1="$2" timeout_s="$3" exception="$4" status
-    shift 4
+    local dry="$1" com1="$2" timeout_s="$3" success="$4" port="$5" exception="$6" status
+    shift 6
     [ "$dry" = 0 ] || print_cmd "$dry" "$@"
     set +e
     if [ "$com1" = "-" ]; then
@@ -88,9 +84,9 @@ run_kernel() {
     status=$?
     set -e
     case "$status" in
-        33) exit 0 ;;
-        35) say "the kernel panicked (QEMU exit status 35; message on COM1)"; exit 1 ;;
-        37) say "the kernel $exception (QEMU exit status 37; details on COM1)"; exit 1 ;;
+        "$success") exit 0 ;;
+        35) say "the kernel panicked (QEMU exit status 35; message on $port)"; exit 1 ;;
+        37) say "the kernel $exception (QEMU exit status 37; details on $port)"; exit 1 ;;
         0) say "QEMU stopped without the kernel writing to isa-debug-exit (triple fault?)"; exit 2 ;;
         124) say "timed out after ${timeout_s}s"; exit 2 ;;
         *) say "QEMU failed with exit status $status"; exit 2 ;;

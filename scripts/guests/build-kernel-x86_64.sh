@@ -3,15 +3,15 @@
 # x86_64 `core`) into target/examples/kernel64.elf, only when its sources, this script, its
 # flags or the compiler changed, and prints the ELF's path on stdout.
 #
-# usage: scripts/build-kernel64.sh [--force]
+# usage: scripts/guests/build-kernel-x86_64.sh [--force]
 #
 # No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
 # examples/kernel64/src/main.rs with `core` and that rlib (--extern kernel_common), linked by
 # GNU ld with examples/kernel64/linker.ld. The compiler is `rustc` from PATH (the
 # rustup toolchain; any rustc whose sysroot holds x86_64-unknown-linux-gnu's `core` does),
 # or $KP_RUSTC64.
-. "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/kernel-lib.sh"
+. "$(dirname "$0")/../lib.sh"
+. "$KP_ROOT/scripts/guests/lib.sh"
 
 build_args "$@"
 
@@ -81,7 +81,7 @@ flock 9
 
 want_flags="$("$RUSTC64" --version) $sysroot ${COMMON_FLAGS[*]} / ${FLAGS[*]}"
 if is_stale "$STAMP" "$want_flags" "$ELF" -- "$SRC/src" "$SRC/linker.ld" \
-    "$KP_ROOT/examples/kernel-common/src" "$KP_ROOT/scripts/build-kernel64.sh" "$KP_ROOT/scripts/kernel-lib.sh"; then
+    "$KP_ROOT/examples/kernel-common/src" "$KP_ROOT/scripts/guests/build-kernel-x86_64.sh" "$KP_ROOT/scripts/guests/lib.sh"; then
     say "building examples/kernel64 with $("$RUSTC64" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build64.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT

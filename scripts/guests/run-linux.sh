@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Boots the Linux guest (Debian's kernel + the busybox initramfs of
-# scripts/build-linux-initramfs.sh, fetched by `scripts/setup.sh --with-linux`) in QEMU (TCG)
+# scripts/guests/build-linux-initramfs.sh, fetched by `scripts/setup.sh --with-linux`) in QEMU (TCG)
 # and waits for its workload to finish and the guest to power off.
 #
-# usage: scripts/run-linux.sh --arch i386|x86_64|aarch64 [OPTIONS]
+# usage: scripts/guests/run-linux.sh --arch i386|x86_64|aarch64 [OPTIONS]
 #
 #   --arch ARCH        i386 (qemu-system-i386, the 686 kernel), x86_64 (qemu-system-x86_64)
 #                      or aarch64 (qemu-system-aarch64 -M virt -cpu cortex-a57, the arm64
@@ -29,10 +29,9 @@
 # QEMU binary.
 # Exit status: 0 when the workload finished and the guest powered off; 1 otherwise (timeout,
 # QEMU error, the guest rebooted or panicked), with the console's last lines on stderr.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 arch="" plugin_args="" plugin_on=0 smp=2 out="" timeout_s=600 print0=0 kernel=""
-need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --arch) need "$@"; arch="$2"; shift 2 ;;
@@ -42,7 +41,7 @@ while [ $# -gt 0 ]; do
         --out) need "$@"; out="$2"; shift 2 ;;
         --timeout) need "$@"; timeout_s="$2"; shift 2 ;;
         --print0) print0=1; shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
@@ -56,7 +55,7 @@ esac
 dir="$KP_ROOT/target/linux/$arch"
 kernel="${kernel:-$dir/vmlinuz}"
 [ -s "$kernel" ] || die "no Linux kernel at $kernel: run scripts/setup.sh --with-linux"
-initrd="$(bash "$KP_ROOT/scripts/build-linux-initramfs.sh" --arch "$arch")"
+initrd="$(bash "$KP_ROOT/scripts/guests/build-linux-initramfs.sh" --arch "$arch")"
 QEMU="${QEMU:-qemu-system-$arch}"
 command -v "$QEMU" >/dev/null || die "$QEMU not found; run scripts/setup.sh"
 

@@ -6,15 +6,15 @@
 # stripped) and its riscv64 ones (with and without CFI), the ring-3 example programs, `nm` symbol maps,
 # plugin argument strings and allocator SPECs. Inputs fuzzing found (found-*) are kept.
 # The corpus is checked in; run this again after a format change (needs QEMU, the kernels
-# and the plugin: scripts/setup.sh, build-kernel.sh, build-kernel64.sh, build.sh).
+# and the plugin: scripts/setup.sh, scripts/build.sh).
 #
-# usage: scripts/fuzz-corpus.sh
-. "$(dirname "$0")/lib.sh"
+# usage: scripts/fuzz/corpus.sh
+. "$(dirname "$0")/../lib.sh"
 cd "$KP_ROOT"
 plugin="$KP_ROOT/target/release/kern-profile.so"
 ex="$KP_ROOT/target/examples"
 for f in "$plugin" "$ex/kernel.elf" "$ex/kernel64.elf" "$ex/user.elf"; do
-    [ -e "$f" ] || die "$f is missing (scripts/build.sh, build-kernel.sh, build-kernel64.sh)"
+    [ -e "$f" ] || die "$f is missing (scripts/build.sh)"
 done
 corpus="$KP_ROOT/fuzz/corpus"
 work="$(mktemp -d)"
@@ -28,7 +28,7 @@ record() {
     local args=("$@")
     local pargs="${args[-1]}"
     unset 'args[-1]'
-    bash scripts/run-kernel.sh "${args[@]}" --com1 /dev/null --timeout 120 \
+    bash scripts/guests/run-kernel.sh "${args[@]}" --com1 /dev/null --timeout 120 \
         --plugin "$plugin,out=$corpus/raw/$name.raw,$pargs" >/dev/null 2>&1 ||
         die "recording $name failed"
 }
@@ -65,7 +65,7 @@ head -c -7 "$corpus/raw/i386-period.raw" >"$corpus/raw/i386-period-cut.raw"
 
 # Memtraces: two short runs' COM2.
 for r in 1 3; do
-    bash scripts/run-kernel.sh --kernel "$ex/kernel.elf" --com1 /dev/null --timeout 120 \
+    bash scripts/guests/run-kernel.sh --kernel "$ex/kernel.elf" --com1 /dev/null --timeout 120 \
         --memtrace "$corpus/memtrace/alloc-rounds-$r.memtrace" --rounds 1 --alloc-rounds "$r" \
         >/dev/null 2>&1 || die "memtrace run failed"
 done

@@ -7,13 +7,13 @@
 # fuzz/artifacts/<target>/; the script then exits 1. Last, a table of each target's
 # executions and coverage (libFuzzer's final `stat::number_of_executed_units` and `cov:`).
 #
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+# usage: scripts/fuzz/run.sh [SECONDS] [TARGET...]
 #
 # Stable rustc builds the sanitizers with RUSTC_BOOTSTRAP=1. cargo-fuzz is installed with
 # `cargo install cargo-fuzz --locked` when missing. Replay a crash with
 #   fuzz/target/x86_64-unknown-linux-gnu/release/TARGET fuzz/artifacts/TARGET/crash-...
 # and add it to fuzz/corpus/TARGET/ with its fix, so that `cargo test` replays it from then on.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 cd "$KP_ROOT"
 seconds="${1:-60}"
 [ $# -eq 0 ] || shift

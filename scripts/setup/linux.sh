@@ -7,34 +7,25 @@
 #   vmlinuz      the kernel (boots with `qemu-system-* -kernel`)
 #   busybox      static busybox for the initramfs
 #   packages.txt the Debian packages they came from
-# then builds target/linux/ARCH/initramfs.cpio.gz (scripts/build-linux-initramfs.sh).
+# then builds target/linux/ARCH/initramfs.cpio.gz (scripts/guests/build-linux-initramfs.sh).
 # Also Debian 12's newest Linux 6.12 amd64 kernel (bookworm's 6.12.x+deb12 packages; no 686
 # flavour exists) as target/linux/x86_64-6.12/vmlinuz, booted with the x86_64 initramfs
-# (`scripts/run-linux.sh --arch x86_64 --kernel ...`): 6.10 renamed the allocator entry
+# (`scripts/guests/run-linux.sh --arch x86_64 --kernel ...`): 6.10 renamed the allocator entry
 # points (`_noprof`), which alloc=linux must find.
 # Cached: a second run checks and downloads nothing. --force downloads again.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
+. "$KP_ROOT/scripts/setup/lib.sh"
 
 force=0
 for a in "$@"; do
     case "$a" in
         --force) force=1 ;;
-        -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+        -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$a' (see --help)" ;;
     esac
 done
 
-SUDO=""
-[ "$(id -u)" = 0 ] || SUDO=sudo
 LINUX_DIR="$KP_ROOT/target/linux"
-
-apt_updated=0
-apt_update() {
-    [ "$apt_updated" = 0 ] || return 0
-    say "apt-get update"
-    $SUDO apt-get update -qq || say "warning: apt-get update reported errors; going on with the indexes it has"
-    apt_updated=1
-}
 
 # The newest Debian 12 Linux 6.1 image of flavour $1 (686, amd64) offered for dpkg arch $2.
 newest_image() {
@@ -60,11 +51,7 @@ fetch() {
     . /etc/os-release 2>/dev/null || true
     [ "${VERSION_CODENAME:-}" = bookworm ] ||
         die "the Linux guest comes from Debian 12 (bookworm) packages; found '${PRETTY_NAME:-unknown}'"
-    if [ "$deb" != amd64 ] && ! dpkg --print-foreign-architectures | grep -qx "$deb"; then
-        say "enabling the $deb architecture (to download its kernel and busybox)"
-        $SUDO dpkg --add-architecture "$deb"
-        apt_updated=0
-    fi
+    enable_arch "$deb"  # for its kernel and busybox
     apt_update
     pkg="$(newest_image "$flavour" "$deb")"
     [ -n "$pkg" ] || die "apt offers no linux-image-*-$flavour-unsigned for $deb"
@@ -116,13 +103,12 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     apt_update
     say "installing ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-        "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
+    apt_install "${missing[@]}" || die "apt-get install ${missing[*]} failed"
 fi
 
 for arch in i386 x86_64 aarch64; do
     fetch "$arch"
-    bash "$KP_ROOT/scripts/build-linux-initramfs.sh" --arch "$arch" >/dev/null
+    bash "$KP_ROOT/scripts/guests/build-linux-initramfs.sh" --arch "$arch" >/dev/null
 done
 fetch_612
 say "Linux guest ready in $LINUX_DIR"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds target/linux/ARCH/initramfs.cpio.gz (cpio newc + gzip, no root needed) from the
-# static busybox scripts/setup-linux.sh fetched, and prints its path. Rebuilt only when
+# static busybox scripts/setup/linux.sh fetched, and prints its path. Rebuilt only when
 # missing or older than busybox or this script.
 #
-# usage: scripts/build-linux-initramfs.sh --arch i386|x86_64|aarch64
+# usage: scripts/guests/build-linux-initramfs.sh --arch i386|x86_64|aarch64
 #
 # Its /init (busybox sh) mounts proc, sysfs, devtmpfs and a tmpfs, writes /proc/kallsyms,
 # gzipped (the UART is slow), to the second serial port (/dev/ttyS1: the kernel's symbols, for
@@ -14,13 +14,13 @@
 # fixed CPU + I/O workload on both CPUs (3 rounds: 2 MiB of /dev/urandom through md5sum in
 # the background while another 2 MiB is written to a tmpfs file, gzipped, gunzipped and
 # compared), prints "workload done" with the guest's uptime and powers off.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 
 arch=""
 while [ $# -gt 0 ]; do
     case "$1" in
-        --arch) [ $# -ge 2 ] || die "--arch needs a value"; arch="$2"; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        --arch) need "$@"; arch="$2"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
 done

@@ -1,0 +1,65 @@
+# The installing helpers of scripts/setup.sh and scripts/setup/*.sh, after scripts/lib.sh:
+# `. "$KP_ROOT/scripts/setup/lib.sh"`. Each script installs only what is missing, with apt on
+# Debian 12 (bookworm).
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+# need_debian12 HINT: dies unless this is Debian 12, saying HINT (what to install by hand).
+need_debian12() {
+    . /etc/os-release 2>/dev/null || die "cannot read /etc/os-release: unsupported system"
+    if [ "${ID:-}" != debian ] || [ "${VERSION_CODENAME:-}" != bookworm ]; then
+        die "this script supports Debian 12 (bookworm); found '${PRETTY_NAME:-unknown}'. $1"
+    fi
+}
+
+# apt-get update, once per script (set apt_updated=0 after adding a source or an architecture).
+apt_updated=0
+apt_update() {
+    [ "$apt_updated" = 0 ] || return 0
+    say "apt-get update"
+    # Mirrors are sometimes mid-sync: try again before giving up.
+    local try log
+    for try in 1 2 3; do
+        log="$($SUDO apt-get update -qq 2>&1 || true)"
+        [ -z "$log" ] || printf '%s\n' "$log" >&2
+        if grep -q '^E:' <<<"$log"; then
+            say "apt-get update reported errors (try $try of 3)"
+            sleep 5
+        else
+            apt_updated=1
+            return
+        fi
+    done
+    say "warning: apt-get update kept reporting errors; going on with the indexes it has"
+    apt_updated=1
+}
+
+# apt_install [APT-GET OPTIONS] PACKAGE...: installs quietly, without recommends.
+apt_install() {
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# Adds the bookworm-backports apt source (QEMU >= min_version of qemu-version.txt) when
+# no source names it.
+add_backports() {
+    grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ && return 0
+    say "adding the bookworm-backports apt source"
+    $SUDO tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    apt_updated=0
+}
+
+# enable_arch DEB_ARCH: lets apt download packages of that dpkg architecture.
+enable_arch() {
+    [ "$1" != "$(dpkg --print-architecture)" ] || return 0
+    dpkg --print-foreign-architectures | grep -qx "$1" && return 0
+    say "enabling the $1 architecture (to download its packages)"
+    $SUDO dpkg --add-architecture "$1"
+    apt_updated=0
+}
