@@ -48,7 +48,7 @@
 #     ratios, events, and the cost of one hooked call;
 #   - hostile: the i386 example kernel's hostile=on phase (frame chains no compiler makes)
 #     bare and with delay=10,depth=1024 and period=10000,depth=1024, round-robin: the same
-#     ratios against plugin/README.md's cost bound, samples and throttled ticks;
+#     ratios against docs/sampling.md's cost bound, samples and throttled ticks;
 #   - interrupt: trigger=interrupt on Debian sid's QEMU 11.1 (scripts/setup/qemu-sid.sh; the
 #     API-7 plugin build) against bare sid QEMU, round-robin: each example kernel with its
 #     1 kHz timer (irq=on) bare, trigger=interrupt and delay=10, and the Linux i386 guest bare

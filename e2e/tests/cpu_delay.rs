@@ -1,7 +1,7 @@
 //! `delay=` (host time, timer-armed) on the example kernel.
 //!
 //! Delay mode weighs code by the host time QEMU spends emulating it, not by guest
-//! instructions (README, "Which mode"): instructions of different kinds cost TCG different
+//! instructions (docs/reports.md, "What the numbers mean"): instructions of different kinds cost TCG different
 //! host time, so shares differ from the exact instruction counts of expected.toml. Where the
 //! code is the same, the cost is the same, and there the shares must match: hot_leaf and
 //! cold_leaf run the same loop body, 10 times more often in hot_leaf.

@@ -5,7 +5,7 @@ with the most expensive sampling settings (depth=1024), round-robin; wall and CP
 ratios to bare and to the parked run of the same round (min/median/max over the rounds),
 samples, throttled ticks.
 
-plugin/README.md's cost bound: under delay= sampling stays under a tenth of each vCPU's host
+docs/sampling.md's cost bound: under delay= sampling stays under a tenth of each vCPU's host
 time, so about 1.1x over the guest's own emulation time plus the per-block check, whatever
 the guest's stacks are, and the timer thread at most a tenth of a core. "Plus the per-block
 check" is the parked run: the same settings and per-block test, the sampler parked by a
