@@ -70,6 +70,9 @@ gzip -9n "$root"/usr/share/man/man1/*.1
 "$kp" completions zsh > "$root/usr/share/zsh/vendor-completions/_kern-profile"
 "$kp" completions fish > "$root/usr/share/fish/vendor_completions.d/kern-profile.fish"
 install -m 0644 README.md "$root/usr/share/doc/kern-profile/README.md"
+# README.md links into docs/: ship them beside it so the links resolve.
+install -d "$root/usr/share/doc/kern-profile/docs"
+install -m 0644 docs/*.md "$root/usr/share/doc/kern-profile/docs/"
 cat > "$root/usr/share/doc/kern-profile/copyright" <<COPY
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: kern-profile
