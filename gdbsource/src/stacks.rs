@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use kern_profile_arch::registers::{clean_return_address, privilege};
 use kern_profile_format::{Arch, Privilege, StopReason};
-use kern_profile_unwind::registers::{clean_return_address, privilege};
 use kern_profile_unwind::{walk_guest, Crossings, PtrWidth};
 
 use crate::client::{Client, Limits, ThreadId};
@@ -211,10 +211,9 @@ fn walk_vcpu(
     let privilege = regs
         .privilege
         .map_or(Privilege::Unknown, |v| privilege(arch, v));
-    let kernel_cs = match arch {
-        Arch::I386 | Arch::X86_64 => regs.privilege.filter(|cs| cs & 3 == 0 && *cs <= 0xffff),
-        _ => None,
-    };
+    let kernel_cs = regs
+        .privilege
+        .and_then(|v| kern_profile_arch::guest(arch).kernel_selector(v));
     let crossings = Crossings {
         kernel_cs: kernel_cs.unwrap_or(0) as u16,
         user_mode: privilege == Privilege::User,

@@ -18,8 +18,6 @@
 //! walk recognises it (a value just above `fp`, aligned like a frame pointer) and goes on
 //! from that saved `fp` without a return address.
 
-pub(crate) mod insn;
-
 use crate::records::{walk_records, Layout};
 use crate::{Crossings, Walk};
 
