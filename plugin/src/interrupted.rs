@@ -16,12 +16,12 @@
 //!
 //! Each architecture's folder of kern-profile-arch recovers its context (`Guest::interrupted`).
 //! [`Interrupted`] is a [`RegisterReader`] that answers with the interrupted context's stack
-//! pointer and privilege register, so that [`crate::capture::Capture::take`] walks the
+//! pointer and privilege register, so that [`kern_profile_sampler::capture::Capture::take`] walks the
 //! interrupted stack as if it had sampled there.
 
 use kern_profile_arch::{guest, Arch};
 
-use crate::capture::{Reg, RegisterReader};
+use kern_profile_sampler::capture::{Reg, RegisterReader};
 
 /// The interrupted context's registers, over the handler's `regs`.
 pub struct Interrupted<'a, R> {
