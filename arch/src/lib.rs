@@ -60,6 +60,16 @@ pub trait Guest: Sync {
         false
     }
 
+    /// The identity of the address space a page-table base ([`Role::PageTableBase`]) names:
+    /// x86 drops CR3's low 12 bits (PCID or cache-control bits, which vary for one page
+    /// directory).
+    fn page_table_identity(&self, base: u64) -> u64 {
+        base
+    }
+
+    /// The page-table base register's short name, for frames and warnings.
+    fn page_table_register(&self) -> &'static str;
+
     /// The kernel's code selector, when the privilege register holds one (x86 `cs` in ring
     /// 0): interrupts of kernel code are recognised by it.
     fn kernel_selector(&self, _privilege: u64) -> Option<u64> {
@@ -192,6 +202,19 @@ mod tests {
                 assert_eq!(from_elf(m), Some(g.arch()));
             }
         }
+    }
+
+    #[test]
+    fn page_tables() {
+        assert_eq!(guest(Arch::I386).page_table_identity(0x10_f018), 0x10_f000);
+        assert_eq!(
+            guest(Arch::X86_64).page_table_identity(0x10_f001),
+            0x10_f000
+        );
+        let satp = 0x8000_0000_0008_1234;
+        assert_eq!(guest(Arch::Riscv64).page_table_identity(satp), satp);
+        let names = guests().map(|g| g.page_table_register());
+        assert_eq!(names, ["cr3", "cr3", "satp", "ttbr0"]);
     }
 
     #[test]

@@ -86,6 +86,10 @@ impl Guest for Aarch64 {
         strip_pac(addr)
     }
 
+    fn page_table_register(&self) -> &'static str {
+        "ttbr0"
+    }
+
     fn return_address_on_stack(&self) -> bool {
         false
     }

@@ -66,6 +66,10 @@ impl Guest for Riscv64 {
         true
     }
 
+    fn page_table_register(&self) -> &'static str {
+        "satp"
+    }
+
     fn return_address_on_stack(&self) -> bool {
         false
     }

@@ -123,6 +123,14 @@ impl Guest for I386 {
         cpu_mode(control, extended)
     }
 
+    fn page_table_identity(&self, base: u64) -> u64 {
+        base & !0xfff
+    }
+
+    fn page_table_register(&self) -> &'static str {
+        "cr3"
+    }
+
     fn kernel_selector(&self, privilege: u64) -> Option<u64> {
         kernel_selector(privilege)
     }
