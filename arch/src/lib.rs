@@ -10,6 +10,7 @@
 
 pub mod aarch64;
 mod convention;
+mod frame_record;
 pub mod gdb;
 pub mod insn;
 pub mod registers;
@@ -18,6 +19,7 @@ pub mod x86;
 pub mod x86_64;
 
 pub use convention::Convention;
+pub use frame_record::FrameRecord;
 pub use gdb::CoreRegs;
 pub use kern_profile_format::{Arch, CpuMode, Privilege};
 pub use registers::Role;
@@ -86,6 +88,9 @@ pub trait Guest: Sync {
     fn clean_return_address(&self, addr: u64) -> u64 {
         addr
     }
+
+    /// Where a frame pointer's record is (`{saved fp, return address}`, in words).
+    fn frame_record(&self) -> FrameRecord;
 
     /// Whether a call leaves the return address on the stack (x86) rather than in a
     /// register (riscv `ra`, aarch64 `x30`).

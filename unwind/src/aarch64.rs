@@ -13,14 +13,14 @@
 //! (the final registers of the crate's record walk, 304 bytes into `pt_regs`).
 
 pub use kern_profile_arch::aarch64::strip_pac;
-use kern_profile_arch::aarch64::VA_BITS;
+use kern_profile_arch::aarch64::{FRAME_RECORD, VA_BITS};
 
 use crate::records::{walk_records, FinalRegs, Layout, UserContext};
 use crate::{Crossings, Walk};
 
 const LAYOUT: Layout = Layout {
-    below: 0,
-    align: 8,
+    below: FRAME_RECORD.below,
+    align: FRAME_RECORD.align,
     strip: strip_pac,
     gcc_leaf: false,
     final_regs: Some(FinalRegs {

@@ -8,11 +8,15 @@ pub mod insn;
 use crate::gdb::le;
 use crate::insn::{Flow, Insn};
 use crate::{
-    Arch, Convention, CoreRegs, CpuMode, Guest, Privilege, ReadMemory, ReadRegister, Role,
+    Arch, Convention, CoreRegs, CpuMode, FrameRecord, Guest, Privilege, ReadMemory, ReadRegister,
+    Role,
 };
 
 /// aarch64 (`qemu-system-aarch64`).
 pub struct Aarch64;
+
+/// AAPCS64 frame records: `x29` points at `{saved x29, saved x30}`.
+pub const FRAME_RECORD: FrameRecord = FrameRecord { below: 0, align: 8 };
 
 /// Virtual-address bits assumed when stripping signatures (Linux's default 48-bit VA).
 pub const VA_BITS: u32 = 48;
@@ -84,6 +88,10 @@ impl Guest for Aarch64 {
 
     fn clean_return_address(&self, addr: u64) -> u64 {
         strip_pac(addr)
+    }
+
+    fn frame_record(&self) -> FrameRecord {
+        FRAME_RECORD
     }
 
     fn page_table_register(&self) -> &'static str {

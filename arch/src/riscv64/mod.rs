@@ -7,11 +7,20 @@ pub mod insn;
 use crate::gdb::le;
 use crate::insn::{Flow, Insn};
 use crate::{
-    Arch, Convention, CoreRegs, CpuMode, Guest, Privilege, ReadMemory, ReadRegister, Role,
+    Arch, Convention, CoreRegs, CpuMode, FrameRecord, Guest, Privilege, ReadMemory, ReadRegister,
+    Role,
 };
 
 /// riscv64 (`qemu-system-riscv64`).
 pub struct Riscv64;
+
+/// GCC and LLVM's frame records: `fp` points just above the record, which holds the caller's
+/// `fp` at `fp - 16` and the return address at `fp - 8`; riscv's stack (and so every frame
+/// pointer) is 16-byte aligned.
+pub const FRAME_RECORD: FrameRecord = FrameRecord {
+    below: 16,
+    align: 16,
+};
 
 impl Guest for Riscv64 {
     fn arch(&self) -> Arch {
@@ -64,6 +73,10 @@ impl Guest for Riscv64 {
 
     fn mode_in_page_table_base(&self) -> bool {
         true
+    }
+
+    fn frame_record(&self) -> FrameRecord {
+        FRAME_RECORD
     }
 
     fn page_table_register(&self) -> &'static str {

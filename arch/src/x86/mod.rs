@@ -7,7 +7,8 @@ pub mod insn;
 use crate::gdb::le;
 use crate::insn::Insn;
 use crate::{
-    Arch, Convention, CoreRegs, CpuMode, Guest, Privilege, ReadMemory, ReadRegister, Role,
+    Arch, Convention, CoreRegs, CpuMode, FrameRecord, Guest, Privilege, ReadMemory, ReadRegister,
+    Role,
 };
 
 /// i386 (`qemu-system-i386`).
@@ -121,6 +122,11 @@ impl Guest for I386 {
 
     fn cpu_mode(&self, control: Option<u64>, extended: Option<u64>) -> CpuMode {
         cpu_mode(control, extended)
+    }
+
+    /// `push ebp; mov ebp, esp`: the frame pointer points at the record.
+    fn frame_record(&self) -> FrameRecord {
+        FrameRecord { below: 0, align: 4 }
     }
 
     fn page_table_identity(&self, base: u64) -> u64 {

@@ -4,7 +4,8 @@
 use crate::gdb::le;
 use crate::x86::{self, insn};
 use crate::{
-    Arch, Convention, CoreRegs, CpuMode, Guest, Privilege, ReadMemory, ReadRegister, Role,
+    Arch, Convention, CoreRegs, CpuMode, FrameRecord, Guest, Privilege, ReadMemory, ReadRegister,
+    Role,
 };
 
 /// x86_64 (`qemu-system-x86_64`).
@@ -46,6 +47,11 @@ impl Guest for X86_64 {
 
     fn cpu_mode(&self, control: Option<u64>, extended: Option<u64>) -> CpuMode {
         x86::cpu_mode(control, extended)
+    }
+
+    /// `push ebp; mov ebp, esp`: the frame pointer points at the record.
+    fn frame_record(&self) -> FrameRecord {
+        FrameRecord { below: 0, align: 8 }
     }
 
     fn page_table_identity(&self, base: u64) -> u64 {
