@@ -209,6 +209,33 @@ mod tests {
         }
     }
 
+    /// The DWARF numbers and the plugin API's names agree (they were two drifting copies).
+    #[test]
+    fn dwarf_numbers_name_the_roles_registers() {
+        for g in guests() {
+            let named = |n: u16, role: Role| {
+                let name = g.dwarf_register(n);
+                assert!(
+                    name.is_some_and(|r| g.register_names(role).contains(&r)),
+                    "{}: DWARF {n} is {name:?}, not a {role:?}",
+                    g.qemu_target()
+                );
+            };
+            let (sp, fp) = g.dwarf_sp_fp();
+            named(sp, Role::StackPointer);
+            named(fp, Role::FramePointer);
+            match g.dwarf_fp_ra() {
+                Some((fp_again, ra)) => {
+                    assert_eq!(fp_again, fp);
+                    named(ra, Role::ReturnAddress);
+                }
+                None => assert!(g.return_address_on_stack()),
+            }
+            let ret = g.return_register();
+            assert!((0..32).any(|n| g.dwarf_register(n) == Some(ret)));
+        }
+    }
+
     #[test]
     fn page_tables() {
         assert_eq!(guest(Arch::I386).page_table_identity(0x10_f018), 0x10_f000);
