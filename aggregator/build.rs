@@ -62,7 +62,9 @@ fn build_plugins(out: &Path) -> Option<[PathBuf; 2]> {
         "plugin/api4",
         "plugin/api7",
         "recorder",
+        "sampler",
         "unwind",
+        "arch",
         "format",
     ] {
         println!(

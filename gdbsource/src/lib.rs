@@ -8,7 +8,6 @@
 
 pub mod client;
 mod error;
-pub mod layout;
 pub mod packet;
 pub mod stacks;
 pub mod stream;

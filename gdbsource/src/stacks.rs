@@ -3,12 +3,12 @@
 
 use std::time::{Duration, Instant};
 
+use kern_profile_arch::registers::{clean_return_address, privilege};
+use kern_profile_arch::{guest, CoreRegs};
 use kern_profile_format::{Arch, Privilege, StopReason};
-use kern_profile_unwind::registers::{clean_return_address, privilege};
 use kern_profile_unwind::{walk_guest, Crossings, PtrWidth};
 
 use crate::client::{Client, Limits, ThreadId};
-use crate::layout::{core_regs, extra_names, CoreRegs};
 use crate::{target, GdbError};
 
 /// How much one look may read.
@@ -93,7 +93,7 @@ fn take(c: &mut Client, opts: StackOptions, pid: &mut Option<u64>) -> Result<Sna
         addr: c.addr().to_string(),
         arch: desc.architecture.clone(),
     })?;
-    let (priv_name, base_name) = extra_names(arch);
+    let (priv_name, base_name) = guest(arch).gdb_extra_registers();
     let desc = match (priv_name, base_name) {
         (None, None) => desc,
         _ => target::read(c, true)?,
@@ -104,15 +104,17 @@ fn take(c: &mut Client, opts: StackOptions, pid: &mut Option<u64>) -> Result<Sna
     for t in threads {
         c.select(&t)?;
         let g = c.registers()?;
-        let mut regs = core_regs(arch, &g).ok_or_else(|| GdbError::Malformed {
-            addr: c.addr().to_string(),
-            request: "g".into(),
-            detail: format!(
-                "{} bytes of registers, too few for {}",
-                g.len(),
-                arch.name()
-            ),
-        })?;
+        let mut regs = guest(arch)
+            .gdb_core_regs(&g)
+            .ok_or_else(|| GdbError::Malformed {
+                addr: c.addr().to_string(),
+                request: "g".into(),
+                detail: format!(
+                    "{} bytes of registers, too few for {}",
+                    g.len(),
+                    arch.name()
+                ),
+            })?;
         if let Some(n) = priv_reg {
             regs.privilege = c.register(n)?.map(|b| le_bytes(&b));
         }
@@ -211,10 +213,7 @@ fn walk_vcpu(
     let privilege = regs
         .privilege
         .map_or(Privilege::Unknown, |v| privilege(arch, v));
-    let kernel_cs = match arch {
-        Arch::I386 | Arch::X86_64 => regs.privilege.filter(|cs| cs & 3 == 0 && *cs <= 0xffff),
-        _ => None,
-    };
+    let kernel_cs = regs.privilege.and_then(|v| guest(arch).kernel_selector(v));
     let crossings = Crossings {
         kernel_cs: kernel_cs.unwrap_or(0) as u16,
         user_mode: privilege == Privilege::User,

@@ -32,13 +32,7 @@ impl Description {
 
 /// The guest architecture an `<architecture>` names.
 pub fn arch_of(architecture: &str) -> Option<Arch> {
-    match architecture {
-        "i386" | "i386:intel" => Some(Arch::I386),
-        "i386:x86-64" | "i386:x86-64:intel" => Some(Arch::X86_64),
-        "riscv:rv64" => Some(Arch::Riscv64),
-        "aarch64" => Some(Arch::Aarch64),
-        _ => None,
-    }
+    kern_profile_arch::from_gdb_architecture(architecture)
 }
 
 /// Reads `target.xml`; with `registers`, also its included files, for register numbers.

@@ -6,17 +6,17 @@
 //! address); only blocks that start at a return address a hooked call has had (a return
 //! site, usually translated after the call's entry saw it) test the other slots too, so the
 //! extra slots cost nothing in the rest of the code. The logic (arguments, stacks, matching,
-//! events) is `recorder::alloc_hooks`.
+//! events) is `kern_profile_sampler::alloc_hooks`.
 
 use std::collections::HashSet;
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
+use crate::config::AllocConfig;
 use kern_profile_format::{AllocHookStats, Arch, SamplingMode};
-use kern_profile_recorder::alloc_hooks::matcher::{NOTHING, WATCH_SLOTS};
-use kern_profile_recorder::alloc_hooks::{Hook, HookSet, Moment, Spec, VcpuHooks};
-use kern_profile_recorder::config::AllocConfig;
+use kern_profile_sampler::alloc_hooks::matcher::{NOTHING, WATCH_SLOTS};
+use kern_profile_sampler::alloc_hooks::{Hook, HookSet, Moment, Spec, VcpuHooks};
 use qemu_plugin_sys as sys;
 
 use crate::qemu::U64Entry;

@@ -3,8 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::exact_slots::{slot_location, ExactTable, CHUNK_SLOTS};
 use kern_profile_format::encode_exact_blocks;
-use kern_profile_recorder::exact::{slot_location, ExactTable, CHUNK_SLOTS};
 use kern_profile_unwind::PtrWidth;
 use qemu_plugin_sys as sys;
 

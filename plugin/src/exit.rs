@@ -4,9 +4,9 @@
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
+use crate::summary::{alloc_line, summary_line, timer_line};
 use kern_profile_format::{InterruptWaits, SamplingMode, Stats, StopCounts};
-use kern_profile_recorder::alloc_hooks::CallCounts;
-use kern_profile_recorder::summary::{alloc_line, summary_line, timer_line};
+use kern_profile_sampler::alloc_hooks::CallCounts;
 
 use crate::{lock_within, stderr_line, timer, Plugin, EXIT_LOCK_WAIT, PLUGIN};
 

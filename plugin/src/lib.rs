@@ -2,20 +2,50 @@
 //! vCPU, by host time (`delay=`) or guest instructions (`period=`), and optionally counts
 //! every translated block's executions exactly (`exact=on`). See README.md beside this crate.
 //!
-//! This crate is only the QEMU glue, for every plugin ABI ([`abi`]); the logic lives in
-//! `kern-profile-recorder` and `kern-profile-unwind`, which are unit-tested. The `.so` files
-//! QEMU loads are the cdylibs of `plugin/api4` (QEMU 9.2 to 11.0) and `plugin/api7` (11.1
-//! and later), each [`export_plugin!`] of one ABI.
+//! The `.so` files QEMU loads are the cdylibs of `plugin/api4` (QEMU 9.2 to 11.0) and
+//! `plugin/api7` (11.1 and later), each [`export_plugin!`] of one ABI ([`abi`]). This crate
+//! holds the TCG sampling source: its logic, which touches no QEMU symbol and is unit-tested,
+//! and the QEMU glue over it. What a sample does once due (capture, batches, writer, read
+//! cache, allocator hooks) is kern-profile-sampler's; the stack walk is kern-profile-unwind's.
+//!
+//! The logic:
+//! - [`config`]: the `-plugin` arguments (`out=`, `delay=`, `period=`, `depth=`, `exact=`);
+//! - [`trigger`]: when a vCPU takes its next sample, as an instruction budget for QEMU's
+//!   conditional callback;
+//! - [`blocks`]: what a sample needs of each translated block, made once per block;
+//! - [`window_fn`]: `window=`, sampling only while a function is on the vCPU's stack;
+//! - [`exact_slots`]: counter slots for exact per-block instruction counts;
+//! - [`qemu_args`]: QEMU command-line settings the plugin cannot work under;
+//! - [`target`]: the QEMUs the plugin refuses (user mode, other guests, one thread for
+//!   several vCPUs);
+//! - [`summary`]: the lines printed at exit;
+//! - [`arm_slots`], [`host_timer`]: host-timer sampling for `delay=` (one timer thread arms
+//!   per-vCPU slots that a conditional callback tests at block entry, or that the next
+//!   interrupt takes with `trigger=interrupt`);
+//! - [`interrupted`]: `trigger=interrupt`'s view of the interrupted context from inside QEMU's
+//!   discontinuity callback.
 //!
 //! Mechanism, per translated block (no callback per instruction, none per block execution):
 //! - `delay=` (host time): a conditional callback, `slot >= ARMED`, on the vCPU's arm slot,
-//!   which one timer thread sets every `delay` µs (see `recorder::host_timer`); nothing else
+//!   which one timer thread sets every `delay` µs (see [`host_timer`]); nothing else
 //!   runs per block, so the guest runs at nearly full speed;
 //! - `period=` (guest instructions): an inline add of the block's instruction count into the
 //!   vCPU's scoreboard counter, and a conditional callback, `counter >= THRESHOLD`, which
-//!   fires when the vCPU's instruction budget is spent (see `recorder::trigger`);
+//!   fires when the vCPU's instruction budget is spent (see [`trigger`]);
 //! - with `exact=on`, an inline add of 1 into the block's own counter slot; `exact=only`
 //!   registers nothing else.
+
+pub mod arm_slots;
+pub mod blocks;
+pub mod config;
+pub mod exact_slots;
+pub mod host_timer;
+pub mod interrupted;
+pub mod qemu_args;
+pub mod summary;
+pub mod target;
+pub mod trigger;
+pub mod window_fn;
 
 pub mod abi;
 mod alloc;
@@ -37,12 +67,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::blocks::BlockTable;
+use crate::config::Config;
+use crate::target::{check_threading, guest_arch};
 use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3};
-use kern_profile_recorder::blocks::BlockTable;
-use kern_profile_recorder::config::Config;
-use kern_profile_recorder::target::{check_threading, guest_arch};
 use kern_profile_recorder::version::check_api;
-use kern_profile_recorder::writer::{Writer, WriterConfig};
+use kern_profile_sampler::writer::{Writer, WriterConfig};
 use kern_profile_unwind::PtrWidth;
 pub use qemu_plugin_sys as sys;
 
@@ -222,7 +252,7 @@ unsafe fn install(
     };
     // 64-byte elements: each vCPU's counter on its own cache line, its `alloc=` watch slots
     // beside it.
-    const _: () = assert!(8 * (1 + kern_profile_recorder::alloc_hooks::matcher::WATCH_SLOTS) <= 64);
+    const _: () = assert!(8 * (1 + kern_profile_sampler::alloc_hooks::matcher::WATCH_SLOTS) <= 64);
     let acc = U64Entry::new_scoreboard(64).ok_or("cannot allocate a scoreboard")?;
     let alloc = match &cfg.alloc {
         Some(a) => Some(AllocHooks::load(a, arch, |i| acc.at_offset(8 * (1 + i)))?),

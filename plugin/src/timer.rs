@@ -1,13 +1,13 @@
 //! Host-timer sampling (`delay=`): the arm slots in the scoreboard, the one timer thread that
 //! sets them, QEMU's idle and resume callbacks that keep halted vCPUs out, and the figures
-//! written at exit. The logic is `recorder::arm_slots` and `recorder::host_timer`.
+//! written at exit. The logic is `crate::arm_slots` and `crate::host_timer`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::arm_slots::ArmSlots;
+use crate::host_timer::{HostTimer, TimerStats};
 use kern_profile_format::{HostTimerStats, SamplingMode, VcpuTime};
-use kern_profile_recorder::arm_slots::ArmSlots;
-use kern_profile_recorder::host_timer::{HostTimer, TimerStats};
 
 use crate::{unix_now_ns, Plugin, PLUGIN};
 

@@ -5,10 +5,10 @@
 use std::cell::RefCell;
 use std::ffi::c_void;
 
+use crate::arm_slots::ARMED;
+use crate::blocks::BlockInfo;
+use crate::trigger::THRESHOLD;
 use kern_profile_format::SamplingMode;
-use kern_profile_recorder::arm_slots::ARMED;
-use kern_profile_recorder::blocks::BlockInfo;
-use kern_profile_recorder::trigger::THRESHOLD;
 use kern_profile_unwind::EntryState;
 use qemu_plugin_sys as sys;
 

@@ -5,15 +5,15 @@ use std::ffi::{c_uint, c_void};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::blocks::BlockInfo;
+use crate::interrupted::Interrupted;
+use crate::trigger::{fire, Counter, Trigger};
 use kern_profile_format::{Arch, InterruptWaits, SampleExtras, SamplingMode};
-use kern_profile_recorder::alloc_hooks::args::RegisterFile;
-use kern_profile_recorder::alloc_hooks::{Hook, HookSet, Moment, VcpuHooks};
-use kern_profile_recorder::batch::SampleBuffer;
-use kern_profile_recorder::blocks::BlockInfo;
-use kern_profile_recorder::capture::{Capture, Reg, RegisterReader, SampleSite};
-use kern_profile_recorder::code_sampler::CodeSampler;
-use kern_profile_recorder::interrupted::Interrupted;
-use kern_profile_recorder::trigger::{fire, Counter, Trigger};
+use kern_profile_sampler::alloc_hooks::args::RegisterFile;
+use kern_profile_sampler::alloc_hooks::{Hook, HookSet, Moment, VcpuHooks};
+use kern_profile_sampler::batch::SampleBuffer;
+use kern_profile_sampler::capture::{Capture, Reg, RegisterReader, SampleSite};
+use kern_profile_sampler::code_sampler::CodeSampler;
 
 use kern_profile_unwind::EntryState;
 

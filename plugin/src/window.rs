@@ -1,5 +1,5 @@
 //! `window=0xSTART-0xEND`: sampling only while that function is on the vCPU's stack
-//! (`recorder::window_fn`). A callback on the block starting at START and one on each return
+//! (`crate::window_fn`). A callback on the block starting at START and one on each return
 //! instruction inside the range keep the per-vCPU depth; nothing else is added to any block.
 //! Outside the window the sampler is parked, so it costs what it costs without the window
 //! less the samples: with `delay=` the timer skips the vCPU's arm slot; with `period=` the
@@ -10,9 +10,9 @@ use std::ffi::{c_uint, c_void};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::trigger::{MAX_BUDGET, THRESHOLD};
+use crate::window_fn::{Change, WindowDepth};
 use kern_profile_format::Arch;
-use kern_profile_recorder::trigger::{MAX_BUDGET, THRESHOLD};
-use kern_profile_recorder::window_fn::{Change, WindowDepth};
 use kern_profile_unwind::code::is_return;
 use qemu_plugin_sys as sys;
 

@@ -129,7 +129,7 @@ printf 'qemu-system-i386\0-smp\0002\0-accel\0tcg\0-plugin\0kern-profile.so,out=x
 
 # Allocator SPECs: the presets, the example kernels' file, and that file with the kernel's
 # symbol map after a NUL (the target resolves the SPEC against it).
-for p in recorder/src/alloc_hooks/presets/*.spec; do
+for p in sampler/src/alloc_hooks/presets/*.spec; do
     cp "$p" "$corpus/alloc_spec/preset-$(basename "$p")"
 done
 cp examples/kernel-common/alloc.spec "$corpus/alloc_spec/kernel.spec"

@@ -12,28 +12,15 @@
 //! `pt_regs`; the walk reads the user's x29, sp, pc and pstate there and goes on in user space
 //! (the final registers of the crate's record walk, 304 bytes into `pt_regs`).
 
-pub(crate) mod insn;
+pub use kern_profile_arch::aarch64::strip_pac;
+use kern_profile_arch::aarch64::{FRAME_RECORD, VA_BITS};
 
 use crate::records::{walk_records, FinalRegs, Layout, UserContext};
 use crate::{Crossings, Walk};
 
-/// Virtual-address bits assumed when stripping signatures (Linux's default 48-bit VA).
-const VA_BITS: u32 = 48;
-
-/// `addr` without pointer-authentication bits: the bits above the virtual address become
-/// copies of bit 55, which selects the upper (kernel, TTBR1) or lower (user, TTBR0) half.
-pub fn strip_pac(addr: u64) -> u64 {
-    let mask = u64::MAX << VA_BITS;
-    if addr & (1 << 55) != 0 {
-        addr | mask
-    } else {
-        addr & !mask
-    }
-}
-
 const LAYOUT: Layout = Layout {
-    below: 0,
-    align: 8,
+    below: FRAME_RECORD.below,
+    align: FRAME_RECORD.align,
     strip: strip_pac,
     gcc_leaf: false,
     final_regs: Some(FinalRegs {

@@ -4,73 +4,14 @@
 //! block holding a PC ([`FunctionCode::block_starts`]: the plugin reads the registers at the
 //! block's entry), and whether a value is a return address ([`call_before`]).
 //!
-//! Each architecture's encodings are in its module (`riscv64::insn`, `aarch64::insn`).
+//! Each architecture's encodings are in its folder of kern-profile-arch (`riscv64::insn`,
+//! `aarch64::insn`).
 
-use std::ops::BitOr;
+use kern_profile_arch::{guest, Arch};
 
-use kern_profile_format::Arch;
+pub use kern_profile_arch::insn::{Effects, Flow, Insn};
 
 use crate::frame_state::CfiFacts;
-
-/// What an instruction does to the frame record, as a set of flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Effects(u8);
-
-impl Effects {
-    pub const NONE: Effects = Effects(0);
-    /// Sets the frame pointer from the stack pointer: the record is made.
-    pub const SETS_FP: Effects = Effects(1);
-    /// Stores the frame pointer on the stack.
-    pub const SAVES_FP: Effects = Effects(2);
-    /// Reloads the frame pointer from the stack: the record is taken down.
-    pub const RESTORES_FP: Effects = Effects(4);
-    /// Stores the return-address register on the stack.
-    pub const SAVES_RA: Effects = Effects(8);
-    /// Reloads the return-address register from the stack.
-    pub const RESTORES_RA: Effects = Effects(16);
-
-    pub fn contains(self, other: Effects) -> bool {
-        self.0 & other.0 == other.0 && other.0 != 0
-    }
-}
-
-impl BitOr for Effects {
-    type Output = Effects;
-    fn bitor(self, rhs: Effects) -> Effects {
-        Effects(self.0 | rhs.0)
-    }
-}
-
-/// How an instruction passes control on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
-    /// To the next instruction.
-    Next,
-    /// A call (it writes the return-address register), to the target when the code tells it.
-    Call(Option<u64>),
-    /// A return through the return-address register.
-    Return,
-    /// A jump, conditional or not, to the target when the code tells it.
-    Jump(Option<u64>),
-    /// A trap or an exception return (`ecall`, `mret`, `svc`, `eret`, ...).
-    Trap,
-}
-
-/// One decoded instruction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Insn {
-    pub addr: u64,
-    pub len: u8,
-    pub effects: Effects,
-    pub flow: Flow,
-}
-
-impl Insn {
-    /// The address after it.
-    pub fn end(&self) -> u64 {
-        self.addr + self.len as u64
-    }
-}
 
 /// A function's instructions, decoded once.
 #[derive(Debug, Clone)]
@@ -87,11 +28,7 @@ impl FunctionCode {
     /// Decodes the function of an `arch` guest whose `bytes` start at `start`, up to the first
     /// bytes that are no instruction. `None` for x86, whose instructions are not decoded.
     pub fn new(arch: Arch, start: u64, bytes: &[u8]) -> Option<Self> {
-        let insns = match arch {
-            Arch::Riscv64 => crate::riscv64::insn::decode_all(start, bytes),
-            Arch::Aarch64 => crate::aarch64::insn::decode_all(start, bytes),
-            Arch::I386 | Arch::X86_64 => return None,
-        };
+        let insns = guest(arch).decode(start, bytes)?;
         let end = insns.last().map_or(start, Insn::end);
         let mut targets: Vec<u64> = insns
             .iter()
@@ -182,23 +119,14 @@ impl FunctionCode {
 /// that end there: `Some(target)` when one does (`target` when the code tells it), `None`
 /// when `ret` is no return address. x86 is [`crate::x86`]'s.
 pub fn call_before(arch: Arch, before: &[u8], ret: u64) -> Option<Option<u64>> {
-    match arch {
-        Arch::Riscv64 => crate::riscv64::insn::call_before(before, ret),
-        Arch::Aarch64 => crate::aarch64::insn::call_before(before, ret),
-        Arch::I386 | Arch::X86_64 => None,
-    }
+    guest(arch).call_before(before, ret)
 }
 
 /// Whether `insn`, an instruction's first bytes, returns from a function (x86: [`crate::x86`]'s
 /// `ret` forms; riscv64: `jalr x0, 0(ra)` and `c.jr ra`; aarch64: `ret` and its authenticating
 /// forms). The plugin's `window=` closes its window there.
 pub fn is_return(arch: Arch, insn: &[u8]) -> bool {
-    let first = match arch {
-        Arch::I386 | Arch::X86_64 => return crate::x86::is_ret(insn),
-        Arch::Riscv64 => crate::riscv64::insn::decode_all(0, insn),
-        Arch::Aarch64 => crate::aarch64::insn::decode_all(0, insn),
-    };
-    first.first().is_some_and(|i| i.flow == Flow::Return)
+    guest(arch).is_return(insn)
 }
 
 /// How many code bytes before a return address [`call_before`] looks at.

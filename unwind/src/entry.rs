@@ -37,11 +37,12 @@ impl EntryState {
     ///
     /// [`Framed`]: EntryState::Framed
     pub fn classify_on(arch: kern_profile_format::Arch, first: &[u8]) -> Self {
-        use kern_profile_format::Arch;
-        match arch {
-            Arch::I386 => Self::classify(first, PtrWidth::W4),
-            Arch::X86_64 => Self::classify(first, PtrWidth::W8),
-            Arch::Riscv64 | Arch::Aarch64 => EntryState::Framed,
+        if !kern_profile_arch::guest(arch).return_address_on_stack() {
+            return EntryState::Framed;
+        }
+        match PtrWidth::from_bytes(arch.ptr_width() as usize) {
+            Ok(width) => Self::classify(first, width),
+            Err(_) => EntryState::Framed,
         }
     }
 

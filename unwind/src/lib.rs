@@ -1,7 +1,7 @@
-//! Frame-pointer stack walkers for i386, x86_64, riscv64 and aarch64 guests, and the
-//! architecture facts around them, for the plugin and the aggregator alike: register names
-//! and privilege levels ([`registers`]); x86 returns and calls ([`x86`]); riscv64 and aarch64
-//! instructions as they make and take down frame records ([`code`]), and where a function
+//! Frame-pointer stack walkers for i386, x86_64, riscv64 and aarch64 guests, for the plugin
+//! and the aggregator alike, over the architecture facts of kern-profile-arch (register names
+//! and privilege levels, [`registers`]; x86 returns and calls, [`x86`]): riscv64 and aarch64
+//! functions as they make and take down frame records ([`code`]), and where a function
 //! stands in that at an instruction ([`frame_state`]). The x86 walk is this file's (with
 //! [`walk_across`] and the frameless-entry classification [`EntryState`]); riscv64 and
 //! aarch64 have their own modules; [`walk_guest`] picks.
@@ -28,9 +28,12 @@ mod cross;
 mod entry;
 pub mod frame_state;
 mod records;
-pub mod registers;
 pub mod riscv64;
-pub mod x86;
+
+/// The architecture facts the walkers use, re-exported where they were before they moved to
+/// kern-profile-arch.
+pub use kern_profile_arch::registers;
+pub use kern_profile_arch::x86::insn as x86;
 
 pub use cross::{walk_across, Crossings};
 pub use entry::{sampled_index, EntryState};

@@ -18,19 +18,14 @@
 //! walk recognises it (a value just above `fp`, aligned like a frame pointer) and goes on
 //! from that saved `fp` without a return address.
 
-pub(crate) mod insn;
+use kern_profile_arch::riscv64::FRAME_RECORD;
 
 use crate::records::{walk_records, Layout};
 use crate::{Crossings, Walk};
 
-/// Bytes between `fp` and the start of the record below it.
-const RECORD_BELOW: u64 = 16;
-/// riscv's stack (and so every frame pointer) is 16-byte aligned.
-const FP_ALIGN: u64 = 16;
-
 const LAYOUT: Layout = Layout {
-    below: RECORD_BELOW,
-    align: FP_ALIGN,
+    below: FRAME_RECORD.below,
+    align: FRAME_RECORD.align,
     strip: core::convert::identity,
     gcc_leaf: true,
     final_regs: None,

@@ -7,11 +7,11 @@
 use std::hint::black_box;
 
 use kern_profile_format::Arch;
-use kern_profile_recorder::alloc_hooks::args::Location;
-use kern_profile_recorder::alloc_hooks::dwarf::Param;
-use kern_profile_recorder::alloc_hooks::resolve::resolve;
-use kern_profile_recorder::alloc_hooks::symbols::{Symbol, SymbolIndex};
-use kern_profile_recorder::alloc_hooks::Spec;
+use kern_profile_sampler::alloc_hooks::args::Location;
+use kern_profile_sampler::alloc_hooks::dwarf::Param;
+use kern_profile_sampler::alloc_hooks::resolve::resolve;
+use kern_profile_sampler::alloc_hooks::symbols::{Symbol, SymbolIndex};
+use kern_profile_sampler::alloc_hooks::Spec;
 
 use crate::bounded;
 

@@ -4,8 +4,8 @@
 
 use std::hint::black_box;
 
-use kern_profile_recorder::config::Config;
-use kern_profile_recorder::qemu_args::{single_threaded_tcg, split_cmdline};
+use kern_profile_plugin::config::Config;
+use kern_profile_plugin::qemu_args::{single_threaded_tcg, split_cmdline};
 
 /// One input through the target.
 pub fn run(data: &[u8]) {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use kern_profile_format::SamplingMode;
 
-use crate::alloc_hooks::SymbolSource;
+use kern_profile_sampler::alloc_hooks::SymbolSource;
 
 /// Default `delay=` in host microseconds (the original C plugin's interface).
 pub const DEFAULT_DELAY_US: u64 = 10;
@@ -47,7 +47,7 @@ pub struct Config {
 /// `alloc=SPEC` with the kernel's symbols (`elf=` or `symbols=`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AllocConfig {
-    /// A preset name or a SPEC file (see [`crate::alloc_hooks::spec`]).
+    /// A preset name or a SPEC file (see [`kern_profile_sampler::alloc_hooks::spec`]).
     pub spec: String,
     pub symbols: SymbolSource,
 }

@@ -126,13 +126,7 @@ fn load_elf(spec: &Spec, path: &Path, arch: Arch, source: &str) -> Result<HookSe
         }
     };
     let file = object::File::parse(&*data).map_err(|e| bad(format!("not an ELF: {e}")))?;
-    let elf_arch = match object::Object::architecture(&file) {
-        object::Architecture::I386 => Some(Arch::I386),
-        object::Architecture::X86_64 => Some(Arch::X86_64),
-        object::Architecture::Riscv64 => Some(Arch::Riscv64),
-        object::Architecture::Aarch64 => Some(Arch::Aarch64),
-        _ => None,
-    };
+    let elf_arch = kern_profile_arch::from_elf(object::Object::architecture(&file));
     if elf_arch != Some(arch) {
         return Err(bad(format!(
             "an ELF for {}, but the guest is {}: give the kernel that runs",

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use kern_profile_format::{AllocHookStats, HostTimerStats, Stats};
 
-use crate::alloc_hooks::CallCounts;
+use kern_profile_sampler::alloc_hooks::CallCounts;
 
 /// The one-line summary printed to stderr at exit, from the statistics record just written.
 pub fn summary_line(stats: &Stats, exact_blocks: Option<usize>, out: &Path) -> String {

@@ -2,7 +2,7 @@
 //! the most frequent stacks, the exact-count totals, the code bytes recorded per address space
 //! and the allocation events per allocator (`alloc=`). A debugging aid for the plugin.
 //!
-//! `cargo run -p kern-profile-recorder --example kp-dump -- FILE [TOP]`
+//! `cargo run -p kern-profile-sampler --example kp-dump -- FILE [TOP]`
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;

@@ -14,13 +14,14 @@
 //! - aarch64: the previous exception level is in `SPSR_EL1` (`SPSR_EL2` for a trap to EL2),
 //!   and a trap from EL0, or from EL1 on `SP_EL0`, leaves that stack pointer in `SP_EL0`.
 //!
+//! Each architecture's folder of kern-profile-arch recovers its context (`Guest::interrupted`).
 //! [`Interrupted`] is a [`RegisterReader`] that answers with the interrupted context's stack
-//! pointer and privilege register, so that [`crate::capture::Capture::take`] walks the
+//! pointer and privilege register, so that [`kern_profile_sampler::capture::Capture::take`] walks the
 //! interrupted stack as if it had sampled there.
 
-use kern_profile_format::Arch;
+use kern_profile_arch::{guest, Arch};
 
-use crate::capture::{Reg, RegisterReader};
+use kern_profile_sampler::capture::{Reg, RegisterReader};
 
 /// The interrupted context's registers, over the handler's `regs`.
 pub struct Interrupted<'a, R> {
@@ -38,12 +39,7 @@ impl<'a, R: RegisterReader> Interrupted<'a, R> {
     where
         M: FnMut(u64, &mut [u8]) -> bool,
     {
-        let (sp, privilege) = match arch {
-            Arch::I386 => x86_frame(regs, from_pc, 4, &mut mem),
-            Arch::X86_64 => x86_frame(regs, from_pc, 8, &mut mem),
-            Arch::Riscv64 => (None, riscv_previous(regs)),
-            Arch::Aarch64 => aarch64_previous(regs),
-        };
+        let (sp, privilege) = guest(arch).interrupted(from_pc, &mut |r| regs.read(r), &mut mem);
         Interrupted {
             regs,
             sp,
@@ -60,74 +56,6 @@ impl<R: RegisterReader> RegisterReader for Interrupted<'_, R> {
             _ => self.regs.read(reg),
         }
     }
-}
-
-/// x86: the interrupted stack pointer and CS from the frame the CPU pushed at the handler's
-/// stack pointer, whose EIP/RIP word (first, or second after an error code) lies at `from_pc`
-/// or up to 15 bytes after it (a trap, `int n`, pushes the next instruction).
-fn x86_frame<R, M>(regs: &mut R, from_pc: u64, w: usize, mem: &mut M) -> (Option<u64>, Option<u64>)
-where
-    R: RegisterReader,
-    M: FnMut(u64, &mut [u8]) -> bool,
-{
-    let (Some(sp), Some(cs_now)) = (regs.read(Reg::StackPointer), regs.read(Reg::Privilege)) else {
-        return (None, None);
-    };
-    let mut buf = [0u8; 48];
-    let frame = &mut buf[..6 * w];
-    if !mem(sp, frame) {
-        return (None, None);
-    }
-    let word = |i: usize| {
-        let mut b = [0u8; 8];
-        b[..w].copy_from_slice(&frame[i * w..(i + 1) * w]);
-        u64::from_le_bytes(b)
-    };
-    let Some(k) = (0..2).find(|&k| {
-        let ip = word(k);
-        let cs = word(k + 1);
-        ip.wrapping_sub(from_pc) < 16 && cs != 0 && cs <= 0xffff
-    }) else {
-        return (None, None);
-    };
-    let cs = word(k + 1);
-    let sp_then = if w == 8 || cs & 3 != cs_now & 3 {
-        word(k + 3)
-    } else {
-        sp.wrapping_add(((k + 3) * w) as u64)
-    };
-    (Some(sp_then), Some(cs))
-}
-
-/// riscv64: the privilege before the trap, as the `priv` register encodes it (0 U, 1 S, 3 M).
-fn riscv_previous<R: RegisterReader>(regs: &mut R) -> Option<u64> {
-    match regs.read(Reg::Privilege)? {
-        1 => regs.read(Reg::SavedState).map(|sstatus| (sstatus >> 8) & 1),
-        3 => regs
-            .read(Reg::SavedStateHigh)
-            .map(|mstatus| (mstatus >> 11) & 3),
-        _ => None,
-    }
-}
-
-/// aarch64: the interrupted stack pointer (when it was `SP_EL0`) and the saved PSTATE, which
-/// reads as `cpsr` does (the EL in bits 3:2, the stack pointer choice in bit 0).
-fn aarch64_previous<R: RegisterReader>(regs: &mut R) -> (Option<u64>, Option<u64>) {
-    let el_now = regs.read(Reg::Privilege).map(|cpsr| (cpsr >> 2) & 3);
-    let spsr = match el_now {
-        Some(1) => regs.read(Reg::SavedState),
-        Some(2) => regs.read(Reg::SavedStateHigh),
-        _ => None,
-    };
-    let Some(spsr) = spsr else {
-        return (None, None);
-    };
-    // AArch64 state, EL0 (always SP_EL0) or ELxt (bit 0 clear: SP_EL0).
-    let on_sp_el0 = spsr & 0x10 == 0 && spsr & 1 == 0;
-    let sp = on_sp_el0
-        .then(|| regs.read(Reg::OtherStackPointer))
-        .flatten();
-    (sp, Some(spsr))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! `jal ra` and `jalr ra` (LLVM's `call` is `auipc ra, hi; jalr ra, lo(ra)`) and `c.jalr`;
 //! the return is `jalr x0, 0(ra)` / `c.jr ra`.
 
-use crate::code::{Effects, Flow, Insn};
+use crate::insn::{Effects, Flow, Insn};
 
 const RA: u32 = 1;
 /// The alternate link register (`t0`), used by millicode calls.

@@ -55,10 +55,7 @@ impl CodeSampler {
             per_space: FxHashMap::default(),
             user_spaces: FxHashSet::default(),
             from_kernel: 0,
-            kernel_start: match arch {
-                Arch::I386 => 0xc000_0000,
-                _ => 1 << 63,
-            },
+            kernel_start: kern_profile_arch::guest(arch).kernel_start(),
             buf: Vec::new(),
         }
     }

@@ -3,17 +3,18 @@
 //! starts without a frame record of its own, and the frame-pointer chain, into a record ready
 //! to encode. The plugin supplies QEMU's register and memory readers; the tests fake them.
 
+use kern_profile_arch::guest;
+use kern_profile_arch::registers::{clean_return_address, cpu_mode};
 use kern_profile_format::{
     Arch, CpuMode, Privilege, SampleExtras, SampleRecord, StopCounts, StopReason,
 };
-use kern_profile_unwind::registers::{clean_return_address, cpu_mode};
 use kern_profile_unwind::{walk_guest, Crossings, EntryState, PtrWidth};
 
 use crate::window::WindowReader;
 
-/// The registers a sample reads, by role; unwind's [`Role::names`](kern_profile_unwind::registers::Role::names) tells their names per
+/// The registers a sample reads, by role; kern-profile-arch's [`Role::names`](kern_profile_arch::Role::names) tells their names per
 /// architecture.
-pub use kern_profile_unwind::registers::Role as Reg;
+pub use kern_profile_arch::Role as Reg;
 
 /// Reads the sampled vCPU's registers.
 pub trait RegisterReader {
@@ -124,10 +125,7 @@ impl Capture {
         let user = extras.privilege == Privilege::User;
         // x86 in ring 0: the sampled `cs` is the kernel's selector, by which interrupts of
         // kernel code are recognised.
-        let kernel_cs = match arch {
-            Arch::I386 | Arch::X86_64 => privilege_reg.filter(|cs| cs & 3 == 0 && *cs <= 0xffff),
-            _ => None,
-        };
+        let kernel_cs = privilege_reg.and_then(|v| guest(arch).kernel_selector(v));
         // Guest memory changed since the last sample; a fresh read budget.
         window.start_sample();
         let mut word = [0u8; 8];
@@ -212,9 +210,9 @@ fn extras<R: RegisterReader>(
     now_ns: u64,
 ) -> SampleExtras {
     let page_table_base = regs.read(Reg::PageTableBase);
-    let mode = match (arch, *mode_cache) {
-        (Arch::Riscv64, _) => cpu_mode(arch, page_table_base, None),
-        (_, Some((mode, base, at)))
+    let mode = match *mode_cache {
+        _ if guest(arch).mode_in_page_table_base() => cpu_mode(arch, page_table_base, None),
+        Some((mode, base, at))
             if base == page_table_base && now_ns.wrapping_sub(at) < MODE_TTL_NS =>
         {
             mode
@@ -246,7 +244,7 @@ fn stack_extras<R: RegisterReader>(
 ) -> SampleExtras {
     SampleExtras {
         privilege: privilege_reg.map_or(Privilege::Unknown, |v| {
-            kern_profile_unwind::registers::privilege(arch, v)
+            kern_profile_arch::registers::privilege(arch, v)
         }),
         return_register: regs
             .read(Reg::ReturnAddress)

@@ -130,7 +130,7 @@ impl VcpuHooks {
     {
         // At the entry the caller's return address is at [SP] on x86, whatever the first
         // instruction is; riscv64 and aarch64 have it in ra/x30.
-        let x86 = matches!(self.arch, Arch::I386 | Arch::X86_64);
+        let x86 = kern_profile_arch::guest(self.arch).return_address_on_stack();
         let site = SampleSite {
             vcpu: at.vcpu,
             pc: hook.entry,

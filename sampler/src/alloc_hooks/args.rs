@@ -2,7 +2,7 @@
 //! by calling convention (`argN`), or from a DWARF location ([`super::dwarf`]) turned into the
 //! same two kinds of place.
 
-use kern_profile_format::Arch;
+use kern_profile_arch::{guest, Arch};
 
 use super::spec::Convention;
 
@@ -26,21 +26,15 @@ impl std::fmt::Display for Location {
 
 /// The registers the C calling conventions pass arguments in, first to last.
 fn argument_registers(arch: Arch, conv: Convention) -> &'static [&'static str] {
-    match (arch, conv) {
-        (Arch::I386, Convention::C) => &[],
-        (Arch::I386, Convention::Regparm3) => &["eax", "edx", "ecx"],
-        (Arch::X86_64, _) => &["rdi", "rsi", "rdx", "rcx", "r8", "r9"],
-        (Arch::Riscv64, _) => &["a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"],
-        (Arch::Aarch64, _) => &["x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"],
-    }
+    guest(arch).argument_registers(conv)
 }
 
 /// Bytes between SP at entry and the first argument passed on the stack: the return address
 /// on x86 (`call` pushed it), nothing where it is in a register.
 fn stack_args_offset(arch: Arch) -> i64 {
-    match arch {
-        Arch::I386 | Arch::X86_64 => arch.ptr_width() as i64,
-        Arch::Riscv64 | Arch::Aarch64 => 0,
+    match guest(arch).return_address_on_stack() {
+        true => arch.ptr_width() as i64,
+        false => 0,
     }
 }
 
@@ -59,12 +53,7 @@ pub fn convention_arg(arch: Arch, conv: Convention, n: u8) -> Location {
 
 /// The register a function returns its result in.
 pub fn return_register(arch: Arch) -> &'static str {
-    match arch {
-        Arch::I386 => "eax",
-        Arch::X86_64 => "rax",
-        Arch::Riscv64 => "a0",
-        Arch::Aarch64 => "x0",
-    }
+    guest(arch).return_register()
 }
 
 /// The stack pointer at the return address, given the one at entry: x86's `ret` pops the
@@ -75,48 +64,19 @@ pub fn sp_at_return(arch: Arch, sp_at_entry: u64) -> u64 {
 
 /// QEMU's name of DWARF register `n` (the psABI numbering), if it is one an argument can be in.
 pub fn dwarf_register(arch: Arch, n: u16) -> Option<&'static str> {
-    const I386: [&str; 8] = ["eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi"];
-    const X86_64: [&str; 16] = [
-        "rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12",
-        "r13", "r14", "r15",
-    ];
-    const RISCV64: [&str; 32] = [
-        "zero", "ra", "sp", "gp", "tp", "t0", "t1", "t2", "fp", "s1", "a0", "a1", "a2", "a3", "a4",
-        "a5", "a6", "a7", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "t3", "t4",
-        "t5", "t6",
-    ];
-    const AARCH64: [&str; 32] = [
-        "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13",
-        "x14", "x15", "x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26",
-        "x27", "x28", "x29", "x30", "sp",
-    ];
-    let table: &[&'static str] = match arch {
-        Arch::I386 => &I386,
-        Arch::X86_64 => &X86_64,
-        Arch::Riscv64 => &RISCV64,
-        Arch::Aarch64 => &AARCH64,
-    };
-    table.get(n as usize).copied()
+    guest(arch).dwarf_register(n)
 }
 
 /// The stack and frame pointers' DWARF numbers.
 pub fn dwarf_sp_fp(arch: Arch) -> (u16, u16) {
-    match arch {
-        Arch::I386 => (4, 5),
-        Arch::X86_64 => (7, 6),
-        Arch::Riscv64 => (2, 8),
-        Arch::Aarch64 => (31, 29),
-    }
+    guest(arch).dwarf_sp_fp()
 }
 
 /// Where the frame base of a frame-pointer function is, relative to SP at entry: after
 /// `push fp; mov fp, sp` on x86 it is one word below; riscv and aarch64 set FP to SP at entry
 /// (the CFA).
 pub fn frame_pointer_at_entry(arch: Arch) -> i64 {
-    match arch {
-        Arch::I386 | Arch::X86_64 => -(arch.ptr_width() as i64),
-        Arch::Riscv64 | Arch::Aarch64 => 0,
-    }
+    -stack_args_offset(arch)
 }
 
 /// The canonical frame address (the caller's SP before the call) relative to SP at entry.

@@ -1,7 +1,7 @@
 //! x86 (i386 and x86_64) instruction facts the frame-pointer walk depends on: which
 //! instructions return, which call, and how far into a function its frame record may still be
-//! missing. The plugin ([`crate::EntryState`]) and the aggregator (its `[SP]` fix for older
-//! recordings) both ask here, so that they agree.
+//! missing. The plugin (kern-profile-unwind's `EntryState`) and the aggregator (its `[SP]`
+//! fix for older recordings) both ask here, so that they agree.
 
 /// How far into a function code may run before its `push ebp` (shrink-wrapped prologues run
 /// an early-exit test first).

@@ -5,7 +5,7 @@
 //! `ldp x29, x30, [sp], #16` do both). Calls are `bl` and `blr` (and its pointer-authenticating
 //! forms); the return is `ret` (and `retaa`/`retab`).
 
-use crate::code::{Effects, Flow, Insn};
+use crate::insn::{Effects, Flow, Insn};
 
 const FP: u32 = 29;
 const LR: u32 = 30;

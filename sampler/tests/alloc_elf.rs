@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use kern_profile_format::Arch;
-use kern_profile_recorder::alloc_hooks::args::Location;
-use kern_profile_recorder::alloc_hooks::{HookSet, Spec, SymbolSource};
+use kern_profile_sampler::alloc_hooks::args::Location;
+use kern_profile_sampler::alloc_hooks::{HookSet, Spec, SymbolSource};
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -21,13 +21,8 @@ pub fn guest_arch(system_emulation: bool, target_name: &str) -> Result<Arch, Tar
     if !system_emulation {
         return Err(TargetError::UserMode);
     }
-    match target_name {
-        "i386" => Ok(Arch::I386),
-        "x86_64" => Ok(Arch::X86_64),
-        "riscv64" => Ok(Arch::Riscv64),
-        "aarch64" => Ok(Arch::Aarch64),
-        other => Err(TargetError::Unsupported(other.to_string())),
-    }
+    kern_profile_arch::from_qemu_target(target_name)
+        .ok_or_else(|| TargetError::Unsupported(target_name.to_string()))
 }
 
 /// Refuses several vCPUs on one host thread; `cmdline` is QEMU's `/proc/self/cmdline`.

@@ -1,0 +1,183 @@
+//! aarch64 (`qemu-system-aarch64`): the return address in `x30`, the exception level in
+//! `cpsr`, `SCTLR` for the MMU, `TTBR0_EL1` for the page table, `SPSR_EL1`/`SPSR_EL2` and
+//! `SP_EL0` for the context before a trap, pointer-authentication bits in saved return
+//! addresses ([`strip_pac`]), and the instruction decoder of [`insn`].
+
+pub mod insn;
+
+use crate::gdb::le;
+use crate::insn::{Flow, Insn};
+use crate::{
+    Arch, Convention, CoreRegs, CpuMode, FrameRecord, Guest, Privilege, ReadMemory, ReadRegister,
+    Role,
+};
+
+/// aarch64 (`qemu-system-aarch64`).
+pub struct Aarch64;
+
+/// AAPCS64 frame records: `x29` points at `{saved x29, saved x30}`.
+pub const FRAME_RECORD: FrameRecord = FrameRecord { below: 0, align: 8 };
+
+/// Virtual-address bits assumed when stripping signatures (Linux's default 48-bit VA).
+pub const VA_BITS: u32 = 48;
+
+/// `addr` without pointer-authentication bits: the bits above the virtual address become
+/// copies of bit 55, which selects the upper (kernel, TTBR1) or lower (user, TTBR0) half.
+pub fn strip_pac(addr: u64) -> u64 {
+    let mask = u64::MAX << VA_BITS;
+    if addr & (1 << 55) != 0 {
+        addr | mask
+    } else {
+        addr & !mask
+    }
+}
+
+impl Guest for Aarch64 {
+    fn arch(&self) -> Arch {
+        Arch::Aarch64
+    }
+
+    fn qemu_target(&self) -> &'static str {
+        "aarch64"
+    }
+
+    fn gdb_architectures(&self) -> &'static [&'static str] {
+        &["aarch64"]
+    }
+
+    fn elf_machines(&self) -> &'static [object::Architecture] {
+        &[object::Architecture::Aarch64]
+    }
+
+    /// The current EL is in `cpsr` bits 3:2 (QEMU has no `CurrentEL`); `SCTLR` is EL1's.
+    fn register_names(&self, role: Role) -> &'static [&'static str] {
+        match role {
+            Role::StackPointer => &["sp"],
+            Role::FramePointer => &["x29", "fp"],
+            Role::ReturnAddress => &["x30", "lr"],
+            Role::Privilege => &["cpsr", "pstate"],
+            Role::ModeControl => &["SCTLR", "SCTLR_EL1"],
+            Role::PageTableBase => &["ttbr0_el1", "TTBR0_EL1"],
+            Role::SavedState => &["SPSR_EL1", "spsr_el1"],
+            Role::SavedStateHigh => &["SPSR_EL2", "spsr_el2"],
+            Role::OtherStackPointer => &["SP_EL0", "sp_el0"],
+            Role::ModeExtended => &[],
+        }
+    }
+
+    /// `cpsr` bits 3:2 are the EL in AArch64 state (bit 4 set is AArch32: unknown here).
+    fn privilege(&self, value: u64) -> Privilege {
+        if value & 0x10 != 0 {
+            return Privilege::Unknown;
+        }
+        match (value >> 2) & 3 {
+            0 => Privilege::User,
+            1 => Privilege::Kernel,
+            _ => Privilege::Firmware,
+        }
+    }
+
+    /// `SCTLR` bit 0: the MMU.
+    fn cpu_mode(&self, control: Option<u64>, _extended: Option<u64>) -> CpuMode {
+        match control {
+            Some(sctlr) if sctlr & 1 == 0 => CpuMode::PagingOff,
+            Some(_) => CpuMode::Paging,
+            None => CpuMode::Unknown,
+        }
+    }
+
+    fn clean_return_address(&self, addr: u64) -> u64 {
+        strip_pac(addr)
+    }
+
+    fn frame_record(&self) -> FrameRecord {
+        FRAME_RECORD
+    }
+
+    fn page_table_register(&self) -> &'static str {
+        "ttbr0"
+    }
+
+    fn return_address_on_stack(&self) -> bool {
+        false
+    }
+
+    fn dwarf_register(&self, n: u16) -> Option<&'static str> {
+        const NAMES: [&str; 32] = [
+            "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13",
+            "x14", "x15", "x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25",
+            "x26", "x27", "x28", "x29", "x30", "sp",
+        ];
+        NAMES.get(n as usize).copied()
+    }
+
+    fn dwarf_sp_fp(&self) -> (u16, u16) {
+        (31, 29)
+    }
+
+    fn dwarf_fp_ra(&self) -> Option<(u16, u16)> {
+        Some((29, 30))
+    }
+
+    fn argument_registers(&self, _conv: Convention) -> &'static [&'static str] {
+        &["x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"]
+    }
+
+    fn return_register(&self) -> &'static str {
+        "x0"
+    }
+
+    /// The previous exception level is in `SPSR_EL1` (`SPSR_EL2` for a trap to EL2), which
+    /// reads as `cpsr` does (the EL in bits 3:2, the stack pointer choice in bit 0); a trap
+    /// from EL0, or from EL1 on `SP_EL0`, leaves that stack pointer in `SP_EL0`.
+    fn interrupted(
+        &self,
+        _from_pc: u64,
+        regs: &mut ReadRegister<'_>,
+        _mem: &mut ReadMemory<'_>,
+    ) -> (Option<u64>, Option<u64>) {
+        let el_now = regs(Role::Privilege).map(|cpsr| (cpsr >> 2) & 3);
+        let spsr = match el_now {
+            Some(1) => regs(Role::SavedState),
+            Some(2) => regs(Role::SavedStateHigh),
+            _ => None,
+        };
+        let Some(spsr) = spsr else {
+            return (None, None);
+        };
+        // AArch64 state, EL0 (always SP_EL0) or ELxt (bit 0 clear: SP_EL0).
+        let on_sp_el0 = spsr & 0x10 == 0 && spsr & 1 == 0;
+        let sp = on_sp_el0.then(|| regs(Role::OtherStackPointer)).flatten();
+        (sp, Some(spsr))
+    }
+
+    fn decode(&self, start: u64, bytes: &[u8]) -> Option<Vec<Insn>> {
+        Some(insn::decode_all(start, bytes))
+    }
+
+    fn call_before(&self, before: &[u8], ret: u64) -> Option<Option<u64>> {
+        insn::call_before(before, ret)
+    }
+
+    /// `ret` and its authenticating forms.
+    fn is_return(&self, code: &[u8]) -> bool {
+        let first = insn::decode_all(0, code);
+        first.first().is_some_and(|i| i.flow == Flow::Return)
+    }
+
+    /// x0-x30, sp, pc (8 bytes), cpsr (4): 268 bytes; `TTBR0_EL1` is read with `p`.
+    fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs> {
+        Some(CoreRegs {
+            fp: le(g, 29 * 8, 8)?,
+            ra: Some(le(g, 30 * 8, 8)?),
+            sp: le(g, 31 * 8, 8)?,
+            pc: le(g, 32 * 8, 8)?,
+            privilege: le(g, 33 * 8, 4),
+            page_table_base: None,
+        })
+    }
+
+    fn gdb_extra_registers(&self) -> (Option<&'static str>, Option<&'static str>) {
+        (None, Some("TTBR0_EL1"))
+    }
+}

@@ -1,0 +1,263 @@
+//! What kern-profile knows about each guest architecture, in one place: one folder per
+//! architecture ([`x86`] for i386, [`x86_64`], [`riscv64`], [`aarch64`]), each a [`Guest`],
+//! and one registry ([`guest`]) from the raw file's [`Arch`] to it. The walkers
+//! (kern-profile-unwind), the plugin, the gdbstub source and the reports ask here instead of
+//! matching on the architecture themselves.
+//!
+//! Adding an architecture: a variant of [`Arch`] (kern-profile-format, the raw file's header),
+//! a folder here implementing [`Guest`], its line in [`guest`], and a frame-record walker in
+//! kern-profile-unwind.
+
+pub mod aarch64;
+mod convention;
+mod frame_record;
+pub mod gdb;
+pub mod insn;
+pub mod registers;
+pub mod riscv64;
+pub mod x86;
+pub mod x86_64;
+
+pub use convention::Convention;
+pub use frame_record::FrameRecord;
+pub use gdb::CoreRegs;
+pub use kern_profile_format::{Arch, CpuMode, Privilege};
+pub use registers::Role;
+
+use insn::Insn;
+
+/// Reads a register of the vCPU by role (`None` when the guest has none or QEMU hides it).
+pub type ReadRegister<'a> = dyn FnMut(Role) -> Option<u64> + 'a;
+/// Fills its buffer with the guest memory at an address; `false` when it cannot be read.
+pub type ReadMemory<'a> = dyn FnMut(u64, &mut [u8]) -> bool + 'a;
+
+/// The facts of one guest architecture.
+pub trait Guest: Sync {
+    /// The raw file's name for it.
+    fn arch(&self) -> Arch;
+
+    /// QEMU's target name (`qemu-system-<name>`, the plugin API's `target_name`).
+    fn qemu_target(&self) -> &'static str;
+
+    /// The `<architecture>` names of QEMU's gdbstub target description.
+    fn gdb_architectures(&self) -> &'static [&'static str];
+
+    /// The ELF machines whose code runs on this guest.
+    fn elf_machines(&self) -> &'static [object::Architecture];
+
+    /// The names QEMU's plugin API may give the register of `role` (the first found is
+    /// used); empty when the architecture has none.
+    fn register_names(&self, role: Role) -> &'static [&'static str];
+
+    /// The privilege level a [`Role::Privilege`] register value means.
+    fn privilege(&self, value: u64) -> Privilege;
+
+    /// The CPU mode from the [`Role::ModeControl`] (riscv: [`Role::PageTableBase`]) and
+    /// [`Role::ModeExtended`] registers, either possibly unknown.
+    fn cpu_mode(&self, control: Option<u64>, extended: Option<u64>) -> CpuMode;
+
+    /// Whether the page-table base register alone tells the CPU mode (riscv `satp`), so
+    /// that it needs no cache.
+    fn mode_in_page_table_base(&self) -> bool {
+        false
+    }
+
+    /// The identity of the address space a page-table base ([`Role::PageTableBase`]) names:
+    /// x86 drops CR3's low 12 bits (PCID or cache-control bits, which vary for one page
+    /// directory).
+    fn page_table_identity(&self, base: u64) -> u64 {
+        base
+    }
+
+    /// The page-table base register's short name, for frames and warnings.
+    fn page_table_register(&self) -> &'static str;
+
+    /// The kernel's code selector, when the privilege register holds one (x86 `cs` in ring
+    /// 0): interrupts of kernel code are recognised by it.
+    fn kernel_selector(&self, _privilege: u64) -> Option<u64> {
+        None
+    }
+
+    /// The lowest kernel address of the usual higher-half split.
+    fn kernel_start(&self) -> u64 {
+        1 << 63
+    }
+
+    /// A return address as saved, without what the architecture adds to it (aarch64
+    /// pointer-authentication bits).
+    fn clean_return_address(&self, addr: u64) -> u64 {
+        addr
+    }
+
+    /// Where a frame pointer's record is (`{saved fp, return address}`, in words).
+    fn frame_record(&self) -> FrameRecord;
+
+    /// Whether a call leaves the return address on the stack (x86) rather than in a
+    /// register (riscv `ra`, aarch64 `x30`).
+    fn return_address_on_stack(&self) -> bool;
+
+    /// QEMU's name of DWARF register `n` (the psABI numbering), if it is one an argument can
+    /// be in.
+    fn dwarf_register(&self, n: u16) -> Option<&'static str>;
+
+    /// The stack and frame pointers' DWARF numbers.
+    fn dwarf_sp_fp(&self) -> (u16, u16);
+
+    /// The DWARF numbers of the frame pointer and the return-address register, when the
+    /// return address is in one.
+    fn dwarf_fp_ra(&self) -> Option<(u16, u16)>;
+
+    /// The registers `conv` passes arguments in, first to last.
+    fn argument_registers(&self, conv: Convention) -> &'static [&'static str];
+
+    /// The register a function returns its result in.
+    fn return_register(&self) -> &'static str;
+
+    /// At an interrupt handler's first instruction (QEMU's discontinuity callback, `from_pc`
+    /// the interrupted PC): the interrupted context's stack pointer and privilege register,
+    /// each `None` where it cannot be recovered.
+    fn interrupted(
+        &self,
+        from_pc: u64,
+        regs: &mut ReadRegister<'_>,
+        mem: &mut ReadMemory<'_>,
+    ) -> (Option<u64>, Option<u64>);
+
+    /// The instructions of code `bytes` at `start`, up to the first bytes that are none;
+    /// `None` where instructions are not decoded (x86).
+    fn decode(&self, _start: u64, _bytes: &[u8]) -> Option<Vec<Insn>> {
+        None
+    }
+
+    /// Whether a call ends right at `ret`, given the (up to 8) code bytes `before` that end
+    /// there: `Some(target)` when one does, `None` when `ret` is no return address (or the
+    /// architecture's code is not decoded).
+    fn call_before(&self, _before: &[u8], _ret: u64) -> Option<Option<u64>> {
+        None
+    }
+
+    /// Whether `insn`, an instruction's first bytes, returns from a function.
+    fn is_return(&self, insn: &[u8]) -> bool;
+
+    /// The registers a stack needs from the gdbstub's `g` reply; `None` when it is too short.
+    fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs>;
+
+    /// The registers read with `p` (outside `g`), by name in the target description:
+    /// (privilege, page-table base).
+    fn gdb_extra_registers(&self) -> (Option<&'static str>, Option<&'static str>) {
+        (None, None)
+    }
+}
+
+/// The registry: the facts of `arch`.
+pub fn guest(arch: Arch) -> &'static dyn Guest {
+    match arch {
+        Arch::I386 => &x86::I386,
+        Arch::X86_64 => &x86_64::X86_64,
+        Arch::Riscv64 => &riscv64::Riscv64,
+        Arch::Aarch64 => &aarch64::Aarch64,
+    }
+}
+
+/// Every guest kern-profile supports.
+pub fn guests() -> [&'static dyn Guest; 4] {
+    [
+        &x86::I386,
+        &x86_64::X86_64,
+        &riscv64::Riscv64,
+        &aarch64::Aarch64,
+    ]
+}
+
+/// The guest whose code an ELF for `machine` is (x86_64's x32 ABI runs on x86_64 guests).
+pub fn from_elf(machine: object::Architecture) -> Option<Arch> {
+    guests()
+        .into_iter()
+        .find(|g| g.elf_machines().contains(&machine))
+        .map(|g| g.arch())
+}
+
+/// The guest of a QEMU whose target name is `name`.
+pub fn from_qemu_target(name: &str) -> Option<Arch> {
+    guests()
+        .into_iter()
+        .find(|g| g.qemu_target() == name)
+        .map(|g| g.arch())
+}
+
+/// The guest an `<architecture>` of a gdbstub target description names.
+pub fn from_gdb_architecture(name: &str) -> Option<Arch> {
+    guests()
+        .into_iter()
+        .find(|g| g.gdb_architectures().contains(&name))
+        .map(|g| g.arch())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_is_consistent() {
+        for g in guests() {
+            assert_eq!(guest(g.arch()).arch(), g.arch());
+            assert_eq!(from_qemu_target(g.qemu_target()), Some(g.arch()));
+            assert_eq!(g.qemu_target(), g.arch().name());
+            for &m in g.elf_machines() {
+                assert_eq!(from_elf(m), Some(g.arch()));
+            }
+        }
+    }
+
+    /// The DWARF numbers and the plugin API's names agree (they were two drifting copies).
+    #[test]
+    fn dwarf_numbers_name_the_roles_registers() {
+        for g in guests() {
+            let named = |n: u16, role: Role| {
+                let name = g.dwarf_register(n);
+                assert!(
+                    name.is_some_and(|r| g.register_names(role).contains(&r)),
+                    "{}: DWARF {n} is {name:?}, not a {role:?}",
+                    g.qemu_target()
+                );
+            };
+            let (sp, fp) = g.dwarf_sp_fp();
+            named(sp, Role::StackPointer);
+            named(fp, Role::FramePointer);
+            match g.dwarf_fp_ra() {
+                Some((fp_again, ra)) => {
+                    assert_eq!(fp_again, fp);
+                    named(ra, Role::ReturnAddress);
+                }
+                None => assert!(g.return_address_on_stack()),
+            }
+            let ret = g.return_register();
+            assert!((0..32).any(|n| g.dwarf_register(n) == Some(ret)));
+        }
+    }
+
+    #[test]
+    fn page_tables() {
+        assert_eq!(guest(Arch::I386).page_table_identity(0x10_f018), 0x10_f000);
+        assert_eq!(
+            guest(Arch::X86_64).page_table_identity(0x10_f001),
+            0x10_f000
+        );
+        let satp = 0x8000_0000_0008_1234;
+        assert_eq!(guest(Arch::Riscv64).page_table_identity(satp), satp);
+        let names = guests().map(|g| g.page_table_register());
+        assert_eq!(names, ["cr3", "cr3", "satp", "ttbr0"]);
+    }
+
+    #[test]
+    fn elf_machines() {
+        use object::Architecture as A;
+        assert_eq!(from_elf(A::I386), Some(Arch::I386));
+        assert_eq!(from_elf(A::X86_64), Some(Arch::X86_64));
+        assert_eq!(from_elf(A::X86_64_X32), Some(Arch::X86_64));
+        assert_eq!(from_elf(A::Riscv64), Some(Arch::Riscv64));
+        assert_eq!(from_elf(A::Aarch64), Some(Arch::Aarch64));
+        assert_eq!(from_elf(A::Riscv32), None);
+        assert_eq!(from_elf(A::Arm), None);
+    }
+}

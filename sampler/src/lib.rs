@@ -1,0 +1,20 @@
+//! kern-profile's source-neutral sampling: what any source of samples (the TCG plugin,
+//! kern-profile-plugin; a gdbstub or another source) does once a sample is due, without QEMU
+//! so that it can be unit tested:
+//!
+//! - [`capture`]: what a sample reads (registers, the word at `[SP]`, a frameless entry's
+//!   caller, the frame-pointer chain), over a register reader and a memory reader;
+//! - [`window`]: a small read-ahead cache over guest memory reads for the stack walk;
+//! - [`code_sampler`]: code bytes at the first sampled user PC of each page of each address
+//!   space (record kind 6);
+//! - [`batch`]: a vCPU's buffer of encoded samples and when to hand it to the writer;
+//! - [`writer`]: the writer thread behind a bounded channel, which drops rather than blocks;
+//! - [`alloc_hooks`]: `alloc=`: the allocator functions to hook, their arguments at entry,
+//!   and each call's entry matched to its return, into allocation events.
+
+pub mod alloc_hooks;
+pub mod batch;
+pub mod capture;
+pub mod code_sampler;
+pub mod window;
+pub mod writer;
