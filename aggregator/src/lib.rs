@@ -46,10 +46,11 @@ pub mod progress;
 pub mod record;
 pub mod stacks;
 pub mod stuck;
-pub mod symbolize;
 pub mod unnamed;
 pub mod user_stack;
 pub mod warning;
+
+pub use kern_profile_symbols as symbolize;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -46,6 +46,12 @@ pub trait KernelSpace {
     fn holds(&self, addr: u64) -> bool;
 }
 
+impl KernelSpace for crate::symbolize::Symbolizer {
+    fn holds(&self, addr: u64) -> bool {
+        self.kernel_holds(addr)
+    }
+}
+
 /// The PC's BIOS areas: option ROMs, the BIOS (0xC0000 to 1 MiB), and the top-of-4-GiB ROM.
 fn in_pc_firmware(addr: u64) -> bool {
     (0xC_0000..0x10_0000).contains(&addr) || (0xFFFC_0000..=0xFFFF_FFFF).contains(&addr)

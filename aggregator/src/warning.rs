@@ -265,27 +265,3 @@ impl fmt::Display for Warning {
         }
     }
 }
-
-impl fmt::Display for SymbolWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SymbolWarning::UnreadableDwarf { path, error } => write!(
-                f,
-                "{}: unreadable DWARF: {error}; using the symbol table only",
-                path.display()
-            ),
-            SymbolWarning::UnreadableCfi { path, error } => write!(
-                f,
-                "{}: unreadable call-frame information ({error}); prologue analysis where \
-                 it is missing",
-                path.display()
-            ),
-            SymbolWarning::OverlappingCode { path, section } => write!(
-                f,
-                "{}: executable sections overlap (more code than the file holds); those \
-                 after {section} are not used",
-                path.display()
-            ),
-        }
-    }
-}

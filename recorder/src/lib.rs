@@ -34,7 +34,6 @@ pub mod blocks;
 pub mod capture;
 pub mod code_sampler;
 pub mod config;
-pub mod elf_sections;
 pub mod exact;
 pub mod host_timer;
 pub mod interrupted;
@@ -46,3 +45,5 @@ pub mod version;
 pub mod window;
 pub mod window_fn;
 pub mod writer;
+
+pub use kern_profile_symbols::budget as elf_sections;

@@ -1,3 +1,7 @@
+//! kern-profile's symbols: addresses to names and names to addresses, for the reports and
+//! for the plugin's `alloc=` hooks alike ([`by_name`]), with the same demangling (Rust
+//! without hash, C++) and the same bound on decompressed sections ([`Budget`]).
+//!
 //! Address → function frames, from DWARF (with inlined functions), the ELF symbol table,
 //! or a text symbol map; each distinct address resolved once and cached.
 //!
@@ -22,6 +26,8 @@
 //! order over its ELF; an address belongs to the first binary whose loadable segments
 //! (PT_LOAD) hold it ([`Symbolizer::user_binary_of`]).
 
+pub mod budget;
+pub mod by_name;
 pub mod cfi;
 mod demangle;
 pub mod elf;
@@ -37,6 +43,7 @@ use kern_profile_format::Arch;
 use kern_profile_unwind::x86;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+pub use budget::Budget;
 pub use demangle::{demangle, sanitize};
 pub use elf::ElfImage;
 pub use return_register::{Corrections, Source};
@@ -586,12 +593,6 @@ enum FrameSetup {
     MaybeMissing { start: u64 },
     /// The function's own frame record is at FP.
     Done,
-}
-
-impl crate::unnamed::KernelSpace for Symbolizer {
-    fn holds(&self, addr: u64) -> bool {
-        self.kernel_holds(addr)
-    }
 }
 
 #[cfg(test)]

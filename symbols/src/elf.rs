@@ -15,7 +15,7 @@ use object::{
 use super::cfi::CfiTable;
 use super::table::{RawSymbol, SymbolTable};
 use super::{SymbolError, SymbolWarning};
-use kern_profile_recorder::elf_sections::Budget;
+use crate::budget::Budget;
 
 /// The DWARF reader type: reference-counted, owned section data.
 pub type DwarfReader = gimli::EndianRcSlice<gimli::RunTimeEndian>;
@@ -78,10 +78,7 @@ impl ElfImage {
             .collect();
         segments.sort_unstable();
 
-        let mut raw = collect_symbols(&file, file.symbols());
-        if raw.is_empty() {
-            raw = collect_symbols(&file, file.dynamic_symbols());
-        }
+        let mut raw = code_symbols(&file);
         // Symbols name the image's own memory only: an absolute or physical-address symbol
         // outside its sections (xv6's `_start` at 0x0010000c, below a kernel at 0x80100000)
         // would otherwise run up to the next symbol over whatever lies between.
@@ -233,6 +230,15 @@ fn code_sections(
     }
     code.sort_by_key(|c| c.0);
     code
+}
+
+/// The code symbols of the symbol table, else of the dynamic symbol table.
+pub fn code_symbols(file: &object::File<'_>) -> Vec<RawSymbol> {
+    let raw = collect_symbols(file, file.symbols());
+    if raw.is_empty() {
+        return collect_symbols(file, file.dynamic_symbols());
+    }
+    raw
 }
 
 fn collect_symbols<'data, 'file>(

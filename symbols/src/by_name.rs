@@ -1,8 +1,10 @@
-//! Function addresses by name, from an ELF's symbol table or a text symbol map (System.map,
-//! `nm` output with or without `-S`, `/proc/kallsyms`). Names are demangled without hash, as
-//! the aggregator shows them.
+//! Function addresses by name, for the plugin's `alloc=` hooks: from an ELF's symbol table or
+//! a text symbol map (System.map, `nm` output with or without `-S`, `/proc/kallsyms`). The
+//! symbols and names are those the reports print ([`crate::elf`], [`crate::symbol_map`],
+//! [`crate::demangle`]: Rust without hash, C++ demangled), so a SPEC names a function as a
+//! flamegraph shows it.
 
-use object::{Object, ObjectSymbol, SymbolKind};
+use crate::table::RawSymbol;
 
 /// One code symbol.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,39 +32,41 @@ pub struct SymbolIndex {
     symbols: Vec<Symbol>,
 }
 
-/// Demangles a Rust name without hash (legacy or v0); other names are kept.
-pub fn demangle(name: &str) -> String {
-    match rustc_demangle::try_demangle(name) {
-        Ok(d) => format!("{d:#}"),
-        Err(_) => name.to_string(),
-    }
-}
-
 impl SymbolIndex {
     pub fn new(symbols: Vec<Symbol>) -> Self {
         SymbolIndex { symbols }
     }
 
-    /// The defined function symbols of an ELF.
+    /// The code symbols of an ELF, as the reports read them.
     pub fn from_elf(file: &object::File<'_>) -> Self {
-        let symbols = file
-            .symbols()
-            .chain(file.dynamic_symbols())
-            .filter(|s| s.kind() == SymbolKind::Text && !s.is_undefined())
-            .filter_map(|s| {
-                let name = s.name().ok().filter(|n| !n.is_empty())?;
-                Some(Symbol {
-                    name: demangle(name),
-                    addr: s.address(),
-                })
-            })
-            .collect();
-        SymbolIndex { symbols }
+        Self::from_raw(crate::elf::code_symbols(file))
     }
 
-    /// The code symbols (types t, T, w, W) of a text symbol map; other lines are skipped.
+    /// The code symbols of a text symbol map; lines that are no symbol are skipped.
     pub fn from_map(text: &str) -> Self {
-        let symbols = text.lines().filter_map(parse_map_line).collect();
+        Self::from_raw(crate::symbol_map::parse_lenient(text))
+    }
+
+    /// Named as the reports name them; a kallsyms `[module]` suffix is no part of the name.
+    /// A C++ function also answers to its linker name, which a SPEC line can hold where the
+    /// demangled one has blanks.
+    fn from_raw(raw: Vec<RawSymbol>) -> Self {
+        let mut symbols = Vec::with_capacity(raw.len());
+        for r in raw {
+            let linker = without_module(&r.name);
+            let name = crate::table::display_name(&linker);
+            let cpp = linker.starts_with("_Z") && rustc_demangle::try_demangle(&linker).is_err();
+            if cpp && name != linker {
+                symbols.push(Symbol {
+                    name: linker,
+                    addr: r.start,
+                });
+            }
+            symbols.push(Symbol {
+                name,
+                addr: r.start,
+            });
+        }
         SymbolIndex { symbols }
     }
 
@@ -74,14 +78,19 @@ impl SymbolIndex {
         self.symbols.is_empty()
     }
 
-    /// The function named `name` exactly, else the one whose name ends in `::name`.
+    /// The function named `name` exactly, else the one whose name ends in `::name`; a C++
+    /// name matches with or without its parameter list.
     pub fn lookup(&self, name: &str) -> Lookup {
-        let exact: Vec<&Symbol> = self.symbols.iter().filter(|s| s.name == name).collect();
+        let exact: Vec<&Symbol> = self
+            .symbols
+            .iter()
+            .filter(|s| s.name == name || without_params(&s.name) == name)
+            .collect();
         let found = if exact.is_empty() {
             let suffix = format!("::{name}");
             self.symbols
                 .iter()
-                .filter(|s| s.name.ends_with(&suffix))
+                .filter(|s| s.name.ends_with(&suffix) || without_params(&s.name).ends_with(&suffix))
                 .collect()
         } else {
             exact
@@ -119,27 +128,35 @@ impl SymbolIndex {
     }
 }
 
-/// `ADDR TYPE NAME [module]` or `ADDR SIZE TYPE NAME`.
-fn parse_map_line(line: &str) -> Option<Symbol> {
-    let mut words = line.split_whitespace();
-    let addr = u64::from_str_radix(words.next()?, 16).ok()?;
-    let mut ty = words.next()?;
-    if ty.len() > 1 {
-        // nm -S: the size comes first.
-        u64::from_str_radix(ty, 16).ok()?;
-        ty = words.next()?;
+/// A demangled C++ name without its parameter list (and qualifiers after it):
+/// `ns::f(int) const` is `ns::f`; a name without one is returned whole.
+fn without_params(name: &str) -> &str {
+    if !name.ends_with(')') && !name.ends_with(" const") {
+        return name;
     }
-    if !matches!(ty, "t" | "T" | "w" | "W") {
-        return None;
+    let mut depth = 0usize;
+    for (i, c) in name.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return &name[..i];
+                }
+            }
+            _ => {}
+        }
     }
-    let rest: Vec<&str> = words.take_while(|w| !w.starts_with('[')).collect();
-    if rest.is_empty() {
-        return None;
-    }
-    Some(Symbol {
-        name: demangle(&rest.join(" ")),
-        addr,
-    })
+    name
+}
+
+/// `name [module]` without ` [module]`.
+fn without_module(name: &str) -> String {
+    let words: Vec<&str> = name
+        .split_whitespace()
+        .take_while(|w| !w.starts_with('['))
+        .collect();
+    words.join(" ")
 }
 
 #[cfg(test)]
@@ -177,6 +194,18 @@ mod tests {
         );
         assert_eq!(found(ix.lookup("__kmalloc")).1, 0xc010_5000);
         assert_eq!(found(ix.lookup("kfree_rcu")).1, 0xc020_0000);
+    }
+
+    #[test]
+    fn cpp_names_as_the_reports_print_them() {
+        let ix = SymbolIndex::from_map(
+            "1000 T _ZN2mm7kmallocEj\n2000 T _ZNK2mm4Heap4freeEPv\n3000 T _ZN6kernel4main17h0123456789abcdefE\n",
+        );
+        assert_eq!(found(ix.lookup("mm::kmalloc(unsigned int)")).1, 0x1000);
+        assert_eq!(found(ix.lookup("kmalloc")).1, 0x1000);
+        assert_eq!(found(ix.lookup("mm::Heap::free")).1, 0x2000);
+        assert_eq!(found(ix.lookup("_ZN2mm7kmallocEj")).1, 0x1000);
+        assert_eq!(found(ix.lookup("kernel::main")).1, 0x3000);
     }
 
     #[test]

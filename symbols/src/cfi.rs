@@ -11,7 +11,7 @@ use kern_profile_unwind::frame_state::CfiFacts;
 use kern_profile_unwind::registers::dwarf_fp_ra;
 use object::{Object, ObjectSection};
 
-use kern_profile_recorder::elf_sections::Budget;
+use crate::budget::Budget;
 
 /// The rows of every FDE, sorted by address.
 #[derive(Debug, Clone, Default)]

@@ -2,6 +2,11 @@
 
 use super::demangle::demangle;
 
+/// A linker name as the reports show it: demangled, safe for the folded format.
+pub fn display_name(linker_name: &str) -> String {
+    super::demangle::sanitize(&demangle(linker_name)).into_owned()
+}
+
 /// A symbol as a source lists it.
 #[derive(Debug, Clone)]
 pub struct RawSymbol {
@@ -75,11 +80,10 @@ impl SymbolTable {
                     end
                 }
             };
-            let name = super::demangle::sanitize(&demangle(&s.name)).into_owned();
             syms.push(Symbol {
                 start: s.start,
                 end: end.max(s.start + 1),
-                name: name.into_boxed_str(),
+                name: display_name(&s.name).into_boxed_str(),
             });
         }
         SymbolTable { syms }

@@ -20,6 +20,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<RawSymbol>, SymbolError> {
     p.finish()
 }
 
+/// The code symbols of a map's text, skipping the lines that are none (for `alloc=`'s
+/// `symbols=`, which takes any text and looks names up: no line is refused).
+pub fn parse_lenient(text: &str) -> Vec<RawSymbol> {
+    let mut p = Parser::new(Path::new(""));
+    for (i, line) in text.lines().enumerate() {
+        let _ = p.line(i + 1, line);
+    }
+    p.out
+}
+
 /// Lines longer than this are no symbol map (the longest demangled kernel names are a few
 /// hundred bytes); it bounds what one line can buffer.
 pub const MAX_LINE: usize = 64 << 10;
