@@ -40,7 +40,7 @@ fn main() {
 }
 
 /// Each plugin build's installed file name and the variable its embedded path goes in, in the
-/// order of `recorder::version::BUILDS`.
+/// order of `format::qemu::BUILDS`.
 const BUILDS: [(&str, &str); 2] = [
     ("kern-profile.so", "KP_EMBEDDED_PLUGIN_API4"),
     ("kern-profile-api7.so", "KP_EMBEDDED_PLUGIN_API7"),
@@ -62,6 +62,7 @@ fn build_plugins(out: &Path) -> Option<[PathBuf; 2]> {
         "plugin/api4",
         "plugin/api7",
         "recorder",
+        "symbols",
         "unwind",
         "format",
     ] {

@@ -41,9 +41,9 @@ pub mod qemu_args;
 pub mod summary;
 pub mod target;
 pub mod trigger;
-pub mod version;
 pub mod window;
 pub mod window_fn;
 pub mod writer;
 
+pub use kern_profile_format::qemu as version;
 pub use kern_profile_symbols::budget as elf_sections;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use kern_profile::record::{ConsoleSpec, Sampling, SessionSpec};
-use kern_profile_recorder::config::{MAX_DELAY_US, MAX_DEPTH, MAX_PERIOD};
+use kern_profile_format::limits::{MAX_DELAY_US, MAX_DEPTH, MAX_PERIOD};
 
 /// The plugin's sampling arguments.
 #[derive(Debug, Clone, Args)]

@@ -1,7 +1,7 @@
 //! Finding kern-profile's QEMU plugin without being told, and checking it is this version's
 //! and the build the QEMU in use loads.
 //!
-//! There is one plugin build per QEMU plugin ABI (`recorder::version::BUILDS`: API 4 for
+//! There is one plugin build per QEMU plugin ABI (`format::qemu::BUILDS`: API 4 for
 //! QEMU 9.2 to 11.0, `kern-profile.so`; API 7 for 11.1 and later, `kern-profile-api7.so`).
 //! Where the build a QEMU loads is looked for, in order:
 //! 1. beside the `kern-profile` binary: its file name (what `scripts/build.sh` puts in
@@ -21,7 +21,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kern_profile_recorder::version::{Build, BUILDS};
+use kern_profile_format::qemu::{Build, BUILDS};
 use object::{Object, ObjectSection, ObjectSymbol};
 
 use super::RecordError;

@@ -5,7 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use kern_profile_recorder::version::{build_for_qemu, min_qemu_version, parse_qemu_version, Build};
+use kern_profile_format::qemu::{build_for_qemu, min_qemu_version, parse_qemu_version, Build};
 
 use super::RecordError;
 
@@ -150,7 +150,7 @@ mod tests {
             path: "/usr/bin/qemu-system-i386".into(),
             args: args.iter().map(OsString::from).collect(),
             version: "10.0.2".into(),
-            build: &kern_profile_recorder::version::BUILDS[0],
+            build: &kern_profile_format::qemu::BUILDS[0],
         }
     }
 

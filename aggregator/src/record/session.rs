@@ -16,7 +16,7 @@ use super::plugin::{self, Plugin};
 use super::qemu::QemuCommand;
 use super::RecordError;
 use crate::job::SymbolSources;
-use kern_profile_recorder::version::{discon_qemu_version, version_at_least};
+use kern_profile_format::qemu::{discon_qemu_version, version_at_least};
 
 /// How the plugin samples (its `-plugin` arguments but `out=`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! Which QEMU each plugin build loads on. The numbers live once, in the workspace's
-//! `qemu-version.txt`, compiled in here through `recorder/qemu-version.txt`, a symbolic link to
+//! `qemu-version.txt`, compiled in here through `format/qemu-version.txt`, a symbolic link to
 //! it inside the crate so that `cargo package` stores its content.
 //!
 //! QEMU 11.1 changed the plugin ABI in place (API 7: callbacks without the plugin id, with a
