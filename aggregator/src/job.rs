@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::ProfileError;
 use crate::filter::SampleFilter;
 use crate::options::{Options, OutputFormat};
 use crate::output::callgrind::CallgrindRenderer;
@@ -18,6 +17,7 @@ use crate::output::trace::TraceRenderer;
 use crate::output::CpuRenderer;
 use crate::stacks::NameStyle;
 use crate::symbolize::Symbolizer;
+use crate::ProfileError;
 
 /// Where names come from: the kernel ELF and/or further symbol sources (`--symbols`: text
 /// maps or ELFs, looked up after the kernel ELF in order), and user programs.

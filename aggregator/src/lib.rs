@@ -24,40 +24,27 @@
 //! # Ok::<(), kern_profile::ProfileError>(())
 //! ```
 
-pub mod address_space;
 pub mod alloc_cmd;
 pub mod atomic_file;
-pub mod boundary;
-pub mod collect;
-pub mod counts;
-pub mod cpu_list;
-mod error;
-pub mod exact;
-pub mod filter;
-pub mod folded;
-pub mod input;
 pub mod job;
 pub mod live;
-pub mod options;
 pub mod output;
-pub mod place;
-pub mod profile;
 pub mod progress;
 pub mod record;
-pub mod stacks;
-pub mod stuck;
-pub mod unnamed;
-pub mod user_stack;
-pub mod warning;
-
-pub use kern_profile_symbols as symbolize;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+// The profile model and the symbols, where this crate's modules and tests name them.
+pub use kern_profile_profile::{
+    address_space, boundary, collect, counts, cpu_list, exact, filter, folded, input, options,
+    place, profile, stacks, stuck, unnamed, user_stack, warning,
+};
+pub use kern_profile_symbols as symbolize;
+
 pub use cpu_list::{CpuList, CpuListError};
-pub use error::ProfileError;
 pub use folded::Folded;
+pub use kern_profile_profile::ProfileError;
 pub use options::{ModeFilter, Options, OutputFormat};
 pub use symbolize::{SymbolError, Symbolizer};
 pub use warning::Warning;
@@ -100,7 +87,14 @@ impl CpuJob {
     /// renderer for an `exact=only` recording).
     pub fn run(&self, out: &mut dyn Write) -> Result<RunReport, ProfileError> {
         let mut sym = self.sources.load()?;
-        let mut run = Run::new(self, &mut sym);
+        let mut run = Run::new(
+            &self.input,
+            self.progress,
+            &self.filter,
+            self.style,
+            self.sources.kernel_name(),
+            &mut sym,
+        );
         let renderer = match &self.exact_only {
             Some(r) if run.exact_only()? => r.as_ref().map_err(|e| job::unsupported(e))?,
             _ => &self.renderer,

@@ -313,6 +313,7 @@ impl CpuArgs {
 }
 
 fn main() -> ExitCode {
+    kern_profile::progress::install();
     let cli = Cli::parse();
     let result = match cli.command {
         None => run(cli.report).map(|()| ExitCode::SUCCESS),

@@ -28,6 +28,13 @@ pub fn bar(enabled: bool, len: u64, what: &str) -> ProgressBar {
         .with_finish(ProgressFinish::AndClear)
 }
 
+/// Installs the bar as the profile crate's reader wrapper (CPU runs' sample files).
+pub fn install() {
+    kern_profile_profile::progress::install(|file, len, what| {
+        Box::new(reader(file, true, len, what))
+    });
+}
+
 /// `inner` read through a bar for `len` bytes of `what` (see [`bar`]).
 pub fn reader<R: Read>(inner: R, enabled: bool, len: u64, what: &str) -> ProgressReader<R> {
     bar(enabled, len, what).wrap_read(inner)

@@ -19,10 +19,10 @@ use std::io::Write;
 use std::rc::Rc;
 
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::output::{file_name, write_err, CpuRenderer};
 use crate::stacks::{short_path, NameStyle, StackNamer, UNKNOWN_FRAME};
 use crate::symbolize::Frame;
+use crate::ProfileError;
 
 /// The exact counts as a callgrind profile.
 pub struct CallgrindRenderer;

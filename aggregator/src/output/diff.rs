@@ -6,11 +6,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::folded::Folded;
 use crate::options::{Options, OutputFormat};
 use crate::output::svg::{write_svg_lines, SvgParams, SvgRenderer};
 use crate::output::{file_name, write_err, CpuRenderer};
+use crate::ProfileError;
 
 /// The two-count folded lines `stack BASE THIS`, sorted.
 pub fn diff_lines(base: &Folded, this: &Folded, normalize: bool) -> io::Result<Vec<u8>> {

@@ -4,7 +4,6 @@
 use std::io::Write;
 
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::exact::exact_folded;
 use crate::folded::Folded;
 use crate::options::{Options, OutputFormat};
@@ -12,6 +11,7 @@ use crate::output::svg::{write_svg, SvgRenderer};
 use crate::output::text::write_report;
 use crate::output::{write_err, CpuRenderer};
 use crate::profile::CpuProfile;
+use crate::ProfileError;
 
 /// Exact instruction counts, drawn as `format`.
 pub struct ExactRenderer {

@@ -18,12 +18,12 @@ use rustc_hash::FxHashMap;
 
 use crate::address_space::AddressSpaces;
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::filter::{NameRules, SampleFilter};
 use crate::input::{CpuInput, ReadSummary, Sample};
 use crate::output::CpuRenderer;
 use crate::stacks::{KeyBuilder, StackNamer, UNKNOWN_FRAME};
 use crate::warning::Warning;
+use crate::ProfileError;
 
 /// A distinct address stack of a thread: its interned stack (`None`: empty), or dropped by
 /// `--focus`/`--exclude`.

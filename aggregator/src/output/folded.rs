@@ -3,9 +3,9 @@
 use std::io::{self, Write};
 
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::folded::Folded;
 use crate::output::{write_err, CpuRenderer};
+use crate::ProfileError;
 
 /// Writes `folded` as collapsed stack lines.
 pub fn write_folded(folded: &Folded, out: impl Write) -> io::Result<()> {

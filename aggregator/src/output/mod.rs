@@ -23,7 +23,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::collect::Run;
-use crate::error::ProfileError;
+use crate::ProfileError;
 
 /// One output of a CPU run.
 pub trait CpuRenderer {

@@ -36,13 +36,13 @@ use prost::Message;
 use rustc_hash::FxHashMap;
 
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::output::pprof_proto::{self as pb, Profile};
 use crate::output::CpuRenderer;
 use crate::stacks::{
     meta_vcpu, synthetic_roots, NameStyle, StackNamer, INLINE_SUFFIX, UNKNOWN_FRAME,
 };
 use crate::symbolize::Symbolizer;
+use crate::ProfileError;
 
 /// A pprof profile of the samples, or of the exact counts.
 pub struct PprofRenderer {

@@ -6,11 +6,11 @@ use std::io::{self, Write};
 use inferno::flamegraph::{self, color::MultiPalette, Direction, Palette};
 
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::folded::Folded;
 use crate::options::Options;
 use crate::output::describe::subtitle;
 use crate::output::{write_err, CpuRenderer};
+use crate::ProfileError;
 
 /// What the flamegraph says around its frames.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,11 +7,13 @@ use std::io::{self, Write};
 
 use rustc_hash::FxHashMap;
 
+pub use kern_profile_profile::percent::pct;
+
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::folded::Folded;
 use crate::output::describe::describe;
 use crate::output::{write_err, CpuRenderer};
+use crate::ProfileError;
 
 /// One function's counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,15 +144,6 @@ impl CpuRenderer for TextRenderer {
         header.extend(run.sym.corrections().describe());
         write_report(&folded, &header, self.top, "samples", out).map_err(write_err)?;
         Ok(run.summary(&profile, &folded))
-    }
-}
-
-/// `part` of `total` in percent.
-pub fn pct(part: u64, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        part as f64 * 100.0 / total as f64
     }
 }
 

@@ -38,11 +38,11 @@ use rustc_hash::FxHashMap;
 use crate::address_space::AddressSpaces;
 use crate::boundary;
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::filter::NameRules;
 use crate::output::{file_name, write_err, CpuRenderer};
 use crate::stacks::{meta_user, KeyBuilder, StackNamer};
 use crate::warning::Warning;
+use crate::ProfileError;
 
 /// The sampled stacks as a Chrome trace.
 pub struct TraceRenderer;

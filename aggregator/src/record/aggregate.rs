@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 use crate::atomic_file::AtomicFile;
 use crate::collect::Run;
-use crate::error::ProfileError;
 use crate::job::{CpuJob, SymbolSources};
 use crate::options::{Options, OutputFormat};
 use crate::output::text::{function_rows, FunctionRow};
 use crate::output::CpuRenderer;
 use crate::warning::Warning;
+use crate::ProfileError;
 
 /// What the aggregation wrote and found.
 #[derive(Debug, Default)]

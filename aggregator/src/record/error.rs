@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::error::ProfileError;
+use crate::ProfileError;
 
 /// Errors of a recording session.
 #[derive(Debug, thiserror::Error)]

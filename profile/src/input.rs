@@ -4,7 +4,6 @@
 //! The legacy format (the original C plugin) has no header, no vCPU, no time and no mode:
 //! its samples read as vCPU 0, kernel mode, without time, the first address being the PC.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -16,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::address_space::{self, CodeSamples};
 use crate::error::ProfileError;
-use crate::progress::{self, ProgressReader};
+use crate::progress;
 use crate::unnamed::CpuState;
 
 /// One sample, normalised across formats.
@@ -98,8 +97,8 @@ pub struct CpuInput {
 }
 
 enum Reader {
-    Raw(RawReader<ProgressReader<File>>),
-    Legacy(LegacyReader<ProgressReader<File>>),
+    Raw(RawReader<Box<dyn Read>>),
+    Legacy(LegacyReader<Box<dyn Read>>),
 }
 
 impl CpuInput {
@@ -174,7 +173,7 @@ impl CpuInput {
 }
 
 fn read_raw(
-    mut r: RawReader<ProgressReader<File>>,
+    mut r: RawReader<Box<dyn Read>>,
     want_exact: bool,
     sum: &mut ReadSummary,
     on_sample: &mut impl FnMut(&Sample<'_>),
@@ -200,7 +199,7 @@ fn read_raw(
 }
 
 fn read_legacy(
-    mut r: LegacyReader<ProgressReader<File>>,
+    mut r: LegacyReader<Box<dyn Read>>,
     sum: &mut ReadSummary,
     on_sample: &mut impl FnMut(&Sample<'_>),
 ) -> Result<(), FormatError> {

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use crate::cpu_list::CpuList;
 
 /// What to write (`-f` on the command line: the first line of each variant's doc is its help).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum OutputFormat {
     /// Interactive flamegraph (inferno; the default)
     #[default]

@@ -144,7 +144,7 @@ impl Warning {
             .iter()
             .filter(|(s, _)| s.rsplit(';').next() == Some(UNKNOWN_FRAME))
             .fold(0u64, |t, (_, n)| t.saturating_add(*n));
-        let share = crate::output::text::pct(unknown, folded.total);
+        let share = crate::percent::pct(unknown, folded.total);
         (share > 50.0).then(|| Warning::MostlyUnknown {
             share,
             kernel: kernel.to_string(),

@@ -10,13 +10,12 @@ use crate::error::ProfileError;
 use crate::filter::SampleFilter;
 use crate::folded::Folded;
 use crate::input::CpuInput;
-use crate::job::CpuJob;
 use crate::profile::CpuProfile;
 use crate::stacks::{synthetic_roots, NameStyle, StackNamer};
 use crate::symbolize::Symbolizer;
 use crate::warning::Warning;
 
-/// What a renderer draws from: the job's input, filter and naming style, the loaded
+/// What a renderer draws from: a job's input, filter and naming style, the loaded
 /// symbols, and the warnings so far.
 pub struct Run<'a> {
     pub input: &'a Path,
@@ -30,14 +29,23 @@ pub struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    pub fn new(job: &'a CpuJob, sym: &'a mut Symbolizer) -> Self {
+    /// A run over `input`, its symbols' loading warnings first; `kernel` names the kernel
+    /// in titles.
+    pub fn new(
+        input: &'a Path,
+        progress: bool,
+        filter: &'a SampleFilter,
+        style: NameStyle,
+        kernel: String,
+        sym: &'a mut Symbolizer,
+    ) -> Self {
         let warnings = sym.warnings().into_iter().map(Warning::Symbols).collect();
         Run {
-            input: &job.input,
-            progress: job.progress,
-            filter: &job.filter,
-            style: job.style,
-            kernel: job.sources.kernel_name(),
+            input,
+            progress,
+            filter,
+            style,
+            kernel,
             sym,
             warnings,
         }
