@@ -28,7 +28,6 @@ pub mod alloc_cmd;
 pub mod atomic_file;
 pub mod job;
 pub mod live;
-pub mod output;
 pub mod progress;
 pub mod record;
 
@@ -40,6 +39,7 @@ pub use kern_profile_profile::{
     address_space, boundary, collect, counts, cpu_list, exact, filter, folded, input, options,
     place, profile, stacks, stuck, unnamed, user_stack, warning,
 };
+pub use kern_profile_render as output;
 pub use kern_profile_symbols as symbolize;
 
 pub use cpu_list::{CpuList, CpuListError};

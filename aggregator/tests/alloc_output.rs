@@ -5,8 +5,9 @@ mod common;
 use std::path::PathBuf;
 
 use common::trace::Trace;
+use kern_profile::alloc_cmd::draw_timeline;
 use kern_profile::output::alloc_report::write_report;
-use kern_profile::output::timeline::{draw_timeline, timeline_file_name};
+use kern_profile::output::timeline::timeline_file_name;
 use kern_profile_alloc::{analyze, Analysis, Options, View};
 
 fn name_stack(frames: &[u64]) -> String {

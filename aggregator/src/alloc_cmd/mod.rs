@@ -17,7 +17,7 @@ mod options;
 
 pub use error::AllocCmdError;
 pub use kern_profile_alloc::View as AllocView;
-use kern_profile_alloc::{analyze_any, Analysis};
+use kern_profile_alloc::{analyze_any, AllocatorProfile, Analysis};
 pub use options::{AllocFormat, AllocOptions};
 
 use crate::atomic_file::write_atomically;
@@ -25,7 +25,7 @@ use crate::folded::{Folded, FoldedBuilder};
 use crate::output::alloc_flamegraph::flamegraph_params;
 use crate::output::alloc_report::write_report;
 use crate::output::svg::write_svg;
-use crate::output::timeline::{draw_timeline, timeline_file_name};
+use crate::output::timeline::{timeline_file_name, timeline_svg};
 use crate::progress;
 use crate::stacks::{NameStyle, StackNamer, UNKNOWN_FRAME};
 use crate::symbolize::Symbolizer;
@@ -247,6 +247,19 @@ fn write_file(
     f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), AllocCmdError> {
     write_atomically(path, f).map_err(|source| AllocCmdError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Draws `p`'s timeline (x: operation index, y: live units) as an SVG file at `path`, written
+/// whole or not at all; the title names the allocator and its peak, which is marked.
+pub fn draw_timeline(path: &Path, p: &AllocatorProfile) -> Result<(), AllocCmdError> {
+    let svg = timeline_svg(p).map_err(|what| AllocCmdError::Plot {
+        path: path.to_path_buf(),
+        what,
+    })?;
+    write_atomically(path, |w| w.write_all(svg.as_bytes())).map_err(|source| AllocCmdError::Write {
         path: path.to_path_buf(),
         source,
     })

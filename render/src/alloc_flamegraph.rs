@@ -2,8 +2,8 @@
 
 use kern_profile_alloc::{AllocatorProfile, View};
 
-use crate::folded::Folded;
-use crate::output::svg::SvgParams;
+use crate::svg::SvgParams;
+use kern_profile_profile::folded::Folded;
 
 /// What a view's weights are.
 fn view_noun(view: View) -> (&'static str, &'static str) {

@@ -16,14 +16,14 @@ use fxprof_processed_profile::{
 use kern_profile_format::{Arch, Header, SamplingMode};
 use rustc_hash::FxHashMap;
 
-use crate::address_space::AddressSpaces;
-use crate::collect::Run;
-use crate::filter::{NameRules, SampleFilter};
-use crate::input::{CpuInput, ReadSummary, Sample};
-use crate::output::CpuRenderer;
-use crate::stacks::{KeyBuilder, StackNamer, UNKNOWN_FRAME};
-use crate::warning::Warning;
-use crate::ProfileError;
+use crate::CpuRenderer;
+use kern_profile_profile::address_space::AddressSpaces;
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::filter::{NameRules, SampleFilter};
+use kern_profile_profile::input::{CpuInput, ReadSummary, Sample};
+use kern_profile_profile::stacks::{KeyBuilder, StackNamer, UNKNOWN_FRAME};
+use kern_profile_profile::warning::Warning;
+use kern_profile_profile::ProfileError;
 
 /// A distinct address stack of a thread: its interned stack (`None`: empty), or dropped by
 /// `--focus`/`--exclude`.

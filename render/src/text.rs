@@ -9,11 +9,11 @@ use rustc_hash::FxHashMap;
 
 pub use kern_profile_profile::percent::pct;
 
-use crate::collect::Run;
-use crate::folded::Folded;
-use crate::output::describe::describe;
-use crate::output::{write_err, CpuRenderer};
-use crate::ProfileError;
+use crate::describe::describe;
+use crate::{write_err, CpuRenderer};
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::folded::Folded;
+use kern_profile_profile::ProfileError;
 
 /// One function's counts.
 #[derive(Debug, Clone, PartialEq, Eq)]

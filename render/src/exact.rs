@@ -3,15 +3,15 @@
 
 use std::io::Write;
 
-use crate::collect::Run;
-use crate::exact::exact_folded;
-use crate::folded::Folded;
-use crate::options::{Options, OutputFormat};
-use crate::output::svg::{write_svg, SvgRenderer};
-use crate::output::text::write_report;
-use crate::output::{write_err, CpuRenderer};
-use crate::profile::CpuProfile;
-use crate::ProfileError;
+use crate::svg::{write_svg, SvgRenderer};
+use crate::text::write_report;
+use crate::{write_err, CpuRenderer};
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::exact::exact_folded;
+use kern_profile_profile::folded::Folded;
+use kern_profile_profile::options::{Options, OutputFormat};
+use kern_profile_profile::profile::CpuProfile;
+use kern_profile_profile::ProfileError;
 
 /// Exact instruction counts, drawn as `format`.
 pub struct ExactRenderer {

@@ -35,14 +35,14 @@ use std::rc::Rc;
 use kern_profile_format::Arch;
 use rustc_hash::FxHashMap;
 
-use crate::address_space::AddressSpaces;
-use crate::boundary;
-use crate::collect::Run;
-use crate::filter::NameRules;
-use crate::output::{file_name, write_err, CpuRenderer};
-use crate::stacks::{meta_user, KeyBuilder, StackNamer};
-use crate::warning::Warning;
-use crate::ProfileError;
+use crate::{file_name, write_err, CpuRenderer};
+use kern_profile_profile::address_space::AddressSpaces;
+use kern_profile_profile::boundary;
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::filter::NameRules;
+use kern_profile_profile::stacks::{meta_user, KeyBuilder, StackNamer};
+use kern_profile_profile::warning::Warning;
+use kern_profile_profile::ProfileError;
 
 /// The sampled stacks as a Chrome trace.
 pub struct TraceRenderer;

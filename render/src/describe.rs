@@ -5,12 +5,12 @@ use kern_profile_format::{
     CpuFormat, Header, HostTimerStats, SamplingMode, StopCounts, StopReason, StopsFrom,
 };
 
-use crate::filter::SampleFilter;
-use crate::input::ReadSummary;
-use crate::options::ModeFilter;
-use crate::output::text::pct;
-use crate::place::StopsByPlace;
-use crate::profile::CpuProfile;
+use crate::text::pct;
+use kern_profile_profile::filter::SampleFilter;
+use kern_profile_profile::input::ReadSummary;
+use kern_profile_profile::options::ModeFilter;
+use kern_profile_profile::place::StopsByPlace;
+use kern_profile_profile::profile::CpuProfile;
 
 /// Header lines of the text report; with `split`, the kernel/user split of the kept
 /// samples (by the mode each was sampled in), per vCPU too with `per_cpu`.

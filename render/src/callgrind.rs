@@ -18,11 +18,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::rc::Rc;
 
-use crate::collect::Run;
-use crate::output::{file_name, write_err, CpuRenderer};
-use crate::stacks::{short_path, NameStyle, StackNamer, UNKNOWN_FRAME};
-use crate::symbolize::Frame;
-use crate::ProfileError;
+use crate::{file_name, write_err, CpuRenderer};
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::stacks::{short_path, NameStyle, StackNamer, UNKNOWN_FRAME};
+use kern_profile_profile::ProfileError;
+use kern_profile_symbols::Frame;
 
 /// The exact counts as a callgrind profile.
 pub struct CallgrindRenderer;
@@ -35,7 +35,7 @@ type Costs = BTreeMap<FnKey, BTreeMap<u32, u64>>;
 
 impl CpuRenderer for CallgrindRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let profile = crate::output::exact::collect_exact(run)?;
+        let profile = crate::exact::collect_exact(run)?;
         let costs = costs(run, &profile.summary.exact);
         let total: u64 = costs.values().flat_map(|l| l.values()).sum();
         let header = Header {

@@ -1,13 +1,8 @@
 //! An allocator's live units over the trace as an SVG chart (plotters), from the points
-//! the analysis kept.
-
-use std::path::Path;
+//! the analysis kept (the allocation command writes it: `draw_timeline`).
 
 use kern_profile_alloc::AllocatorProfile;
 use plotters::prelude::*;
-
-use crate::alloc_cmd::AllocCmdError;
-use crate::atomic_file::write_atomically;
 
 /// The file name of an allocator's timeline, `mem-<allocator>-timeline.svg`, with any
 /// character other than ASCII letters, digits, `-`, `_` and `.` replaced by `_`.
@@ -25,21 +20,8 @@ pub fn timeline_file_name(allocator: &str) -> String {
     format!("mem-{safe}-timeline.svg")
 }
 
-/// Draws `p`'s timeline (x: operation index, y: live units) as an SVG file at `path`, written
-/// whole or not at all; the title names the allocator and its peak, which is marked.
-pub fn draw_timeline(path: &Path, p: &AllocatorProfile) -> Result<(), AllocCmdError> {
-    let svg = timeline_svg(p).map_err(|what| AllocCmdError::Plot {
-        path: path.to_path_buf(),
-        what,
-    })?;
-    write_atomically(path, |w| w.write_all(svg.as_bytes())).map_err(|source| AllocCmdError::Write {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
 /// The timeline's SVG text; a plotters error as text.
-fn timeline_svg(p: &AllocatorProfile) -> Result<String, String> {
+pub fn timeline_svg(p: &AllocatorProfile) -> Result<String, String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let s = &p.stats;
     let x_end = p

@@ -2,10 +2,10 @@
 
 use std::io::{self, Write};
 
-use crate::collect::Run;
-use crate::folded::Folded;
-use crate::output::{write_err, CpuRenderer};
-use crate::ProfileError;
+use crate::{write_err, CpuRenderer};
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::folded::Folded;
+use kern_profile_profile::ProfileError;
 
 /// Writes `folded` as collapsed stack lines.
 pub fn write_folded(folded: &Folded, out: impl Write) -> io::Result<()> {

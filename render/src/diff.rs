@@ -5,12 +5,12 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::collect::Run;
-use crate::folded::Folded;
-use crate::options::{Options, OutputFormat};
-use crate::output::svg::{write_svg_lines, SvgParams, SvgRenderer};
-use crate::output::{file_name, write_err, CpuRenderer};
-use crate::ProfileError;
+use crate::svg::{write_svg_lines, SvgParams, SvgRenderer};
+use crate::{file_name, write_err, CpuRenderer};
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::folded::Folded;
+use kern_profile_profile::options::{Options, OutputFormat};
+use kern_profile_profile::ProfileError;
 
 /// The two-count folded lines `stack BASE THIS`, sorted.
 pub fn diff_lines(base: &Folded, this: &Folded, normalize: bool) -> io::Result<Vec<u8>> {

@@ -5,12 +5,12 @@ use std::io::{self, Write};
 
 use inferno::flamegraph::{self, color::MultiPalette, Direction, Palette};
 
-use crate::collect::Run;
-use crate::folded::Folded;
-use crate::options::Options;
-use crate::output::describe::subtitle;
-use crate::output::{write_err, CpuRenderer};
-use crate::ProfileError;
+use crate::describe::subtitle;
+use crate::{write_err, CpuRenderer};
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::folded::Folded;
+use kern_profile_profile::options::Options;
+use kern_profile_profile::ProfileError;
 
 /// What the flamegraph says around its frames.
 #[derive(Debug, Clone, PartialEq, Eq)]

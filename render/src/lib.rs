@@ -1,7 +1,7 @@
 //! The output formats, one file each, behind [`CpuRenderer`]: flamegraph SVG, folded stacks,
 //! Firefox Profiler JSON, pprof, callgrind, Chrome trace events, text report, differential
 //! flamegraph and exact counts; plus the words shared by several ([`describe`]). A new format
-//! is one more file here and one more arm in [`crate::job`]. Allocation mode's own outputs:
+//! is one more file here and one more arm in the command's job. Allocation mode's own outputs:
 //! [`alloc_flamegraph`], [`alloc_report`], [`timeline`].
 
 pub mod alloc_flamegraph;
@@ -22,8 +22,8 @@ pub mod trace;
 use std::io::Write;
 use std::path::Path;
 
-use crate::collect::Run;
-use crate::ProfileError;
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::ProfileError;
 
 /// One output of a CPU run.
 pub trait CpuRenderer {

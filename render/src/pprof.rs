@@ -3,7 +3,7 @@
 //! needed to read it.
 //!
 //! Built from the same model as the folded output: the interned address stacks of
-//! [`crate::profile::CpuProfile`] named by [`StackNamer`] (so the same names, `--focus`,
+//! [`kern_profile_profile::profile::CpuProfile`] named by [`StackNamer`] (so the same names, `--focus`,
 //! `--exclude`, `--user` and every filter), or, with `--exact`, the exact counts per address
 //! as [`crate::exact`] names them. Then:
 //!
@@ -35,14 +35,14 @@ use kern_profile_format::{Header, SamplingMode};
 use prost::Message;
 use rustc_hash::FxHashMap;
 
-use crate::collect::Run;
-use crate::output::pprof_proto::{self as pb, Profile};
-use crate::output::CpuRenderer;
-use crate::stacks::{
+use crate::pprof_proto::{self as pb, Profile};
+use crate::CpuRenderer;
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::stacks::{
     meta_vcpu, synthetic_roots, NameStyle, StackNamer, INLINE_SUFFIX, UNKNOWN_FRAME,
 };
-use crate::symbolize::Symbolizer;
-use crate::ProfileError;
+use kern_profile_profile::ProfileError;
+use kern_profile_symbols::Symbolizer;
 
 /// A pprof profile of the samples, or of the exact counts.
 pub struct PprofRenderer {
@@ -196,7 +196,7 @@ fn sampled_profile(run: &mut Run<'_>) -> Result<(Profile, String), ProfileError>
             profile.kept,
             profile.summary.tally.samples,
             run.kernel,
-            crate::output::file_name(run.input)
+            crate::file_name(run.input)
         ),
     };
     let p = build(&stacks, &images, &meta);
@@ -311,7 +311,7 @@ fn exact_profile(run: &mut Run<'_>) -> Result<(Profile, String), ProfileError> {
         comment: format!(
             "kern-profile: exact instruction counts (exact=on) of {}, from {}",
             run.kernel,
-            crate::output::file_name(run.input)
+            crate::file_name(run.input)
         ),
     };
     let p = build(&stacks, &images, &meta);
@@ -352,7 +352,7 @@ impl Images {
             let (lo, hi) = sym.user_elf(i).map_or((0, 0), |e| span(e.segments()));
             list.push((name.to_string(), lo, hi));
             user_roots.push((
-                format!("{} {name}", crate::stacks::USER_FRAME),
+                format!("{} {name}", kern_profile_profile::stacks::USER_FRAME),
                 list.len() as u64,
             ));
         }
