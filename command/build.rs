@@ -1,6 +1,6 @@
 //! Embeds kern-profile's QEMU plugin builds (one per plugin ABI: API 4 for QEMU 9.2 to 11.0,
 //! API 7 for 11.1 and later) into the `kern-profile` binary, so that a binary built anywhere,
-//! `cargo install --path aggregator` included, can run `kern-profile record` on any of those
+//! `cargo install --path command` included, can run `kern-profile record` on any of those
 //! QEMUs with nothing else installed (`src/record/plugin.rs` writes the one QEMU loads to a
 //! cache file).
 //!
@@ -53,7 +53,7 @@ fn build_plugins(out: &Path) -> Option<[PathBuf; 2]> {
     let ws = manifest.parent()?;
     if !ws.join("plugin/Cargo.toml").exists() {
         println!(
-            "cargo:warning=no plugin/ beside the aggregator: kern-profile is built without its plugin (install kern-profile.so beside the binary)"
+            "cargo:warning=no plugin/ beside command/: kern-profile is built without its plugin (install kern-profile.so beside the binary)"
         );
         return None;
     }

@@ -52,7 +52,7 @@ pub enum RecordError {
     KernelArg { path: PathBuf, why: String },
     #[error("--window {name}: {why}")]
     Window { name: String, why: String },
-    #[error("kern-profile's QEMU plugin {build} was not found; looked for {}. Reinstall kern-profile (`cargo install --path aggregator` embeds every plugin build; the Debian package installs them in /usr/lib/kern-profile/), or give one with --plugin", list(searched))]
+    #[error("kern-profile's QEMU plugin {build} was not found; looked for {}. Reinstall kern-profile (`cargo install --path command` embeds every plugin build; the Debian package installs them in /usr/lib/kern-profile/), or give one with --plugin", list(searched))]
     PluginNotFound {
         build: String,
         searched: Vec<String>,
