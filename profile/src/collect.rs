@@ -10,7 +10,7 @@ use crate::error::ProfileError;
 use crate::filter::SampleFilter;
 use crate::folded::Folded;
 use crate::input::CpuInput;
-use crate::profile::CpuProfile;
+use crate::profile::{CpuProfile, SampleSink};
 use crate::stacks::{synthetic_roots, NameStyle, StackNamer};
 use crate::symbolize::Symbolizer;
 use crate::warning::Warning;
@@ -87,7 +87,19 @@ impl<'a> Run<'a> {
     /// filter keeps, then, with `--focus`/`--exclude`, the distinct stacks their names keep.
     pub fn collect(&mut self, path: &Path, want_exact: bool) -> Result<CpuProfile, ProfileError> {
         let input = self.open(path)?;
-        let mut profile = CpuProfile::collect(input, self.sym, self.filter, want_exact)?;
+        self.collect_from(input, want_exact, &mut [])
+    }
+
+    /// [`Run::collect`] of an input already open, feeding `sinks` every kept sample on the
+    /// way (one pass for several outputs).
+    pub fn collect_from(
+        &mut self,
+        input: CpuInput,
+        want_exact: bool,
+        sinks: &mut [&mut dyn SampleSink],
+    ) -> Result<CpuProfile, ProfileError> {
+        let mut profile =
+            CpuProfile::collect_into(input, self.sym, self.filter, want_exact, sinks)?;
         if self.filter.names.is_active() {
             let rules = &self.filter.names;
             let mut namer =

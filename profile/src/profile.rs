@@ -12,12 +12,18 @@ use crate::boundary::is_marker;
 use crate::counts::{RunCoalescer, StackCounts};
 use crate::error::ProfileError;
 use crate::filter::SampleFilter;
-use crate::input::{CpuInput, ReadSummary};
+use crate::input::{CpuInput, ReadSummary, Sample};
 use crate::place::{Place, StopsByPlace};
 use crate::stacks::{meta_unhidden, meta_user, meta_vcpu, KeyBuilder};
 use crate::stuck::{Stuck, StuckDetector};
 use crate::symbolize::Symbolizer;
 use crate::warning::Warning;
+
+/// What a pass feeds besides the counts: each kept sample with its interning key (see
+/// [`KeyBuilder`]), in file order; `seq` is its index among all the file's samples.
+pub trait SampleSink {
+    fn sample(&mut self, s: &Sample<'_>, key: &[u64], seq: u64);
+}
 
 /// Samples of one file, interned by address stack.
 #[derive(Debug)]
@@ -56,6 +62,18 @@ impl CpuProfile {
         filter: &SampleFilter,
         want_exact: bool,
     ) -> Result<Self, ProfileError> {
+        Self::collect_into(input, sym, filter, want_exact, &mut [])
+    }
+
+    /// [`CpuProfile::collect`], feeding every kept sample to `sinks` on the way: one pass
+    /// for the counts and for the outputs that need each sample (e.g. at its time).
+    pub fn collect_into(
+        input: CpuInput,
+        sym: &mut Symbolizer,
+        filter: &SampleFilter,
+        want_exact: bool,
+        sinks: &mut [&mut dyn SampleSink],
+    ) -> Result<Self, ProfileError> {
         let (path, format, header) = (input.path.clone(), input.format, input.header.clone());
         let version = input.version;
         let markers = header.as_ref().is_some_and(|h| h.markers);
@@ -72,8 +90,14 @@ impl CpuProfile {
         let mut stuck = StuckDetector::default();
         let cuts_before = sym.no_code_cuts();
         let mut stops_by_place = StopsByPlace::default();
+        let mut seq = 0u64;
         let summary = input.for_each(want_exact, |s| {
+            let index = seq;
+            seq += 1;
             if keys.build(s, sym, &mut key) {
+                for sink in sinks.iter_mut() {
+                    sink.sample(s, &key, index);
+                }
                 runs.add(s.vcpu, &key, &mut counts);
                 stuck.add(s.vcpu, &key);
                 kept += 1;

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use crate::svg::{write_svg, SvgRenderer};
 use crate::text::write_report;
-use crate::{write_err, CpuRenderer};
+use crate::{write_err, Collected, CpuRenderer, Needs};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::exact::exact_folded;
 use kern_profile_profile::folded::Folded;
@@ -55,6 +55,14 @@ impl ExactRenderer {
 /// The run's profile with its exact counts, for the outputs made of them: an error when
 /// the file has none, or when a time range is asked (exact counts are the whole run's).
 pub(crate) fn collect_exact(run: &mut Run<'_>) -> Result<CpuProfile, ProfileError> {
+    no_time_range(run)?;
+    let profile = run.collect(run.input, true)?;
+    has_exact(&profile)?;
+    Ok(profile)
+}
+
+/// Exact counts are the whole run's: no time range.
+fn no_time_range(run: &Run<'_>) -> Result<(), ProfileError> {
     if run.filter.time.is_set() {
         return Err(ProfileError::Unsupported(
             "exact counts are totals of the whole run, without time: drop \
@@ -62,16 +70,51 @@ pub(crate) fn collect_exact(run: &mut Run<'_>) -> Result<CpuProfile, ProfileErro
                 .into(),
         ));
     }
-    let profile = run.collect(run.input, true)?;
+    Ok(())
+}
+
+fn has_exact(profile: &CpuProfile) -> Result<(), ProfileError> {
     if !profile.summary.has_exact() {
-        return Err(ProfileError::NoExactData { path: profile.path });
+        return Err(ProfileError::NoExactData {
+            path: profile.path.clone(),
+        });
     }
-    Ok(profile)
+    Ok(())
 }
 
 impl CpuRenderer for ExactRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
         let profile = collect_exact(run)?;
+        self.draw_profile(run, &profile, out)
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            exact: true,
+            samples: false,
+        }
+    }
+
+    fn draw(
+        &self,
+        run: &mut Run<'_>,
+        collected: &mut Collected,
+        out: &mut dyn Write,
+    ) -> Option<Result<String, ProfileError>> {
+        let drawn = no_time_range(run)
+            .and_then(|()| has_exact(&collected.profile))
+            .and_then(|()| self.draw_profile(run, &collected.profile, out));
+        Some(drawn)
+    }
+}
+
+impl ExactRenderer {
+    fn draw_profile(
+        &self,
+        run: &mut Run<'_>,
+        profile: &CpuProfile,
+        out: &mut dyn Write,
+    ) -> Result<String, ProfileError> {
         let (addresses, filter) = (run.style.addresses, run.filter);
         let folded = exact_folded(
             &profile.summary.exact,

@@ -2,8 +2,10 @@
 //! samply writes it): one process for the kernel, one thread per vCPU, each sample at its
 //! time so that the timeline and the per-vCPU tracks work.
 //!
-//! Samples stream in: each distinct address stack of a thread is named and interned once,
-//! later samples with it only add a sample row. Legacy files have no time; their samples are
+//! The pass over the recording keeps each kept sample's vCPU, mode, time and distinct address
+//! stack ([`FirefoxSamples`], a sink of the pass the other outputs share); then each distinct
+//! address stack of a thread is named and interned once, in the order the samples came, later
+//! samples with it only adding a sample row. Legacy files have no time; their samples are
 //! placed 1 ms apart, in file order, on one thread.
 
 use std::io::Write;
@@ -13,15 +15,16 @@ use fxprof_processed_profile::{
     CategoryColor, CategoryHandle, CpuDelta, Frame, FrameFlags, FrameInfo, ProcessHandle, Profile,
     ReferenceTimestamp, SamplingInterval, StackHandle, ThreadHandle, Timestamp,
 };
-use kern_profile_format::{Arch, Header, SamplingMode};
+use kern_profile_format::{Header, SamplingMode};
 use rustc_hash::FxHashMap;
 
-use crate::CpuRenderer;
+use crate::{Collected, CpuRenderer, Needs};
 use kern_profile_profile::address_space::AddressSpaces;
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::{NameRules, SampleFilter};
-use kern_profile_profile::input::{CpuInput, ReadSummary, Sample};
-use kern_profile_profile::stacks::{KeyBuilder, StackNamer, UNKNOWN_FRAME};
+use kern_profile_profile::input::Sample;
+use kern_profile_profile::profile::{CpuProfile, SampleSink};
+use kern_profile_profile::stacks::{StackNamer, UNKNOWN_FRAME};
 use kern_profile_profile::warning::Warning;
 use kern_profile_profile::ProfileError;
 
@@ -41,68 +44,135 @@ struct ThreadState {
     samples: u64,
 }
 
-/// The sampled profile as a Firefox Profiler profile, streamed from the input.
+/// The sampled profile as a Firefox Profiler profile, one thread per vCPU.
 pub struct FirefoxRenderer;
 
 impl CpuRenderer for FirefoxRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
         let input = run.open(run.input)?;
-        let format = input.format;
-        let spaces = address_spaces(run, input.header.as_ref().map(|h| h.arch))?;
+        let mut samples = FirefoxSamples::default();
+        let profile =
+            CpuProfile::collect_into(input, run.sym, run.filter, false, &mut [&mut samples])?;
+        self.draw_samples(run, &profile, samples, out)
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            exact: false,
+            samples: true,
+        }
+    }
+
+    fn draw(
+        &self,
+        run: &mut Run<'_>,
+        collected: &mut Collected,
+        out: &mut dyn Write,
+    ) -> Option<Result<String, ProfileError>> {
+        let samples = collected.samples.take().unwrap_or_default();
+        Some(self.draw_samples(run, &collected.profile, samples, out))
+    }
+}
+
+impl FirefoxRenderer {
+    /// Names and writes the samples the pass over `profile`'s file kept.
+    fn draw_samples(
+        &self,
+        run: &mut Run<'_>,
+        profile: &CpuProfile,
+        samples: FirefoxSamples,
+        out: &mut dyn Write,
+    ) -> Result<String, ProfileError> {
+        let arch = profile.header.as_ref().map(|h| h.arch);
+        // Which user program ran in which address space, from the recording's code bytes
+        // (only when user programs are given).
+        let spaces = match run.sym.has_user_binaries() {
+            true => profile.spaces.clone(),
+            false => AddressSpaces::none(arch),
+        };
         run.warnings.extend(spaces.warnings(run.sym));
         let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
-        let (summary, kept) = write_firefox(input, &mut namer, run.filter, &run.kernel, out)?;
+        let kept = write_firefox(
+            profile.header.as_ref(),
+            &samples,
+            &mut namer,
+            run.filter,
+            &run.kernel,
+            out,
+        )?;
         let overlap = namer.overlap_warning();
-        run.warnings
-            .extend(Warning::of_input(run.input, format, &summary));
+        run.warnings.extend(Warning::of_input(
+            run.input,
+            profile.format,
+            &profile.summary,
+        ));
         run.warnings.extend(overlap);
         Ok(format!(
             "{kept} of {} samples in a Firefox profile, one thread per vCPU",
-            summary.tally.samples
+            profile.summary.tally.samples
         ))
     }
 }
 
-/// Which user program ran in which address space: stacks are named as they stream in, so
-/// the recording's code bytes are read first (only when user programs are given).
-fn address_spaces(run: &mut Run<'_>, arch: Option<Arch>) -> Result<AddressSpaces, ProfileError> {
-    if !run.sym.has_user_binaries() {
-        return Ok(AddressSpaces::none(arch));
-    }
-    let code = run.open(run.input)?.for_each(false, |_| {})?.code;
-    Ok(AddressSpaces::decide(&code, arch, run.sym))
+/// The kept samples of a pass, for a Firefox profile: each one's vCPU, mode, time and
+/// distinct interning key, in file order.
+#[derive(Debug, Default)]
+pub struct FirefoxSamples {
+    ids: FxHashMap<Box<[u64]>, u32>,
+    keys: Vec<Box<[u64]>>,
+    samples: Vec<KeptSample>,
 }
 
-/// Reads `input` and writes its profile as JSON to `out`, naming stacks with `namer`.
-/// Returns what reading found and the number of samples kept.
+#[derive(Debug, Clone, Copy)]
+struct KeptSample {
+    vcpu: u32,
+    user: bool,
+    key: u32,
+    ns: u64,
+}
+
+impl SampleSink for FirefoxSamples {
+    fn sample(&mut self, s: &Sample<'_>, key: &[u64], seq: u64) {
+        let id = match self.ids.get(key) {
+            Some(&id) => id,
+            None => {
+                let id = self.keys.len() as u32;
+                self.keys.push(key.into());
+                self.ids.insert(key.into(), id);
+                id
+            }
+        };
+        self.samples.push(KeptSample {
+            vcpu: s.vcpu,
+            user: s.user,
+            key: id,
+            // Legacy samples have no time: 1 ms apart, in file order.
+            ns: s.time_ns.unwrap_or(seq.saturating_mul(1_000_000)),
+        });
+    }
+}
+
+/// Writes the profile of `samples` as JSON to `out`, naming stacks with `namer`. Returns
+/// the number of samples kept.
 pub fn write_firefox(
-    input: CpuInput,
+    header: Option<&Header>,
+    samples: &FirefoxSamples,
     namer: &mut StackNamer<'_>,
     filter: &SampleFilter,
     product: &str,
     out: impl Write,
-) -> Result<(ReadSummary, u64), ProfileError> {
-    let mut b = Builder::new(input.header.as_ref(), product, filter);
+) -> Result<u64, ProfileError> {
+    let mut b = Builder::new(header, product, filter);
     b.rules = filter.names.clone();
-    let markers = input.header.as_ref().is_some_and(|h| h.markers);
-    let keys = KeyBuilder::new(filter).with_markers(markers);
-    let mut key = Vec::with_capacity(256);
-    let mut index = 0u64;
-    let summary = input.for_each(false, |s| {
-        let seq = index;
-        index += 1;
-        if keys.build(s, namer.symbolizer(), &mut key) {
-            // Legacy samples have no time: 1 ms apart, in file order.
-            let ns = s.time_ns.unwrap_or(seq.saturating_mul(1_000_000));
-            b.add(s, &key, ns, namer);
-        }
-    })?;
+    for s in &samples.samples {
+        b.add(s.vcpu, s.user, &samples.keys[s.key as usize], s.ns, namer);
+    }
     let kept = b.kept;
     b.finish(out).map_err(|source| ProfileError::Write {
         what: "the Firefox profile".into(),
         source,
     })?;
-    Ok((summary, kept))
+    Ok(kept)
 }
 
 /// The profile being built, with one thread per vCPU.
@@ -185,18 +255,18 @@ impl Builder {
     }
 
     /// A kept sample with interning key `key`, at `ns`.
-    fn add(&mut self, s: &Sample<'_>, key: &[u64], ns: u64, namer: &mut StackNamer<'_>) {
-        self.thread(s.vcpu);
-        let t = &self.threads[&s.vcpu];
+    fn add(&mut self, vcpu: u32, user: bool, key: &[u64], ns: u64, namer: &mut StackNamer<'_>) {
+        self.thread(vcpu);
+        let t = &self.threads[&vcpu];
         let interned = match t.stacks.get(key) {
             Some(h) => *h,
-            None => self.intern(s, key, namer),
+            None => self.intern(vcpu, user, key, namer),
         };
         let Interned::Kept(stack) = interned else {
             return;
         };
         self.kept += 1;
-        let t = self.threads.get_mut(&s.vcpu).expect("created above");
+        let t = self.threads.get_mut(&vcpu).expect("created above");
         let delta = t.last_ns.map_or(CpuDelta::ZERO, |l| {
             CpuDelta::from_nanos(ns.saturating_sub(l))
         });
@@ -210,8 +280,14 @@ impl Builder {
     /// Names `key` and interns it on the sample's thread. User frames (of a user-mode sample,
     /// or the user part of a system call's stack sampled in the kernel) go in the User
     /// category.
-    fn intern(&mut self, s: &Sample<'_>, key: &[u64], namer: &mut StackNamer<'_>) -> Interned {
-        let t = self.threads.get_mut(&s.vcpu).expect("created by add");
+    fn intern(
+        &mut self,
+        vcpu: u32,
+        user: bool,
+        key: &[u64],
+        namer: &mut StackNamer<'_>,
+    ) -> Interned {
+        let t = self.threads.get_mut(&vcpu).expect("created by add");
         let Some(user_part) = namer.name_key_shaped(key, &self.rules, &mut self.names) else {
             t.stacks.insert(key.into(), Interned::Dropped);
             return Interned::Dropped;
@@ -220,7 +296,7 @@ impl Builder {
         for (i, n) in self.names.iter().enumerate() {
             let category = if &**n == UNKNOWN_FRAME {
                 CategoryHandle::OTHER
-            } else if s.user || user_part.contains(&i) {
+            } else if user || user_part.contains(&i) {
                 self.user_cat
             } else {
                 self.kernel_cat
@@ -231,7 +307,7 @@ impl Builder {
                 flags: FrameFlags::empty(),
             });
         }
-        let t = self.threads.get_mut(&s.vcpu).expect("created by add");
+        let t = self.threads.get_mut(&vcpu).expect("created by add");
         let h = Interned::Kept(
             self.profile
                 .intern_stack_frames(t.handle, self.infos.drain(..)),

@@ -23,6 +23,7 @@ use std::io::Write;
 use std::path::Path;
 
 use kern_profile_profile::collect::Run;
+use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::ProfileError;
 
 /// One output of a CPU run.
@@ -30,6 +31,47 @@ pub trait CpuRenderer {
     /// Collects what this output draws from `run` and writes it to `out`; returns the
     /// one-line summary for the user.
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError>;
+
+    /// What a shared pass must collect for [`CpuRenderer::draw`].
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+
+    /// Draws from what a pass over the recording collected, shared with other outputs;
+    /// `None` when this output reads the input itself (e.g. two of them for a diff).
+    fn draw(
+        &self,
+        _run: &mut Run<'_>,
+        _collected: &mut Collected,
+        _out: &mut dyn Write,
+    ) -> Option<Result<String, ProfileError>> {
+        None
+    }
+}
+
+/// What an output drawn from a shared pass needs of it besides the stack counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The exact counts.
+    pub exact: bool,
+    /// Every kept sample at its time (Firefox).
+    pub samples: bool,
+}
+
+impl Needs {
+    pub fn or(self, other: Needs) -> Needs {
+        Needs {
+            exact: self.exact || other.exact,
+            samples: self.samples || other.samples,
+        }
+    }
+}
+
+/// What one pass over a recording collected, for every output drawn from it.
+pub struct Collected {
+    pub profile: CpuProfile,
+    /// The kept samples at their times, when an output needs them (taken by the first).
+    pub samples: Option<firefox::FirefoxSamples>,
 }
 
 pub(crate) fn write_err(source: std::io::Error) -> ProfileError {

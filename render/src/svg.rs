@@ -6,10 +6,11 @@ use std::io::{self, Write};
 use inferno::flamegraph::{self, color::MultiPalette, Direction, Palette};
 
 use crate::describe::subtitle;
-use crate::{write_err, CpuRenderer};
+use crate::{write_err, Collected, CpuRenderer};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::folded::Folded;
 use kern_profile_profile::options::Options;
+use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::ProfileError;
 
 /// What the flamegraph says around its frames.
@@ -114,13 +115,33 @@ impl SvgRenderer {
 impl CpuRenderer for SvgRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
         let profile = run.collect(run.input, false)?;
-        let folded = run.name(&profile);
+        self.draw_profile(run, &profile, out)
+    }
+
+    fn draw(
+        &self,
+        run: &mut Run<'_>,
+        collected: &mut Collected,
+        out: &mut dyn Write,
+    ) -> Option<Result<String, ProfileError>> {
+        Some(self.draw_profile(run, &collected.profile, out))
+    }
+}
+
+impl SvgRenderer {
+    fn draw_profile(
+        &self,
+        run: &mut Run<'_>,
+        profile: &CpuProfile,
+        out: &mut dyn Write,
+    ) -> Result<String, ProfileError> {
+        let folded = run.name(profile);
         let params = self.params(
             || format!("{}: {} samples", run.kernel, profile.kept),
-            subtitle(&profile, run.filter, self.reverse),
+            subtitle(profile, run.filter, self.reverse),
             "samples",
         );
         write_svg(&folded, &params, out).map_err(write_err)?;
-        Ok(run.summary(&profile, &folded))
+        Ok(run.summary(profile, &folded))
     }
 }

@@ -10,9 +10,10 @@ use rustc_hash::FxHashMap;
 pub use kern_profile_profile::percent::pct;
 
 use crate::describe::describe;
-use crate::{write_err, CpuRenderer};
+use crate::{write_err, Collected, CpuRenderer};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::folded::Folded;
+use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::ProfileError;
 
 /// One function's counts.
@@ -138,12 +139,32 @@ pub struct TextRenderer {
 impl CpuRenderer for TextRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
         let profile = run.collect(run.input, false)?;
-        let folded = run.name(&profile);
+        self.draw_profile(run, &profile, out)
+    }
+
+    fn draw(
+        &self,
+        run: &mut Run<'_>,
+        collected: &mut Collected,
+        out: &mut dyn Write,
+    ) -> Option<Result<String, ProfileError>> {
+        Some(self.draw_profile(run, &collected.profile, out))
+    }
+}
+
+impl TextRenderer {
+    fn draw_profile(
+        &self,
+        run: &mut Run<'_>,
+        profile: &CpuProfile,
+        out: &mut dyn Write,
+    ) -> Result<String, ProfileError> {
+        let folded = run.name(profile);
         let split = profile.summary.tally.user_samples > 0 || run.sym.has_user_binaries();
-        let mut header = describe(&profile, &run.kernel, run.filter, split, self.per_cpu_lines);
+        let mut header = describe(profile, &run.kernel, run.filter, split, self.per_cpu_lines);
         header.extend(run.sym.corrections().describe());
         write_report(&folded, &header, self.top, "samples", out).map_err(write_err)?;
-        Ok(run.summary(&profile, &folded))
+        Ok(run.summary(profile, &folded))
     }
 }
 
