@@ -172,28 +172,47 @@ impl CpuInput {
     }
 }
 
+/// Decodes the records of `r` up to its end, or to the last whole one: each record goes to
+/// `on_record`, then each sample, as a [`Sample`], to `on_sample`. The one decode loop of
+/// raw files, for whole files and for `top`'s growing one alike.
+pub fn decode_raw<R: Read>(
+    r: &mut RawReader<R>,
+    mut on_record: impl FnMut(&Record<'_>),
+    mut on_sample: impl FnMut(&Sample<'_>),
+) -> Result<(), FormatError> {
+    let mut addrs: Vec<u64> = Vec::with_capacity(256);
+    let arch = Some(r.header().arch);
+    while let Some(rec) = r.next_record()? {
+        on_record(&rec);
+        if let Record::Sample(s) = &rec {
+            addrs.clear();
+            addrs.push(s.pc);
+            addrs.extend(s.frames());
+            on_sample(&Sample::of_raw(s, &addrs, arch));
+        }
+    }
+    Ok(())
+}
+
 fn read_raw(
     mut r: RawReader<Box<dyn Read>>,
     want_exact: bool,
     sum: &mut ReadSummary,
     on_sample: &mut impl FnMut(&Sample<'_>),
 ) -> Result<(), FormatError> {
-    let mut addrs: Vec<u64> = Vec::with_capacity(256);
     let arch = Some(r.header().arch);
-    while let Some(rec) = r.next_record()? {
-        sum.tally.add(&rec);
-        match rec {
-            Record::Sample(s) => {
-                addrs.clear();
-                addrs.push(s.pc);
-                addrs.extend(s.frames());
-                on_sample(&Sample::of_raw(&s, &addrs, arch));
+    decode_raw(
+        &mut r,
+        |rec| {
+            sum.tally.add(rec);
+            match rec {
+                Record::ExactBlocks(blocks) if want_exact => add_exact(&mut sum.exact, blocks),
+                Record::CodeBytes(c) => sum.code.add(arch, c),
+                _ => {}
             }
-            Record::ExactBlocks(blocks) if want_exact => add_exact(&mut sum.exact, &blocks),
-            Record::CodeBytes(c) => sum.code.add(arch, &c),
-            _ => {}
-        }
-    }
+        },
+        on_sample,
+    )?;
     sum.tally.truncation = r.truncation();
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use kern_profile_format::{FormatError, Header, RawReader, Record};
 
-use crate::input::Sample;
+use crate::input::{decode_raw, Sample};
 
 /// A raw file followed as it grows.
 pub struct RawTail {
@@ -59,22 +59,16 @@ impl RawTail {
         };
         let mut r = RawReader::new(Cursor::new(header_bytes).chain(&self.pending[..]))?;
         let header_len = header_bytes.len() as u64;
-        let mut addrs = Vec::with_capacity(256);
         let mut n = 0;
-        let arch = Some(r.header().arch);
-        while let Some(rec) = r.next_record()? {
-            match rec {
-                Record::Sample(s) => {
-                    addrs.clear();
-                    addrs.push(s.pc);
-                    addrs.extend(s.frames());
-                    on_sample(&Sample::of_raw(&s, &addrs, arch));
-                    n += 1;
-                }
-                Record::Stats(_) => self.finished = true,
-                _ => {}
-            }
-        }
+        let finished = &mut self.finished;
+        decode_raw(
+            &mut r,
+            |rec| *finished |= matches!(rec, Record::Stats(_)),
+            |s| {
+                on_sample(s);
+                n += 1;
+            },
+        )?;
         let parsed = match r.truncation() {
             Some(t) => t.offset,
             None => r.offset(),

@@ -2,16 +2,20 @@
 //! `DIR/profile.json` (`exact.svg` and `exact.txt` too for an `exact=on` recording), each
 //! written whole or not at all, and the hottest functions for the terminal.
 
-use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use kern_profile_format::SamplingMode;
 
 use crate::atomic_file::AtomicFile;
 use crate::collect::Run;
 use crate::job::{CpuJob, SymbolSources};
 use crate::options::{Options, OutputFormat};
+use crate::output::firefox::FirefoxSamples;
 use crate::output::text::{function_rows, FunctionRow};
-use crate::output::CpuRenderer;
+use crate::output::{Collected, Needs};
+use crate::profile::SampleSink;
+use crate::symbolize::Symbolizer;
 use crate::warning::Warning;
 use crate::ProfileError;
 
@@ -39,7 +43,8 @@ const EXACT_OUTPUTS: [(&str, OutputFormat, bool); 2] = [
 ];
 
 /// Writes the outputs of `raw` into `dir`, shaped by `base` (filters, naming; its format,
-/// output and symbol fields are set here), and finds the `top` hottest functions.
+/// output and symbol fields are set here), and finds the `top` hottest functions. The
+/// symbols are loaded once and the recording read once, every output drawn from that pass.
 pub fn aggregate(
     raw: &Path,
     dir: &Path,
@@ -48,8 +53,8 @@ pub fn aggregate(
     exact: bool,
     top: usize,
 ) -> Result<Aggregated, ProfileError> {
-    let mut done = Aggregated::default();
     let extra: &[_] = if exact { &EXACT_OUTPUTS } else { &[] };
+    let mut outputs = Vec::new();
     for &(name, format, exact) in OUTPUTS.iter().chain(extra) {
         let opts = Options {
             format,
@@ -60,16 +65,10 @@ pub fn aggregate(
             top: base.top.max(30),
             ..base.clone()
         };
-        let path = dir.join(name);
-        let write_err = |source| ProfileError::Write {
-            what: path.display().to_string(),
-            source,
-        };
-        let mut file = AtomicFile::create(&path).map_err(write_err)?;
-        let report = CpuJob::resolve(raw, sources.elf.as_deref(), &opts)?.run(&mut file)?;
-        file.commit().map_err(write_err)?;
-        done.files.push(path);
-        add_warnings(&mut done.warnings, report.warnings);
+        outputs.push((
+            dir.join(name),
+            CpuJob::resolve(raw, sources.elf.as_deref(), &opts)?,
+        ));
     }
     // Text naming: no inline markers in the table.
     let opts = Options {
@@ -78,16 +77,77 @@ pub fn aggregate(
         progress: false,
         ..base.clone()
     };
-    let mut job = CpuJob::resolve(raw, sources.elf.as_deref(), &opts)?;
-    let rows = TopRows::default();
-    job.renderer = Box::new(rows.clone_handle());
-    job.exact_only = None;
-    job.run(&mut std::io::sink())?;
-    let (mut rows, total) = rows.0.take().unwrap_or_default();
+    let table = CpuJob::resolve(raw, sources.elf.as_deref(), &opts)?;
+
+    let mut sym = table.sources.load()?;
+    let mut pass = run_of(&table, &mut sym);
+    let input = pass.open(raw)?;
+    let exact_only = input
+        .header
+        .as_ref()
+        .is_some_and(|h| h.sampling == SamplingMode::Off && h.exact);
+    let mut renderers = Vec::with_capacity(outputs.len());
+    let mut needs = Needs::default();
+    for (_, job) in &outputs {
+        let renderer = match &job.exact_only {
+            Some(r) if exact_only => r
+                .as_ref()
+                .map_err(|e| ProfileError::Unsupported(e.to_string()))?,
+            _ => &job.renderer,
+        };
+        needs = needs.or(renderer.needs());
+        renderers.push(renderer);
+    }
+    let mut firefox = FirefoxSamples::default();
+    let mut sinks: Vec<&mut dyn SampleSink> = Vec::new();
+    if needs.samples {
+        sinks.push(&mut firefox);
+    }
+    let profile = pass.collect_from(input, needs.exact, &mut sinks)?;
+    let mut done = Aggregated::default();
+    add_warnings(&mut done.warnings, std::mem::take(&mut pass.warnings));
+    let mut collected = Collected {
+        profile,
+        samples: needs.samples.then_some(firefox),
+    };
+
+    for ((path, job), renderer) in outputs.iter().zip(renderers) {
+        let write_err = |source| ProfileError::Write {
+            what: path.display().to_string(),
+            source,
+        };
+        let mut file = AtomicFile::create(path).map_err(write_err)?;
+        let mut run = run_of(job, &mut sym);
+        match renderer.draw(&mut run, &mut collected, &mut file) {
+            Some(drawn) => drawn?,
+            // An output that reads the recording itself (none of record's today).
+            None => renderer.render(&mut run, &mut file)?,
+        };
+        file.commit().map_err(write_err)?;
+        done.files.push(path.clone());
+        add_warnings(&mut done.warnings, run.warnings);
+    }
+
+    let mut run = run_of(&table, &mut sym);
+    let folded = run.name(&collected.profile);
+    let mut rows = function_rows(&folded);
+    sort_by_self(&mut rows);
     rows.truncate(top);
     done.top = rows;
-    done.total = total;
+    done.total = folded.total;
     Ok(done)
+}
+
+/// A run of `job` over `sym`, the symbols every output of the recording shares.
+fn run_of<'a>(job: &'a CpuJob, sym: &'a mut Symbolizer) -> Run<'a> {
+    Run::new(
+        &job.input,
+        job.progress,
+        &job.filter,
+        job.style,
+        job.sources.kernel_name(),
+        sym,
+    )
 }
 
 fn add_warnings(all: &mut Vec<Warning>, new: Vec<Warning>) {
@@ -95,30 +155,6 @@ fn add_warnings(all: &mut Vec<Warning>, new: Vec<Warning>) {
         if !all.iter().any(|a| a.to_string() == w.to_string()) {
             all.push(w);
         }
-    }
-}
-
-/// The functions by self count, and the samples they share.
-type Rows = (Vec<FunctionRow>, u64);
-
-/// A renderer that keeps the functions by self count instead of writing.
-#[derive(Default)]
-struct TopRows(std::rc::Rc<RefCell<Option<Rows>>>);
-
-impl TopRows {
-    fn clone_handle(&self) -> TopRows {
-        TopRows(std::rc::Rc::clone(&self.0))
-    }
-}
-
-impl CpuRenderer for TopRows {
-    fn render(&self, run: &mut Run<'_>, _out: &mut dyn Write) -> Result<String, ProfileError> {
-        let profile = run.collect(run.input, false)?;
-        let folded = run.name(&profile);
-        let mut rows = function_rows(&folded);
-        sort_by_self(&mut rows);
-        self.0.replace(Some((rows, folded.total)));
-        Ok(String::new())
     }
 }
 
