@@ -3,12 +3,16 @@
 
 #![allow(dead_code)]
 
-pub mod trace;
+// The builders every test binary shares; each binary uses some of them.
+#[allow(unused_imports)]
+pub use kern_profile_test_support::memtrace as trace;
+#[allow(unused_imports)]
+pub use kern_profile_test_support::raw::{header, legacy, sample};
 
 use std::path::{Path, PathBuf};
 
 use kern_profile_format::{
-    encode_exact_blocks, encode_sample, encode_stats, Arch, Header, SampleRecord, SamplingMode,
+    encode_exact_blocks, encode_sample, encode_stats, Header, SampleRecord, SamplingMode,
     StopReason,
 };
 
@@ -42,36 +46,6 @@ pub mod tiny {
     pub const MIDDLE_BODY: u64 = 0xc010_0051;
     /// `_start`'s endless loop.
     pub const START_LOOP: u64 = 0xc010_0096;
-}
-
-pub fn header(vcpus: u32, exact: bool) -> Header {
-    Header {
-        arch: Arch::I386,
-        sampling: SamplingMode::PeriodInstructions(100_000),
-        exact,
-        markers: false,
-        at_interrupts: false,
-        vcpus,
-        max_depth: 64,
-        start_unix_ns: 1_700_000_000_000_000_000,
-        qemu_version: "10.0.2".into(),
-    }
-}
-
-/// A sample with the defaults tests rarely change.
-pub fn sample(vcpu: u32, t: u64, pc: u64, frames: &[u64]) -> SampleRecord<'_> {
-    SampleRecord {
-        vcpu,
-        user: false,
-        stop: StopReason::NullFramePointer,
-        time_ns: t,
-        icount: t * 10,
-        pc,
-        sp: 0xc020_0000,
-        sp_word: None,
-        frames,
-        entry_resolved: false,
-    }
 }
 
 /// The synthetic run the golden files are made of: 2 vCPUs, a known mix of stacks, the
@@ -178,18 +152,6 @@ pub fn exact_only_raw() -> Vec<u8> {
     .encode(&mut out);
     synthetic_exact_blocks(&mut out);
     encode_stats(&mut out, 0, 0, &[0; 6], &[4_500_000, 4_400_000]);
-    out
-}
-
-/// A legacy (original C plugin) file: `u8 n`, then n u64 addresses.
-pub fn legacy(samples: &[&[u64]]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for s in samples {
-        out.push(s.len() as u8);
-        for a in *s {
-            out.extend_from_slice(&a.to_le_bytes());
-        }
-    }
     out
 }
 
