@@ -4,16 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::filter::SampleFilter;
-use crate::options::{Options, OutputFormat};
-use crate::output::callgrind::CallgrindRenderer;
-use crate::output::diff::DiffRenderer;
-use crate::output::exact::ExactRenderer;
-use crate::output::firefox::FirefoxRenderer;
-use crate::output::folded::FoldedRenderer;
-use crate::output::pprof::PprofRenderer;
-use crate::output::svg::SvgRenderer;
-use crate::output::text::TextRenderer;
-use crate::output::trace::TraceRenderer;
+use crate::options::Options;
+use crate::output::formats::{self, renderer};
 use crate::output::CpuRenderer;
 use crate::stacks::NameStyle;
 use crate::symbolize::Symbolizer;
@@ -64,19 +56,11 @@ impl CpuJob {
     /// Resolves `opts` for `raw` and `elf`; combinations that make no sense are errors here,
     /// before anything is read.
     pub fn resolve(raw: &Path, elf: Option<&Path>, opts: &Options) -> Result<Self, ProfileError> {
+        let row = formats::of(opts.format);
         let mut filter = SampleFilter::from_options(opts);
-        // The text report has its own per-vCPU lines; `cpu N` (or address-space) frames would
-        // only skew totals.
-        if opts.format == OutputFormat::Text {
-            filter.per_cpu = false;
-            filter.per_process = false;
-        }
-        // A trace has a track per vCPU already.
-        if opts.format == OutputFormat::Trace {
-            filter.per_cpu = false;
-        }
-        // Firefox has a category for inlined frames instead; every other output marks them.
-        let inline_suffix = opts.format != OutputFormat::Firefox;
+        filter.per_cpu &= row.cpu_frames;
+        filter.per_process &= row.process_frames;
+        let inline_suffix = row.inline_marks;
         Ok(CpuJob {
             input: raw.to_path_buf(),
             progress: opts.progress,
@@ -88,76 +72,11 @@ impl CpuJob {
             filter,
             style: NameStyle::from_options(opts, inline_suffix),
             renderer: renderer(opts, false).map_err(unsupported)?,
-            exact_only: (opts.format != OutputFormat::Firefox && !opts.exact)
-                .then(|| renderer(opts, true)),
+            exact_only: (!row.draws_exact_only && !opts.exact).then(|| renderer(opts, true)),
         })
     }
 }
 
 pub(crate) fn unsupported(what: &str) -> ProfileError {
     ProfileError::Unsupported(what.into())
-}
-
-/// The one renderer `opts` ask for, for a recording of exact counts only with `exact_only`;
-/// `Err` says why the combination makes no sense.
-fn renderer(opts: &Options, exact_only: bool) -> Result<Box<dyn CpuRenderer>, &'static str> {
-    let format = opts.format;
-    if format == OutputFormat::Firefox {
-        if opts.exact || opts.diff_base.is_some() {
-            return Err(
-                "the firefox format shows sampled profiles only: drop --exact/--diff, or pick \
-                 -f svg|folded|text",
-            );
-        }
-        return Ok(Box::new(FirefoxRenderer));
-    }
-    if format == OutputFormat::Callgrind {
-        if !opts.exact {
-            return Err(
-                "-f callgrind writes exact instruction counts: add --exact (of a recording made \
-                 with the plugin's exact=on)",
-            );
-        }
-        if opts.diff_base.is_some() {
-            return Err("--exact and --diff do not combine");
-        }
-        return Ok(Box::new(CallgrindRenderer));
-    }
-    if format == OutputFormat::Trace {
-        if opts.exact || exact_only || opts.diff_base.is_some() {
-            return Err(
-                "the trace format shows sampled stacks over time: exact counts have no time \
-                 (drop --exact/--diff; an exact=only recording has no samples)",
-            );
-        }
-        return Ok(Box::new(TraceRenderer));
-    }
-    if format == OutputFormat::Pprof {
-        if opts.diff_base.is_some() {
-            return Err("--diff writes svg or folded output");
-        }
-        return Ok(Box::new(PprofRenderer {
-            exact: opts.exact || exact_only,
-        }));
-    }
-    if opts.exact || exact_only {
-        if opts.diff_base.is_some() {
-            return Err("--exact and --diff do not combine");
-        }
-        return Ok(Box::new(ExactRenderer::new(opts)));
-    }
-    if let Some(base) = &opts.diff_base {
-        if !matches!(format, OutputFormat::Svg | OutputFormat::Folded) {
-            return Err("--diff writes svg or folded output");
-        }
-        return Ok(Box::new(DiffRenderer::new(base, opts)));
-    }
-    Ok(match format {
-        OutputFormat::Folded => Box::new(FoldedRenderer),
-        OutputFormat::Text => Box::new(TextRenderer {
-            top: opts.top,
-            per_cpu_lines: opts.per_cpu,
-        }),
-        _ => Box::new(SvgRenderer::new(opts)),
-    })
 }

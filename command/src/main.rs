@@ -391,7 +391,7 @@ fn run(args: ReportArgs) -> Result<()> {
     let target = match &c.output {
         Some(p) if p.as_os_str() == "-" => None,
         Some(p) => Some(p.clone()),
-        None => opts.default_output().map(PathBuf::from),
+        None => kern_profile::output::formats::default_output(&opts).map(PathBuf::from),
     };
     let mut out = LazyOutput::new(target.clone());
     let report = kern_profile::run_cpu(&raw, elf.as_deref(), &opts, &mut out)

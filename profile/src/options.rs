@@ -28,21 +28,6 @@ pub enum OutputFormat {
     Trace,
 }
 
-impl OutputFormat {
-    /// The file written when no `-o` is given: `None` means standard output.
-    pub fn default_output(self) -> Option<&'static str> {
-        match self {
-            OutputFormat::Svg => Some("cpu.svg"),
-            OutputFormat::Folded => Some("cpu.folded"),
-            OutputFormat::Firefox => Some("profile.json"),
-            OutputFormat::Text => None,
-            OutputFormat::Pprof => Some("profile.pb.gz"),
-            OutputFormat::Callgrind => Some("callgrind.out"),
-            OutputFormat::Trace => Some("trace.json"),
-        }
-    }
-}
-
 /// Which privilege levels to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ModeFilter {
@@ -119,27 +104,6 @@ pub struct Options {
     pub from_time: Option<f64>,
     /// Keep only samples taken before this many seconds into the recording. Default: `None`.
     pub to_time: Option<f64>,
-}
-
-impl Options {
-    /// The file written when no output is named: `None` means standard output. `cpu.svg`
-    /// (as the original tool), `cpu.folded`, `profile.json`, `profile.pb.gz` (pprof, exact
-    /// counts too), `callgrind.out`, `trace.json`; `cpu-diff.*` with a diff base,
-    /// `exact.*` for exact counts; the text report goes to standard output.
-    pub fn default_output(&self) -> Option<&'static str> {
-        match (self.format, self.exact, self.diff_base.is_some()) {
-            (OutputFormat::Text, _, _) => None,
-            (OutputFormat::Firefox, _, _) => Some("profile.json"),
-            (OutputFormat::Pprof, _, _) => Some("profile.pb.gz"),
-            (OutputFormat::Callgrind, _, _) => Some("callgrind.out"),
-            (OutputFormat::Trace, _, _) => Some("trace.json"),
-            (OutputFormat::Svg, true, _) => Some("exact.svg"),
-            (OutputFormat::Folded, true, _) => Some("exact.folded"),
-            (OutputFormat::Svg, _, true) => Some("cpu-diff.svg"),
-            (OutputFormat::Folded, _, true) => Some("cpu-diff.folded"),
-            (f, _, _) => f.default_output(),
-        }
-    }
 }
 
 impl Default for Options {

@@ -1,7 +1,7 @@
 //! The output formats, one file each, behind [`CpuRenderer`]: flamegraph SVG, folded stacks,
 //! Firefox Profiler JSON, pprof, callgrind, Chrome trace events, text report, differential
 //! flamegraph and exact counts; plus the words shared by several ([`describe`]). A new format
-//! is one more file here and one more arm in the command's job. Allocation mode's own outputs:
+//! is one more file here and one more row in [`formats`], the table of formats. Allocation mode's own outputs:
 //! [`alloc_flamegraph`], [`alloc_report`], [`timeline`].
 
 pub mod alloc_flamegraph;
@@ -12,6 +12,7 @@ pub mod diff;
 pub mod exact;
 pub mod firefox;
 pub mod folded;
+pub mod formats;
 pub mod pprof;
 pub mod pprof_proto;
 pub mod svg;

@@ -12,6 +12,7 @@ use crate::collect::Run;
 use crate::job::{CpuJob, SymbolSources};
 use crate::options::{Options, OutputFormat};
 use crate::output::firefox::FirefoxSamples;
+use crate::output::formats::record_outputs;
 use crate::output::text::{function_rows, FunctionRow};
 use crate::output::{Collected, Needs};
 use crate::profile::SampleSink;
@@ -31,17 +32,6 @@ pub struct Aggregated {
     pub warnings: Vec<Warning>,
 }
 
-/// The outputs of a recording: (file name, format, exact counts).
-const OUTPUTS: [(&str, OutputFormat, bool); 3] = [
-    ("cpu.svg", OutputFormat::Svg, false),
-    ("report.txt", OutputFormat::Text, false),
-    ("profile.json", OutputFormat::Firefox, false),
-];
-const EXACT_OUTPUTS: [(&str, OutputFormat, bool); 2] = [
-    ("exact.svg", OutputFormat::Svg, true),
-    ("exact.txt", OutputFormat::Text, true),
-];
-
 /// Writes the outputs of `raw` into `dir`, shaped by `base` (filters, naming; its format,
 /// output and symbol fields are set here), and finds the `top` hottest functions. The
 /// symbols are loaded once and the recording read once, every output drawn from that pass.
@@ -53,9 +43,8 @@ pub fn aggregate(
     exact: bool,
     top: usize,
 ) -> Result<Aggregated, ProfileError> {
-    let extra: &[_] = if exact { &EXACT_OUTPUTS } else { &[] };
     let mut outputs = Vec::new();
-    for &(name, format, exact) in OUTPUTS.iter().chain(extra) {
+    for (name, format, exact) in record_outputs(exact) {
         let opts = Options {
             format,
             exact,
