@@ -1,19 +1,22 @@
-//! kern-profile's offline aggregator: turns the QEMU plugin's raw samples (or the original C
-//! plugin's legacy samples) and the kernel's ELF into flamegraphs, folded stacks, Firefox
-//! Profiler profiles and text reports; and Maestro `memtrace` traces into allocation
-//! flamegraphs (see [`alloc_cmd`]).
+//! kern-profile, the command: `record` (a QEMU session, [`record`]), `top` (the live table,
+//! [`live`]), reports of a recording, `stacks`, allocation mode ([`alloc_cmd`]). The work is
+//! in the crates below it: kern-profile-symbols ([`symbolize`]), kern-profile-profile (the
+//! model: [`input`], [`stacks`], [`profile`], [`collect`], ...) and kern-profile-render
+//! ([`output`], one file per format and the table of formats, [`output::formats`]).
 //!
 //! A CPU run ([`run_cpu`]) is a pipeline:
 //! 1. [`job::CpuJob::resolve`] turns the [`Options`] into a checked job: the input, the
-//!    symbol sources, the sample filter, the naming style and one renderer.
+//!    symbol sources, the sample filter, the naming style and one renderer (from the table of
+//!    formats).
 //! 2. [`job::SymbolSources::load`] loads the ELF (DWARF, symbol table), a symbol map and user
 //!    programs into a [`Symbolizer`].
-//! 3. The renderer ([`output::CpuRenderer`]) collects through [`collect::Run`]:
-//!    [`profile::CpuProfile::collect`] streams the samples, interning each distinct
-//!    *address* stack with its count ([`stacks`]), so memory follows the distinct stacks;
-//!    [`folded::Folded::from_counts`] names each distinct stack, each distinct address
-//!    symbolized once.
-//! 4. The renderer writes its format ([`output`]); problems are [`Warning`]s.
+//! 3. One pass over the recording ([`collect::Run::collect_from`]) interns each distinct
+//!    *address* stack with its count ([`stacks`]), so memory follows the distinct stacks, and
+//!    feeds the outputs that need each sample (Firefox) as sinks; `record` draws all its
+//!    outputs from that one pass ([`record::aggregate`]).
+//! 4. Each renderer names the distinct stacks ([`folded::Folded::from_counts`], each
+//!    distinct address symbolized once) and writes its format ([`output`]); problems are
+//!    [`Warning`]s.
 //!
 //! ```no_run
 //! use kern_profile::{run_cpu, Options, OutputFormat};
