@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 // The profile model and the symbols, where this crate's modules and tests name them.
 pub use kern_profile_profile::{
     address_space, boundary, collect, counts, cpu_list, exact, filter, folded, input, options,
-    place, profile, stacks, stuck, unnamed, user_stack, warning,
+    place, profile, stacks, stuck, timed, unnamed, user_stack, warning,
 };
 pub use kern_profile_render as output;
 pub use kern_profile_symbols as symbolize;

@@ -21,6 +21,7 @@ pub mod profile;
 pub mod progress;
 pub mod stacks;
 pub mod stuck;
+pub mod timed;
 pub mod unnamed;
 pub mod user_stack;
 pub mod warning;

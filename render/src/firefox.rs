@@ -3,7 +3,7 @@
 //! time so that the timeline and the per-vCPU tracks work.
 //!
 //! The pass over the recording keeps each kept sample's vCPU, mode, time and distinct address
-//! stack ([`FirefoxSamples`], a sink of the pass the other outputs share); then each distinct
+//! stack ([`TimedSamples`], a sink of the pass the other outputs share); then each distinct
 //! address stack of a thread is named and interned once, in the order the samples came, later
 //! samples with it only adding a sample row. Legacy files have no time; their samples are
 //! placed 1 ms apart, in file order, on one thread.
@@ -22,9 +22,9 @@ use crate::{Collected, CpuRenderer, Needs};
 use kern_profile_profile::address_space::AddressSpaces;
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::{NameRules, SampleFilter};
-use kern_profile_profile::input::Sample;
-use kern_profile_profile::profile::{CpuProfile, SampleSink};
+use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{StackNamer, UNKNOWN_FRAME};
+use kern_profile_profile::timed::TimedSamples;
 use kern_profile_profile::warning::Warning;
 use kern_profile_profile::ProfileError;
 
@@ -50,10 +50,10 @@ pub struct FirefoxRenderer;
 impl CpuRenderer for FirefoxRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
         let input = run.open(run.input)?;
-        let mut samples = FirefoxSamples::default();
+        let mut samples = TimedSamples::default();
         let profile =
             CpuProfile::collect_into(input, run.sym, run.filter, false, &mut [&mut samples])?;
-        self.draw_samples(run, &profile, samples, out)
+        self.draw_samples(run, &profile, &samples, out)
     }
 
     fn needs(&self) -> Needs {
@@ -69,7 +69,8 @@ impl CpuRenderer for FirefoxRenderer {
         collected: &mut Collected,
         out: &mut dyn Write,
     ) -> Option<Result<String, ProfileError>> {
-        let samples = collected.samples.take().unwrap_or_default();
+        let none = TimedSamples::default();
+        let samples = collected.samples.as_ref().unwrap_or(&none);
         Some(self.draw_samples(run, &collected.profile, samples, out))
     }
 }
@@ -80,7 +81,7 @@ impl FirefoxRenderer {
         &self,
         run: &mut Run<'_>,
         profile: &CpuProfile,
-        samples: FirefoxSamples,
+        samples: &TimedSamples,
         out: &mut dyn Write,
     ) -> Result<String, ProfileError> {
         let arch = profile.header.as_ref().map(|h| h.arch);
@@ -94,7 +95,7 @@ impl FirefoxRenderer {
         let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
         let kept = write_firefox(
             profile.header.as_ref(),
-            &samples,
+            samples,
             &mut namer,
             run.filter,
             &run.kernel,
@@ -114,49 +115,11 @@ impl FirefoxRenderer {
     }
 }
 
-/// The kept samples of a pass, for a Firefox profile: each one's vCPU, mode, time and
-/// distinct interning key, in file order.
-#[derive(Debug, Default)]
-pub struct FirefoxSamples {
-    ids: FxHashMap<Box<[u64]>, u32>,
-    keys: Vec<Box<[u64]>>,
-    samples: Vec<KeptSample>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct KeptSample {
-    vcpu: u32,
-    user: bool,
-    key: u32,
-    ns: u64,
-}
-
-impl SampleSink for FirefoxSamples {
-    fn sample(&mut self, s: &Sample<'_>, key: &[u64], seq: u64) {
-        let id = match self.ids.get(key) {
-            Some(&id) => id,
-            None => {
-                let id = self.keys.len() as u32;
-                self.keys.push(key.into());
-                self.ids.insert(key.into(), id);
-                id
-            }
-        };
-        self.samples.push(KeptSample {
-            vcpu: s.vcpu,
-            user: s.user,
-            key: id,
-            // Legacy samples have no time: 1 ms apart, in file order.
-            ns: s.time_ns.unwrap_or(seq.saturating_mul(1_000_000)),
-        });
-    }
-}
-
 /// Writes the profile of `samples` as JSON to `out`, naming stacks with `namer`. Returns
 /// the number of samples kept.
 pub fn write_firefox(
     header: Option<&Header>,
-    samples: &FirefoxSamples,
+    samples: &TimedSamples,
     namer: &mut StackNamer<'_>,
     filter: &SampleFilter,
     product: &str,
@@ -164,8 +127,8 @@ pub fn write_firefox(
 ) -> Result<u64, ProfileError> {
     let mut b = Builder::new(header, product, filter);
     b.rules = filter.names.clone();
-    for s in &samples.samples {
-        b.add(s.vcpu, s.user, &samples.keys[s.key as usize], s.ns, namer);
+    for (vcpu, user, key, ns) in samples.iter() {
+        b.add(vcpu, user, key, ns, namer);
     }
     let kept = b.kept;
     b.finish(out).map_err(|source| ProfileError::Write {

@@ -55,7 +55,7 @@ pub trait CpuRenderer {
 pub struct Needs {
     /// The exact counts.
     pub exact: bool,
-    /// Every kept sample at its time (Firefox).
+    /// Every kept sample at its time (Firefox, trace events).
     pub samples: bool,
 }
 
@@ -71,8 +71,8 @@ impl Needs {
 /// What one pass over a recording collected, for every output drawn from it.
 pub struct Collected {
     pub profile: CpuProfile,
-    /// The kept samples at their times, when an output needs them (taken by the first).
-    pub samples: Option<firefox::FirefoxSamples>,
+    /// The kept samples at their times, when an output needs them.
+    pub samples: Option<kern_profile_profile::timed::TimedSamples>,
 }
 
 pub(crate) fn write_err(source: std::io::Error) -> ProfileError {

@@ -32,15 +32,16 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::rc::Rc;
 
-use kern_profile_format::Arch;
 use rustc_hash::FxHashMap;
 
-use crate::{file_name, write_err, CpuRenderer};
+use crate::{file_name, write_err, Collected, CpuRenderer, Needs};
 use kern_profile_profile::address_space::AddressSpaces;
 use kern_profile_profile::boundary;
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::NameRules;
-use kern_profile_profile::stacks::{meta_user, KeyBuilder, StackNamer};
+use kern_profile_profile::profile::CpuProfile;
+use kern_profile_profile::stacks::{meta_user, StackNamer};
+use kern_profile_profile::timed::TimedSamples;
 use kern_profile_profile::warning::Warning;
 use kern_profile_profile::ProfileError;
 
@@ -128,75 +129,90 @@ impl Samples {
 impl CpuRenderer for TraceRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
         let input = run.open(run.input)?;
-        let format = input.format;
-        let header = input.header.clone();
-        let spaces = address_spaces(run, header.as_ref().map(|h| h.arch))?;
-        run.warnings.extend(spaces.warnings(run.sym));
-        let filter = run.filter;
-        let rules = filter.names.clone();
-        let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
-        let keys = KeyBuilder::new(filter).with_markers(header.as_ref().is_some_and(|h| h.markers));
-        let mut samples = Samples::default();
-        let mut key = Vec::with_capacity(256);
-        let mut index = 0u64;
-        let summary = input.for_each(false, |s| {
-            let seq = index;
-            index += 1;
-            if !keys.build(s, namer.symbolizer(), &mut key) {
-                return;
-            }
-            if let Some(stack) = samples.intern(&key, &mut namer, &rules) {
-                // Legacy samples have no time: 1 ms apart, in file order.
-                let ns = s.time_ns.unwrap_or(seq.saturating_mul(1_000_000));
-                samples.rows.push((s.vcpu, ns, stack));
-            }
-        })?;
-        run.warnings.extend(namer.overlap_warning());
-        run.warnings
-            .extend(Warning::of_input(run.input, format, &summary));
-        let mut vcpus: Vec<u32> = header.as_ref().map_or(Vec::new(), |h| {
-            (0..h.vcpus.min(4096))
-                .filter(|&v| filter.cpus.as_ref().is_none_or(|c| c.contains(v)))
-                .collect()
-        });
-        let halted: Vec<(u32, u64)> = summary.tally.host_timer.as_ref().map_or(Vec::new(), |t| {
-            (0u32..)
-                .zip(&t.vcpus)
-                .filter(|(v, _)| vcpus.contains(v))
-                .map(|(v, t)| (v, t.idle_ns))
-                .collect()
-        });
-        let kept = samples.rows.len();
-        samples.rows.sort_by_key(|&(v, ns, _)| (v, ns));
-        vcpus.extend(samples.rows.iter().map(|r| r.0));
-        vcpus.sort_unstable();
-        vcpus.dedup();
-        let meta = Meta {
-            kernel: &run.kernel,
-            input: file_name(run.input),
-            start_unix_ns: header.as_ref().map(|h| h.start_unix_ns),
-            halted,
-        };
-        let mut out = std::io::BufWriter::new(out);
-        let slices = write_trace(&samples, &vcpus, &meta, &mut out)
-            .and_then(|n| out.flush().map(|()| n))
-            .map_err(write_err)?;
-        Ok(format!(
-            "{kept} of {} samples in a trace: {} vCPU tracks, {slices} slices",
-            summary.tally.samples,
-            vcpus.len()
-        ))
+        let mut timed = TimedSamples::default();
+        let profile =
+            CpuProfile::collect_into(input, run.sym, run.filter, false, &mut [&mut timed])?;
+        draw_samples(run, &profile, &timed, out)
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            exact: false,
+            samples: true,
+        }
+    }
+
+    fn draw(
+        &self,
+        run: &mut Run<'_>,
+        collected: &mut Collected,
+        out: &mut dyn Write,
+    ) -> Option<Result<String, ProfileError>> {
+        let none = TimedSamples::default();
+        let timed = collected.samples.as_ref().unwrap_or(&none);
+        Some(draw_samples(run, &collected.profile, timed, out))
     }
 }
 
-/// Which user program ran in which address space: stacks are named as they stream in, so
-/// the recording's code bytes are read first (only when user programs are given).
-fn address_spaces(run: &mut Run<'_>, arch: Option<Arch>) -> Result<AddressSpaces, ProfileError> {
-    if !run.sym.has_user_binaries() {
-        return Ok(AddressSpaces::none(arch));
+/// Names and writes the samples the pass over `profile`'s file kept.
+fn draw_samples(
+    run: &mut Run<'_>,
+    profile: &CpuProfile,
+    timed: &TimedSamples,
+    out: &mut dyn Write,
+) -> Result<String, ProfileError> {
+    let (format, header, summary) = (profile.format, &profile.header, &profile.summary);
+    // Which user program ran in which address space, from the recording's code bytes
+    // (only when user programs are given).
+    let spaces = match run.sym.has_user_binaries() {
+        true => profile.spaces.clone(),
+        false => AddressSpaces::none(header.as_ref().map(|h| h.arch)),
+    };
+    run.warnings.extend(spaces.warnings(run.sym));
+    let filter = run.filter;
+    let rules = filter.names.clone();
+    let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
+    let mut samples = Samples::default();
+    for (vcpu, _, key, ns) in timed.iter() {
+        if let Some(stack) = samples.intern(key, &mut namer, &rules) {
+            samples.rows.push((vcpu, ns, stack));
+        }
     }
-    let code = run.open(run.input)?.for_each(false, |_| {})?.code;
-    Ok(AddressSpaces::decide(&code, arch, run.sym))
+    run.warnings.extend(namer.overlap_warning());
+    run.warnings
+        .extend(Warning::of_input(run.input, format, summary));
+    let mut vcpus: Vec<u32> = header.as_ref().map_or(Vec::new(), |h| {
+        (0..h.vcpus.min(4096))
+            .filter(|&v| filter.cpus.as_ref().is_none_or(|c| c.contains(v)))
+            .collect()
+    });
+    let halted: Vec<(u32, u64)> = summary.tally.host_timer.as_ref().map_or(Vec::new(), |t| {
+        (0u32..)
+            .zip(&t.vcpus)
+            .filter(|(v, _)| vcpus.contains(v))
+            .map(|(v, t)| (v, t.idle_ns))
+            .collect()
+    });
+    let kept = samples.rows.len();
+    samples.rows.sort_by_key(|&(v, ns, _)| (v, ns));
+    vcpus.extend(samples.rows.iter().map(|r| r.0));
+    vcpus.sort_unstable();
+    vcpus.dedup();
+    let meta = Meta {
+        kernel: &run.kernel,
+        input: file_name(run.input),
+        start_unix_ns: header.as_ref().map(|h| h.start_unix_ns),
+        halted,
+    };
+    let mut out = std::io::BufWriter::new(out);
+    let slices = write_trace(&samples, &vcpus, &meta, &mut out)
+        .and_then(|n| out.flush().map(|()| n))
+        .map_err(write_err)?;
+    Ok(format!(
+        "{kept} of {} samples in a trace: {} vCPU tracks, {slices} slices",
+        summary.tally.samples,
+        vcpus.len()
+    ))
 }
 
 /// What the trace says about itself (`otherData`).

@@ -11,12 +11,12 @@ use crate::atomic_file::AtomicFile;
 use crate::collect::Run;
 use crate::job::{CpuJob, SymbolSources};
 use crate::options::{Options, OutputFormat};
-use crate::output::firefox::FirefoxSamples;
 use crate::output::formats::record_outputs;
 use crate::output::text::{function_rows, FunctionRow};
 use crate::output::{Collected, Needs};
 use crate::profile::SampleSink;
 use crate::symbolize::Symbolizer;
+use crate::timed::TimedSamples;
 use crate::warning::Warning;
 use crate::ProfileError;
 
@@ -87,17 +87,17 @@ pub fn aggregate(
         needs = needs.or(renderer.needs());
         renderers.push(renderer);
     }
-    let mut firefox = FirefoxSamples::default();
+    let mut timed = TimedSamples::default();
     let mut sinks: Vec<&mut dyn SampleSink> = Vec::new();
     if needs.samples {
-        sinks.push(&mut firefox);
+        sinks.push(&mut timed);
     }
     let profile = pass.collect_from(input, needs.exact, &mut sinks)?;
     let mut done = Aggregated::default();
     add_warnings(&mut done.warnings, std::mem::take(&mut pass.warnings));
     let mut collected = Collected {
         profile,
-        samples: needs.samples.then_some(firefox),
+        samples: needs.samples.then_some(timed),
     };
 
     for ((path, job), renderer) in outputs.iter().zip(renderers) {
