@@ -64,7 +64,7 @@ pub fn qemu_version() -> String {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();
-        kern_profile_recorder::version::parse_qemu_version(&out)
+        kern_profile_format::qemu::parse_qemu_version(&out)
             .unwrap_or("")
             .to_string()
     })
@@ -74,8 +74,7 @@ pub fn qemu_version() -> String {
 /// The file name of the plugin build that QEMU loads (`kern-profile.so` for QEMU 9.2 to 11.0,
 /// `kern-profile-api7.so` for 11.1 and later), as `scripts/build.sh` names it.
 pub fn plugin_build_file() -> &'static str {
-    kern_profile_recorder::version::build_for_qemu(&qemu_version())
-        .map_or("kern-profile.so", |b| b.file)
+    kern_profile_format::qemu::build_for_qemu(&qemu_version()).map_or("kern-profile.so", |b| b.file)
 }
 
 fn kernel_path() -> PathBuf {

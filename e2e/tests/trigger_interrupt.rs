@@ -8,7 +8,7 @@
 //! argument must be refused with the version it needs, before anything is written.
 
 use kern_profile_e2e::*;
-use kern_profile_recorder::version::{discon_qemu_version, version_at_least};
+use kern_profile_format::qemu::{discon_qemu_version, version_at_least};
 
 /// Whether the QEMU the tests run has the discontinuity callback.
 fn has_discon() -> bool {

@@ -10,7 +10,7 @@
 
 use std::sync::OnceLock;
 
-use kern_profile_recorder::version::{misfit_message, parse_qemu_version, Build};
+use kern_profile_format::qemu::{misfit_message, parse_qemu_version, Build};
 use qemu_plugin_sys as sys;
 
 mod v4;

@@ -17,12 +17,7 @@ pub const DEFAULT_DELAY_US: u64 = 10;
 pub const DEFAULT_INTERRUPT_DELAY_US: u64 = 1000;
 /// Default `depth=`.
 pub const DEFAULT_DEPTH: u32 = 64;
-/// Largest accepted `depth=`.
-pub const MAX_DEPTH: u32 = 1024;
-/// Largest accepted `delay=` (one hour).
-pub const MAX_DELAY_US: u64 = 3_600_000_000;
-/// Largest accepted `period=` (keeps instruction budgets far from counter overflow).
-pub const MAX_PERIOD: u64 = 1 << 40;
+pub use kern_profile_format::limits::{MAX_DELAY_US, MAX_DEPTH, MAX_PERIOD};
 
 /// The parsed arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]

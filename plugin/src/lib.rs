@@ -70,8 +70,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::blocks::BlockTable;
 use crate::config::Config;
 use crate::target::{check_threading, guest_arch};
+use kern_profile_format::qemu::check_api;
 use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3};
-use kern_profile_recorder::version::check_api;
 use kern_profile_sampler::writer::{Writer, WriterConfig};
 use kern_profile_unwind::PtrWidth;
 pub use qemu_plugin_sys as sys;
@@ -227,7 +227,7 @@ unsafe fn install(
     if cfg.at_interrupts && !abi::has_discon() {
         return Err(format!(
             "trigger=interrupt needs QEMU {} or newer (its discontinuity callback), and this is QEMU {}: use trigger=block (the default)",
-            kern_profile_recorder::version::discon_qemu_version(),
+            kern_profile_format::qemu::discon_qemu_version(),
             qemu.unwrap_or("older than that")
         ));
     }

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use kern_profile_recorder::version::parse_qemu_version;
+use kern_profile_format::qemu::parse_qemu_version;
 
 const NEEDLE: &[u8] = b"QEMU emulator version ";
 

@@ -10,7 +10,7 @@ use kern_profile_sampler::alloc_hooks::{HookSet, Spec, SymbolSource};
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../aggregator/tests/data")
+        .join("../command/tests/data")
         .join(name)
 }
 

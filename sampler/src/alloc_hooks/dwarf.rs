@@ -14,7 +14,7 @@ use gimli::{EndianSlice, Operation, RunTimeEndian};
 use kern_profile_format::Arch;
 use object::Object;
 
-use kern_profile_recorder::elf_sections::Budget;
+use kern_profile_symbols::budget::Budget;
 
 use super::args::{cfa_at_entry, dwarf_register, dwarf_sp_fp, frame_pointer_at_entry, Location};
 

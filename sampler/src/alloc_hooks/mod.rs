@@ -21,7 +21,7 @@ mod error;
 pub mod matcher;
 pub mod resolve;
 pub mod spec;
-pub mod symbols;
+pub use kern_profile_symbols::by_name as symbols;
 
 pub use calls::{CallCounts, Moment, VcpuHooks};
 pub use error::HookError;

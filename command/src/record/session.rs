@@ -1,0 +1,257 @@
+//! One recording session, `record`'s and `top`'s: everything checked before the guest
+//! starts ([`Session::prepare`]), QEMU run with the plugin ([`Session::start`]), and the
+//! recording kept only when it holds samples ([`Running::finish`]).
+
+use std::ffi::OsString;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use kern_profile_format::{RawReader, Record};
+
+use super::kernel::{symbol_sources, window_arg, window_range};
+use super::launch::{describe_status, Console, Guest};
+use super::outdir::OutputDir;
+use super::plugin::{self, Plugin};
+use super::qemu::QemuCommand;
+use super::RecordError;
+use crate::job::SymbolSources;
+use kern_profile_format::qemu::{discon_qemu_version, version_at_least};
+
+/// How the plugin samples (its `-plugin` arguments but `out=`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sampling {
+    /// `delay=` µs (the plugin's default when neither is given).
+    pub delay_us: Option<u64>,
+    /// `period=` guest instructions.
+    pub period: Option<u64>,
+    /// `trigger=interrupt`.
+    pub at_interrupts: bool,
+    /// `depth=`.
+    pub depth: Option<u32>,
+    /// `exact=on`.
+    pub exact: bool,
+    /// `window=`: a function name or `0xSTART-0xEND`.
+    pub window: Option<String>,
+}
+
+/// What a session is asked to do.
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    /// `record` or `top`, for messages.
+    pub command: &'static str,
+    /// The QEMU command: program and arguments.
+    pub qemu: Vec<OsString>,
+    pub sampling: Sampling,
+    pub out_dir: PathBuf,
+    /// `--kernel`.
+    pub kernel: Option<PathBuf>,
+    /// `--symbols`.
+    pub symbols: Vec<PathBuf>,
+    /// `--plugin`.
+    pub plugin: Option<PathBuf>,
+    pub console: ConsoleSpec,
+}
+
+/// Where the guest's console goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsoleSpec {
+    /// Our terminal.
+    Terminal,
+    /// `DIR/console.log`.
+    LogFile,
+}
+
+/// A session checked and ready to start.
+#[derive(Debug)]
+pub struct Session {
+    pub qemu: QemuCommand,
+    pub plugin: Plugin,
+    pub sources: SymbolSources,
+    pub window: Option<Range<u64>>,
+    pub out: OutputDir,
+    plugin_args: String,
+    console: Console,
+}
+
+impl Session {
+    /// Checks everything that can be checked before the guest runs, in the order a user
+    /// fixes things: the command, QEMU, the kernel, the window, the output, the plugin.
+    pub fn prepare(spec: &SessionSpec) -> Result<Session, RecordError> {
+        let qemu = QemuCommand::check(&spec.qemu, spec.command)?;
+        let discon = discon_qemu_version();
+        if spec.sampling.at_interrupts && !version_at_least(&qemu.version, discon) {
+            return Err(RecordError::NoInterruptTrigger {
+                program: qemu.name(),
+                found: qemu.version.clone(),
+                min: discon,
+            });
+        }
+        let sources = symbol_sources(
+            spec.kernel.as_deref(),
+            &spec.symbols,
+            qemu.kernel().as_deref(),
+        )?;
+        let window = spec
+            .sampling
+            .window
+            .as_deref()
+            .map(|w| window_range(w, sources.elf.as_deref()))
+            .transpose()?;
+        let out = OutputDir::prepare(&spec.out_dir)?;
+        let plugin = plugin::locate(spec.plugin.as_deref(), qemu.build, &qemu.version)
+            .inspect_err(|_| out.discard())?;
+        let plugin_args = plugin_args(&out.raw_partial(), &spec.sampling, window.as_ref());
+        let console = match spec.console {
+            ConsoleSpec::Terminal => Console::Inherit,
+            ConsoleSpec::LogFile => Console::Log(out.join("console.log")),
+        };
+        Ok(Session {
+            qemu,
+            plugin,
+            sources,
+            window,
+            out,
+            plugin_args,
+            console,
+        })
+    }
+
+    /// The plugin's arguments, `out=` first.
+    pub fn plugin_args(&self) -> &str {
+        &self.plugin_args
+    }
+
+    /// Starts QEMU with the plugin.
+    pub fn start(self) -> Result<Running, RecordError> {
+        let cmd = self.qemu.with_plugin(&self.plugin.path, &self.plugin_args);
+        match Guest::spawn(cmd, &self.console, &self.qemu.name()) {
+            Ok(guest) => Ok(Running {
+                session: self,
+                guest,
+            }),
+            Err(e) => {
+                self.out.discard();
+                Err(e)
+            }
+        }
+    }
+}
+
+fn plugin_args(raw: &Path, s: &Sampling, window: Option<&Range<u64>>) -> String {
+    let mut a = vec![format!("out={}", raw.display())];
+    if let Some(d) = s.delay_us {
+        a.push(format!("delay={d}"));
+    }
+    if let Some(p) = s.period {
+        a.push(format!("period={p}"));
+    }
+    if s.at_interrupts {
+        a.push("trigger=interrupt".into());
+    }
+    if let Some(d) = s.depth {
+        a.push(format!("depth={d}"));
+    }
+    if s.exact {
+        a.push("exact=on".into());
+    }
+    if let Some(w) = window {
+        a.push(window_arg(w));
+    }
+    a.join(",")
+}
+
+/// A session whose QEMU runs.
+pub struct Running {
+    pub session: Session,
+    pub guest: Guest,
+}
+
+/// A session whose QEMU exited with a recording worth keeping.
+#[derive(Debug)]
+pub struct Recorded {
+    pub session: Session,
+    pub status: ExitStatus,
+    /// The recording, in place as `DIR/cpu.raw`.
+    pub raw: PathBuf,
+    /// Whether a signal we received stopped QEMU.
+    pub interrupted: bool,
+}
+
+impl Running {
+    /// The file the plugin is writing.
+    pub fn raw_partial(&self) -> PathBuf {
+        self.session.out.raw_partial()
+    }
+
+    /// Waits for QEMU, then keeps the recording if it holds samples (or exact counts),
+    /// else removes it and says the guest stopped at once.
+    pub fn finish(mut self) -> Result<Recorded, RecordError> {
+        let status = self.guest.wait()?;
+        let interrupted = self.guest.was_signalled();
+        let partial = self.raw_partial();
+        if !holds_data(&partial) {
+            self.session.out.discard();
+            let status = describe_status(&status);
+            return Err(match &self.session.window {
+                Some(w) => RecordError::NoWindowSamples {
+                    status,
+                    start: w.start,
+                    end: w.end,
+                },
+                None => RecordError::NoSamples { status },
+            });
+        }
+        let raw = self.session.out.raw();
+        std::fs::rename(&partial, &raw).map_err(|source| RecordError::Io {
+            what: format!("cannot move {} to {}", partial.display(), raw.display()),
+            source,
+        })?;
+        Ok(Recorded {
+            session: self.session,
+            status,
+            raw,
+            interrupted,
+        })
+    }
+}
+
+/// Whether a raw file holds a sample or exact counts (a cut tail does not matter).
+fn holds_data(raw: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(raw) else {
+        return false;
+    };
+    let Ok(mut r) = RawReader::new(std::io::BufReader::new(f)) else {
+        return false;
+    };
+    while let Ok(Some(rec)) = r.next_record() {
+        if matches!(rec, Record::Sample(_) | Record::ExactBlocks(_)) {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_arguments() {
+        let s = Sampling {
+            period: Some(10000),
+            depth: Some(32),
+            exact: true,
+            ..Sampling::default()
+        };
+        assert_eq!(
+            plugin_args(Path::new("/o/cpu.raw.recording"), &s, Some(&(0x10..0x20))),
+            "out=/o/cpu.raw.recording,period=10000,depth=32,exact=on,window=0x10-0x20"
+        );
+        let d = Sampling {
+            delay_us: Some(10),
+            ..Sampling::default()
+        };
+        assert_eq!(plugin_args(Path::new("r"), &d, None), "out=r,delay=10");
+    }
+}

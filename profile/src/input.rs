@@ -1,0 +1,259 @@
+//! Reading CPU sample files of either format, told apart by their first bytes, as one
+//! stream of [`Sample`]s.
+//!
+//! The legacy format (the original C plugin) has no header, no vCPU, no time and no mode:
+//! its samples read as vCPU 0, kernel mode, without time, the first address being the PC.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use kern_profile_format::{
+    detect, Arch, CpuFormat, ExactBlocks, FormatError, Header, LegacyReader, Privilege, RawReader,
+    RawSummary, Record, SampleRef,
+};
+use rustc_hash::FxHashMap;
+
+use crate::address_space::{self, CodeSamples};
+use crate::error::ProfileError;
+use crate::progress;
+use crate::unnamed::CpuState;
+
+/// One sample, normalised across formats.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample<'a> {
+    pub vcpu: u32,
+    pub user: bool,
+    /// Host time since the plugin started (raw format only).
+    pub time_ns: Option<u64>,
+    /// The word at `[SP]`, when it was read.
+    pub sp_word: Option<u64>,
+    /// The return-address register (riscv `ra`, aarch64 `x30`), when it was recorded.
+    pub return_register: Option<u64>,
+    /// Why the unwind stopped (raw format only).
+    pub stop: Option<u8>,
+    /// The PC, then return addresses, innermost first.
+    pub addrs: &'a [u64],
+    /// CPU mode and privilege (raw format version 2; unknown before).
+    pub cpu: CpuState,
+    /// The address space: the page-table base (x86 CR3 without its PCID bits), when the
+    /// sample recorded one with address translation on (raw format version 2).
+    pub page_table: Option<u64>,
+}
+
+impl<'a> Sample<'a> {
+    /// A raw-format sample of an `arch` guest whose PC and return addresses are `addrs`.
+    pub fn of_raw(s: &SampleRef<'_>, addrs: &'a [u64], arch: Option<Arch>) -> Self {
+        Sample {
+            vcpu: s.vcpu,
+            user: s.user(),
+            time_ns: Some(s.time_ns),
+            // The plugin resolved frameless entries itself: the [SP] fix is only for older
+            // recordings.
+            sp_word: s.sp_word().filter(|_| !s.entry_resolved()),
+            return_register: s.return_register(),
+            stop: Some(s.stop),
+            addrs,
+            cpu: CpuState {
+                mode: s.mode(),
+                firmware: s.privilege() == Privilege::Firmware,
+            },
+            page_table: address_space::of_sample(arch, s.mode(), s.page_table_base()),
+        }
+    }
+}
+
+/// What reading a whole file found besides samples.
+#[derive(Debug, Clone, Default)]
+pub struct ReadSummary {
+    /// The file's records counted (format's one tally): samples, unwind stops, statistics,
+    /// host timer, unknown records, truncation. Of a legacy file: its samples, all of vCPU 0,
+    /// and where it was cut.
+    pub tally: RawSummary,
+    /// Legacy samples with no address at all (skipped).
+    pub empty_samples: u64,
+    /// Executions per instruction address (only when asked for).
+    pub exact: FxHashMap<u64, u64>,
+    /// Code bytes at sampled user addresses, per address space (raw format version 2).
+    pub code: CodeSamples,
+}
+
+impl ReadSummary {
+    /// Whether the file holds exact block counts.
+    pub fn has_exact(&self) -> bool {
+        self.tally.exact_records > 0
+    }
+}
+
+/// An opened CPU sample file, its header read.
+pub struct CpuInput {
+    pub path: PathBuf,
+    pub format: CpuFormat,
+    /// `None` for legacy files.
+    pub header: Option<Header>,
+    /// The raw format's version (0 for legacy files).
+    pub version: u16,
+    pub size: u64,
+    reader: Reader,
+}
+
+enum Reader {
+    Raw(RawReader<Box<dyn Read>>),
+    Legacy(LegacyReader<Box<dyn Read>>),
+}
+
+impl CpuInput {
+    /// Opens `path`, tells its format and reads the header. `progress` allows a bar.
+    pub fn open(path: &Path, progress: bool) -> Result<Self, ProfileError> {
+        let open_err = |source| ProfileError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = kern_profile_format::open_input(path).map_err(open_err)?;
+        let size = file.metadata().map_err(open_err)?.len();
+        let mut first = [0u8; 8];
+        let mut n = 0;
+        while n < first.len() {
+            match file.read(&mut first[n..]).map_err(open_err)? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        file.seek(SeekFrom::Start(0)).map_err(open_err)?;
+        // A file shorter than the magic but starting like it is a cut raw file, not legacy.
+        let format =
+            if n > 0 && n < first.len() && kern_profile_format::MAGIC.starts_with(&first[..n]) {
+                CpuFormat::Raw
+            } else {
+                detect(&first[..n])
+            };
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
+        let src = progress::reader(file, progress, size, &name);
+        let format_err = |source| ProfileError::Format {
+            path: path.to_path_buf(),
+            source,
+        };
+        let (reader, header, version) = match format {
+            CpuFormat::Raw => {
+                let r = RawReader::new(src).map_err(format_err)?;
+                let (h, v) = (r.header().clone(), r.version());
+                (Reader::Raw(r), Some(h), v)
+            }
+            CpuFormat::Legacy => (Reader::Legacy(LegacyReader::new(src)), None, 0),
+        };
+        Ok(CpuInput {
+            path: path.to_path_buf(),
+            format,
+            header,
+            version,
+            size,
+            reader,
+        })
+    }
+
+    /// Streams every sample to `on_sample`; collects exact counts when `want_exact`.
+    pub fn for_each(
+        self,
+        want_exact: bool,
+        mut on_sample: impl FnMut(&Sample<'_>),
+    ) -> Result<ReadSummary, ProfileError> {
+        let mut sum = ReadSummary::default();
+        match self.reader {
+            Reader::Raw(r) => read_raw(r, want_exact, &mut sum, &mut on_sample),
+            Reader::Legacy(r) => read_legacy(r, &mut sum, &mut on_sample),
+        }
+        .map_err(|source| ProfileError::Format {
+            path: self.path,
+            source,
+        })?;
+        Ok(sum)
+    }
+}
+
+/// Decodes the records of `r` up to its end, or to the last whole one: each record goes to
+/// `on_record`, then each sample, as a [`Sample`], to `on_sample`. The one decode loop of
+/// raw files, for whole files and for `top`'s growing one alike.
+pub fn decode_raw<R: Read>(
+    r: &mut RawReader<R>,
+    mut on_record: impl FnMut(&Record<'_>),
+    mut on_sample: impl FnMut(&Sample<'_>),
+) -> Result<(), FormatError> {
+    let mut addrs: Vec<u64> = Vec::with_capacity(256);
+    let arch = Some(r.header().arch);
+    while let Some(rec) = r.next_record()? {
+        on_record(&rec);
+        if let Record::Sample(s) = &rec {
+            addrs.clear();
+            addrs.push(s.pc);
+            addrs.extend(s.frames());
+            on_sample(&Sample::of_raw(s, &addrs, arch));
+        }
+    }
+    Ok(())
+}
+
+fn read_raw(
+    mut r: RawReader<Box<dyn Read>>,
+    want_exact: bool,
+    sum: &mut ReadSummary,
+    on_sample: &mut impl FnMut(&Sample<'_>),
+) -> Result<(), FormatError> {
+    let arch = Some(r.header().arch);
+    decode_raw(
+        &mut r,
+        |rec| {
+            sum.tally.add(rec);
+            match rec {
+                Record::ExactBlocks(blocks) if want_exact => add_exact(&mut sum.exact, blocks),
+                Record::CodeBytes(c) => sum.code.add(arch, c),
+                _ => {}
+            }
+        },
+        on_sample,
+    )?;
+    sum.tally.truncation = r.truncation();
+    Ok(())
+}
+
+fn read_legacy(
+    mut r: LegacyReader<Box<dyn Read>>,
+    sum: &mut ReadSummary,
+    on_sample: &mut impl FnMut(&Sample<'_>),
+) -> Result<(), FormatError> {
+    let mut addrs: Vec<u64> = Vec::with_capacity(256);
+    while let Some(s) = r.next_sample()? {
+        sum.tally.samples += 1;
+        if s.is_empty() {
+            sum.empty_samples += 1;
+            continue;
+        }
+        sum.tally.per_vcpu.add(0);
+        addrs.clear();
+        addrs.extend(s.addresses());
+        on_sample(&Sample {
+            vcpu: 0,
+            user: false,
+            time_ns: None,
+            sp_word: None,
+            return_register: None,
+            stop: None,
+            addrs: &addrs,
+            cpu: CpuState::default(),
+            page_table: None,
+        });
+    }
+    sum.tally.truncation = r.truncation();
+    Ok(())
+}
+
+/// Adds a record's exact block counts, per instruction address.
+fn add_exact(exact: &mut FxHashMap<u64, u64>, blocks: &ExactBlocks<'_>) {
+    for b in blocks.iter() {
+        for a in b.instructions() {
+            let c = exact.entry(a).or_insert(0);
+            *c = c.saturating_add(b.executions);
+        }
+    }
+}

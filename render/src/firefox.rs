@@ -1,0 +1,308 @@
+//! A Firefox Profiler profile (the processed format, through `fxprof-processed-profile`, as
+//! samply writes it): one process for the kernel, one thread per vCPU, each sample at its
+//! time so that the timeline and the per-vCPU tracks work.
+//!
+//! The pass over the recording keeps each kept sample's vCPU, mode, time and distinct address
+//! stack ([`TimedSamples`], a sink of the pass the other outputs share); then each distinct
+//! address stack of a thread is named and interned once, in the order the samples came, later
+//! samples with it only adding a sample row. Legacy files have no time; their samples are
+//! placed 1 ms apart, in file order, on one thread.
+
+use std::io::Write;
+use std::rc::Rc;
+
+use fxprof_processed_profile::{
+    CategoryColor, CategoryHandle, CpuDelta, Frame, FrameFlags, FrameInfo, ProcessHandle, Profile,
+    ReferenceTimestamp, SamplingInterval, StackHandle, ThreadHandle, Timestamp,
+};
+use kern_profile_format::{Header, SamplingMode};
+use rustc_hash::FxHashMap;
+
+use crate::{Collected, CpuRenderer, Needs};
+use kern_profile_profile::address_space::AddressSpaces;
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::filter::{NameRules, SampleFilter};
+use kern_profile_profile::profile::CpuProfile;
+use kern_profile_profile::stacks::{StackNamer, UNKNOWN_FRAME};
+use kern_profile_profile::timed::TimedSamples;
+use kern_profile_profile::warning::Warning;
+use kern_profile_profile::ProfileError;
+
+/// A distinct address stack of a thread: its interned stack (`None`: empty), or dropped by
+/// `--focus`/`--exclude`.
+#[derive(Clone, Copy)]
+enum Interned {
+    Kept(Option<StackHandle>),
+    Dropped,
+}
+
+struct ThreadState {
+    handle: ThreadHandle,
+    stacks: FxHashMap<Box<[u64]>, Interned>,
+    last_ns: Option<u64>,
+    first_ns: Option<u64>,
+    samples: u64,
+}
+
+/// The sampled profile as a Firefox Profiler profile, one thread per vCPU.
+pub struct FirefoxRenderer;
+
+impl CpuRenderer for FirefoxRenderer {
+    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
+        let input = run.open(run.input)?;
+        let mut samples = TimedSamples::default();
+        let profile =
+            CpuProfile::collect_into(input, run.sym, run.filter, false, &mut [&mut samples])?;
+        self.draw_samples(run, &profile, &samples, out)
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            exact: false,
+            samples: true,
+        }
+    }
+
+    fn draw(
+        &self,
+        run: &mut Run<'_>,
+        collected: &mut Collected,
+        out: &mut dyn Write,
+    ) -> Option<Result<String, ProfileError>> {
+        let none = TimedSamples::default();
+        let samples = collected.samples.as_ref().unwrap_or(&none);
+        Some(self.draw_samples(run, &collected.profile, samples, out))
+    }
+}
+
+impl FirefoxRenderer {
+    /// Names and writes the samples the pass over `profile`'s file kept.
+    fn draw_samples(
+        &self,
+        run: &mut Run<'_>,
+        profile: &CpuProfile,
+        samples: &TimedSamples,
+        out: &mut dyn Write,
+    ) -> Result<String, ProfileError> {
+        let arch = profile.header.as_ref().map(|h| h.arch);
+        // Which user program ran in which address space, from the recording's code bytes
+        // (only when user programs are given).
+        let spaces = match run.sym.has_user_binaries() {
+            true => profile.spaces.clone(),
+            false => AddressSpaces::none(arch),
+        };
+        run.warnings.extend(spaces.warnings(run.sym));
+        let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
+        let kept = write_firefox(
+            profile.header.as_ref(),
+            samples,
+            &mut namer,
+            run.filter,
+            &run.kernel,
+            out,
+        )?;
+        let overlap = namer.overlap_warning();
+        run.warnings.extend(Warning::of_input(
+            run.input,
+            profile.format,
+            &profile.summary,
+        ));
+        run.warnings.extend(overlap);
+        Ok(format!(
+            "{kept} of {} samples in a Firefox profile, one thread per vCPU",
+            profile.summary.tally.samples
+        ))
+    }
+}
+
+/// Writes the profile of `samples` as JSON to `out`, naming stacks with `namer`. Returns
+/// the number of samples kept.
+pub fn write_firefox(
+    header: Option<&Header>,
+    samples: &TimedSamples,
+    namer: &mut StackNamer<'_>,
+    filter: &SampleFilter,
+    product: &str,
+    out: impl Write,
+) -> Result<u64, ProfileError> {
+    let mut b = Builder::new(header, product, filter);
+    b.rules = filter.names.clone();
+    for (vcpu, user, key, ns) in samples.iter() {
+        b.add(vcpu, user, key, ns, namer);
+    }
+    let kept = b.kept;
+    b.finish(out).map_err(|source| ProfileError::Write {
+        what: "the Firefox profile".into(),
+        source,
+    })?;
+    Ok(kept)
+}
+
+/// The profile being built, with one thread per vCPU.
+struct Builder {
+    profile: Profile,
+    process: ProcessHandle,
+    kernel_cat: CategoryHandle,
+    user_cat: CategoryHandle,
+    threads: FxHashMap<u32, ThreadState>,
+    /// Whether the header declared the sampling interval (`delay` sampling).
+    declared: bool,
+    kept: u64,
+    names: Vec<Rc<str>>,
+    infos: Vec<FrameInfo>,
+    rules: NameRules,
+}
+
+fn start() -> Timestamp {
+    Timestamp::from_nanos_since_reference(0)
+}
+
+impl Builder {
+    fn new(header: Option<&Header>, product: &str, filter: &SampleFilter) -> Self {
+        let reference = header.map_or(ReferenceTimestamp::from_millis_since_unix_epoch(0.0), |h| {
+            ReferenceTimestamp::from_millis_since_unix_epoch(h.start_unix_ns as f64 / 1e6)
+        });
+        let declared = match header.map(|h| h.sampling) {
+            Some(SamplingMode::DelayMicros(us)) => {
+                Some(SamplingInterval::from_nanos(us.saturating_mul(1000)))
+            }
+            _ => None,
+        };
+        let mut profile = Profile::new(
+            product,
+            reference,
+            declared.unwrap_or(SamplingInterval::from_millis(1)),
+        );
+        profile.set_symbolicated(true);
+        profile.set_os_name("guest kernel under QEMU (kern-profile)");
+        let process = profile.add_process(product, 1, start());
+        let kernel_cat = profile.add_category("Kernel", CategoryColor::Orange);
+        let user_cat = profile.add_category("User", CategoryColor::Blue);
+        let mut b = Builder {
+            profile,
+            process,
+            kernel_cat,
+            user_cat,
+            threads: FxHashMap::default(),
+            declared: declared.is_some(),
+            kept: 0,
+            names: Vec::with_capacity(256),
+            infos: Vec::with_capacity(256),
+            rules: NameRules::default(),
+        };
+        // One track per vCPU QEMU ran, even an idle one.
+        if let Some(h) = header {
+            for v in 0..h.vcpus.min(4096) {
+                if filter.cpus.as_ref().is_none_or(|c| c.contains(v)) {
+                    b.thread(v);
+                }
+            }
+        }
+        b
+    }
+
+    fn thread(&mut self, vcpu: u32) -> &mut ThreadState {
+        let (profile, process) = (&mut self.profile, self.process);
+        self.threads.entry(vcpu).or_insert_with(|| {
+            // No "main" thread: the profiler would name it after the process.
+            let handle = profile.add_thread(process, vcpu, start(), false);
+            profile.set_thread_name(handle, &format!("vCPU {vcpu}"));
+            ThreadState {
+                handle,
+                stacks: FxHashMap::default(),
+                last_ns: None,
+                first_ns: None,
+                samples: 0,
+            }
+        })
+    }
+
+    /// A kept sample with interning key `key`, at `ns`.
+    fn add(&mut self, vcpu: u32, user: bool, key: &[u64], ns: u64, namer: &mut StackNamer<'_>) {
+        self.thread(vcpu);
+        let t = &self.threads[&vcpu];
+        let interned = match t.stacks.get(key) {
+            Some(h) => *h,
+            None => self.intern(vcpu, user, key, namer),
+        };
+        let Interned::Kept(stack) = interned else {
+            return;
+        };
+        self.kept += 1;
+        let t = self.threads.get_mut(&vcpu).expect("created above");
+        let delta = t.last_ns.map_or(CpuDelta::ZERO, |l| {
+            CpuDelta::from_nanos(ns.saturating_sub(l))
+        });
+        t.last_ns = Some(ns);
+        t.first_ns.get_or_insert(ns);
+        t.samples += 1;
+        let at = Timestamp::from_nanos_since_reference(ns);
+        self.profile.add_sample(t.handle, at, stack, delta, 1);
+    }
+
+    /// Names `key` and interns it on the sample's thread. User frames (of a user-mode sample,
+    /// or the user part of a system call's stack sampled in the kernel) go in the User
+    /// category.
+    fn intern(
+        &mut self,
+        vcpu: u32,
+        user: bool,
+        key: &[u64],
+        namer: &mut StackNamer<'_>,
+    ) -> Interned {
+        let t = self.threads.get_mut(&vcpu).expect("created by add");
+        let Some(user_part) = namer.name_key_shaped(key, &self.rules, &mut self.names) else {
+            t.stacks.insert(key.into(), Interned::Dropped);
+            return Interned::Dropped;
+        };
+        self.infos.clear();
+        for (i, n) in self.names.iter().enumerate() {
+            let category = if &**n == UNKNOWN_FRAME {
+                CategoryHandle::OTHER
+            } else if user || user_part.contains(&i) {
+                self.user_cat
+            } else {
+                self.kernel_cat
+            };
+            self.infos.push(FrameInfo {
+                frame: Frame::Label(self.profile.intern_string(n)),
+                category_pair: category.into(),
+                flags: FrameFlags::empty(),
+            });
+        }
+        let t = self.threads.get_mut(&vcpu).expect("created by add");
+        let h = Interned::Kept(
+            self.profile
+                .intern_stack_frames(t.handle, self.infos.drain(..)),
+        );
+        t.stacks.insert(key.into(), h);
+        h
+    }
+
+    /// `period` sampling declares no interval: declare the mean host-time spacing of samples.
+    fn declare_interval(&mut self) {
+        let (span, gaps) =
+            self.threads
+                .values()
+                .fold((0u64, 0u64), |(s, g), t| match (t.first_ns, t.last_ns) {
+                    (Some(a), Some(b)) if t.samples > 1 => (
+                        s.saturating_add(b.saturating_sub(a)),
+                        g.saturating_add(t.samples - 1),
+                    ),
+                    _ => (s, g),
+                });
+        if gaps > 0 && span > 0 {
+            self.profile
+                .set_interval(SamplingInterval::from_nanos((span / gaps).max(1)));
+        }
+    }
+
+    fn finish(mut self, out: impl Write) -> std::io::Result<()> {
+        if !self.declared {
+            self.declare_interval();
+        }
+        let mut out = std::io::BufWriter::new(out);
+        serde_json::to_writer(&mut out, &self.profile).map_err(std::io::Error::other)?;
+        out.flush()
+    }
+}

@@ -1,0 +1,167 @@
+//! An ELF's call-frame information (`.debug_frame`, `.eh_frame`, read with gimli), reduced to
+//! what the leaf and prologue correction asks of each address: unwind's [`CfiFacts`] (is the
+//! CFA computed from the frame pointer, are fp and the return address saved).
+
+use gimli::{
+    BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, EndianSlice, Reader, Register,
+    RegisterRule, RunTimeEndian, UnwindContext, UnwindSection,
+};
+use kern_profile_format::Arch;
+use kern_profile_unwind::frame_state::CfiFacts;
+use kern_profile_unwind::registers::dwarf_fp_ra;
+use object::{Object, ObjectSection};
+
+use crate::budget::Budget;
+
+/// The rows of every FDE, sorted by address.
+#[derive(Debug, Clone, Default)]
+pub struct CfiTable {
+    fdes: Vec<Fde>,
+    /// The sections read, for the report.
+    pub sections: Vec<&'static str>,
+}
+
+#[derive(Debug, Clone)]
+struct Fde {
+    start: u64,
+    end: u64,
+    rows: Vec<Row>,
+    fp_cfa_anywhere: bool,
+    ra_saved_anywhere: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    start: u64,
+    cfa_on_fp: bool,
+    fp_saved: bool,
+    ra_saved: bool,
+}
+
+impl CfiTable {
+    /// Reads `file`'s `.debug_frame` and `.eh_frame` for an `arch` guest. `None` when the
+    /// file has neither (or `arch` keeps return addresses on the stack); a section that does
+    /// not parse gives what was read before the error, and the error.
+    pub fn load(
+        file: &object::File<'_>,
+        arch: Arch,
+        budget: &mut Budget,
+    ) -> (Option<Self>, Option<String>) {
+        let Some((fp, ra)) = dwarf_fp_ra(arch) else {
+            return (None, None);
+        };
+        let regs = (Register(fp), Register(ra));
+        let endian = if file.is_little_endian() {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        };
+        let mut table = CfiTable::default();
+        let mut error = None;
+        for name in [".debug_frame", ".eh_frame"] {
+            let Some(section) = file.section_by_name(name) else {
+                continue;
+            };
+            // Decompressed within the file's bound, shared with the DWARF sections.
+            let data = match budget.section_bytes(&section) {
+                Ok(data) => data,
+                Err(e) => {
+                    error = Some(format!("{name}: {e}"));
+                    continue;
+                }
+            };
+            let data = EndianSlice::new(&data, endian);
+            let read = if name == ".eh_frame" {
+                let mut bases = BaseAddresses::default().set_eh_frame(section.address());
+                if let Some(text) = file.section_by_name(".text") {
+                    bases = bases.set_text(text.address());
+                }
+                let mut s = EhFrame::from(data);
+                s.set_address_size(8);
+                read_section(&s, &bases, regs, &mut table.fdes)
+            } else {
+                let mut s = DebugFrame::from(data);
+                s.set_address_size(8);
+                read_section(&s, &BaseAddresses::default(), regs, &mut table.fdes)
+            };
+            table.sections.push(name);
+            if let Err(e) = read {
+                error = Some(format!("{name}: {e}"));
+            }
+        }
+        if table.sections.is_empty() {
+            return (None, error);
+        }
+        table.fdes.sort_by_key(|f| f.start);
+        (Some(table), error)
+    }
+
+    /// What the call-frame information says at `addr`; `None` when no FDE covers it.
+    pub fn facts_at(&self, addr: u64) -> Option<CfiFacts> {
+        let i = self.fdes.partition_point(|f| f.start <= addr);
+        let fde = self.fdes[..i].iter().rev().find(|f| addr < f.end)?;
+        let r = fde
+            .rows
+            .partition_point(|r| r.start <= addr)
+            .checked_sub(1)?;
+        let row = fde.rows[r];
+        Some(CfiFacts {
+            cfa_on_fp: row.cfa_on_fp,
+            fp_saved: row.fp_saved,
+            ra_saved: row.ra_saved,
+            fp_cfa_before: fde.rows[..r].iter().any(|r| r.cfa_on_fp),
+            fp_cfa_anywhere: fde.fp_cfa_anywhere,
+            ra_saved_anywhere: fde.ra_saved_anywhere,
+        })
+    }
+}
+
+/// Appends the FDEs of `section` to `out`, up to the first entry that does not parse.
+fn read_section<R, S>(
+    section: &S,
+    bases: &BaseAddresses,
+    (fp, ra_default): (Register, Register),
+    out: &mut Vec<Fde>,
+) -> gimli::Result<()>
+where
+    R: Reader,
+    S: UnwindSection<R>,
+{
+    let mut ctx = UnwindContext::new();
+    let mut entries = section.entries(bases);
+    while let Some(entry) = entries.next()? {
+        let CieOrFde::Fde(partial) = entry else {
+            continue;
+        };
+        let fde = partial.parse(S::cie_from_offset)?;
+        // The CIE names the return-address column; compilers use the architecture's.
+        let ra = match fde.cie().return_address_register() {
+            Register(0) => ra_default,
+            r => r,
+        };
+        let mut rows = Vec::new();
+        let mut table = fde.rows(section, bases, &mut ctx)?;
+        while let Some(row) = table.next_row()? {
+            rows.push(Row {
+                start: row.start_address(),
+                cfa_on_fp: matches!(row.cfa(), CfaRule::RegisterAndOffset { register, .. } if *register == fp),
+                fp_saved: is_saved(&row.register(fp)),
+                ra_saved: is_saved(&row.register(ra)),
+            });
+        }
+        out.push(Fde {
+            start: fde.initial_address(),
+            end: fde.initial_address().saturating_add(fde.len()),
+            fp_cfa_anywhere: rows.iter().any(|r| r.cfa_on_fp),
+            ra_saved_anywhere: rows.iter().any(|r| r.ra_saved),
+            rows,
+        });
+    }
+    Ok(())
+}
+
+/// Whether a rule keeps the register's value elsewhere than in the register itself (compilers
+/// leave a register they have not touched undefined rather than "same value").
+fn is_saved<T: gimli::ReaderOffset>(rule: &RegisterRule<T>) -> bool {
+    !matches!(rule, RegisterRule::Undefined | RegisterRule::SameValue)
+}
