@@ -25,10 +25,9 @@ const MAX_BYTES: usize = 64;
 /// The identity of the address space a recorded page-table base names. x86: CR3 without its
 /// low 12 bits (the PCID or cache-control bits, which vary for one page directory).
 pub fn identity(arch: Option<Arch>, base: u64) -> u64 {
-    match arch {
-        Some(Arch::I386 | Arch::X86_64) => base & !0xfff,
-        _ => base,
-    }
+    arch.map_or(base, |a| {
+        kern_profile_arch::guest(a).page_table_identity(base)
+    })
 }
 
 /// The address space of a sample: its page-table base, when one was recorded while address
@@ -42,12 +41,9 @@ pub fn of_sample(arch: Option<Arch>, mode: CpuMode, base: Option<u64>) -> Option
 
 /// The page-table register's name, for frames and warnings.
 fn register(arch: Option<Arch>) -> &'static str {
-    match arch {
-        Some(Arch::Riscv64) => "satp",
-        Some(Arch::Aarch64) => "ttbr0",
-        Some(Arch::I386 | Arch::X86_64) => "cr3",
-        None => "page tables",
-    }
+    arch.map_or("page tables", |a| {
+        kern_profile_arch::guest(a).page_table_register()
+    })
 }
 
 /// One code record: an address and the bytes there.

@@ -6,9 +6,9 @@ use gimli::{
     BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, EndianSlice, Reader, Register,
     RegisterRule, RunTimeEndian, UnwindContext, UnwindSection,
 };
+use kern_profile_arch::registers::dwarf_fp_ra;
 use kern_profile_format::Arch;
 use kern_profile_unwind::frame_state::CfiFacts;
-use kern_profile_unwind::registers::dwarf_fp_ra;
 use object::{Object, ObjectSection};
 
 use crate::budget::Budget;

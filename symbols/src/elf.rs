@@ -59,13 +59,7 @@ impl ElfImage {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let arch = match file.architecture() {
-            object::Architecture::I386 => Some(Arch::I386),
-            object::Architecture::X86_64 | object::Architecture::X86_64_X32 => Some(Arch::X86_64),
-            object::Architecture::Riscv64 => Some(Arch::Riscv64),
-            object::Architecture::Aarch64 => Some(Arch::Aarch64),
-            _ => None,
-        };
+        let arch = kern_profile_arch::from_elf(file.architecture());
         let machine = format!("{:?}", file.architecture()).to_lowercase();
 
         let mut warnings = Vec::new();

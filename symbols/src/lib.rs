@@ -39,8 +39,8 @@ mod warning;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use kern_profile_arch::x86::insn as x86;
 use kern_profile_format::Arch;
-use kern_profile_unwind::x86;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use budget::Budget;
