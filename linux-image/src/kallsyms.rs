@@ -460,6 +460,21 @@ fn addresses_at(
     } else {
         u64::MAX
     };
+    // scripts/kallsyms.c takes the lowest relative address for the base: its offset is 0
+    // (-1 counting down). That tells offsets from absolute 32-bit addresses.
+    let lowest = match encoding {
+        AddressEncoding::Absolute => None,
+        AddressEncoding::Relative => Some(0),
+        AddressEncoding::RelativeAbsolutePercpu => Some(u32::MAX),
+    };
+    if let Some(lowest) = lowest {
+        let first_relative = (0..count)
+            .map(|i| u32_at(data, at + 4 * i))
+            .find(|o| encoding == AddressEncoding::Relative || o.is_none_or(|o| (o as i32) < 0));
+        if first_relative != Some(Some(lowest)) {
+            return None;
+        }
+    }
     for i in 0..count {
         let address = match (encoding, relative_base) {
             (AddressEncoding::Absolute, _) => word_at(data, at + ptr * i, ptr)?,
