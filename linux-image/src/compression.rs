@@ -94,7 +94,9 @@ pub(crate) enum UnpackError {
     Unsupported(&'static str),
 }
 
-/// Largest dictionary or window a decoder may allocate, whatever a hostile header asks.
+/// Largest dictionary a decoder may allocate, whatever a hostile header asks: the cap, but
+/// at least 64 MiB (Linux's xz_wrap.sh uses 32 MiB, `lzma -9` 64 MiB) and at most 256 MiB.
+const MIN_DICT: u64 = 64 << 20;
 const MAX_DICT: u64 = 256 << 20;
 /// Linux's lz4 legacy frame: each block unpacks to at most 8 MiB.
 const LZ4_LEGACY_BLOCK: usize = 8 << 20;
@@ -106,7 +108,7 @@ pub(crate) fn unpack(
     data: &[u8],
     cap: u64,
 ) -> Result<Vec<u8>, UnpackError> {
-    let dict_kib = (MAX_DICT.min(cap.max(1 << 20)) >> 10) as u32;
+    let dict_kib = (cap.clamp(MIN_DICT, MAX_DICT) >> 10) as u32;
     match compression {
         Compression::Gzip => read_capped(flate2::read::GzDecoder::new(data), cap),
         Compression::Xz => read_capped(

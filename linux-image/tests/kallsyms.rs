@@ -37,7 +37,11 @@ fn assert_round_trip(syms: &[Sym], kallsyms: &Kallsyms) {
 #[test]
 fn every_layout_and_encoding_round_trips() {
     for ptr in [4, 8] {
-        let base = if ptr == 8 { 0xffff_ffff_8100_0000 } else { 0xc100_0000 };
+        let base = if ptr == 8 {
+            0xffff_ffff_8100_0000
+        } else {
+            0xc100_0000
+        };
         let syms = many_syms(700, base);
         for order in [Order::Old, Order::OldWithSeqs, Order::New] {
             for encoding in [Encoding::Absolute, Encoding::Relative] {
@@ -45,14 +49,18 @@ fn every_layout_and_encoding_round_trips() {
                     let mut l = layout(ptr, order, encoding);
                     l.marker_size = marker_size;
                     let (data, token_table) = build_tables(&syms, l, 333);
-                    let k = read(&data, ptr)
-                        .unwrap_or_else(|e| panic!("{ptr} {order:?} {encoding:?} {marker_size}: {e}"));
+                    let k = read(&data, ptr).unwrap_or_else(|e| {
+                        panic!("{ptr} {order:?} {encoding:?} {marker_size}: {e}")
+                    });
                     assert_round_trip(&syms, &k);
                     assert_eq!(k.layout.token_table, token_table as u64);
                     assert_eq!(k.layout.num_syms, 700);
                     assert_eq!(k.layout.marker_size, marker_size);
                     assert_eq!(k.layout.addresses_after_tokens, order == Order::New);
-                    assert_eq!(k.layout.seqs_of_names.is_some(), order == Order::OldWithSeqs);
+                    assert_eq!(
+                        k.layout.seqs_of_names.is_some(),
+                        order == Order::OldWithSeqs
+                    );
                     let want = match encoding {
                         Encoding::Absolute => AddressEncoding::Absolute,
                         _ => AddressEncoding::Relative,
@@ -79,7 +87,10 @@ fn absolute_percpu_symbols_keep_their_small_addresses() {
         assert_round_trip(&syms, &k);
         assert_eq!(k.layout.encoding, AddressEncoding::RelativeAbsolutePercpu);
         assert_eq!(k.symbols[0].name, "fixed_percpu_data");
-        assert_eq!(k.lookup(base + 0x45).map(|s| s.name.as_str()), Some("schedule"));
+        assert_eq!(
+            k.lookup(base + 0x45).map(|s| s.name.as_str()),
+            Some("schedule")
+        );
     }
 }
 
@@ -131,7 +142,7 @@ fn a_relocatable_image_takes_its_base_from_the_rela_entry() {
         // The only difference is the base's 8 bytes (aligned).
         (0..data.len()).find(|&i| data[i] != with_base[i]).unwrap() / 8 * 8
     };
-    while data.len() % 8 != 0 {
+    while !data.len().is_multiple_of(8) {
         data.push(0);
     }
     let mut rela = Vec::new();
@@ -152,7 +163,11 @@ fn a_relocatable_image_takes_its_base_from_the_rela_entry() {
 fn an_image_without_tables_says_so_and_names_the_file() {
     let e = read(&[0x11; 4096], 8).unwrap_err();
     assert!(matches!(e, ImageError::NoKallsyms { .. }), "{e}");
-    assert!(e.to_string().starts_with("synthetic.img: no kallsyms tables"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("synthetic.img: no kallsyms tables"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -96,7 +96,7 @@ fn encode(name: &[u8], tokens: &[Vec<u8>]) -> Vec<u8> {
 }
 
 fn pad(out: &mut Vec<u8>, align: usize) {
-    while out.len() % align != 0 {
+    while !out.len().is_multiple_of(align) {
         out.push(0);
     }
 }
@@ -111,7 +111,10 @@ pub fn build_tables(syms: &[Sym], layout: Layout, prefix: usize) -> (Vec<u8>, us
     let mut syms = syms.to_vec();
     syms.sort_by_key(|s| s.address);
     let ptr = layout.ptr;
-    let full: Vec<String> = syms.iter().map(|s| format!("{}{}", s.kind, s.name)).collect();
+    let full: Vec<String> = syms
+        .iter()
+        .map(|s| format!("{}{}", s.kind, s.name))
+        .collect();
     let tokens = token_table(&full);
 
     let mut out: Vec<u8> = (0..prefix).map(|i| (i * 7 + 1) as u8 | 1).collect();
@@ -130,9 +133,11 @@ pub fn build_tables(syms: &[Sym], layout: Layout, prefix: usize) -> (Vec<u8>, us
                 Encoding::Absolute => word(out, s.address, ptr),
                 Encoding::Relative => word(out, s.address - base, 4),
                 Encoding::AbsolutePercpu if s.kind == 'A' => word(out, s.address, 4),
-                Encoding::AbsolutePercpu => {
-                    word(out, (base as i64 - s.address as i64 - 1) as i32 as u32 as u64, 4)
-                }
+                Encoding::AbsolutePercpu => word(
+                    out,
+                    (base as i64 - s.address as i64 - 1) as i32 as u32 as u64,
+                    4,
+                ),
             }
         }
         if layout.encoding != Encoding::Absolute {
@@ -208,7 +213,11 @@ pub fn many_syms(count: usize, base: u64) -> Vec<Sym> {
     ];
     for i in syms.len()..count {
         let kind = ['T', 't', 'D', 'r'][i % 4];
-        syms.push(sym(base + 0x100 + 0x20 * i as u64, kind, &format!("fn_{i}_0123456789")));
+        syms.push(sym(
+            base + 0x100 + 0x20 * i as u64,
+            kind,
+            &format!("fn_{i}_0123456789"),
+        ));
     }
     syms
 }
