@@ -39,8 +39,9 @@ pub enum ImageError {
         reason: String,
     },
     #[error(
-        "{}: the {compression} payload at offset {offset:#x} unpacks to more than {cap} bytes \
-         (Options::max_payload; a larger kernel needs a larger cap)",
+        "{}: the {compression} payload at offset {offset:#x} unpacks to (or asks for a \
+         dictionary of) more than {cap} bytes (Options::max_payload; a larger kernel needs a \
+         larger cap)",
         path.display()
     )]
     TooLarge {

@@ -114,8 +114,11 @@ const DIGITS: &[u8] = b"0\x001\x002\x003\x004\x005\x006\x007\x008\x009\x00";
 const MAX_CANDIDATES: usize = 64;
 /// Longest token accepted.
 const MAX_TOKEN: usize = 256;
-/// Largest encoded name: a two-byte length of up to 0x3fff codes.
-const MAX_ENTRY: usize = 2 + 0x3fff;
+/// Relocations that could be the base's, beyond which the base is called ambiguous.
+const MAX_BASE_CANDIDATES: usize = 64;
+/// Largest encoded name the search for the names' start allows for: KSYM_NAME_LEN (512)
+/// codes behind a two-byte length. (Decoding takes up to 0x3fff codes.)
+const MAX_LIKELY_ENTRY: usize = 2 + 512;
 
 /// A table that did not check out, for the error of the last candidate tried.
 struct Reject {
@@ -308,7 +311,7 @@ fn names_before(
 ) -> Option<(usize, u32)> {
     let last = usize::try_from(*markers.last()?).ok()?;
     let highest = markers_start.checked_sub(last + 2)? / ptr * ptr;
-    let lowest = highest.saturating_sub(256 * MAX_ENTRY).max(ptr);
+    let lowest = highest.saturating_sub(256 * MAX_LIKELY_ENTRY).max(ptr);
     let blocks = markers.len();
     (lowest..=highest).rev().step_by(ptr).find_map(|names| {
         let num = u32_at(data, names - ptr)?;
@@ -422,6 +425,10 @@ fn relocated_base(data: &[u8], at: usize, offsets: &[u64]) -> Option<(u64, u64)>
         }
         candidates.sort_unstable();
         candidates.dedup();
+        // Scoring is a pass over the symbols per candidate: a hostile image gets few.
+        if candidates.len() > MAX_BASE_CANDIDATES {
+            return None;
+        }
         let score = |&(_, value): &(u64, u64)| {
             offsets
                 .iter()
