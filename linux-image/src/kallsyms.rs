@@ -109,6 +109,20 @@ impl Kallsyms {
             .map(|s| s.address)
     }
 
+    /// Writes the symbols as `/proc/kallsyms` lists them ("ffffffff81000000 T _text", the
+    /// address as wide as a pointer of `pointer_size` bytes), for the tools that read that.
+    pub fn write_proc_format(
+        &self,
+        out: &mut impl std::io::Write,
+        pointer_size: usize,
+    ) -> std::io::Result<()> {
+        let width = 2 * pointer_size;
+        for s in &self.symbols {
+            writeln!(out, "{:0width$x} {} {}", s.address, s.kind, s.name)?;
+        }
+        Ok(())
+    }
+
     /// The symbol covering `address` (the last one at or below it).
     pub fn lookup(&self, address: u64) -> Option<&KernelSymbol> {
         let i = self.symbols.partition_point(|s| s.address <= address);
