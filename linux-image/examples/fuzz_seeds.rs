@@ -1,6 +1,6 @@
 //! Writes the seed corpus of the `linux_image` fuzz target (small synthetic images: an ELF
 //! and a raw Image holding kallsyms tables in each layout, bzImages in every compression,
-//! an Image.gz, cut and unknown files) into the folder given.
+//! an Image.gz, an EFI zboot image, cut and unknown files) into the folder given.
 //!
 //! usage: cargo run -p kern-profile-linux-image --example fuzz_seeds -- fuzz/corpus/linux_image
 
@@ -8,7 +8,8 @@
 mod common;
 
 use common::{
-    build_tables, bzimage, compress, elf_header, many_syms, raw_image, Encoding, Layout, Order,
+    build_tables, bzimage, compress, elf_header, many_syms, raw_image, zboot, Encoding, Layout,
+    Order,
 };
 use kern_profile_linux_image::Compression;
 
@@ -96,6 +97,10 @@ fn main() {
     let arm64 = raw_image(b"ARM\x64", 0, &body);
     write("arm64.Image", &arm64);
     write("arm64.Image.gz", &compress(Compression::Gzip, &arm64));
+    write(
+        "arm64.efi-zboot",
+        &zboot(&compress(Compression::Zstd, &arm64), "zstd"),
+    );
 
     // bzImages of the x86_64 ELF in every compression.
     for c in Compression::ALL {

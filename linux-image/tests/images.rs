@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{bzimage, compress, elf_header, raw_image};
+use common::{bzimage, compress, elf_header, raw_image, zboot};
 use kern_profile_linux_image::{
     open, parse, Arch, Compression, Container, ImageError, InnerContainer, Kernel, KernelImage,
     Options, DEFAULT_MAX_PAYLOAD,
@@ -262,6 +262,18 @@ fn arm64_and_riscv64_images_raw_and_gzipped() {
 
     let riscv = parse_bytes(raw_image(b"RSC\x05", 0x20_0000, &body)).unwrap();
     assert_eq!(riscv.arch(), Some(Arch::Riscv64));
+
+    // An EFI zboot image holding the Image, gzip or zstd.
+    for c in [Compression::Gzip, Compression::Zstd] {
+        let efi = parse_bytes(zboot(&compress(c, &arm64), c.name())).unwrap();
+        assert_eq!(efi.container, Container::EfiZboot);
+        assert_eq!((efi.compression, efi.payload_offset), (Some(c), 0x100));
+        assert_eq!(efi.bytes, arm64);
+        efi.check_arch(Arch::Aarch64).unwrap();
+    }
+    let cut = zboot(&compress(Compression::Gzip, &arm64), "gzip");
+    let e = parse_bytes(cut[..cut.len() - 100].to_vec()).unwrap_err();
+    assert!(matches!(e, ImageError::Truncated { .. }), "{e}");
 
     // A compressed ELF (vmlinux.zst).
     let elf = vmlinux(3000);

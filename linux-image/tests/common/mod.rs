@@ -314,3 +314,18 @@ pub fn compress(compression: Compression, data: &[u8]) -> Vec<u8> {
         }
     }
 }
+
+/// An EFI zboot image (arm64 `vmlinuz.efi`): "MZ", "zimg", the payload's offset and size, the
+/// compression's name, then `payload` at 0x100 and its 4-byte size trailer.
+pub fn zboot(payload: &[u8], compression: &str) -> Vec<u8> {
+    let mut img = vec![0u8; 0x100];
+    img[..2].copy_from_slice(b"MZ");
+    img[4..8].copy_from_slice(b"zimg");
+    img[8..12].copy_from_slice(&0x100u32.to_le_bytes());
+    img[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    img[24..24 + compression.len()].copy_from_slice(compression.as_bytes());
+    img[0x38..0x3c].copy_from_slice(b"\x64\xaa\x64\xaa");
+    img.extend_from_slice(payload);
+    img.extend_from_slice(&[0u8; 4]);
+    img
+}
