@@ -21,11 +21,13 @@ cargo doc --locked --workspace --no-deps -q
 bash scripts/build.sh
 say "cargo test (unit, golden and end-to-end tests)"
 set +e
-# KP_E2E=required: an end-to-end test whose inputs are missing fails instead of skipping;
+# KP_E2E=required, KP_REQUIRE_LINUX=1: an end-to-end test (or a real-image test of
+# linux-image) whose inputs are missing fails instead of skipping;
 # KP_PPROF_NODE=require, KP_CALLGRIND_ANNOTATE=require: the pprof output is read back by
 # npm's pprof-format, the callgrind output by valgrind's callgrind_annotate (node, npm and
 # valgrind are on every machine here), or the test fails.
 KP_E2E=required \
+KP_REQUIRE_LINUX=1 \
 KP_PPROF_NODE=require \
 KP_CALLGRIND_ANNOTATE=require \
 KP_PLUGIN="$KP_ROOT/target/release/kern-profile.so" \

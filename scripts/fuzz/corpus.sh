@@ -20,7 +20,7 @@ corpus="$KP_ROOT/fuzz/corpus"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 clear_generated_seeds "$corpus"
-mkdir -p "$corpus"/{raw,legacy,memtrace,alloc_analyze,symbol_map,elf,plugin_args,cpu_e2e,alloc_spec}
+mkdir -p "$corpus"/{raw,legacy,memtrace,alloc_analyze,symbol_map,elf,plugin_args,cpu_e2e,alloc_spec,linux_image}
 
 # record NAME RUN-KERNEL-ARGS... PLUGIN-ARGS (the last argument)
 record() {
@@ -100,14 +100,14 @@ PY
 cp "$corpus"/raw/* "$corpus"/legacy/* "$corpus/cpu_e2e/"
 
 # ELFs and symbol maps.
-tiny="$KP_ROOT/aggregator/tests/data/tiny.elf"
+tiny="$KP_ROOT/command/tests/data/tiny.elf"
 cp "$tiny" "$corpus/elf/tiny.elf"
 objcopy --compress-debug-sections=zlib "$tiny" "$corpus/elf/tiny-zlib.elf"
 objcopy --compress-debug-sections=zstd "$tiny" "$corpus/elf/tiny-zstd.elf"
 strip -o "$corpus/elf/tiny-stripped.elf" "$tiny"
 cp "$ex/user.embed.elf" "$corpus/elf/user-embed.elf"
 # riscv64 with call-frame information (.eh_frame) and without.
-cp aggregator/tests/data/tiny-riscv64.elf aggregator/tests/data/tiny-riscv64-nocfi.elf "$corpus/elf/"
+cp command/tests/data/tiny-riscv64.elf command/tests/data/tiny-riscv64-nocfi.elf "$corpus/elf/"
 strip -o "$corpus/elf/user-stripped.elf" "$ex/user.elf"
 nm "$tiny" >"$corpus/symbol_map/tiny.nm"
 nm -S -C "$ex/user.elf" >"$corpus/symbol_map/user.nm-S-C"
@@ -135,5 +135,8 @@ done
 cp examples/kernel-common/alloc.spec "$corpus/alloc_spec/kernel.spec"
 { cat examples/kernel-common/alloc.spec; printf '\0'; nm "$ex/kernel.elf" | grep -i kalloc; } \
     >"$corpus/alloc_spec/kernel-with-nm.spec"
+
+# Linux images: tiny synthetic bzImages, Images and kallsyms tables in every layout.
+cargo run -q -p kern-profile-linux-image --example fuzz_seeds -- "$corpus/linux_image"
 
 du -sh "$corpus"/*

@@ -6,6 +6,7 @@ pub mod alloc_spec;
 pub mod cpu_e2e;
 pub mod elf;
 pub mod legacy;
+pub mod linux_image;
 pub mod memtrace;
 pub mod plugin_args;
 pub mod raw;
@@ -25,4 +26,5 @@ pub const ALL: &[(&str, Target)] = &[
     ("plugin_args", plugin_args::run),
     ("alloc_spec", alloc_spec::run),
     ("cpu_e2e", cpu_e2e::run),
+    ("linux_image", linux_image::run),
 ];
