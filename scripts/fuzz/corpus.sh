@@ -2,7 +2,7 @@
 # Makes the fuzz targets' seed corpus, fuzz/corpus/<target>/, from real files: raw files
 # recorded from the example kernels by the real plugin in QEMU (short runs, so each is a few
 # kilobytes), legacy files converted from them, Maestro memtraces of the example kernel's
-# COM2, tiny.elf of the aggregator's tests (plain, zlib- and zstd-compressed DWARF,
+# COM2, tiny.elf of the command's tests (plain, zlib- and zstd-compressed DWARF,
 # stripped) and its riscv64 ones (with and without CFI), the ring-3 example programs, `nm` symbol maps,
 # plugin argument strings and allocator SPECs. Inputs fuzzing found (found-*) are kept.
 # The corpus is checked in; run this again after a format change (needs QEMU, the kernels
@@ -100,14 +100,14 @@ PY
 cp "$corpus"/raw/* "$corpus"/legacy/* "$corpus/cpu_e2e/"
 
 # ELFs and symbol maps.
-tiny="$KP_ROOT/aggregator/tests/data/tiny.elf"
+tiny="$KP_ROOT/command/tests/data/tiny.elf"
 cp "$tiny" "$corpus/elf/tiny.elf"
 objcopy --compress-debug-sections=zlib "$tiny" "$corpus/elf/tiny-zlib.elf"
 objcopy --compress-debug-sections=zstd "$tiny" "$corpus/elf/tiny-zstd.elf"
 strip -o "$corpus/elf/tiny-stripped.elf" "$tiny"
 cp "$ex/user.embed.elf" "$corpus/elf/user-embed.elf"
 # riscv64 with call-frame information (.eh_frame) and without.
-cp aggregator/tests/data/tiny-riscv64.elf aggregator/tests/data/tiny-riscv64-nocfi.elf "$corpus/elf/"
+cp command/tests/data/tiny-riscv64.elf command/tests/data/tiny-riscv64-nocfi.elf "$corpus/elf/"
 strip -o "$corpus/elf/user-stripped.elf" "$ex/user.elf"
 nm "$tiny" >"$corpus/symbol_map/tiny.nm"
 nm -S -C "$ex/user.elf" >"$corpus/symbol_map/user.nm-S-C"
