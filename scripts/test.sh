@@ -17,7 +17,7 @@ say "cargo clippy"
 cargo clippy --locked --workspace --all-targets -q -- -D warnings
 cargo clippy --locked --manifest-path fuzz/Cargo.toml --all-targets -q -- -D warnings
 say "cargo doc"
-cargo doc --locked --workspace --no-deps -q
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps -q  # broken doc links fail
 bash scripts/build.sh
 say "cargo test (unit, golden and end-to-end tests)"
 set +e

@@ -11,7 +11,7 @@ pub enum AllocError {
     /// A kern-profile raw file that could not be read; the message names the byte offset.
     #[error("raw file: {0}")]
     Raw(FormatError),
-    #[error("this raw file holds no allocation events: record them with the plugin's alloc=SPEC (plugin/README.md), or read its CPU samples without --alloc")]
+    #[error("this raw file holds no allocation events: record them with the plugin's alloc=SPEC (docs/plugin-arguments.md), or read its CPU samples without --alloc")]
     NoAllocationEvents,
     #[error(
         "raw file: the allocation event at byte offset {offset} comes before the allocator table"

@@ -257,7 +257,7 @@ pub fn boot(name: &str, plugin_args: &str, append: &str) -> Run {
 }
 
 /// The kernels' default CPU-workload rounds (`rounds=` unset: examples/kernel/src/multiboot.rs
-/// and examples/virt-common/config.rs).
+/// and examples/virt-common/src/config.rs).
 pub const DEFAULT_ROUNDS: u32 = 10_000;
 
 /// Runs `attempt(rounds)` until it yields `min` samples (its second value): a loaded host

@@ -34,7 +34,7 @@ impl Api {
         }
     }
 
-    /// Its build in `recorder::version::BUILDS`.
+    /// Its build in `kern_profile_format::qemu::BUILDS`.
     pub fn build(self) -> &'static Build {
         Build::for_api(self.level()).expect("every Api has a build")
     }

@@ -2,7 +2,7 @@
 # Makes the fuzz targets' seed corpus, fuzz/corpus/<target>/, from real files: raw files
 # recorded from the example kernels by the real plugin in QEMU (short runs, so each is a few
 # kilobytes), legacy files converted from them, Maestro memtraces of the example kernel's
-# COM2, tiny.elf of the aggregator's tests (plain, zlib- and zstd-compressed DWARF,
+# COM2, tiny.elf of the command's tests (plain, zlib- and zstd-compressed DWARF,
 # stripped) and its riscv64 ones (with and without CFI), the ring-3 example programs, `nm` symbol maps,
 # plugin argument strings and allocator SPECs. Inputs fuzzing found (found-*) are kept.
 # The corpus is checked in; run this again after a format change (needs QEMU, the kernels

@@ -10,7 +10,7 @@
 //!    (`/usr/bin` → `/usr/lib/kern-profile/`, the Debian package; `~/.cargo/bin` →
 //!    `~/.cargo/lib/kern-profile/`);
 //! 3. the copy built into the binary (`build.rs` embeds every build; `cargo install --path
-//!    aggregator` so gives a binary that needs nothing else), written once to a cache file
+//!    command` so gives a binary that needs nothing else), written once to a cache file
 //!    named after its content (`$XDG_CACHE_HOME/kern-profile/`, else `~/.cache/kern-profile/`,
 //!    else the temporary directory), since QEMU loads plugins from files.
 //!
