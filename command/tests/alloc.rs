@@ -7,15 +7,6 @@ use common::tiny::*;
 use kern_profile::alloc_cmd::{run_alloc_to, AllocCmdError, AllocFormat, AllocOptions, AllocView};
 use kern_profile_format::memtrace::{encode_record, Op};
 
-fn opts(format: AllocFormat, view: AllocView) -> AllocOptions {
-    AllocOptions {
-        format,
-        view,
-        progress: false,
-        ..AllocOptions::default()
-    }
-}
-
 fn trace() -> Vec<u8> {
     let mut t = Vec::new();
     let deep = [RET_MIDDLE, RET_WORK, RET_START];
@@ -32,14 +23,8 @@ fn stacks_are_named_like_cpu_stacks() {
     let dir = common::temp_dir("alloc-synthetic");
     let memtrace = common::write(&dir, "memtrace", &trace());
     let out = dir.join("out");
-    let r = run_alloc_to(
-        &memtrace,
-        Some(&common::tiny_elf()),
-        &out,
-        &opts(AllocFormat::Folded, AllocView::Live),
-        None,
-    )
-    .unwrap();
+    let r =
+        common::alloc_tiny(&memtrace, &out, AllocFormat::Folded, AllocView::Live, None).unwrap();
     assert_eq!(
         r.files,
         [
@@ -49,11 +34,11 @@ fn stacks_are_named_like_cpu_stacks() {
     );
     let heap = std::fs::read_to_string(out.join("mem-heap.folded")).unwrap();
     assert_eq!(heap, "_start;[unknown] 8\n_start;kernel::work;middle 64\n");
-    let r = run_alloc_to(
+    let r = common::alloc_tiny(
         &memtrace,
-        Some(&common::tiny_elf()),
         &out,
-        &opts(AllocFormat::Folded, AllocView::Allocated),
+        AllocFormat::Folded,
+        AllocView::Allocated,
         None,
     )
     .unwrap();
@@ -63,14 +48,7 @@ fn stacks_are_named_like_cpu_stacks() {
         heap,
         "_start;[unknown] 8\n_start;kernel::work 32\n_start;kernel::work;middle 64\n"
     );
-    let r = run_alloc_to(
-        &memtrace,
-        Some(&common::tiny_elf()),
-        &out,
-        &opts(AllocFormat::Svg, AllocView::Live),
-        None,
-    )
-    .unwrap();
+    let r = common::alloc_tiny(&memtrace, &out, AllocFormat::Svg, AllocView::Live, None).unwrap();
     let svg = std::fs::read_to_string(&r.files[0]).unwrap();
     assert!(
         svg.contains("heap: 72 units still allocated"),
@@ -88,19 +66,13 @@ fn bad_traces_are_errors_or_warnings() {
     // (lenient).
     t[1 + 4] = 9;
     let memtrace = common::write(&dir, "bad", &t);
-    let e = run_alloc_to(
-        &memtrace,
-        Some(&common::tiny_elf()),
-        &dir,
-        &opts(AllocFormat::Folded, AllocView::Live),
-        None,
-    )
-    .unwrap_err();
+    let e = common::alloc_tiny(&memtrace, &dir, AllocFormat::Folded, AllocView::Live, None)
+        .unwrap_err();
     assert!(matches!(e, AllocCmdError::Analyze { .. }), "{e}");
     assert!(e.to_string().contains("offset"), "{e}");
     let lenient = AllocOptions {
         lenient: true,
-        ..opts(AllocFormat::Folded, AllocView::Live)
+        ..common::alloc_opts(AllocFormat::Folded, AllocView::Live)
     };
     let r = run_alloc_to(&memtrace, Some(&common::tiny_elf()), &dir, &lenient, None).unwrap();
     assert!(
@@ -110,14 +82,7 @@ fn bad_traces_are_errors_or_warnings() {
     );
     // Cut short: a warning, the complete records used.
     let cut = common::write(&dir, "cut", &trace()[..len - 3]);
-    let r = run_alloc_to(
-        &cut,
-        Some(&common::tiny_elf()),
-        &dir,
-        &opts(AllocFormat::Folded, AllocView::Live),
-        None,
-    )
-    .unwrap();
+    let r = common::alloc_tiny(&cut, &dir, AllocFormat::Folded, AllocView::Live, None).unwrap();
     assert!(
         r.warnings
             .iter()
@@ -130,7 +95,7 @@ fn bad_traces_are_errors_or_warnings() {
         &dir.join("nope"),
         Some(&common::tiny_elf()),
         &dir,
-        &opts(AllocFormat::Folded, AllocView::Live),
+        &common::alloc_opts(AllocFormat::Folded, AllocView::Live),
         None,
     )
     .unwrap_err();
@@ -162,7 +127,7 @@ fn random_traces_never_panic() {
         let memtrace = common::write(&dir, "fuzz", &bytes);
         let o = AllocOptions {
             lenient: round % 3 == 0,
-            ..opts(
+            ..common::alloc_opts(
                 [AllocFormat::Folded, AllocFormat::Svg, AllocFormat::Text][round % 3],
                 [
                     AllocView::Live,

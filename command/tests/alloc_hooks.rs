@@ -5,20 +5,11 @@
 mod common;
 
 use common::tiny::*;
-use kern_profile::alloc_cmd::{run_alloc_to, AllocFormat, AllocOptions, AllocView};
+use kern_profile::alloc_cmd::{AllocFormat, AllocView};
 use kern_profile_format::memtrace::{encode_record, Op};
 use kern_profile_format::{
     AllocEvent, AllocTable, HookedFunction, SamplingMode, StopReason, VERSION_3,
 };
-
-fn opts(format: AllocFormat, view: AllocView) -> AllocOptions {
-    AllocOptions {
-        format,
-        view,
-        progress: false,
-        ..AllocOptions::default()
-    }
-}
 
 /// `leaf` hooked as the heap's alloc, `middle` as its realloc, `kernel::work` as its free;
 /// no sampling (`alloc=` alone).
@@ -74,24 +65,17 @@ fn raw_allocation_events_give_the_memtrace_views() {
     let dir = common::temp_dir("alloc-hooks");
     let raw = common::write(&dir, "raw", &raw());
     let out = dir.join("out");
-    let r = run_alloc_to(
-        &raw,
-        Some(&common::tiny_elf()),
-        &out,
-        &opts(AllocFormat::Folded, AllocView::Live),
-        None,
-    )
-    .unwrap();
+    let r = common::alloc_tiny(&raw, &out, AllocFormat::Folded, AllocView::Live, None).unwrap();
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     let heap = std::fs::read_to_string(out.join("mem-heap.folded")).unwrap();
     // The leaf is the hooked function itself, named at its entry.
     assert_eq!(heap, "_start;kernel::work;leaf 16\n_start;middle 48\n");
     let mut text = Vec::new();
-    run_alloc_to(
+    common::alloc_tiny(
         &raw,
-        Some(&common::tiny_elf()),
         &out,
-        &opts(AllocFormat::Text, AllocView::Live),
+        AllocFormat::Text,
+        AllocView::Live,
         Some(&mut text),
     )
     .unwrap();
@@ -127,11 +111,11 @@ fn memtrace_files_still_read_as_memtrace() {
     );
     let memtrace = common::write(&dir, "memtrace", &t);
     let mut text = Vec::new();
-    run_alloc_to(
+    common::alloc_tiny(
         &memtrace,
-        Some(&common::tiny_elf()),
         &dir,
-        &opts(AllocFormat::Text, AllocView::Live),
+        AllocFormat::Text,
+        AllocView::Live,
         Some(&mut text),
     )
     .unwrap();
@@ -147,15 +131,9 @@ fn memtrace_files_still_read_as_memtrace() {
 fn a_cpu_recording_is_not_an_allocation_trace() {
     let dir = common::temp_dir("alloc-hooks-cpu");
     let raw = common::write(&dir, "raw", &common::synthetic_raw(false));
-    let e = run_alloc_to(
-        &raw,
-        Some(&common::tiny_elf()),
-        &dir,
-        &opts(AllocFormat::Text, AllocView::Live),
-        None,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = common::alloc_tiny(&raw, &dir, AllocFormat::Text, AllocView::Live, None)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("holds no allocation events: record them with the plugin's alloc=SPEC"),
         "{e}"

@@ -240,3 +240,33 @@ pub const KERNEL_MAP: &str = "\
 pub const SYS_WORK_PC: u64 = 0x0010_0310;
 pub const RET_SYSCALL_ENTRY: u64 = 0x0010_0210;
 pub const RET_KSTART: u64 = 0x0010_0010;
+
+/// The allocation command's options for `format` and `view`, without a progress bar.
+pub fn alloc_opts(
+    format: kern_profile::alloc_cmd::AllocFormat,
+    view: kern_profile::alloc_cmd::AllocView,
+) -> kern_profile::alloc_cmd::AllocOptions {
+    kern_profile::alloc_cmd::AllocOptions {
+        format,
+        view,
+        progress: false,
+        ..Default::default()
+    }
+}
+
+/// The allocation command on `input` against tiny.elf, its files into `out`.
+pub fn alloc_tiny(
+    input: &Path,
+    out: &Path,
+    format: kern_profile::alloc_cmd::AllocFormat,
+    view: kern_profile::alloc_cmd::AllocView,
+    text: Option<&mut dyn std::io::Write>,
+) -> Result<kern_profile::alloc_cmd::AllocReport, kern_profile::alloc_cmd::AllocCmdError> {
+    kern_profile::alloc_cmd::run_alloc_to(
+        input,
+        Some(&tiny_elf()),
+        out,
+        &alloc_opts(format, view),
+        text,
+    )
+}
