@@ -7,3 +7,4 @@ pub mod record;
 pub mod session_args;
 pub mod stacks;
 pub mod top;
+pub mod values;
