@@ -1,0 +1,80 @@
+//! The crate's one error type: every variant names the file, and the byte offset where one
+//! applies, so that a user can look at the image with a hex editor.
+
+use std::path::PathBuf;
+
+use crate::{Arch, Compression};
+
+/// What went wrong reading a kernel image or its kallsyms tables.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {size} bytes, more than the {cap} byte cap (Options::max_payload)", path.display())]
+    FileTooLarge { path: PathBuf, size: u64, cap: u64 },
+    #[error("{}: truncated image at offset {offset:#x}: {what}", path.display())]
+    Truncated {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+    },
+    #[error(
+        "{}: not a kernel image: no ELF, bzImage or arm64/riscv64 Image header, and no \
+         compressed payload at offset {offset:#x} (magics tried: {tried})",
+        path.display()
+    )]
+    UnknownCompression {
+        path: PathBuf,
+        offset: u64,
+        tried: String,
+    },
+    #[error("{}: the {compression} payload at offset {offset:#x} does not decompress: {reason}", path.display())]
+    Decompress {
+        path: PathBuf,
+        compression: Compression,
+        offset: u64,
+        reason: String,
+    },
+    #[error(
+        "{}: the {compression} payload at offset {offset:#x} unpacks to more than {cap} bytes \
+         (Options::max_payload; a larger kernel needs a larger cap)",
+        path.display()
+    )]
+    TooLarge {
+        path: PathBuf,
+        compression: Compression,
+        offset: u64,
+        cap: u64,
+    },
+    #[error("{}: the payload at offset {offset:#x} is {compression}, which this build cannot unpack: {why}", path.display())]
+    Unsupported {
+        path: PathBuf,
+        compression: Compression,
+        offset: u64,
+        why: &'static str,
+    },
+    #[error("{}: the bzImage's payload at offset {offset:#x} unpacks ({compression}) to something other than an ELF", path.display())]
+    PayloadNotElf {
+        path: PathBuf,
+        compression: Compression,
+        offset: u64,
+    },
+    #[error("{}: a kernel for {found}, not {expected}", path.display())]
+    WrongArch {
+        path: PathBuf,
+        expected: Arch,
+        found: String,
+    },
+    #[error("{}: no kallsyms tables found: {why}", path.display())]
+    NoKallsyms { path: PathBuf, why: String },
+    #[error("{}: the kallsyms table {table} at offset {offset:#x} is malformed: {why}", path.display())]
+    BadKallsyms {
+        path: PathBuf,
+        table: &'static str,
+        offset: u64,
+        why: String,
+    },
+}
