@@ -41,6 +41,7 @@ pub mod config;
 pub mod exact_slots;
 pub mod host_timer;
 pub mod interrupted;
+pub mod kernel_tables;
 pub mod qemu_args;
 pub mod summary;
 pub mod target;
@@ -72,6 +73,7 @@ use crate::config::Config;
 use crate::target::{check_threading, guest_arch};
 use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3};
 use kern_profile_recorder::version::check_api;
+use kern_profile_sampler::capture::Capture;
 use kern_profile_sampler::writer::{Writer, WriterConfig};
 use kern_profile_unwind::PtrWidth;
 pub use qemu_plugin_sys as sys;
@@ -263,9 +265,18 @@ unsafe fn install(
     } else {
         VERSION_2
     };
+    let tables = match &cfg.kernel {
+        Some(path) => kernel_tables::load(path, arch)?,
+        None => None,
+    };
     let table = alloc.as_ref().map(|a| &a.set.table);
     let writer = open_output(&cfg.out, &header, version, table)?;
     let plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
+    for slot in plugin.vcpus.iter() {
+        let mut v = slot.0.lock().map_err(|_| "a vCPU's state is poisoned")?;
+        let capture = std::mem::replace(&mut v.capture, Capture::new(arch, 1));
+        v.capture = capture.with_tables(tables.clone());
+    }
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
     }

@@ -472,3 +472,61 @@ fn a_stack_only_capture_reads_no_mode_and_no_page_table() {
     );
     assert!(r.reads.contains(&Reg::PageTableBase) && r.reads.contains(&Reg::ModeControl));
 }
+
+/// x86_64 ORC tables (6.4 layout): `(address, sp_offset, kind)` with the stack pointer as
+/// the base.
+fn orc_tables(entries: &[(u64, i16, u8)]) -> Arc<UnwindTables> {
+    use kern_profile_unwind::tables::{OrcLayout, OrcTable};
+    let ip_addr = 0xd000_0000u64;
+    let mut ips = Vec::new();
+    let mut rows = Vec::new();
+    for (i, &(addr, sp_off, kind)) in entries.iter().enumerate() {
+        let word_at = ip_addr + 4 * i as u64;
+        ips.extend_from_slice(&(addr.wrapping_sub(word_at) as i32).to_le_bytes());
+        let sp_reg = if kind < 2 { 0 } else { 5 };
+        let [a, b] = sp_off.to_le_bytes();
+        rows.extend_from_slice(&[a, b, 0, 0, sp_reg, kind]);
+    }
+    let orc = OrcTable::parse(ip_addr, &ips, &rows, OrcLayout::Typed, 100).unwrap();
+    Arc::new(UnwindTables {
+        arch: Arch::X86_64,
+        orc: Some(orc),
+        cfi: None,
+    })
+}
+
+#[test]
+fn kernel_tables_walk_where_they_cover_the_pc() {
+    let w = PtrWidth::W8;
+    // The sampled function keeps 8 bytes below its return address; its caller is the end.
+    let tables = orc_tables(&[
+        (0xc000_0000, 16, 2),
+        (0xc000_1000, 0, 1),
+        (0xc000_2000, 0, 0),
+    ]);
+    let mut stack = Stack::new(w);
+    stack.put(SP, 0x5555);
+    stack.put(SP + 8, 0xc000_1010);
+    let chain = stack.chain(FP, 3);
+    let mut c = Capture::new(Arch::X86_64, 64).with_tables(Some(tables.clone()));
+    let (rec, _) = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
+    assert_eq!(rec.frames, [0xc000_1010]);
+    assert_eq!(rec.stop, StopReason::NullFramePointer);
+    // The first frame is the caller, whatever the block's entry: no [SP] fix for readers.
+    assert!(rec.entry_resolved);
+    assert_eq!(rec.sp_word, Some(0x5555));
+    // A pc the tables do not cover, and a user-mode sample: the frame-pointer walk.
+    let mut c = Capture::new(Arch::X86_64, 64).with_tables(Some(tables));
+    let at = SampleSite {
+        pc: 0xc000_3000,
+        ..site(EntryState::Framed)
+    };
+    let (rec, _) = c.take(&at, &mut regs(), stack.reader());
+    assert_eq!(rec.frames, chain);
+    assert!(!rec.entry_resolved);
+    let mut user = regs();
+    user.cs = Some(0x33);
+    let (rec, _) = c.take(&site(EntryState::Framed), &mut user, stack.reader());
+    assert_eq!(rec.frames, chain);
+    assert_eq!(c.stops().get(StopReason::NullFramePointer), 2);
+}
