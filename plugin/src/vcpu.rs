@@ -312,6 +312,7 @@ fn sample(idx: u32, block: &BlockInfo) {
         let site = SampleSite {
             vcpu: idx,
             pc: block.pc(index),
+            regs_pc: block.pc(0),
             entry: block.entry,
             icount,
             time_ns: if now == 0 { p.now_ns() } else { now },
@@ -334,6 +335,7 @@ fn sample_armed(p: &Plugin, t: &timer::Timed, idx: u32, v: &mut Vcpu, block: &Bl
     let site = SampleSite {
         vcpu: idx,
         pc: block.pc(index),
+        regs_pc: block.pc(0),
         entry: block.entry,
         icount: 0,
         time_ns: now,
@@ -375,6 +377,7 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
     let site = SampleSite {
         vcpu: idx,
         pc,
+        regs_pc: from_pc,
         entry: entry.unwrap_or(EntryState::Framed),
         icount: 0,
         time_ns: now,

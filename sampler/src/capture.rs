@@ -33,6 +33,10 @@ pub struct SampleSite {
     pub vcpu: u32,
     /// The instruction the budget ran out at.
     pub pc: u64,
+    /// The instruction whose registers the sample reads: the block's first (a block never
+    /// spans a call or a return, so the frames above it are the sampled instruction's; the
+    /// unwind tables' rules for the stack pointer are the first instruction's).
+    pub regs_pc: u64,
     /// The frame state at the entry of the block being run.
     pub entry: EntryState,
     /// The vCPU's instruction count up to the sampled instruction.
@@ -156,7 +160,7 @@ impl Capture {
         // The kernel's tables, where they cover the pc: whole stacks without frame
         // pointers, the caller of a frameless entry included.
         let start = StartRegs {
-            pc: site.pc,
+            pc: site.regs_pc,
             sp,
             fp,
             ra: extras.return_register,

@@ -134,6 +134,7 @@ impl VcpuHooks {
         let site = SampleSite {
             vcpu: at.vcpu,
             pc: hook.entry,
+            regs_pc: hook.entry,
             entry: match x86 {
                 true => EntryState::BeforePush,
                 false => EntryState::Framed,

@@ -97,6 +97,7 @@ fn site(entry: EntryState) -> SampleSite {
     SampleSite {
         vcpu: 3,
         pc: 0xc000_0042,
+        regs_pc: 0xc000_0042,
         entry,
         icount: 1000,
         time_ns: 77,
@@ -519,6 +520,7 @@ fn kernel_tables_walk_where_they_cover_the_pc() {
     let mut c = Capture::new(Arch::X86_64, 64).with_tables(Some(tables));
     let at = SampleSite {
         pc: 0xc000_3000,
+        regs_pc: 0xc000_3000,
         ..site(EntryState::Framed)
     };
     let (rec, _) = c.take(&at, &mut regs(), stack.reader());
@@ -529,4 +531,28 @@ fn kernel_tables_walk_where_they_cover_the_pc() {
     let (rec, _) = c.take(&site(EntryState::Framed), &mut user, stack.reader());
     assert_eq!(rec.frames, chain);
     assert_eq!(c.stops().get(StopReason::NullFramePointer), 2);
+}
+
+#[test]
+fn kernel_tables_take_the_rule_where_the_registers_were_read() {
+    // The block starts before a push (return address at [SP]); the sampled instruction
+    // comes after it, where the rule would read one word further up.
+    let tables = orc_tables(&[
+        (0xc000_0040, 8, 2),
+        (0xc000_0041, 16, 2),
+        (0xc000_1000, 0, 1),
+        (0xc000_2000, 0, 0),
+    ]);
+    let mut stack = Stack::new(PtrWidth::W8);
+    stack.put(SP, 0xc000_1010);
+    stack.put(SP + 8, 0xc000_1020);
+    let mut c = Capture::new(Arch::X86_64, 64).with_tables(Some(tables));
+    let at = SampleSite {
+        pc: 0xc000_0042,
+        regs_pc: 0xc000_0040,
+        ..site(EntryState::BeforePush)
+    };
+    let (rec, _) = c.take(&at, &mut regs(), stack.reader());
+    assert_eq!(rec.frames, [0xc000_1010]);
+    assert_eq!(rec.pc, 0xc000_0042);
 }
