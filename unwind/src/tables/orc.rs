@@ -131,7 +131,9 @@ struct Row {
     entry: OrcEntry,
 }
 
-/// A vmlinux's ORC entries, sorted by address.
+/// A vmlinux's ORC entries, sorted by address, with an index of where each block of
+/// `1 << block_shift` bytes of code starts among them (Linux's `.orc_lookup`, made here): a
+/// lookup searches a few entries instead of all of them.
 #[derive(Debug, Clone)]
 pub struct OrcTable {
     /// The lowest address an entry covers.
@@ -139,8 +141,16 @@ pub struct OrcTable {
     /// The highest entry's address: nothing beyond it is covered.
     last: u64,
     rows: Vec<Row>,
+    /// `blocks[b]`: the first row at or after block `b`'s start (one more block at the end).
+    blocks: Vec<u32>,
+    block_shift: u32,
     pub layout: OrcLayout,
 }
+
+/// Blocks of 256 bytes (Linux's LOOKUP_BLOCK_SIZE), larger where the table spans more than
+/// [`MAX_BLOCKS`] of them.
+const MIN_BLOCK_SHIFT: u32 = 8;
+const MAX_BLOCKS: u64 = 1 << 20;
 
 impl OrcTable {
     /// Reads the table from the contents of `.orc_unwind_ip` (loaded at `ip_addr`) and
@@ -201,10 +211,27 @@ impl OrcTable {
         // As Linux sorts them: by address, the "weak" terminators (undefined) before a real
         // entry at the same address, so that the lookup's rightmost match is the real one.
         rows.sort_by_key(|r| (r.at, r.entry.kind != OrcKind::Undefined));
+        let span = last - base;
+        let mut block_shift = MIN_BLOCK_SHIFT;
+        while span >> block_shift >= MAX_BLOCKS {
+            block_shift += 1;
+        }
+        let n_blocks = (span >> block_shift) as usize + 2;
+        let mut blocks = Vec::with_capacity(n_blocks);
+        let mut i = 0usize;
+        for b in 0..n_blocks as u64 {
+            let start = b << block_shift;
+            while i < rows.len() && (rows[i].at as u64) < start {
+                i += 1;
+            }
+            blocks.push(i as u32);
+        }
         Ok(OrcTable {
             base,
             last,
             rows,
+            blocks,
+            block_shift,
             layout,
         })
     }
@@ -230,13 +257,20 @@ impl OrcTable {
             return None;
         }
         let at = (addr - self.base) as u32;
-        let i = self.rows.partition_point(|r| r.at <= at);
+        let b = (at >> self.block_shift) as usize;
+        let (lo, hi) = match (self.blocks.get(b), self.blocks.get(b + 1)) {
+            (Some(&lo), Some(&hi)) => (lo as usize, hi as usize),
+            _ => (0, self.rows.len()),
+        };
+        // The rightmost row at or before `at`: in this block, or the last one before it.
+        let rows = self.rows.get(lo..hi.min(self.rows.len()))?;
+        let i = lo + rows.partition_point(|r| r.at <= at);
         Some(self.rows.get(i.checked_sub(1)?)?.entry)
     }
 
     /// Bytes of memory the table holds.
     pub fn heap_bytes(&self) -> usize {
-        self.rows.capacity() * std::mem::size_of::<Row>()
+        self.rows.capacity() * std::mem::size_of::<Row>() + self.blocks.capacity() * 4
     }
 }
 

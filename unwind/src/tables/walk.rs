@@ -134,9 +134,11 @@ pub fn walk_tables<R>(
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    if crossings.user_mode || rule_at(tables, start.pc).is_none() {
+    if crossings.user_mode {
         return None;
     }
+    // The first frame's rule, looked up once.
+    let mut first = Some(rule_at(tables, start.pc)?);
     let arch = tables.arch;
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
     let mut frames = Frames::new(out, max_depth);
@@ -166,7 +168,8 @@ where
             end: span_end(crossings.stack_span, st.seg_start),
             read: &mut read,
         };
-        let step = match rule_at(tables, probe) {
+        let rule = first.take().or_else(|| rule_at(tables, probe));
+        let step = match rule {
             Some(FrameRule::Orc(e)) if arch == Arch::X86_64 => orc_step(e, &st, &mut stack),
             Some(FrameRule::Cfi(row)) => cfi_step(arch, row, &st, &mut stack),
             _ => Step::HandOver,

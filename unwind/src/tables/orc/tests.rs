@@ -105,6 +105,38 @@ fn finds_the_entry_covering_an_address() {
 }
 
 #[test]
+fn finds_entries_across_a_wide_table() {
+    // 3 GiB of code: blocks larger than 256 bytes keep the index small.
+    let base = 0x1_0000_0000u64;
+    let addrs: Vec<u64> = (0..40)
+        .map(|i| base + i * 0x0480_0000 + (i & 1) * 0x80)
+        .collect();
+    let entries: Vec<u8> = (0..40)
+        .flat_map(|i| typed(5, 8 * i as i16, 0, 0, 2))
+        .collect();
+    let ip_addr = base + 0x5800_0000;
+    let t = OrcTable::parse(
+        ip_addr,
+        &ip_section(ip_addr, &addrs),
+        &entries,
+        OrcLayout::Typed,
+        100,
+    )
+    .unwrap();
+    assert!(t.heap_bytes() < 8 << 20, "{}", t.heap_bytes());
+    for (i, &a) in addrs.iter().enumerate() {
+        assert_eq!(t.find(a).unwrap().sp_offset, 8 * i as i16);
+        assert_eq!(
+            t.find(a.saturating_sub(1)).map(|e| e.sp_offset),
+            i.checked_sub(1).map(|j| 8 * j as i16)
+        );
+        if i + 1 < addrs.len() {
+            assert_eq!(t.find(addrs[i + 1] - 1).unwrap().sp_offset, 8 * i as i16);
+        }
+    }
+}
+
+#[test]
 fn refuses_bad_tables() {
     let e = typed(5, 8, 0, 0, 2);
     let ips = ip_section(0x1000, &[0x10, 0x20]);
