@@ -184,6 +184,12 @@ impl Capture {
                 frames: &frames[..walk.frames],
                 entry_resolved: true,
             };
+            // The walk took the caller from the return-address register where the tables
+            // said it was there: readers must not add it again.
+            let extras = SampleExtras {
+                return_register: None,
+                ..extras
+            };
             return (rec, extras);
         }
         let mut read_word = |addr: u64| {

@@ -556,3 +556,63 @@ fn kernel_tables_take_the_rule_where_the_registers_were_read() {
     assert_eq!(rec.frames, [0xc000_1010]);
     assert_eq!(rec.pc, 0xc000_0042);
 }
+
+#[test]
+fn kernel_tables_take_the_caller_from_the_link_register_once() {
+    use kern_profile_unwind::tables::cfi::{CfiRegisters, CfiSection};
+    use kern_profile_unwind::tables::CfiTable;
+    // aarch64 .debug_frame: a CIE (CFA = sp, return address in x30) and a leaf's FDE over
+    // [0x1000, 0x1100) that changes nothing.
+    let cie = [
+        0xff, 0xff, 0xff, 0xff, 1, 0, 4, 0x78, 30, 0x0c, 31, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let mut data = (cie.len() as u32).to_le_bytes().to_vec();
+    data.extend_from_slice(&cie);
+    let mut fde = 0u32.to_le_bytes().to_vec();
+    fde.extend_from_slice(&0x1000u64.to_le_bytes());
+    fde.extend_from_slice(&0x100u64.to_le_bytes());
+    fde.extend_from_slice(&[0; 4]);
+    data.extend_from_slice(&(fde.len() as u32).to_le_bytes());
+    data.extend_from_slice(&fde);
+    let section = CfiSection {
+        name: ".debug_frame",
+        data: &data,
+        address: 0,
+        text: None,
+    };
+    let regs = CfiRegisters {
+        sp: 31,
+        fp: 29,
+        ra: 30,
+    };
+    let cfi = CfiTable::parse(&[section], 8, regs, 100).unwrap();
+    let tables = Arc::new(UnwindTables {
+        arch: Arch::Aarch64,
+        orc: None,
+        cfi: Some(cfi),
+    });
+    let mut c = Capture::new(Arch::Aarch64, 64).with_tables(Some(tables));
+    let mut r = regs_without_fp();
+    r.ra = Some(0x2040);
+    let at = SampleSite {
+        pc: 0x1010,
+        regs_pc: 0x1010,
+        ..site(EntryState::Framed)
+    };
+    let mut stack = Stack::new(PtrWidth::W8);
+    let (rec, extras) = c.take(&at, &mut r, stack.reader());
+    assert_eq!(rec.frames, [0x2040]);
+    assert!(rec.entry_resolved);
+    // The caller is in the frames: readers must not add the register's value again.
+    assert_eq!(extras.return_register, None);
+}
+
+/// Kernel-mode aarch64 registers (PSTATE EL1h) with a null frame pointer.
+fn regs_without_fp() -> Regs {
+    Regs {
+        sp: Some(SP),
+        fp: Some(0),
+        cs: Some(0x3c5),
+        ra: None,
+    }
+}
