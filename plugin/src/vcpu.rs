@@ -202,8 +202,9 @@ pub fn vcpu_init(idx: u32) {
             None
         }
     };
+    v.capture = Capture::new(p.arch, p.cfg.depth).with_tables(p.tables.clone());
     if let Some(a) = &p.alloc {
-        v.hooks = Some(VcpuHooks::new(p.arch, p.cfg.depth));
+        v.hooks = Some(VcpuHooks::new(p.arch, p.cfg.depth).with_tables(p.tables.clone()));
         crate::alloc::vcpu_init(a, idx, &mut v);
         warn_missing_registers(&v.machine, &named, idx);
     }

@@ -20,7 +20,9 @@
 
 use kern_profile_format::memtrace::Op;
 use kern_profile_format::{alloc_flags, frame_marker, AllocEvent, Arch, StopReason};
-use kern_profile_unwind::{EntryState, PtrWidth};
+use std::sync::Arc;
+
+use kern_profile_unwind::{EntryState, PtrWidth, UnwindTables};
 
 use super::args::{read, return_register, sp_at_return, Location, RegisterFile};
 use super::matcher::{Matcher, Pending, WATCH_SLOTS};
@@ -100,6 +102,15 @@ impl VcpuHooks {
             given_up: Vec::new(),
             spare: Vec::new(),
             counts: CallCounts::default(),
+        }
+    }
+
+    /// Stacks walked with the kernel's unwind tables where they cover the pc (see
+    /// [`Capture::with_tables`]).
+    pub fn with_tables(self, tables: Option<Arc<UnwindTables>>) -> Self {
+        VcpuHooks {
+            capture: self.capture.with_tables(tables),
+            ..self
         }
     }
 
