@@ -1,6 +1,7 @@
 use super::*;
+use crate::tables::orc::reg;
 use crate::tables::orc::tests::{ip_section, typed};
-use crate::tables::{CfiTable, OrcLayout, OrcTable};
+use crate::tables::{CfaBase, CfiTable, OrcLayout, OrcTable, Rule};
 use kern_profile_format::frame_marker::{KERNEL_ENTRY as KE, STACK_SWITCH as SW};
 
 /// Guest memory: regions of bytes at addresses.
