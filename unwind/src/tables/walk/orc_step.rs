@@ -72,6 +72,7 @@ where
             _ => prev,
         };
         match at {
+            // Checked to fit when the registers were found.
             Some(at) => stack.any_word(at + pt_regs::BP),
             None => Some(st.fp),
         }
@@ -117,6 +118,11 @@ where
                     None => return Step::Stop(Unreadable),
                 },
             };
+            // The whole pt_regs lies below the end of the address space (every offset
+            // into it below is then in range).
+            if at.checked_add(pt_regs::SIZE).is_none() {
+                return Step::Stop(Unreadable);
+            }
             let frame = at + pt_regs::IRET;
             if !indirect && !stack.holds(if full { at } else { frame }, len) {
                 return Step::Stop(StopReason::OffStack);

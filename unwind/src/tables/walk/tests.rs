@@ -363,3 +363,36 @@ fn cfi_on_x86_64_reads_the_return_address_at_the_cfa() {
         (vec![f + 0x110, f + 0x210], StopReason::NullReturnAddress)
     );
 }
+
+#[test]
+fn registers_at_the_end_of_the_address_space_are_unreadable() {
+    let t = orc(&[
+        (A, typed(reg::SP, 0, 0, 0, 3)),
+        (B, typed(reg::SP, 0, 0, 0, 4)),
+        (END, typed(0, 0, 0, 0, 0)),
+    ]);
+    let mem = Mem::default();
+    for pc in [A, B] {
+        let mut out = [0; 8];
+        let start = StartRegs {
+            pc,
+            sp: u64::MAX - 16,
+            fp: 0,
+            ra: None,
+        };
+        let w = walk_tables(
+            &t,
+            start,
+            8,
+            Crossings::ALL,
+            |a, b| mem.read(a, b),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(w.frames, 0);
+        assert!(
+            matches!(w.stop, StopReason::Unreadable | StopReason::OffStack),
+            "{w:?}"
+        );
+    }
+}
