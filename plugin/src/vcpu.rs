@@ -12,7 +12,7 @@ use kern_profile_format::{Arch, InterruptWaits, SampleExtras, SamplingMode};
 use kern_profile_sampler::alloc_hooks::args::RegisterFile;
 use kern_profile_sampler::alloc_hooks::{Hook, HookSet, Moment, VcpuHooks};
 use kern_profile_sampler::batch::SampleBuffer;
-use kern_profile_sampler::capture::{Capture, Reg, RegisterReader, SampleSite};
+use kern_profile_sampler::capture::{record_extras, Capture, Reg, RegisterReader, SampleSite};
 use kern_profile_sampler::code_sampler::CodeSampler;
 
 use kern_profile_unwind::EntryState;
@@ -419,6 +419,7 @@ fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite, interrupted: Option<
             } else {
                 capture.take(site, &mut m.regs, |addr, out| mem.read_memory(addr, out))
             };
+            let extras = record_extras(&rec, extras);
             let width = p.width.bytes();
             code.sample(
                 &rec,

@@ -184,12 +184,6 @@ impl Capture {
                 frames: &frames[..walk.frames],
                 entry_resolved: true,
             };
-            // The walk took the caller from the return-address register where the tables
-            // said it was there: readers must not add it again.
-            let extras = SampleExtras {
-                return_register: None,
-                ..extras
-            };
             return (rec, extras);
         }
         let mut read_word = |addr: u64| {
@@ -249,6 +243,20 @@ impl Capture {
             frames: &[],
             entry_resolved: false,
         }
+    }
+}
+
+/// The extras a sample's record carries: a record whose frames start with the caller
+/// (`entry_resolved`: a table walk put it there, from the return-address register where the
+/// tables said it was there) carries no return-address register, which readers would add
+/// again.
+pub fn record_extras(rec: &SampleRecord<'_>, extras: SampleExtras) -> SampleExtras {
+    match rec.entry_resolved {
+        true => SampleExtras {
+            return_register: None,
+            ..extras
+        },
+        false => extras,
     }
 }
 

@@ -160,7 +160,10 @@ impl VcpuHooks {
         let ret = match x86 {
             true => rec.sp_word,
             false => {
-                frames.extend(extras.return_register);
+                // Unless a table walk put it first in the frames already.
+                if !rec.entry_resolved {
+                    frames.extend(extras.return_register);
+                }
                 extras.return_register
             }
         };

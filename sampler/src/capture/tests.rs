@@ -603,8 +603,10 @@ fn kernel_tables_take_the_caller_from_the_link_register_once() {
     let (rec, extras) = c.take(&at, &mut r, stack.reader());
     assert_eq!(rec.frames, [0x2040]);
     assert!(rec.entry_resolved);
-    // The caller is in the frames: readers must not add the register's value again.
-    assert_eq!(extras.return_register, None);
+    assert_eq!(extras.return_register, Some(0x2040));
+    // The caller is in the frames: the record does not carry the register for readers to
+    // add it again.
+    assert_eq!(record_extras(&rec, extras).return_register, None);
 }
 
 /// Kernel-mode aarch64 registers (PSTATE EL1h) with a null frame pointer.
