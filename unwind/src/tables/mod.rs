@@ -45,12 +45,13 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// 4 Mi ORC entries (48 MiB; Debian's 6.12 amd64 kernel has 440 Ki) and 4 Mi CFI rows
-    /// (96 MiB).
+    /// 4 Mi ORC entries (48 MiB, 12 bytes each; Debian's 6.12 amd64 kernel has 440 Ki) and
+    /// 2 Mi CFI rows (64 MiB, 32 bytes each; a vmlinux's `.debug_frame` has a few hundred
+    /// thousand).
     fn default() -> Self {
         Limits {
             orc_entries: 4 << 20,
-            cfi_rows: 4 << 20,
+            cfi_rows: 2 << 20,
         }
     }
 }
