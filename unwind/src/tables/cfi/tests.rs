@@ -106,3 +106,9 @@ fn bounds_the_rows_and_keeps_what_parsed_before_an_error() {
         t.warnings
     );
 }
+
+#[test]
+fn a_row_is_32_bytes() {
+    // Limits::default's memory bound counts on it.
+    assert_eq!(std::mem::size_of::<Row>(), 32);
+}

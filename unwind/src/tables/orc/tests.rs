@@ -178,3 +178,9 @@ fn refuses_bad_tables() {
     );
     assert!(matches!(err, Err(TableError::OrcSpan { .. })), "{err:?}");
 }
+
+#[test]
+fn an_entry_is_12_bytes() {
+    // Limits::default's memory bound counts on it.
+    assert_eq!(std::mem::size_of::<Row>(), 12);
+}
