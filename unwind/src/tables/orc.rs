@@ -150,7 +150,7 @@ pub struct OrcTable {
 /// Blocks of 256 bytes (Linux's LOOKUP_BLOCK_SIZE), larger where the table spans more than
 /// [`MAX_BLOCKS`] of them.
 const MIN_BLOCK_SHIFT: u32 = 8;
-const MAX_BLOCKS: u64 = 1 << 20;
+const MAX_BLOCKS: u64 = 1 << 18;
 
 impl OrcTable {
     /// Reads the table from the contents of `.orc_unwind_ip` (loaded at `ip_addr`) and
