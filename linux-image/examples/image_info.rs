@@ -50,8 +50,10 @@ fn main() {
         }
         match image.kallsyms() {
             Ok(k) if dump => {
-                for s in &k.symbols {
-                    println!("{:0width$x} {} {}", s.address, s.kind, s.name, width = 2 * image.pointer_size());
+                let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+                if let Err(e) = k.write_proc_format(&mut out, image.pointer_size()) {
+                    eprintln!("{e}");
+                    failed = true;
                 }
             }
             Ok(k) => println!(

@@ -94,9 +94,9 @@ pub(crate) enum UnpackError {
     Unsupported(&'static str),
 }
 
-/// Largest dictionary a decoder may allocate, whatever a hostile header asks: the cap, but
-/// at least 64 MiB (Linux's xz_wrap.sh uses 32 MiB, `lzma -9` 64 MiB) and at most 256 MiB.
-const MIN_DICT: u64 = 64 << 20;
+/// Largest dictionary an xz or lzma decoder may allocate, whatever a hostile header asks:
+/// the cap (no stream needs a dictionary larger than its output) up to 256 MiB (Linux's
+/// xz_wrap.sh uses 32 MiB, `lzma -9` 64 MiB). A larger one is a TooLarge error.
 const MAX_DICT: u64 = 256 << 20;
 /// Linux's lz4 legacy frame: each block unpacks to at most 8 MiB.
 const LZ4_LEGACY_BLOCK: usize = 8 << 20;
@@ -108,7 +108,7 @@ pub(crate) fn unpack(
     data: &[u8],
     cap: u64,
 ) -> Result<Vec<u8>, UnpackError> {
-    let dict_kib = (cap.clamp(MIN_DICT, MAX_DICT) >> 10) as u32;
+    let dict_kib = (cap.clamp(1 << 20, MAX_DICT) >> 10) as u32;
     match compression {
         Compression::Gzip => read_capped(flate2::read::GzDecoder::new(data), cap),
         Compression::Xz => read_capped(
@@ -116,8 +116,13 @@ pub(crate) fn unpack(
             cap,
         ),
         Compression::Lzma => {
-            let reader = lzma_rust2::LzmaReader::new_mem_limit(data, dict_kib, None)
-                .map_err(|e| UnpackError::Corrupt(e.to_string()))?;
+            let reader =
+                lzma_rust2::LzmaReader::new_mem_limit(data, dict_kib, None).map_err(|e| match e
+                    .kind()
+                {
+                    std::io::ErrorKind::OutOfMemory => UnpackError::TooLarge,
+                    _ => UnpackError::Corrupt(e.to_string()),
+                })?;
             read_capped(reader, cap)
         }
         Compression::Bzip2 => read_capped(bzip2::read::BzDecoder::new(data), cap),
@@ -146,6 +151,10 @@ fn read_capped(mut reader: impl Read, cap: u64) -> Result<Vec<u8>, UnpackError> 
             Ok(0) => return Ok(out),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // lzma-rust2's answer to a dictionary larger than the limit.
+            Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => {
+                return Err(UnpackError::TooLarge)
+            }
             Err(e) => return Err(UnpackError::Corrupt(e.to_string())),
         };
         if out.len() + n > cap {

@@ -22,8 +22,8 @@ pub enum ImageError {
         what: String,
     },
     #[error(
-        "{}: not a kernel image: no ELF, bzImage or arm64/riscv64 Image header, and no \
-         compressed payload at offset {offset:#x} (magics tried: {tried})",
+        "{}: not a kernel image: no ELF, bzImage, arm64/riscv64 Image or EFI zboot header, \
+         and no compressed payload at offset {offset:#x} (magics tried: {tried})",
         path.display()
     )]
     UnknownCompression {
@@ -39,8 +39,9 @@ pub enum ImageError {
         reason: String,
     },
     #[error(
-        "{}: the {compression} payload at offset {offset:#x} unpacks to more than {cap} bytes \
-         (Options::max_payload; a larger kernel needs a larger cap)",
+        "{}: the {compression} payload at offset {offset:#x} unpacks to (or asks for a \
+         dictionary of) more than {cap} bytes (Options::max_payload; a larger kernel needs a \
+         larger cap)",
         path.display()
     )]
     TooLarge {
@@ -56,7 +57,11 @@ pub enum ImageError {
         offset: u64,
         why: &'static str,
     },
-    #[error("{}: the bzImage's payload at offset {offset:#x} unpacks ({compression}) to something other than an ELF", path.display())]
+    #[error(
+        "{}: the payload at offset {offset:#x} unpacks ({compression}) to something other than \
+         the kernel its container holds (a vmlinux ELF, or an arm64/riscv64 Image)",
+        path.display()
+    )]
     PayloadNotElf {
         path: PathBuf,
         compression: Compression,

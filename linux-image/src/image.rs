@@ -40,6 +40,9 @@ pub enum Container {
     BzImage { protocol: u16 },
     /// An arm64 or riscv64 Image (raw, no ELF).
     RawImage,
+    /// An EFI zboot image (`CONFIG_EFI_ZBOOT`, arm64/riscv64 `vmlinuz.efi`): a PE stub whose
+    /// header locates the compressed raw Image.
+    EfiZboot,
     /// The whole file compressed (Image.gz, vmlinux.xz); `inner` is what was inside.
     Compressed { inner: InnerContainer },
 }
@@ -137,6 +140,38 @@ pub fn parse(path: &Path, data: Vec<u8>, options: &Options) -> Result<KernelImag
             data,
         ));
     }
+    if let Some((offset, len)) = zboot_payload(&data) {
+        let end = offset.saturating_add(len);
+        if end > data.len() as u64 {
+            return Err(ImageError::Truncated {
+                path: path.to_owned(),
+                offset: data.len() as u64,
+                what: format!(
+                    "the zboot payload at {offset:#x} runs to {end:#x}, past the end of the file"
+                ),
+            });
+        }
+        let payload = &data[offset as usize..end as usize];
+        let compression =
+            Compression::sniff(payload).ok_or_else(|| ImageError::UnknownCompression {
+                path: path.to_owned(),
+                offset,
+                tried: Compression::magics_tried(),
+            })?;
+        let inner = unpack_at(path, payload, offset, compression, options)?;
+        let header = raw_image_header(&inner).ok_or_else(|| ImageError::PayloadNotElf {
+            path: path.to_owned(),
+            compression,
+            offset,
+        })?;
+        return Ok(image(
+            Container::EfiZboot,
+            Some(compression),
+            offset,
+            Kernel::Raw(header),
+            inner,
+        ));
+    }
     let Some(compression) = Compression::sniff(&data) else {
         return Err(if data.len() < 0x40 {
             ImageError::Truncated {
@@ -176,6 +211,20 @@ pub fn parse(path: &Path, data: Vec<u8>, options: &Options) -> Result<KernelImag
         compression,
         offset: 0,
     })
+}
+
+/// An EFI zboot image's payload (offset, length): "MZ", then "zimg" and the two u32 at 8
+/// (Linux's drivers/firmware/efi/libstub/zboot-header.S).
+fn zboot_payload(data: &[u8]) -> Option<(u64, u64)> {
+    if !data.starts_with(b"MZ") || data.get(4..8) != Some(b"zimg") {
+        return None;
+    }
+    let u32_at = |at: usize| {
+        Some(u64::from(u32::from_le_bytes(
+            data.get(at..at + 4)?.try_into().ok()?,
+        )))
+    };
+    Some((u32_at(8)?, u32_at(12)?))
 }
 
 /// The kernel of an ELF (None when `data` is not one; an error when its header is cut).

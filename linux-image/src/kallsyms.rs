@@ -25,6 +25,14 @@ use std::path::Path;
 
 use crate::ImageError;
 
+mod addresses;
+mod names;
+mod tokens;
+
+use addresses::{addresses_at, relocated_base};
+use names::{entry_at, markers_and_names};
+use tokens::tokens_at;
+
 /// One symbol of the kernel, as `/proc/kallsyms` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSymbol {
@@ -101,6 +109,20 @@ impl Kallsyms {
             .map(|s| s.address)
     }
 
+    /// Writes the symbols as `/proc/kallsyms` lists them ("ffffffff81000000 T _text", the
+    /// address as wide as a pointer of `pointer_size` bytes), for the tools that read that.
+    pub fn write_proc_format(
+        &self,
+        out: &mut impl std::io::Write,
+        pointer_size: usize,
+    ) -> std::io::Result<()> {
+        let width = 2 * pointer_size;
+        for s in &self.symbols {
+            writeln!(out, "{:0width$x} {} {}", s.address, s.kind, s.name)?;
+        }
+        Ok(())
+    }
+
     /// The symbol covering `address` (the last one at or below it).
     pub fn lookup(&self, address: u64) -> Option<&KernelSymbol> {
         let i = self.symbols.partition_point(|s| s.address <= address);
@@ -112,12 +134,8 @@ impl Kallsyms {
 const DIGITS: &[u8] = b"0\x001\x002\x003\x004\x005\x006\x007\x008\x009\x00";
 /// Token-table candidates tried before giving up (a hostile image full of digits).
 const MAX_CANDIDATES: usize = 64;
-/// Longest token accepted.
-const MAX_TOKEN: usize = 256;
-/// Largest encoded name: a two-byte length of up to 0x3fff codes.
-const MAX_ENTRY: usize = 2 + 0x3fff;
 
-/// A table that did not check out, for the error of the last candidate tried.
+/// A table that did not check out: the error names the candidate that got furthest.
 struct Reject {
     table: &'static str,
     offset: usize,
@@ -198,305 +216,6 @@ fn word_at(data: &[u8], at: usize, size: usize) -> Option<u64> {
 
 fn align_up(x: usize, a: usize) -> usize {
     x.div_ceil(a) * a
-}
-
-/// The token table whose code 0x30 is at `digits`: (its start, the token index's offset,
-/// the 256 tokens).
-fn tokens_at(data: &[u8], digits: usize) -> Result<(usize, usize, Vec<&[u8]>), Reject> {
-    // The end of token 0xff: walk the tokens from 0x30 on.
-    let mut end = digits;
-    for code in 0x30..256 {
-        let len = memchr::memchr(0, &data[end..data.len().min(end + MAX_TOKEN + 1)])
-            .filter(|&len| len > 0)
-            .ok_or_else(|| {
-                reject(
-                    "kallsyms_token_table",
-                    end,
-                    format!("token {code:#x} is not a NUL-terminated string"),
-                )
-            })?;
-        end += len + 1;
-    }
-    let mut why = String::from("no kallsyms_token_index after it");
-    for index in [end, align_up(end, 2), align_up(end, 4), align_up(end, 8)] {
-        let Some(offsets) = (0..256)
-            .map(|i| u16_at(data, index + 2 * i).map(usize::from))
-            .collect::<Option<Vec<usize>>>()
-        else {
-            break;
-        };
-        if offsets[0] != 0 || offsets[0x30] > digits {
-            why = format!("no kallsyms_token_index at {index:#x}");
-            continue;
-        }
-        let start = digits - offsets[0x30];
-        let tokens = (0..256).map(|i| {
-            let at = start + offsets[i];
-            let next = if i == 255 {
-                end
-            } else {
-                start + offsets[i + 1]
-            };
-            let token = data.get(at..next.checked_sub(1)?)?;
-            (data.get(next - 1) == Some(&0) && !token.is_empty() && !token.contains(&0))
-                .then_some(token)
-        });
-        match tokens.collect::<Option<Vec<&[u8]>>>() {
-            Some(tokens) => return Ok((start, index, tokens)),
-            None => {
-                why = format!("the kallsyms_token_index at {index:#x} does not match the tokens")
-            }
-        }
-    }
-    Err(reject("kallsyms_token_table", digits, why))
-}
-
-/// The markers ending at `end` (exclusive), `size` bytes each: walking back, they decrease
-/// to the 0 of the first name.
-fn markers_before(data: &[u8], end: usize, size: usize) -> Option<(usize, Vec<u64>)> {
-    let mut markers = Vec::new();
-    let mut at = end;
-    let mut prev = u64::MAX;
-    loop {
-        at = at.checked_sub(size)?;
-        let value = word_at(data, at, size)?;
-        if value >= prev || value > end as u64 {
-            return None;
-        }
-        markers.push(value);
-        prev = value;
-        if value == 0 {
-            markers.reverse();
-            return Some((at, markers));
-        }
-    }
-}
-
-/// One encoded name at `at`: (the token codes, the offset of the next name).
-fn entry_at(data: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let first = *data.get(at)?;
-    let (len, codes) = if first & 0x80 != 0 {
-        let second = *data.get(at + 1)?;
-        (
-            (usize::from(first & 0x7f)) | (usize::from(second) << 7),
-            at + 2,
-        )
-    } else {
-        (usize::from(first), at + 1)
-    };
-    if len == 0 {
-        return None;
-    }
-    Some((data.get(codes..codes + len)?, codes + len))
-}
-
-/// Skips `count` names from `at`: the offset after them.
-fn skip_entries(data: &[u8], mut at: usize, count: usize) -> Option<usize> {
-    for _ in 0..count {
-        at = entry_at(data, at)?.1;
-    }
-    Some(at)
-}
-
-/// `kallsyms_names` and `kallsyms_num_syms` before the markers at `markers_start`: the
-/// names' offset and the count, checked against every marker.
-fn names_before(
-    data: &[u8],
-    markers_start: usize,
-    markers: &[u64],
-    ptr: usize,
-) -> Option<(usize, u32)> {
-    let last = usize::try_from(*markers.last()?).ok()?;
-    let highest = markers_start.checked_sub(last + 2)? / ptr * ptr;
-    let lowest = highest.saturating_sub(256 * MAX_ENTRY).max(ptr);
-    let blocks = markers.len();
-    (lowest..=highest).rev().step_by(ptr).find_map(|names| {
-        let num = u32_at(data, names - ptr)?;
-        let count = usize::try_from(num).ok()?;
-        if count == 0 || count.div_ceil(256) != blocks {
-            return None;
-        }
-        let end = skip_entries(data, names + last, count - 256 * (blocks - 1))?;
-        if end > markers_start || markers_start - end >= ptr.max(4) + 4 {
-            return None;
-        }
-        // Every marker must land on a name boundary.
-        let mut at = names;
-        for (block, &marker) in markers.iter().enumerate() {
-            if at != names + usize::try_from(marker).ok()? {
-                return None;
-            }
-            if block + 1 < blocks {
-                at = skip_entries(data, at, 256)?;
-            }
-        }
-        Some((names, num))
-    })
-}
-
-/// The markers and names before the token table at `token_table`: (the markers' size and
-/// offset, the names' offset, the number of symbols, and the offset of
-/// `kallsyms_seqs_of_names` when it stands between the markers and the token table).
-fn markers_and_names(
-    data: &[u8],
-    token_table: usize,
-    ptr: usize,
-) -> Option<(usize, usize, usize, u32, Option<usize>)> {
-    // Up to 6.1: the markers end where the token table's alignment padding starts.
-    for marker_size in [4, ptr] {
-        for end in [token_table, token_table.saturating_sub(4)] {
-            if end % marker_size != 0 {
-                continue;
-            }
-            let Some((start, markers)) = markers_before(data, end, marker_size) else {
-                continue;
-            };
-            if let Some((names, num)) = names_before(data, start, &markers, ptr) {
-                return Some((marker_size, start, names, num, None));
-            }
-        }
-    }
-    // 6.2 and 6.3 (and Debian's 6.1.y, which has the backport): `kallsyms_seqs_of_names`,
-    // 3 bytes per symbol, between them. For k markers there are 256(k-1)+1 to 256k
-    // symbols, which bounds where the seqs start.
-    let max_blocks = (token_table / (3 * 256)).min(1 << 16);
-    for blocks in 1..=max_blocks {
-        let nearest = token_table.checked_sub(3 * (256 * (blocks - 1) + 1))? / ptr * ptr;
-        let farthest = token_table.checked_sub(align_up(3 * 256 * blocks, ptr))?;
-        for seqs in (farthest..=nearest).rev().step_by(ptr) {
-            for marker_size in [4, ptr] {
-                for end in [seqs, seqs.saturating_sub(4)] {
-                    let Some(start) = end.checked_sub(marker_size * blocks) else {
-                        continue;
-                    };
-                    if end % marker_size != 0 || word_at(data, start, marker_size) != Some(0) {
-                        continue;
-                    }
-                    let Some((_, markers)) = markers_before(data, end, marker_size) else {
-                        continue;
-                    };
-                    if markers.len() != blocks {
-                        continue;
-                    }
-                    let Some((names, num)) = names_before(data, start, &markers, ptr) else {
-                        continue;
-                    };
-                    if align_up(seqs + 3 * num as usize, ptr) == token_table {
-                        return Some((marker_size, start, names, num, Some(seqs)));
-                    }
-                }
-            }
-        }
-    }
-    None
-}
-
-/// R_AARCH64_RELATIVE and R_RISCV_RELATIVE, the `r_info` of a relocatable Image's RELA
-/// entries (24 bytes: offset, info, addend) that add the load address.
-const RELATIVE_RELOCATIONS: [u64; 2] = [1027, 3];
-
-/// The relocation of the pointer at file offset `at`: (the link address of offset 0, the
-/// pointer's value), given the addresses decoded relative to 0. Its `r_offset` is the link
-/// address of `at`; the image's link address is 2 MiB aligned (arm64's KIMAGE_VADDR,
-/// riscv64's KERNEL_LINK_ADDR) and the value points into the image. When several entries
-/// fit, the one under which most symbols are the target of some relocation (function
-/// pointers in tables) wins.
-fn relocated_base(data: &[u8], at: usize, offsets: &[u64]) -> Option<(u64, u64)> {
-    for kind in RELATIVE_RELOCATIONS {
-        let mut candidates = Vec::new();
-        let mut targets = std::collections::HashSet::new();
-        for hit in memchr::memmem::find_iter(data, &kind.to_le_bytes()) {
-            if hit % 8 != 0 || hit < 8 {
-                continue;
-            }
-            let (Some(offset), Some(addend)) =
-                (word_at(data, hit - 8, 8), word_at(data, hit + 8, 8))
-            else {
-                continue;
-            };
-            targets.insert(addend);
-            let base = offset.wrapping_sub(at as u64);
-            if base % 0x20_0000 == 0 && addend >= base && addend - base < data.len() as u64 {
-                candidates.push((base, addend));
-            }
-        }
-        candidates.sort_unstable();
-        candidates.dedup();
-        let score = |&(_, value): &(u64, u64)| {
-            offsets
-                .iter()
-                .filter(|&&o| targets.contains(&value.wrapping_add(o)))
-                .count()
-        };
-        if let Some(best) = candidates.iter().max_by_key(|c| score(c)) {
-            return (score(best) > 0).then_some(*best);
-        }
-    }
-    None
-}
-
-/// Decodes the addresses stored at `at` in the way `encoding` says; None unless they are
-/// sorted, as scripts/kallsyms.c writes them.
-fn addresses_at(
-    data: &[u8],
-    at: usize,
-    count: usize,
-    ptr: usize,
-    encoding: AddressEncoding,
-) -> Option<(Vec<u64>, Option<usize>)> {
-    let mut out = Vec::with_capacity(count);
-    let relative_base = match encoding {
-        AddressEncoding::Absolute => {
-            data.get(at..at.checked_add(count.checked_mul(ptr)?)?)?;
-            None
-        }
-        _ => {
-            let base_at = align_up(at + 4 * count, ptr);
-            Some((base_at, word_at(data, base_at, ptr)?))
-        }
-    };
-    let mask = if ptr == 4 {
-        u64::from(u32::MAX)
-    } else {
-        u64::MAX
-    };
-    // scripts/kallsyms.c takes the lowest relative address for the base: its offset is 0
-    // (-1 counting down). That tells offsets from absolute 32-bit addresses.
-    let lowest = match encoding {
-        AddressEncoding::Absolute => None,
-        AddressEncoding::Relative => Some(0),
-        AddressEncoding::RelativeAbsolutePercpu => Some(u32::MAX),
-    };
-    if let Some(lowest) = lowest {
-        let first_relative = (0..count)
-            .map(|i| u32_at(data, at + 4 * i))
-            .find(|o| encoding == AddressEncoding::Relative || o.is_none_or(|o| (o as i32) < 0));
-        if first_relative != Some(Some(lowest)) {
-            return None;
-        }
-    }
-    for i in 0..count {
-        let address = match (encoding, relative_base) {
-            (AddressEncoding::Absolute, _) => word_at(data, at + ptr * i, ptr)?,
-            (AddressEncoding::Relative, Some((_, base))) => {
-                base.wrapping_add(u64::from(u32_at(data, at + 4 * i)?)) & mask
-            }
-            (_, Some((_, base))) => {
-                let offset = u32_at(data, at + 4 * i)? as i32;
-                if offset >= 0 {
-                    offset as u64
-                } else {
-                    base.wrapping_sub(1).wrapping_sub(i64::from(offset) as u64) & mask
-                }
-            }
-            (_, None) => unreachable!("relative encodings have a base"),
-        };
-        if out.last().is_some_and(|&prev| address < prev) {
-            return None;
-        }
-        out.push(address);
-    }
-    Some((out, relative_base.map(|(at, _)| at)))
 }
 
 /// The tables around the token table whose code 0x30 is at `digits`.

@@ -1,6 +1,6 @@
 //! Linux kernel images as kern-profile's inputs: the kernel proper inside an x86 bzImage
-//! (its compressed vmlinux ELF), an arm64 or riscv64 `Image` (raw) or `Image.gz`, or an
-//! ELF as it is; and the names of the kallsyms tables compiled into it, so that a
+//! (its compressed vmlinux ELF), an arm64 or riscv64 `Image` (raw), `Image.gz` or EFI
+//! zboot image, or an ELF as it is; and the names of the kallsyms tables compiled into it, so that a
 //! distribution's `vmlinuz` can be profiled with nothing else.
 //!
 //! ```no_run

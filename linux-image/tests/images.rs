@@ -2,63 +2,13 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
 
-use common::{bzimage, elf_header, raw_image};
+use common::{bzimage, compress, elf_header, raw_image, zboot};
 use kern_profile_linux_image::{
     open, parse, Arch, Compression, Container, ImageError, InnerContainer, Kernel, KernelImage,
     Options, DEFAULT_MAX_PAYLOAD,
 };
-
-fn compress(compression: Compression, data: &[u8]) -> Vec<u8> {
-    match compression {
-        Compression::Gzip => {
-            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-            e.write_all(data).unwrap();
-            e.finish().unwrap()
-        }
-        Compression::Xz => {
-            // As Linux's scripts/xz_wrap.sh: the x86 BCJ filter before LZMA2, CRC32.
-            let mut options = lzma_rust2::XzOptions::with_preset(6);
-            options.prepend_pre_filter(lzma_rust2::FilterType::BcjX86, 0);
-            options.set_check_sum_type(lzma_rust2::CheckType::Crc32);
-            let mut w = lzma_rust2::XzWriter::new(Vec::new(), options).unwrap();
-            w.write_all(data).unwrap();
-            w.finish().unwrap()
-        }
-        Compression::Lzma => {
-            let options = lzma_rust2::LzmaOptions::with_preset(6);
-            let mut w = lzma_rust2::LzmaWriter::new_use_header(Vec::new(), &options, None).unwrap();
-            w.write_all(data).unwrap();
-            w.finish().unwrap()
-        }
-        Compression::Bzip2 => {
-            let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
-            e.write_all(data).unwrap();
-            e.finish().unwrap()
-        }
-        Compression::Zstd => {
-            ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
-        }
-        Compression::Lz4 => {
-            // lz4 -l: the legacy magic, then 8 MiB blocks behind their compressed lengths.
-            let mut out = 0x184C_2102u32.to_le_bytes().to_vec();
-            for chunk in data.chunks(8 << 20) {
-                let block = lz4_flex::block::compress(chunk);
-                out.extend_from_slice(&(block.len() as u32).to_le_bytes());
-                out.extend_from_slice(&block);
-            }
-            out
-        }
-        Compression::Lzo => {
-            // Only the lzop header: no LZO decoder is built in.
-            let mut out = Compression::Lzo.magic().to_vec();
-            out.extend_from_slice(&[0x10, 0x30, 0x20, 0x60, 0x09, 0x40, 0x01]);
-            out
-        }
-    }
-}
 
 /// A vmlinux stand-in: an x86_64 ELF header and compressible bytes.
 fn vmlinux(len: usize) -> Vec<u8> {
@@ -255,6 +205,21 @@ fn decompression_bombs_stop_at_the_cap() {
         );
     }
     assert_eq!(Options::default().max_payload, DEFAULT_MAX_PAYLOAD);
+    // An lzma header that asks for a 1 GiB dictionary: refused before any allocation.
+    let mut hostile = vec![0x5d, 0, 0, 0, 0x40];
+    hostile.extend_from_slice(&[0xff; 8]);
+    hostile.extend_from_slice(&[0; 64]);
+    let e = parse(Path::new("bomb"), hostile, &Options::default()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ImageError::TooLarge {
+                compression: Compression::Lzma,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -297,6 +262,18 @@ fn arm64_and_riscv64_images_raw_and_gzipped() {
 
     let riscv = parse_bytes(raw_image(b"RSC\x05", 0x20_0000, &body)).unwrap();
     assert_eq!(riscv.arch(), Some(Arch::Riscv64));
+
+    // An EFI zboot image holding the Image, gzip or zstd.
+    for c in [Compression::Gzip, Compression::Zstd] {
+        let efi = parse_bytes(zboot(&compress(c, &arm64), c.name())).unwrap();
+        assert_eq!(efi.container, Container::EfiZboot);
+        assert_eq!((efi.compression, efi.payload_offset), (Some(c), 0x100));
+        assert_eq!(efi.bytes, arm64);
+        efi.check_arch(Arch::Aarch64).unwrap();
+    }
+    let cut = zboot(&compress(Compression::Gzip, &arm64), "gzip");
+    let e = parse_bytes(cut[..cut.len() - 100].to_vec()).unwrap_err();
+    assert!(matches!(e, ImageError::Truncated { .. }), "{e}");
 
     // A compressed ELF (vmlinux.zst).
     let elf = vmlinux(3000);

@@ -109,6 +109,25 @@ fn sizes_reach_the_next_higher_address() {
 }
 
 #[test]
+fn the_proc_format_is_what_the_guest_prints() {
+    let syms = vec![
+        sym(0xc100_0000, 'T', "_text"),
+        sym(0xc100_0000, 'T', "startup_0123456789"),
+        sym(0xc100_1234, 't', "do_int80_syscall_32"),
+    ];
+    let (data, _) = build_tables(&syms, layout(4, Order::Old, Encoding::Relative), 0);
+    let mut out = Vec::new();
+    read(&data, 4)
+        .unwrap()
+        .write_proc_format(&mut out, 4)
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "c1000000 T _text\nc1000000 T startup_0123456789\nc1001234 t do_int80_syscall_32\n"
+    );
+}
+
+#[test]
 fn long_names_use_two_length_bytes() {
     let base = 0xffff_8000_0801_0000;
     let mut syms = many_syms(20, base);

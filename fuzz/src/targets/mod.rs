@@ -6,6 +6,7 @@ pub mod alloc_spec;
 pub mod cpu_e2e;
 pub mod elf;
 pub mod legacy;
+pub mod linux_image;
 pub mod memtrace;
 pub mod plugin_args;
 pub mod raw;
@@ -29,4 +30,5 @@ pub const ALL: &[(&str, Target)] = &[
     ("cpu_e2e", cpu_e2e::run),
     ("unwind_orc", unwind_orc::run),
     ("unwind_cfi", unwind_cfi::run),
+    ("linux_image", linux_image::run),
 ];

@@ -2,6 +2,10 @@
 //! ELF headers, bzImage setup headers and Image headers.
 #![allow(dead_code)]
 
+use std::io::Write;
+
+use kern_profile_linux_image::Compression;
+
 /// One symbol to put in the tables.
 #[derive(Debug, Clone)]
 pub struct Sym {
@@ -258,5 +262,70 @@ pub fn raw_image(magic: &[u8; 4], text_offset: u64, body: &[u8]) -> Vec<u8> {
     img[16..24].copy_from_slice(&((64 + body.len()) as u64).to_le_bytes());
     img[0x38..0x3c].copy_from_slice(magic);
     img.extend_from_slice(body);
+    img
+}
+
+/// `data` compressed as Linux's build compresses a kernel (lzo: only a header).
+pub fn compress(compression: Compression, data: &[u8]) -> Vec<u8> {
+    match compression {
+        Compression::Gzip => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        Compression::Xz => {
+            // As Linux's scripts/xz_wrap.sh: the x86 BCJ filter before LZMA2, CRC32.
+            let mut options = lzma_rust2::XzOptions::with_preset(6);
+            options.prepend_pre_filter(lzma_rust2::FilterType::BcjX86, 0);
+            options.set_check_sum_type(lzma_rust2::CheckType::Crc32);
+            let mut w = lzma_rust2::XzWriter::new(Vec::new(), options).unwrap();
+            w.write_all(data).unwrap();
+            w.finish().unwrap()
+        }
+        Compression::Lzma => {
+            let options = lzma_rust2::LzmaOptions::with_preset(6);
+            let mut w = lzma_rust2::LzmaWriter::new_use_header(Vec::new(), &options, None).unwrap();
+            w.write_all(data).unwrap();
+            w.finish().unwrap()
+        }
+        Compression::Bzip2 => {
+            let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        }
+        Compression::Zstd => {
+            ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
+        }
+        Compression::Lz4 => {
+            // lz4 -l: the legacy magic, then 8 MiB blocks behind their compressed lengths.
+            let mut out = 0x184C_2102u32.to_le_bytes().to_vec();
+            for chunk in data.chunks(8 << 20) {
+                let block = lz4_flex::block::compress(chunk);
+                out.extend_from_slice(&(block.len() as u32).to_le_bytes());
+                out.extend_from_slice(&block);
+            }
+            out
+        }
+        Compression::Lzo => {
+            // Only the lzop header: no LZO decoder is built in.
+            let mut out = Compression::Lzo.magic().to_vec();
+            out.extend_from_slice(&[0x10, 0x30, 0x20, 0x60, 0x09, 0x40, 0x01]);
+            out
+        }
+    }
+}
+
+/// An EFI zboot image (arm64 `vmlinuz.efi`): "MZ", "zimg", the payload's offset and size, the
+/// compression's name, then `payload` at 0x100 and its 4-byte size trailer.
+pub fn zboot(payload: &[u8], compression: &str) -> Vec<u8> {
+    let mut img = vec![0u8; 0x100];
+    img[..2].copy_from_slice(b"MZ");
+    img[4..8].copy_from_slice(b"zimg");
+    img[8..12].copy_from_slice(&0x100u32.to_le_bytes());
+    img[12..16].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    img[24..24 + compression.len()].copy_from_slice(compression.as_bytes());
+    img[0x38..0x3c].copy_from_slice(b"\x64\xaa\x64\xaa");
+    img.extend_from_slice(payload);
+    img.extend_from_slice(&[0u8; 4]);
     img
 }
