@@ -37,8 +37,22 @@ fn check(data: &[u8]) {
         return;
     }
     let regs = [
-        (Arch::X86_64, CfiRegisters { sp: 7, fp: 6, ra: 16 }),
-        (Arch::Aarch64, CfiRegisters { sp: 31, fp: 29, ra: 30 }),
+        (
+            Arch::X86_64,
+            CfiRegisters {
+                sp: 7,
+                fp: 6,
+                ra: 16,
+            },
+        ),
+        (
+            Arch::Aarch64,
+            CfiRegisters {
+                sp: 31,
+                fp: 29,
+                ra: 30,
+            },
+        ),
     ];
     for (arch, regs) in regs {
         for name in [".debug_frame", ".eh_frame"] {

@@ -38,7 +38,13 @@ fn check(data: &[u8]) {
         }
     };
     let (low, high) = orc.span();
-    for a in [low, high, low.wrapping_sub(1), high.wrapping_add(1), low / 2 + high / 2] {
+    for a in [
+        low,
+        high,
+        low.wrapping_sub(1),
+        high.wrapping_add(1),
+        low / 2 + high / 2,
+    ] {
         black_box(orc.find(a));
     }
     let tables = UnwindTables {
