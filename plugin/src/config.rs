@@ -1,5 +1,9 @@
 //! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`
-//! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,alloc=SPEC,elf=FILE|symbols=FILE]`.
+//! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,elf=FILE][,alloc=SPEC,elf=FILE|symbols=FILE]`.
+//!
+//! `elf=` names the kernel (an ELF, or a Linux image holding one: a bzImage): its ORC and
+//! DWARF CFI tables unwind the kernel's stacks where it has no frame pointers, and `alloc=`
+//! finds its symbols there.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -33,6 +37,8 @@ pub struct Config {
     pub window: Option<Range<u64>>,
     /// `alloc=`: hook allocator functions.
     pub alloc: Option<AllocConfig>,
+    /// `elf=`: the kernel, whose unwind tables the stack walks use.
+    pub kernel: Option<PathBuf>,
     /// `trigger=interrupt`: a `delay=` tick's sample is taken at the vCPU's next interrupt,
     /// at the interrupted PC (QEMU's discontinuity callback, QEMU 10.2 and later), and no
     /// translated block is instrumented for sampling.
@@ -191,7 +197,7 @@ impl Config {
             }
         }
         let exact = exact.unwrap_or(Exact::Off);
-        let alloc = alloc_config(alloc, elf, symbols)?;
+        let alloc = alloc_config(alloc, elf.clone(), symbols)?;
         let at_interrupts = trigger.unwrap_or(false);
         let sampling = match (delay, period, exact) {
             (Some(_), Some(_), _) => return Err(ConfigError::DelayAndPeriod),
@@ -219,6 +225,7 @@ impl Config {
             exact: exact != Exact::Off,
             window,
             alloc,
+            kernel: elf,
             at_interrupts,
         })
     }
@@ -254,7 +261,8 @@ fn alloc_config(
     match (spec, source) {
         (Some(spec), Some(symbols)) => Ok(Some(AllocConfig { spec, symbols })),
         (Some(_), None) => Err(ConfigError::AllocWithoutSymbols),
-        (None, Some(SymbolSource::Elf(_))) => Err(ConfigError::SymbolsWithoutAlloc("elf")),
+        // The kernel's unwind tables alone.
+        (None, Some(SymbolSource::Elf(_))) => Ok(None),
         (None, Some(SymbolSource::Map(_))) => Err(ConfigError::SymbolsWithoutAlloc("symbols")),
         (None, None) => Ok(None),
     }
@@ -280,6 +288,7 @@ mod tests {
                 exact: false,
                 window: None,
                 alloc: None,
+                kernel: None,
                 at_interrupts: false,
             }
         );
@@ -392,7 +401,13 @@ mod tests {
             SamplingMode::DelayMicros(10)
         );
         assert!(err("out=x,alloc=rust").contains("alloc= needs the kernel's symbols"));
-        assert!(err("out=x,elf=k").contains("'elf' gives symbols for alloc=, which is missing"));
+        // elf= alone: the kernel's unwind tables, while sampling as without it.
+        let c = parse("out=x,elf=k").unwrap();
+        assert_eq!((c.kernel, c.alloc), (Some("k".into()), None));
+        assert_eq!(c.sampling, SamplingMode::DelayMicros(DEFAULT_DELAY_US));
+        assert!(
+            err("out=x,symbols=m").contains("'symbols' gives symbols for alloc=, which is missing")
+        );
         assert!(err("out=x,alloc=rust,elf=k,symbols=m").contains("'elf' and 'symbols' exclude"));
         assert!(err("out=x,alloc=,elf=k").starts_with("alloc=: the value is empty"));
         assert!(err("out=x,alloc").contains("argument 'alloc' needs a value"));

@@ -41,6 +41,7 @@ pub mod config;
 pub mod exact_slots;
 pub mod host_timer;
 pub mod interrupted;
+pub mod kernel_tables;
 pub mod qemu_args;
 pub mod summary;
 pub mod target;
@@ -64,7 +65,7 @@ use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::blocks::BlockTable;
@@ -73,7 +74,7 @@ use crate::target::{check_threading, guest_arch};
 use kern_profile_format::qemu::check_api;
 use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3};
 use kern_profile_sampler::writer::{Writer, WriterConfig};
-use kern_profile_unwind::PtrWidth;
+use kern_profile_unwind::{PtrWidth, UnwindTables};
 pub use qemu_plugin_sys as sys;
 
 use abi::Api;
@@ -128,6 +129,8 @@ struct Plugin {
     vcpu_threads: Mutex<Vec<(u32, std::thread::ThreadId)>>,
     /// `window=`: sampling only inside a function.
     window: Option<window::Window>,
+    /// `elf=`: the kernel's unwind tables, for its stacks without frame pointers.
+    tables: Option<Arc<UnwindTables>>,
 }
 
 impl Plugin {
@@ -263,9 +266,14 @@ unsafe fn install(
     } else {
         VERSION_2
     };
+    let tables = match &cfg.kernel {
+        Some(path) => kernel_tables::load(path, arch)?,
+        None => None,
+    };
     let table = alloc.as_ref().map(|a| &a.set.table);
     let writer = open_output(&cfg.out, &header, version, table)?;
-    let plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
+    let mut plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
+    plugin.tables = tables;
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
     }
@@ -376,6 +384,7 @@ impl Plugin {
             exiting: AtomicBool::new(false),
             vcpu_threads: Mutex::new(Vec::new()),
             window,
+            tables: None,
         })
     }
 }

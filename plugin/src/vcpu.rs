@@ -12,7 +12,7 @@ use kern_profile_format::{Arch, InterruptWaits, SampleExtras, SamplingMode};
 use kern_profile_sampler::alloc_hooks::args::RegisterFile;
 use kern_profile_sampler::alloc_hooks::{Hook, HookSet, Moment, VcpuHooks};
 use kern_profile_sampler::batch::SampleBuffer;
-use kern_profile_sampler::capture::{Capture, Reg, RegisterReader, SampleSite};
+use kern_profile_sampler::capture::{record_extras, Capture, Reg, RegisterReader, SampleSite};
 use kern_profile_sampler::code_sampler::CodeSampler;
 
 use kern_profile_unwind::EntryState;
@@ -202,8 +202,9 @@ pub fn vcpu_init(idx: u32) {
             None
         }
     };
+    v.capture = Capture::new(p.arch, p.cfg.depth).with_tables(p.tables.clone());
     if let Some(a) = &p.alloc {
-        v.hooks = Some(VcpuHooks::new(p.arch, p.cfg.depth));
+        v.hooks = Some(VcpuHooks::new(p.arch, p.cfg.depth).with_tables(p.tables.clone()));
         crate::alloc::vcpu_init(a, idx, &mut v);
         warn_missing_registers(&v.machine, &named, idx);
     }
@@ -312,6 +313,7 @@ fn sample(idx: u32, block: &BlockInfo) {
         let site = SampleSite {
             vcpu: idx,
             pc: block.pc(index),
+            regs_pc: block.pc(0),
             entry: block.entry,
             icount,
             time_ns: if now == 0 { p.now_ns() } else { now },
@@ -334,6 +336,7 @@ fn sample_armed(p: &Plugin, t: &timer::Timed, idx: u32, v: &mut Vcpu, block: &Bl
     let site = SampleSite {
         vcpu: idx,
         pc: block.pc(index),
+        regs_pc: block.pc(0),
         entry: block.entry,
         icount: 0,
         time_ns: now,
@@ -375,6 +378,7 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
     let site = SampleSite {
         vcpu: idx,
         pc,
+        regs_pc: from_pc,
         entry: entry.unwrap_or(EntryState::Framed),
         icount: 0,
         time_ns: now,
@@ -415,6 +419,7 @@ fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite, interrupted: Option<
             } else {
                 capture.take(site, &mut m.regs, |addr, out| mem.read_memory(addr, out))
             };
+            let extras = record_extras(&rec, extras);
             let width = p.width.bytes();
             code.sample(
                 &rec,

@@ -8,7 +8,11 @@ use kern_profile_arch::registers::{clean_return_address, cpu_mode};
 use kern_profile_format::{
     Arch, CpuMode, Privilege, SampleExtras, SampleRecord, StopCounts, StopReason,
 };
-use kern_profile_unwind::{walk_guest, Crossings, EntryState, PtrWidth};
+use std::sync::Arc;
+
+use kern_profile_unwind::{
+    walk_guest, walk_tables, Crossings, EntryState, PtrWidth, StartRegs, UnwindTables,
+};
 
 use crate::window::WindowReader;
 
@@ -29,6 +33,10 @@ pub struct SampleSite {
     pub vcpu: u32,
     /// The instruction the budget ran out at.
     pub pc: u64,
+    /// The instruction whose registers the sample reads: the block's first (a block never
+    /// spans a call or a return, so the frames above it are the sampled instruction's; the
+    /// unwind tables' rules for the stack pointer are the first instruction's).
+    pub regs_pc: u64,
     /// The frame state at the entry of the block being run.
     pub entry: EntryState,
     /// The vCPU's instruction count up to the sampled instruction.
@@ -54,6 +62,8 @@ pub struct Capture {
     mode_cache: Option<(CpuMode, Option<u64>, u64)>,
     /// Reads no page-table base and no CPU mode ([`Capture::stack_only`]).
     stack_only: bool,
+    /// The kernel's ORC and CFI tables ([`Capture::with_tables`]).
+    tables: Option<Arc<UnwindTables>>,
 }
 
 /// How long a CPU mode read stays good, in host ns.
@@ -72,7 +82,15 @@ impl Capture {
             stops: StopCounts::default(),
             mode_cache: None,
             stack_only: false,
+            tables: None,
         }
+    }
+
+    /// A capture that walks kernel stacks with the kernel's unwind tables where they cover
+    /// the sampled pc (kernels without frame pointers), with the frame-pointer walk
+    /// elsewhere.
+    pub fn with_tables(self, tables: Option<Arc<UnwindTables>>) -> Self {
+        Capture { tables, ..self }
     }
 
     /// A capture for callers that need the stack, the privilege and the return-address
@@ -113,6 +131,7 @@ impl Capture {
             stops,
             mode_cache,
             stack_only,
+            tables,
         } = self;
         let (arch, width, w) = (*arch, *width, width.bytes());
         let sp = regs.read(Reg::StackPointer).unwrap_or(0) & width.max_addr();
@@ -129,12 +148,49 @@ impl Capture {
         // Guest memory changed since the last sample; a fresh read budget.
         window.start_sample();
         let mut word = [0u8; 8];
+        let sp_word = window
+            .read(sp, &mut word[..w], &mut mem)
+            .then(|| width.word(&word));
+        // Across kernel entries and stack switches (unwind's `walk_across`).
+        let crossings = Crossings {
+            kernel_cs: kernel_cs.unwrap_or(0) as u16,
+            user_mode: user,
+            ..Crossings::ALL
+        };
+        // The kernel's tables, where they cover the pc: whole stacks without frame
+        // pointers, the caller of a frameless entry included.
+        let start = StartRegs {
+            pc: site.regs_pc,
+            sp,
+            fp,
+            ra: extras.return_register,
+        };
+        let by_tables = tables.as_deref().and_then(|t| {
+            let read = |addr: u64, out: &mut [u8]| window.read(addr, out, &mut mem);
+            walk_tables(t, start, frames.len(), crossings, read, frames)
+        });
+        if let Some(walk) = by_tables {
+            let stop = stop_of(walk.stop, window);
+            stops.add(stop);
+            let rec = SampleRecord {
+                vcpu: site.vcpu,
+                user,
+                stop,
+                time_ns: site.time_ns,
+                icount: site.icount,
+                pc: site.pc,
+                sp,
+                sp_word,
+                frames: &frames[..walk.frames],
+                entry_resolved: true,
+            };
+            return (rec, extras);
+        }
         let mut read_word = |addr: u64| {
             window
                 .read(addr, &mut word[..w], &mut mem)
                 .then(|| width.word(&word))
         };
-        let sp_word = read_word(sp);
         // A block entered without its own frame record: the caller's return address is on
         // the stack, and the walk from FP starts at the caller's caller.
         let caller = site.entry.caller_offset(width).and_then(|off| match off {
@@ -146,12 +202,6 @@ impl Capture {
             frames[0] = ret;
         }
         let depth = frames.len() - skip;
-        // Across kernel entries and stack switches (unwind's `walk_across`).
-        let crossings = Crossings {
-            kernel_cs: kernel_cs.unwrap_or(0) as u16,
-            user_mode: user,
-            ..Crossings::ALL
-        };
         let walk = walk_guest(
             arch,
             sp,
@@ -161,10 +211,7 @@ impl Capture {
             |addr, out| window.read(addr, out, &mut mem),
             &mut frames[skip..],
         );
-        let stop = match walk.stop {
-            StopReason::Unreadable if window.budget_spent() => StopReason::ReadBudget,
-            s => s,
-        };
+        let stop = stop_of(walk.stop, window);
         stops.add(stop);
         let rec = SampleRecord {
             vcpu: site.vcpu,
@@ -196,6 +243,29 @@ impl Capture {
             frames: &[],
             entry_resolved: false,
         }
+    }
+}
+
+/// The extras a sample's record carries: a record whose frames start with the caller
+/// (`entry_resolved`: a table walk put it there, from the return-address register where the
+/// tables said it was there) carries no return-address register, which readers would add
+/// again.
+pub fn record_extras(rec: &SampleRecord<'_>, extras: SampleExtras) -> SampleExtras {
+    match rec.entry_resolved {
+        true => SampleExtras {
+            return_register: None,
+            ..extras
+        },
+        false => extras,
+    }
+}
+
+/// Why a walk stopped, as counted: an unreadable word after the sample spent its read
+/// budget is the budget's stop.
+fn stop_of(stop: StopReason, window: &WindowReader) -> StopReason {
+    match stop {
+        StopReason::Unreadable if window.budget_spent() => StopReason::ReadBudget,
+        s => s,
     }
 }
 

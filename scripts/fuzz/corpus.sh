@@ -4,7 +4,7 @@
 # kilobytes), legacy files converted from them, Maestro memtraces of the example kernel's
 # COM2, tiny.elf of the command's tests (plain, zlib- and zstd-compressed DWARF,
 # stripped) and its riscv64 ones (with and without CFI), the ring-3 example programs, `nm` symbol maps,
-# plugin argument strings and allocator SPECs. Inputs fuzzing found (found-*) are kept.
+# plugin argument strings, allocator SPECs and tiny unwind tables. Inputs fuzzing found (found-*) are kept.
 # The corpus is checked in; run this again after a format change (needs QEMU, the kernels
 # and the plugin: scripts/setup.sh, scripts/build.sh).
 #
@@ -20,7 +20,7 @@ corpus="$KP_ROOT/fuzz/corpus"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 clear_generated_seeds "$corpus"
-mkdir -p "$corpus"/{raw,legacy,memtrace,alloc_analyze,symbol_map,elf,plugin_args,cpu_e2e,alloc_spec,linux_image}
+mkdir -p "$corpus"/{raw,legacy,memtrace,alloc_analyze,symbol_map,elf,plugin_args,cpu_e2e,alloc_spec,linux_image,unwind_orc,unwind_cfi}
 
 # record NAME RUN-KERNEL-ARGS... PLUGIN-ARGS (the last argument)
 record() {
@@ -114,6 +114,43 @@ nm -S -C "$ex/user.elf" >"$corpus/symbol_map/user.nm-S-C"
 nm -n "$ex/kernel.elf" | head -n 200 >"$corpus/symbol_map/kernel.System.map"
 # /proc/kallsyms' layout: a tab, then the module in brackets.
 nm -n "$ex/kernel64.elf" | head -n 60 | sed '1~3s/$/\t[example]/' >"$corpus/symbol_map/kernel64.kallsyms"
+
+# Unwind tables: tiny ORC tables in the 6.1 and 6.4 layouts, a .debug_frame, ELFs with
+# .eh_frame and .debug_frame.
+python3 - "$corpus" <<'PY'
+import struct, sys, pathlib
+corpus = pathlib.Path(sys.argv[1])
+# ORC: the layout byte, .orc_unwind_ip (offsets from each word, loaded at IP_ADDR), .orc_unwind.
+IP_ADDR = 0xffffffff82000000
+K = 0xffffffff81000000
+def orc(layout, entries):
+    ips = b"".join(struct.pack("<i", a - (IP_ADDR + 4 * i)) for i, (a, _) in enumerate(entries))
+    return bytes([layout]) + ips + b"".join(e for _, e in entries)
+def entry(sp_reg, sp_off, bp_reg, bp_off, flags):
+    return struct.pack("<hhBB", sp_off, bp_off, sp_reg | bp_reg << 4, flags)
+d = corpus / "unwind_orc"
+# 6.4 layout: a call frame, a kernel thread's end, pt_regs, an interrupt frame, an interrupt
+# stack's saved pointer, a gap.
+(d / "typed").write_bytes(orc(2, [
+    (K + 0x1000, entry(5, 16, 0, 0, 2)), (K + 0x2000, entry(0, 0, 0, 0, 1)),
+    (K + 0x3000, entry(5, 0, 0, 0, 3)), (K + 0x4000, entry(5, 0, 0, 0, 4 | 8)),
+    (K + 0x5000, entry(9, 8, 0, 0, 2)), (K + 0x6000, entry(4, 16, 1, -16, 2)),
+    (K + 0x7000, entry(0, 0, 0, 0, 0))]))
+# 6.1 layout: a frame-pointer frame, pt_regs, the end bit.
+(d / "original").write_bytes(orc(0, [
+    (K + 0x1000, entry(4, 16, 1, -16, 0)), (K + 0x2000, entry(5, 0, 0, 0, 1)),
+    (K + 0x3000, entry(0, 0, 0, 0, 4)), (K + 0x4000, entry(0, 0, 0, 0, 0))]))
+# CFI: a .debug_frame of one CIE (CFA = rsp + 8, return address at CFA - 8) and one FDE.
+def debug_frame():
+    cie = bytes([0xff, 0xff, 0xff, 0xff, 1, 0, 1, 0x78, 16, 0x0c, 7, 8, 0x90, 1])
+    cie += bytes((-(len(cie) + 4)) % 8)
+    fde = struct.pack("<IQQ", 0, 0x1000, 0x40) + bytes([0x41, 0x0e, 16, 0x86, 2, 0x44, 0x0d, 6])
+    fde += bytes((-(len(fde) + 4)) % 8)
+    return struct.pack("<I", len(cie)) + cie + struct.pack("<I", len(fde)) + fde
+d = corpus / "unwind_cfi"
+(d / "debug-frame").write_bytes(debug_frame())
+PY
+cp "$tiny" aggregator/tests/data/tiny-riscv64.elf "$corpus/unwind_cfi/"
 
 # Plugin arguments as QEMU passes them (comma-separated) and command lines as
 # /proc/self/cmdline holds them (NUL-separated).

@@ -206,6 +206,17 @@ impl<'a> Frames<'a> {
         self.n >= self.cap
     }
 
+    /// The slots left below the cap, for a walk that goes on in another walker; record
+    /// what it stored with [`Frames::advance`].
+    pub fn rest(&mut self) -> &mut [u64] {
+        &mut self.out[self.n..self.cap]
+    }
+
+    /// Counts `k` frames stored through [`Frames::rest`].
+    pub fn advance(&mut self, k: usize) {
+        self.n = (self.n + k).min(self.cap);
+    }
+
     /// Stores `v`; false when the cap is reached.
     pub fn push(&mut self, v: u64) -> bool {
         if self.full() {

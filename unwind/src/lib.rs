@@ -29,6 +29,7 @@ mod entry;
 pub mod frame_state;
 mod records;
 pub mod riscv64;
+pub mod tables;
 
 /// The architecture facts the walkers use, re-exported where they were before they moved to
 /// kern-profile-arch.
@@ -37,6 +38,8 @@ pub use kern_profile_arch::x86::insn as x86;
 
 pub use cross::{walk_across, Crossings};
 pub use entry::{sampled_index, EntryState};
+pub use tables::walk::{walk_tables, StartRegs};
+pub use tables::{Limits, TableError, UnwindTables};
 
 /// Width of a guest pointer, which fixes the frame-record layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

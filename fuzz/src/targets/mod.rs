@@ -11,6 +11,8 @@ pub mod memtrace;
 pub mod plugin_args;
 pub mod raw;
 pub mod symbol_map;
+pub mod unwind_cfi;
+pub mod unwind_orc;
 
 /// A target: one input through a parser and whatever uses what it read.
 pub type Target = fn(&[u8]);
@@ -26,5 +28,7 @@ pub const ALL: &[(&str, Target)] = &[
     ("plugin_args", plugin_args::run),
     ("alloc_spec", alloc_spec::run),
     ("cpu_e2e", cpu_e2e::run),
+    ("unwind_orc", unwind_orc::run),
+    ("unwind_cfi", unwind_cfi::run),
     ("linux_image", linux_image::run),
 ];

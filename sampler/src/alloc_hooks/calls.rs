@@ -20,7 +20,9 @@
 
 use kern_profile_format::memtrace::Op;
 use kern_profile_format::{alloc_flags, frame_marker, AllocEvent, Arch, StopReason};
-use kern_profile_unwind::{EntryState, PtrWidth};
+use std::sync::Arc;
+
+use kern_profile_unwind::{EntryState, PtrWidth, UnwindTables};
 
 use super::args::{read, return_register, sp_at_return, Location, RegisterFile};
 use super::matcher::{Matcher, Pending, WATCH_SLOTS};
@@ -103,6 +105,15 @@ impl VcpuHooks {
         }
     }
 
+    /// Stacks walked with the kernel's unwind tables where they cover the pc (see
+    /// [`Capture::with_tables`]).
+    pub fn with_tables(self, tables: Option<Arc<UnwindTables>>) -> Self {
+        VcpuHooks {
+            capture: self.capture.with_tables(tables),
+            ..self
+        }
+    }
+
     /// The return addresses the plugin must watch for, one per slot (see
     /// [`Matcher::watch`]).
     pub fn watch(&self) -> [u64; WATCH_SLOTS] {
@@ -134,6 +145,7 @@ impl VcpuHooks {
         let site = SampleSite {
             vcpu: at.vcpu,
             pc: hook.entry,
+            regs_pc: hook.entry,
             entry: match x86 {
                 true => EntryState::BeforePush,
                 false => EntryState::Framed,
@@ -148,7 +160,10 @@ impl VcpuHooks {
         let ret = match x86 {
             true => rec.sp_word,
             false => {
-                frames.extend(extras.return_register);
+                // Unless a table walk put it first in the frames already.
+                if !rec.entry_resolved {
+                    frames.extend(extras.return_register);
+                }
                 extras.return_register
             }
         };

@@ -97,6 +97,7 @@ fn site(entry: EntryState) -> SampleSite {
     SampleSite {
         vcpu: 3,
         pc: 0xc000_0042,
+        regs_pc: 0xc000_0042,
         entry,
         icount: 1000,
         time_ns: 77,
@@ -471,4 +472,149 @@ fn a_stack_only_capture_reads_no_mode_and_no_page_table() {
         CpuMode::Paging
     );
     assert!(r.reads.contains(&Reg::PageTableBase) && r.reads.contains(&Reg::ModeControl));
+}
+
+/// x86_64 ORC tables (6.4 layout): `(address, sp_offset, kind)` with the stack pointer as
+/// the base.
+fn orc_tables(entries: &[(u64, i16, u8)]) -> Arc<UnwindTables> {
+    use kern_profile_unwind::tables::{OrcLayout, OrcTable};
+    let ip_addr = 0xd000_0000u64;
+    let mut ips = Vec::new();
+    let mut rows = Vec::new();
+    for (i, &(addr, sp_off, kind)) in entries.iter().enumerate() {
+        let word_at = ip_addr + 4 * i as u64;
+        ips.extend_from_slice(&(addr.wrapping_sub(word_at) as i32).to_le_bytes());
+        let sp_reg = if kind < 2 { 0 } else { 5 };
+        let [a, b] = sp_off.to_le_bytes();
+        rows.extend_from_slice(&[a, b, 0, 0, sp_reg, kind]);
+    }
+    let orc = OrcTable::parse(ip_addr, &ips, &rows, OrcLayout::Typed, 100).unwrap();
+    Arc::new(UnwindTables {
+        arch: Arch::X86_64,
+        orc: Some(orc),
+        cfi: None,
+    })
+}
+
+#[test]
+fn kernel_tables_walk_where_they_cover_the_pc() {
+    let w = PtrWidth::W8;
+    // The sampled function keeps 8 bytes below its return address; its caller is the end.
+    let tables = orc_tables(&[
+        (0xc000_0000, 16, 2),
+        (0xc000_1000, 0, 1),
+        (0xc000_2000, 0, 0),
+    ]);
+    let mut stack = Stack::new(w);
+    stack.put(SP, 0x5555);
+    stack.put(SP + 8, 0xc000_1010);
+    let chain = stack.chain(FP, 3);
+    let mut c = Capture::new(Arch::X86_64, 64).with_tables(Some(tables.clone()));
+    let (rec, _) = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
+    assert_eq!(rec.frames, [0xc000_1010]);
+    assert_eq!(rec.stop, StopReason::NullFramePointer);
+    // The first frame is the caller, whatever the block's entry: no [SP] fix for readers.
+    assert!(rec.entry_resolved);
+    assert_eq!(rec.sp_word, Some(0x5555));
+    // A pc the tables do not cover, and a user-mode sample: the frame-pointer walk.
+    let mut c = Capture::new(Arch::X86_64, 64).with_tables(Some(tables));
+    let at = SampleSite {
+        pc: 0xc000_3000,
+        regs_pc: 0xc000_3000,
+        ..site(EntryState::Framed)
+    };
+    let (rec, _) = c.take(&at, &mut regs(), stack.reader());
+    assert_eq!(rec.frames, chain);
+    assert!(!rec.entry_resolved);
+    let mut user = regs();
+    user.cs = Some(0x33);
+    let (rec, _) = c.take(&site(EntryState::Framed), &mut user, stack.reader());
+    assert_eq!(rec.frames, chain);
+    assert_eq!(c.stops().get(StopReason::NullFramePointer), 2);
+}
+
+#[test]
+fn kernel_tables_take_the_rule_where_the_registers_were_read() {
+    // The block starts before a push (return address at [SP]); the sampled instruction
+    // comes after it, where the rule would read one word further up.
+    let tables = orc_tables(&[
+        (0xc000_0040, 8, 2),
+        (0xc000_0041, 16, 2),
+        (0xc000_1000, 0, 1),
+        (0xc000_2000, 0, 0),
+    ]);
+    let mut stack = Stack::new(PtrWidth::W8);
+    stack.put(SP, 0xc000_1010);
+    stack.put(SP + 8, 0xc000_1020);
+    let mut c = Capture::new(Arch::X86_64, 64).with_tables(Some(tables));
+    let at = SampleSite {
+        pc: 0xc000_0042,
+        regs_pc: 0xc000_0040,
+        ..site(EntryState::BeforePush)
+    };
+    let (rec, _) = c.take(&at, &mut regs(), stack.reader());
+    assert_eq!(rec.frames, [0xc000_1010]);
+    assert_eq!(rec.pc, 0xc000_0042);
+}
+
+#[test]
+fn kernel_tables_take_the_caller_from_the_link_register_once() {
+    use kern_profile_unwind::tables::cfi::{CfiRegisters, CfiSection};
+    use kern_profile_unwind::tables::CfiTable;
+    // aarch64 .debug_frame: a CIE (CFA = sp, return address in x30) and a leaf's FDE over
+    // [0x1000, 0x1100) that changes nothing.
+    let cie = [
+        0xff, 0xff, 0xff, 0xff, 1, 0, 4, 0x78, 30, 0x0c, 31, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    let mut data = (cie.len() as u32).to_le_bytes().to_vec();
+    data.extend_from_slice(&cie);
+    let mut fde = 0u32.to_le_bytes().to_vec();
+    fde.extend_from_slice(&0x1000u64.to_le_bytes());
+    fde.extend_from_slice(&0x100u64.to_le_bytes());
+    fde.extend_from_slice(&[0; 4]);
+    data.extend_from_slice(&(fde.len() as u32).to_le_bytes());
+    data.extend_from_slice(&fde);
+    let section = CfiSection {
+        name: ".debug_frame",
+        data: &data,
+        address: 0,
+        text: None,
+    };
+    let regs = CfiRegisters {
+        sp: 31,
+        fp: 29,
+        ra: 30,
+    };
+    let cfi = CfiTable::parse(&[section], 8, regs, 100).unwrap();
+    let tables = Arc::new(UnwindTables {
+        arch: Arch::Aarch64,
+        orc: None,
+        cfi: Some(cfi),
+    });
+    let mut c = Capture::new(Arch::Aarch64, 64).with_tables(Some(tables));
+    let mut r = regs_without_fp();
+    r.ra = Some(0x2040);
+    let at = SampleSite {
+        pc: 0x1010,
+        regs_pc: 0x1010,
+        ..site(EntryState::Framed)
+    };
+    let mut stack = Stack::new(PtrWidth::W8);
+    let (rec, extras) = c.take(&at, &mut r, stack.reader());
+    assert_eq!(rec.frames, [0x2040]);
+    assert!(rec.entry_resolved);
+    assert_eq!(extras.return_register, Some(0x2040));
+    // The caller is in the frames: the record does not carry the register for readers to
+    // add it again.
+    assert_eq!(record_extras(&rec, extras).return_register, None);
+}
+
+/// Kernel-mode aarch64 registers (PSTATE EL1h) with a null frame pointer.
+fn regs_without_fp() -> Regs {
+    Regs {
+        sp: Some(SP),
+        fp: Some(0),
+        cs: Some(0x3c5),
+        ra: None,
+    }
 }

@@ -1,0 +1,253 @@
+//! DWARF call-frame information (`.eh_frame`, `.debug_frame`), read once with gimli into
+//! compact rows: for each address range, where the canonical frame address (CFA, the
+//! caller's stack pointer) is, and where the caller's frame pointer and return address are.
+//! Only what a stack walk needs: a CFA on the stack or frame pointer plus an offset, and
+//! registers saved at an offset from the CFA; any other rule leaves the range uncovered, so
+//! the walk falls back to frame pointers there.
+
+use gimli::{
+    BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, EndianSlice, Reader, Register,
+    RegisterRule, RunTimeEndian, UnwindContext, UnwindSection,
+};
+
+use super::TableError;
+
+/// Where the CFA is computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CfaBase {
+    StackPointer,
+    FramePointer,
+}
+
+/// Where a caller's register value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Not saved: the register still holds it (or, for the return address on x86, the
+    /// outermost frame).
+    Unchanged,
+    /// In memory at `CFA + offset`.
+    AtCfa(i32),
+    /// The value `CFA + offset` itself.
+    CfaPlus(i32),
+}
+
+/// The rule set of one address range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CfiRow {
+    pub cfa_base: CfaBase,
+    pub cfa_offset: i32,
+    pub fp: Rule,
+    pub ra: Rule,
+}
+
+/// A row and the first address it covers; `None` rows end a range (an FDE's end, or a rule
+/// the walk cannot follow).
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    start: u64,
+    row: Option<CfiRow>,
+}
+
+/// The rows of every FDE of an ELF's CFI sections, sorted by address.
+#[derive(Debug, Clone, Default)]
+pub struct CfiTable {
+    rows: Vec<Row>,
+    /// The sections read.
+    pub sections: Vec<&'static str>,
+    /// The first entry of each section that did not parse (what came before it is kept).
+    pub warnings: Vec<String>,
+}
+
+/// What a CFI section is: its name, contents, load address (`.eh_frame`'s pointers may be
+/// relative to it) and the `.text` address.
+pub struct CfiSection<'a> {
+    pub name: &'static str,
+    pub data: &'a [u8],
+    pub address: u64,
+    pub text: Option<u64>,
+}
+
+/// The DWARF register numbers the rows are about.
+#[derive(Debug, Clone, Copy)]
+pub struct CfiRegisters {
+    pub sp: u16,
+    pub fp: u16,
+    /// The return-address column when the CIE names none (it always does in practice).
+    pub ra: u16,
+}
+
+impl CfiTable {
+    /// Reads `.eh_frame` and `.debug_frame` sections (little-endian, `address_size` bytes a
+    /// pointer), with at most `max_rows` rows in all.
+    pub fn parse(
+        sections: &[CfiSection<'_>],
+        address_size: u8,
+        regs: CfiRegisters,
+        max_rows: usize,
+    ) -> Result<CfiTable, TableError> {
+        let mut table = CfiTable::default();
+        let mut ctx = UnwindContext::new();
+        for s in sections {
+            let data = EndianSlice::new(s.data, RunTimeEndian::Little);
+            let read = if s.name == ".eh_frame" {
+                let mut bases = BaseAddresses::default().set_eh_frame(s.address);
+                if let Some(text) = s.text {
+                    bases = bases.set_text(text);
+                }
+                let mut section = EhFrame::from(data);
+                section.set_address_size(address_size);
+                read_section(&section, &bases, regs, &mut ctx, max_rows, &mut table.rows)
+            } else {
+                let mut section = DebugFrame::from(data);
+                section.set_address_size(address_size);
+                let bases = BaseAddresses::default();
+                read_section(&section, &bases, regs, &mut ctx, max_rows, &mut table.rows)
+            };
+            table.sections.push(s.name);
+            match read {
+                Ok(()) => {}
+                Err(ReadError::TooLarge) => {
+                    return Err(TableError::TooLarge {
+                        what: "CFI rows",
+                        count: table.rows.len(),
+                        cap: max_rows,
+                    })
+                }
+                Err(ReadError::Gimli(e)) => table.warnings.push(format!("{}: {e}", s.name)),
+            }
+        }
+        // By address; at one address a range's end before another's start (so the start
+        // wins the lookup's rightmost match).
+        table.rows.sort_by_key(|r| (r.start, r.row.is_some()));
+        Ok(table)
+    }
+
+    /// A table of `(first address, rule set)` rows as they are (tests).
+    #[cfg(test)]
+    pub(crate) fn from_rows(rows: &[(u64, Option<CfiRow>)]) -> CfiTable {
+        let rows = rows
+            .iter()
+            .map(|&(start, row)| Row { start, row })
+            .collect();
+        CfiTable {
+            rows,
+            ..CfiTable::default()
+        }
+    }
+
+    /// The rule set covering `addr`, if any.
+    pub fn find(&self, addr: u64) -> Option<CfiRow> {
+        let i = self.rows.partition_point(|r| r.start <= addr);
+        self.rows.get(i.checked_sub(1)?)?.row
+    }
+
+    /// How many rows (range ends included) the table holds.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Bytes of memory the table holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.rows.capacity() * std::mem::size_of::<Row>()
+    }
+}
+
+enum ReadError {
+    TooLarge,
+    Gimli(gimli::Error),
+}
+
+impl From<gimli::Error> for ReadError {
+    fn from(e: gimli::Error) -> Self {
+        ReadError::Gimli(e)
+    }
+}
+
+/// Appends the rows of `section`'s FDEs to `out`, up to the first entry that does not parse.
+fn read_section<R, S>(
+    section: &S,
+    bases: &BaseAddresses,
+    regs: CfiRegisters,
+    ctx: &mut UnwindContext<R::Offset>,
+    max_rows: usize,
+    out: &mut Vec<Row>,
+) -> Result<(), ReadError>
+where
+    R: Reader,
+    S: UnwindSection<R>,
+{
+    let mut entries = section.entries(bases);
+    while let Some(entry) = entries.next()? {
+        let CieOrFde::Fde(partial) = entry else {
+            continue;
+        };
+        let fde = partial.parse(S::cie_from_offset)?;
+        let ra = match fde.cie().return_address_register() {
+            Register(0) => Register(regs.ra),
+            r => r,
+        };
+        let mut rows = fde.rows(section, bases, ctx)?;
+        let mut end = None;
+        while let Some(row) = rows.next_row()? {
+            if out.len() + 2 > max_rows {
+                return Err(ReadError::TooLarge);
+            }
+            out.push(Row {
+                start: row.start_address(),
+                row: compact(
+                    row.cfa(),
+                    &row.register(Register(regs.fp)),
+                    &row.register(ra),
+                    regs,
+                ),
+            });
+            end = Some(row.end_address());
+        }
+        if let Some(end) = end {
+            out.push(Row {
+                start: end,
+                row: None,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A row as the walk can follow it, or `None`.
+fn compact<T: gimli::ReaderOffset>(
+    cfa: &CfaRule<T>,
+    fp: &RegisterRule<T>,
+    ra: &RegisterRule<T>,
+    regs: CfiRegisters,
+) -> Option<CfiRow> {
+    let (cfa_base, cfa_offset) = match *cfa {
+        CfaRule::RegisterAndOffset { register, offset } => {
+            let base = match register.0 {
+                r if r == regs.sp => CfaBase::StackPointer,
+                r if r == regs.fp => CfaBase::FramePointer,
+                _ => return None,
+            };
+            (base, i32::try_from(offset).ok()?)
+        }
+        CfaRule::Expression(_) => return None,
+    };
+    let rule = |r: &RegisterRule<T>| match *r {
+        RegisterRule::Undefined | RegisterRule::SameValue => Some(Rule::Unchanged),
+        RegisterRule::Offset(o) => Some(Rule::AtCfa(i32::try_from(o).ok()?)),
+        RegisterRule::ValOffset(o) => Some(Rule::CfaPlus(i32::try_from(o).ok()?)),
+        _ => None,
+    };
+    Some(CfiRow {
+        cfa_base,
+        cfa_offset,
+        fp: rule(fp)?,
+        ra: rule(ra)?,
+    })
+}
+
+#[cfg(test)]
+mod tests;

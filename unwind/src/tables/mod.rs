@@ -1,0 +1,164 @@
+//! Unwind tables read once from a kernel ELF: x86_64 Linux's ORC ([`orc`]) and DWARF CFI
+//! ([`cfi`]), for walks of kernels built without frame pointers ([`crate::walk_tables`]).
+//! Bounded in memory: a table with more entries than [`Limits`] allows is refused with an
+//! error that says so.
+
+use kern_profile_arch::guest;
+use kern_profile_format::Arch;
+use object::{Object, ObjectSection};
+
+pub mod cfi;
+pub mod orc;
+pub mod walk;
+
+pub use cfi::{CfaBase, CfiRow, CfiTable, Rule};
+pub use orc::{OrcEntry, OrcKind, OrcLayout, OrcTable};
+
+/// What is wrong with a kernel's unwind tables.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    #[error("not an ELF kern-profile can read: {0}")]
+    Elf(String),
+    #[error("the ELF's machine is not one kern-profile profiles")]
+    UnknownMachine,
+    #[error("section {0} cannot be read: {1}")]
+    Section(&'static str, String),
+    #[error(".orc_unwind_ip ({ips} bytes) and .orc_unwind ({entries} bytes) do not hold the same number of 4- and 6-byte entries")]
+    OrcSizes { ips: usize, entries: usize },
+    #[error("the ORC table is empty")]
+    OrcEmpty,
+    #[error("the ORC table spans {low:#x}..{high:#x}, more than 4 GiB of code")]
+    OrcSpan { low: u64, high: u64 },
+    #[error("{count} {what} is more than the {cap} kern-profile reads (a memory bound)")]
+    TooLarge {
+        what: &'static str,
+        count: usize,
+        cap: usize,
+    },
+}
+
+/// How much of a table is read at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub orc_entries: usize,
+    pub cfi_rows: usize,
+}
+
+impl Default for Limits {
+    /// 4 Mi ORC entries (48 MiB, 12 bytes each; Debian's 6.12 amd64 kernel has 440 Ki) and
+    /// 2 Mi CFI rows (64 MiB, 32 bytes each; a vmlinux's `.debug_frame` has a few hundred
+    /// thousand).
+    fn default() -> Self {
+        Limits {
+            orc_entries: 4 << 20,
+            cfi_rows: 2 << 20,
+        }
+    }
+}
+
+/// A kernel's unwind tables.
+#[derive(Debug, Clone)]
+pub struct UnwindTables {
+    pub arch: Arch,
+    pub orc: Option<OrcTable>,
+    pub cfi: Option<CfiTable>,
+}
+
+impl UnwindTables {
+    /// The tables of the kernel ELF in `elf`: ORC on x86_64, CFI on any architecture. `None`
+    /// tables where the ELF has no such sections.
+    pub fn from_elf(elf: &[u8], limits: Limits) -> Result<UnwindTables, TableError> {
+        let file = object::File::parse(elf).map_err(|e| TableError::Elf(e.to_string()))?;
+        let arch =
+            kern_profile_arch::from_elf(file.architecture()).ok_or(TableError::UnknownMachine)?;
+        let bytes = |name: &'static str| -> Result<Option<(u64, &[u8])>, TableError> {
+            let Some(s) = file.section_by_name(name) else {
+                return Ok(None);
+            };
+            let data = s
+                .data()
+                .map_err(|e| TableError::Section(name, e.to_string()))?;
+            Ok(Some((s.address(), data)))
+        };
+        let orc = match (arch, bytes(".orc_unwind_ip")?, bytes(".orc_unwind")?) {
+            (Arch::X86_64, Some((ip_addr, ips)), Some((_, entries))) => {
+                let header = file.section_by_name(".orc_header").is_some();
+                let layout = OrcLayout::detect(header, entries);
+                Some(OrcTable::parse(
+                    ip_addr,
+                    ips,
+                    entries,
+                    layout,
+                    limits.orc_entries,
+                )?)
+            }
+            _ => None,
+        };
+        let text = file.section_by_name(".text").map(|s| s.address());
+        let mut sections = Vec::new();
+        for name in [".eh_frame", ".debug_frame"] {
+            if let Some((address, data)) = bytes(name)? {
+                if !data.is_empty() {
+                    sections.push(cfi::CfiSection {
+                        name,
+                        data,
+                        address,
+                        text,
+                    });
+                }
+            }
+        }
+        let cfi = match sections.is_empty() {
+            true => None,
+            false => {
+                let (sp, fp) = guest(arch).dwarf_sp_fp();
+                let ra = guest(arch)
+                    .dwarf_fp_ra()
+                    .map_or(return_column(arch), |(_, ra)| ra);
+                let regs = cfi::CfiRegisters { sp, fp, ra };
+                let t = CfiTable::parse(&sections, arch.ptr_width() as u8, regs, limits.cfi_rows)?;
+                (!t.is_empty()).then_some(t)
+            }
+        };
+        Ok(UnwindTables { arch, orc, cfi })
+    }
+
+    /// Whether there is any table to walk with.
+    pub fn is_empty(&self) -> bool {
+        self.orc.is_none() && self.cfi.is_none()
+    }
+
+    /// Bytes of memory the tables hold.
+    pub fn heap_bytes(&self) -> usize {
+        self.orc.as_ref().map_or(0, |t| t.heap_bytes())
+            + self.cfi.as_ref().map_or(0, |t| t.heap_bytes())
+    }
+
+    /// One line for the plugin's start message: what was read.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(t) = &self.orc {
+            parts.push(format!("ORC {} entries ({:?} layout)", t.len(), t.layout));
+        }
+        if let Some(t) = &self.cfi {
+            parts.push(format!("CFI {} rows ({})", t.len(), t.sections.join(", ")));
+        }
+        if parts.is_empty() {
+            parts.push("no ORC or CFI".into());
+        }
+        format!(
+            "{}, {} KiB",
+            parts.join(", "),
+            self.heap_bytes().div_ceil(1024)
+        )
+    }
+}
+
+/// The return-address column of the architectures that keep it on the stack (x86): the
+/// instruction pointer's DWARF number.
+fn return_column(arch: Arch) -> u16 {
+    match arch {
+        Arch::I386 => 8,
+        _ => 16,
+    }
+}

@@ -1,0 +1,278 @@
+//! x86_64 Linux's ORC unwind tables (`.orc_unwind_ip`, `.orc_unwind`; Linux's
+//! arch/x86/include/asm/orc_types.h), read once into a sorted table of entries.
+//!
+//! Each `.orc_unwind_ip` word is a signed 32-bit offset from its own address to the first
+//! instruction an entry covers; an entry covers up to the next one's address. The 6-byte
+//! entry says where the caller's stack pointer (`sp_reg + sp_offset`) and frame pointer
+//! (`bp_reg + bp_offset`) are, and what kind of frame it is. Its last two bytes changed:
+//! up to 6.2 `sp_reg:4, bp_reg:4, type:2, end:1` (CALL 0, REGS 1, REGS_PARTIAL 2; an
+//! undefined `sp_reg` with `end` is the end of the stack); 6.3 put `signal:1` before `end`;
+//! 6.4 (the first with `.orc_header`) has `type:3, signal:1` (UNDEFINED 0, END_OF_STACK 1,
+//! CALL 2, REGS 3, REGS_PARTIAL 4).
+
+use super::TableError;
+
+/// The registers an entry's `sp_reg` and `bp_reg` name.
+pub mod reg {
+    pub const UNDEFINED: u8 = 0;
+    pub const PREV_SP: u8 = 1;
+    pub const DX: u8 = 2;
+    pub const DI: u8 = 3;
+    pub const BP: u8 = 4;
+    pub const SP: u8 = 5;
+    pub const R10: u8 = 6;
+    pub const R13: u8 = 7;
+    pub const BP_INDIRECT: u8 = 8;
+    pub const SP_INDIRECT: u8 = 9;
+}
+
+/// The entry layouts Linux has used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrcLayout {
+    /// 4.14 to 6.2: `type:2, end:1`.
+    Original,
+    /// 6.3: `type:2, signal:1, end:1`.
+    Signal,
+    /// 6.4 on (with `.orc_header`): `type:3, signal:1`.
+    Typed,
+}
+
+impl OrcLayout {
+    /// The layout of `entries`: `Typed` when the image has an `.orc_header`, else `Signal`
+    /// when some entry sets bit 3 of its flags byte (6.3's `end`; unused before), else
+    /// `Original`.
+    pub fn detect(has_orc_header: bool, entries: &[u8]) -> OrcLayout {
+        if has_orc_header {
+            OrcLayout::Typed
+        } else if entries.chunks_exact(6).any(|e| e[5] & 0x8 != 0) {
+            OrcLayout::Signal
+        } else {
+            OrcLayout::Original
+        }
+    }
+}
+
+/// What kind of frame an entry describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrcKind {
+    /// No rule here (a gap between functions, or code objtool did not annotate).
+    Undefined,
+    /// The stack's real end: a kernel thread's first frame, the startup path.
+    EndOfStack,
+    /// A function's frame: the return address lies just below the caller's stack pointer.
+    Call,
+    /// Entry code with a whole `struct pt_regs` at the computed stack pointer.
+    Regs,
+    /// Entry code with only the hardware's interrupt frame (`ip, cs, flags, sp, ss`) there.
+    RegsPartial,
+}
+
+/// One decoded entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OrcEntry {
+    pub sp_offset: i16,
+    pub bp_offset: i16,
+    pub sp_reg: u8,
+    pub bp_reg: u8,
+    pub kind: OrcKind,
+    /// 6.3 on: the frame's address is not a return address (look it up as is, not minus 1).
+    pub signal: bool,
+}
+
+impl OrcEntry {
+    /// Decodes a 6-byte entry laid out as `layout`.
+    pub fn decode(b: &[u8; 6], layout: OrcLayout) -> OrcEntry {
+        let sp_reg = b[4] & 0xf;
+        let (kind, signal) = match layout {
+            OrcLayout::Original | OrcLayout::Signal => {
+                let end_bit = if layout == OrcLayout::Original {
+                    0x4
+                } else {
+                    0x8
+                };
+                let kind = match (sp_reg, b[5] & 0x3) {
+                    (reg::UNDEFINED, _) if b[5] & end_bit != 0 => OrcKind::EndOfStack,
+                    (reg::UNDEFINED, _) => OrcKind::Undefined,
+                    (_, 0) => OrcKind::Call,
+                    (_, 1) => OrcKind::Regs,
+                    (_, 2) => OrcKind::RegsPartial,
+                    _ => OrcKind::Undefined,
+                };
+                (kind, layout == OrcLayout::Signal && b[5] & 0x4 != 0)
+            }
+            OrcLayout::Typed => {
+                let kind = match b[5] & 0x7 {
+                    1 => OrcKind::EndOfStack,
+                    // A frame needs a stack pointer.
+                    _ if sp_reg == reg::UNDEFINED => OrcKind::Undefined,
+                    2 => OrcKind::Call,
+                    3 => OrcKind::Regs,
+                    4 => OrcKind::RegsPartial,
+                    _ => OrcKind::Undefined,
+                };
+                (kind, b[5] & 0x8 != 0)
+            }
+        };
+        OrcEntry {
+            sp_offset: i16::from_le_bytes([b[0], b[1]]),
+            bp_offset: i16::from_le_bytes([b[2], b[3]]),
+            sp_reg,
+            bp_reg: b[4] >> 4,
+            kind,
+            signal,
+        }
+    }
+}
+
+/// An entry and the first address it covers, as an offset from the table's base.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    at: u32,
+    entry: OrcEntry,
+}
+
+/// A vmlinux's ORC entries, sorted by address, with an index of where each block of
+/// `1 << block_shift` bytes of code starts among them (Linux's `.orc_lookup`, made here): a
+/// lookup searches a few entries instead of all of them.
+#[derive(Debug, Clone)]
+pub struct OrcTable {
+    /// The lowest address an entry covers.
+    base: u64,
+    /// The highest entry's address: nothing beyond it is covered.
+    last: u64,
+    rows: Vec<Row>,
+    /// `blocks[b]`: the first row at or after block `b`'s start (one more block at the end).
+    blocks: Vec<u32>,
+    block_shift: u32,
+    pub layout: OrcLayout,
+}
+
+/// Blocks of 256 bytes (Linux's LOOKUP_BLOCK_SIZE), larger where the table spans more than
+/// [`MAX_BLOCKS`] of them.
+const MIN_BLOCK_SHIFT: u32 = 8;
+const MAX_BLOCKS: u64 = 1 << 18;
+
+impl OrcTable {
+    /// Reads the table from the contents of `.orc_unwind_ip` (loaded at `ip_addr`) and
+    /// `.orc_unwind`, with at most `max_entries` entries.
+    pub fn parse(
+        ip_addr: u64,
+        ips: &[u8],
+        entries: &[u8],
+        layout: OrcLayout,
+        max_entries: usize,
+    ) -> Result<OrcTable, TableError> {
+        let n = ips.len() / 4;
+        if !ips.len().is_multiple_of(4)
+            || !entries.len().is_multiple_of(6)
+            || entries.len() / 6 != n
+        {
+            return Err(TableError::OrcSizes {
+                ips: ips.len(),
+                entries: entries.len(),
+            });
+        }
+        if n == 0 {
+            return Err(TableError::OrcEmpty);
+        }
+        if n > max_entries {
+            return Err(TableError::TooLarge {
+                what: "ORC entries",
+                count: n,
+                cap: max_entries,
+            });
+        }
+        let addr = |i: usize| {
+            let off = i32::from_le_bytes(ips[4 * i..4 * i + 4].try_into().unwrap_or_default());
+            ip_addr
+                .wrapping_add(4 * i as u64)
+                .wrapping_add(off as i64 as u64)
+        };
+        let (mut base, mut last) = (u64::MAX, 0);
+        for i in 0..n {
+            base = base.min(addr(i));
+            last = last.max(addr(i));
+        }
+        if last - base > u32::MAX as u64 {
+            return Err(TableError::OrcSpan {
+                low: base,
+                high: last,
+            });
+        }
+        let mut rows: Vec<Row> = (0..n)
+            .map(|i| Row {
+                at: (addr(i) - base) as u32,
+                entry: OrcEntry::decode(
+                    entries[6 * i..6 * i + 6].try_into().unwrap_or(&[0; 6]),
+                    layout,
+                ),
+            })
+            .collect();
+        // As Linux sorts them: by address, the "weak" terminators (undefined) before a real
+        // entry at the same address, so that the lookup's rightmost match is the real one.
+        rows.sort_by_key(|r| (r.at, r.entry.kind != OrcKind::Undefined));
+        let span = last - base;
+        let mut block_shift = MIN_BLOCK_SHIFT;
+        while span >> block_shift >= MAX_BLOCKS {
+            block_shift += 1;
+        }
+        let n_blocks = (span >> block_shift) as usize + 2;
+        let mut blocks = Vec::with_capacity(n_blocks);
+        let mut i = 0usize;
+        for b in 0..n_blocks as u64 {
+            let start = b << block_shift;
+            while i < rows.len() && (rows[i].at as u64) < start {
+                i += 1;
+            }
+            blocks.push(i as u32);
+        }
+        Ok(OrcTable {
+            base,
+            last,
+            rows,
+            blocks,
+            block_shift,
+            layout,
+        })
+    }
+
+    /// How many entries the table holds.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether it holds none (never: [`OrcTable::parse`] refuses an empty table).
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The addresses the table covers, first to last entry.
+    pub fn span(&self) -> (u64, u64) {
+        (self.base, self.last)
+    }
+
+    /// The entry covering `addr`, if any.
+    pub fn find(&self, addr: u64) -> Option<OrcEntry> {
+        if addr < self.base || addr > self.last {
+            return None;
+        }
+        let at = (addr - self.base) as u32;
+        let b = (at >> self.block_shift) as usize;
+        let (lo, hi) = match (self.blocks.get(b), self.blocks.get(b + 1)) {
+            (Some(&lo), Some(&hi)) => (lo as usize, hi as usize),
+            _ => (0, self.rows.len()),
+        };
+        // The rightmost row at or before `at`: in this block, or the last one before it.
+        let rows = self.rows.get(lo..hi.min(self.rows.len()))?;
+        let i = lo + rows.partition_point(|r| r.at <= at);
+        Some(self.rows.get(i.checked_sub(1)?)?.entry)
+    }
+
+    /// Bytes of memory the table holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.rows.capacity() * std::mem::size_of::<Row>() + self.blocks.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,306 @@
+//! The walk with unwind tables: for each frame the best rule there is, ORC where it covers
+//! the pc (x86_64 Linux), else DWARF CFI, else the frame-pointer walkers from there on
+//! ([`crate::walk_guest`], with their crossings).
+//!
+//! ORC's entry hints cross into the interrupted context as Linux's own unwinder does
+//! (arch/x86/kernel/unwind_orc.c): a REGS frame has a whole `struct pt_regs` at the computed
+//! stack pointer, a REGS_PARTIAL frame the hardware's interrupt frame alone. The walk marks
+//! the crossing as the frame-pointer walkers do (a [`frame_marker::KERNEL_ENTRY`], then the
+//! interrupted instruction's own address) and goes on in the interrupted context: kernel
+//! code with the table, a user program's stack by its frame pointers alone, with no stack
+//! switch (the user-context rule of [`crate::walk_across`]).
+//!
+//! Guards, whatever the tables say: every step must raise the stack pointer (a frame that
+//! keeps its return address in a register may keep it once, in the innermost frame), and
+//! stays within the stack's span; only an ORC rule that reads the stack pointer from memory
+//! (Linux's switch off an interrupt stack) may leave the stack, at most
+//! `crossings.stack_switches` times, after a [`frame_marker::STACK_SWITCH`]; at most four
+//! kernel entries; at most `max_depth` frames. Reads stay on the stack being walked but for
+//! what the kernel saved itself there: an interrupt stack's saved stack pointer, after which
+//! the return address below it, and a `pt_regs`' registers.
+
+use kern_profile_format::{frame_marker, Arch, StopReason};
+
+use super::orc::{OrcEntry, OrcKind};
+use super::{CfiRow, UnwindTables};
+use crate::cross::{fake_return, span_end, Frames};
+use crate::{walk_across, walk_guest, Crossings, PtrWidth, Walk};
+
+/// The registers a walk starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartRegs {
+    pub pc: u64,
+    pub sp: u64,
+    pub fp: u64,
+    /// The return-address register (riscv64 `ra`, aarch64 `x30`), where there is one.
+    pub ra: Option<u64>,
+}
+
+/// At most this many kernel entries per walk (an exception inside an interrupt inside a
+/// system call is three).
+const MAX_ENTRIES: u8 = 4;
+
+/// Registers saved by entry code: a whole `pt_regs` at `at`, or only its interrupt frame.
+#[derive(Debug, Clone, Copy)]
+struct SavedRegs {
+    at: u64,
+    full: bool,
+}
+
+/// Where the walk stands: a frame's registers, and the stack it is on.
+#[derive(Debug, Clone, Copy)]
+struct State {
+    pc: u64,
+    sp: u64,
+    fp: u64,
+    ra: Option<u64>,
+    /// `pc` is the instruction itself (the sample's, or an interrupted one), not a return
+    /// address (looked up minus 1: a call's last byte).
+    exact: bool,
+    regs: Option<SavedRegs>,
+    /// The whole `pt_regs` before a partial one (Linux's `prev_regs`).
+    prev_full: Option<u64>,
+    /// Where this stack's walk began: its span ends at `span_end(stack_span, seg_start)`.
+    seg_start: u64,
+}
+
+/// What one step found.
+enum Step {
+    /// The caller: its return address and registers.
+    Call {
+        ret: u64,
+        sp: u64,
+        fp: u64,
+        /// The return address is not a call's (ORC's `signal`).
+        exact: bool,
+        /// The stack pointer was read from memory: it may lie on another stack.
+        may_switch: bool,
+        /// The return address came from the return-address register.
+        from_register: bool,
+    },
+    /// The interrupted context behind entry code.
+    Entry {
+        ip: u64,
+        sp: u64,
+        fp: u64,
+        user: bool,
+        regs: SavedRegs,
+        prev_full: Option<u64>,
+    },
+    /// No rule the walk can follow: the frame-pointer walk goes on from here.
+    HandOver,
+    Stop(StopReason),
+}
+
+/// The rule for `addr`: ORC where it covers it, else CFI.
+enum FrameRule {
+    Orc(OrcEntry),
+    Cfi(CfiRow),
+}
+
+fn rule_at(tables: &UnwindTables, addr: u64) -> Option<FrameRule> {
+    if let Some(e) = tables.orc.as_ref().and_then(|t| t.find(addr)) {
+        if e.kind != OrcKind::Undefined {
+            return Some(FrameRule::Orc(e));
+        }
+    }
+    tables.cfi.as_ref()?.find(addr).map(FrameRule::Cfi)
+}
+
+/// Walks the stack from `start` with `tables`, storing return addresses (and markers) into
+/// `out` as [`crate::walk_guest`] does. `None` when the walk is of user mode or no table
+/// covers the start pc: the frame-pointer walk is the one to use then.
+pub fn walk_tables<R>(
+    tables: &UnwindTables,
+    start: StartRegs,
+    max_depth: usize,
+    crossings: Crossings,
+    mut read: R,
+    out: &mut [u64],
+) -> Option<Walk>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    if crossings.user_mode {
+        return None;
+    }
+    // The first frame's rule, looked up once.
+    let mut first = Some(rule_at(tables, start.pc)?);
+    let arch = tables.arch;
+    let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
+    let mut frames = Frames::new(out, max_depth);
+    let mut st = State {
+        pc: start.pc,
+        sp: start.sp,
+        fp: start.fp,
+        ra: start.ra,
+        exact: true,
+        regs: None,
+        prev_full: None,
+        seg_start: start.sp,
+    };
+    let (mut switches, mut entries) = (0u8, 0u8);
+    let stop = loop {
+        if frames.full() {
+            break StopReason::DepthLimit;
+        }
+        let probe = if st.exact {
+            st.pc
+        } else {
+            st.pc.wrapping_sub(1)
+        };
+        let mut stack = Stack {
+            width,
+            low: st.sp,
+            end: span_end(crossings.stack_span, st.seg_start),
+            read: &mut read,
+        };
+        let rule = first.take().or_else(|| rule_at(tables, probe));
+        let step = match rule {
+            Some(FrameRule::Orc(e)) if arch == Arch::X86_64 => {
+                orc_step::orc_step(e, &st, &mut stack)
+            }
+            Some(FrameRule::Cfi(row)) => cfi_step::cfi_step(arch, row, &st, &mut stack),
+            _ => Step::HandOver,
+        };
+        match step {
+            Step::Stop(reason) => break reason,
+            Step::HandOver => {
+                let go_on = Crossings {
+                    user_mode: false,
+                    ..crossings
+                };
+                let rest = frames.rest();
+                let depth = rest.len();
+                let w = walk_guest(arch, st.sp, st.fp, depth, go_on, &mut read, rest);
+                frames.advance(w.frames);
+                break w.stop;
+            }
+            Step::Call {
+                ret,
+                sp,
+                fp,
+                exact,
+                may_switch,
+                from_register,
+            } => {
+                let end = span_end(crossings.stack_span, st.seg_start);
+                let upwards = sp > st.sp || (sp == st.sp && from_register && st.ra.is_some());
+                let mut seg_start = st.seg_start;
+                if !upwards || sp >= end {
+                    if !may_switch || switches >= crossings.stack_switches {
+                        break match upwards {
+                            true => StopReason::OffStack,
+                            false => StopReason::NotIncreasing,
+                        };
+                    }
+                    switches += 1;
+                    if !frames.push(frame_marker::STACK_SWITCH) {
+                        break StopReason::DepthLimit;
+                    }
+                    seg_start = sp;
+                }
+                if ret == 0 || fake_return(ret, width) {
+                    break StopReason::NullReturnAddress;
+                }
+                if !frames.push(ret) {
+                    break StopReason::DepthLimit;
+                }
+                st = State {
+                    pc: ret,
+                    sp,
+                    fp,
+                    ra: None,
+                    exact,
+                    regs: None,
+                    prev_full: None,
+                    seg_start,
+                };
+            }
+            Step::Entry {
+                ip,
+                sp,
+                fp,
+                user,
+                regs,
+                prev_full,
+            } => {
+                entries += 1;
+                if entries > MAX_ENTRIES {
+                    break StopReason::NotIncreasing;
+                }
+                if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(ip) {
+                    break StopReason::DepthLimit;
+                }
+                if user {
+                    // The program's stack by its frame pointers, and nothing below it.
+                    let in_user = Crossings {
+                        user_mode: true,
+                        ..crossings
+                    };
+                    let rest = frames.rest();
+                    let depth = rest.len();
+                    let w = walk_across(sp, fp, width, depth, in_user, &mut read, rest);
+                    frames.advance(w.frames);
+                    break w.stop;
+                }
+                st = State {
+                    pc: ip,
+                    sp,
+                    fp,
+                    ra: None,
+                    exact: true,
+                    regs: Some(regs),
+                    prev_full,
+                    seg_start: sp,
+                };
+            }
+        }
+    };
+    Some(Walk {
+        frames: frames.n,
+        stop,
+    })
+}
+
+/// Reads of the stack being walked: words in `[low, end)`.
+struct Stack<'r, R> {
+    width: PtrWidth,
+    low: u64,
+    end: u64,
+    read: &'r mut R,
+}
+
+impl<R: FnMut(u64, &mut [u8]) -> bool> Stack<'_, R> {
+    /// Whether `[addr, addr + len)` lies on the stack.
+    fn holds(&self, addr: u64, len: u64) -> bool {
+        addr >= self.low && addr.checked_add(len).is_some_and(|e| e <= self.end)
+    }
+
+    /// The word at `addr`, if it is on the stack and readable.
+    fn word(&mut self, addr: u64) -> Option<u64> {
+        let w = self.width.bytes();
+        self.holds(addr, w as u64).then_some(())?;
+        self.any_word(addr)
+    }
+
+    /// The word at `addr` wherever it lies (one read: a pointer the kernel saved itself).
+    fn any_word(&mut self, addr: u64) -> Option<u64> {
+        let w = self.width.bytes();
+        addr.checked_add(w as u64 - 1)
+            .filter(|&l| l <= self.width.max_addr())?;
+        let mut b = [0u8; 8];
+        (self.read)(addr, &mut b[..w]).then(|| self.width.word(&b))
+    }
+}
+
+/// One word at `addr + off`.
+fn plus(addr: u64, off: i64) -> Option<u64> {
+    addr.checked_add_signed(off)
+}
+
+mod cfi_step;
+mod orc_step;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,398 @@
+use super::*;
+use crate::tables::orc::reg;
+use crate::tables::orc::tests::{ip_section, typed};
+use crate::tables::{CfaBase, CfiTable, OrcLayout, OrcTable, Rule};
+use kern_profile_format::frame_marker::{KERNEL_ENTRY as KE, STACK_SWITCH as SW};
+
+/// Guest memory: regions of bytes at addresses.
+#[derive(Default)]
+struct Mem(Vec<(u64, Vec<u8>)>);
+
+impl Mem {
+    fn put(&mut self, at: u64, words: &[u64]) {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.0.push((at, bytes));
+    }
+
+    fn read(&self, addr: u64, out: &mut [u8]) -> bool {
+        for (at, b) in &self.0 {
+            if addr >= *at && addr - at + out.len() as u64 <= b.len() as u64 {
+                let o = (addr - at) as usize;
+                out.copy_from_slice(&b[o..o + out.len()]);
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// x86_64 tables of `(address, entry)` in the 6.4 layout.
+fn orc(entries: &[(u64, [u8; 6])]) -> UnwindTables {
+    let ip_addr = 0xffff_ffff_8200_0000;
+    let addrs: Vec<u64> = entries.iter().map(|e| e.0).collect();
+    let bytes: Vec<u8> = entries.iter().flat_map(|e| e.1).collect();
+    let t = OrcTable::parse(
+        ip_addr,
+        &ip_section(ip_addr, &addrs),
+        &bytes,
+        OrcLayout::Typed,
+        1000,
+    );
+    UnwindTables {
+        arch: Arch::X86_64,
+        orc: Some(t.unwrap()),
+        cfi: None,
+    }
+}
+
+const K: u64 = 0xffff_ffff_8100_0000;
+/// A kernel stack's lowest word in the tests.
+const S: u64 = 0xffff_c900_0001_0000;
+/// The entries of the ORC test kernel: `a` and `b` ordinary functions (frames of 16 and 8
+/// bytes), `root` a kernel thread's start, `entry` code with a whole pt_regs at its stack
+/// pointer, `iret` code with the interrupt frame alone, `irq` a function that switched
+/// stacks (the previous stack pointer saved at its stack pointer).
+const A: u64 = K + 0x1000;
+const B: u64 = K + 0x2000;
+const ROOT: u64 = K + 0x3000;
+const ENTRY: u64 = K + 0x4000;
+const IRET: u64 = K + 0x5000;
+const IRQ: u64 = K + 0x6000;
+const END: u64 = K + 0x7000;
+
+fn kernel() -> UnwindTables {
+    orc(&[
+        (A, typed(reg::SP, 16, reg::UNDEFINED, 0, 2)),
+        (B, typed(reg::SP, 8, reg::UNDEFINED, 0, 2)),
+        (ROOT, typed(0, 0, 0, 0, 1)),
+        (ENTRY, typed(reg::SP, 0, reg::UNDEFINED, 0, 3)),
+        (IRET, typed(reg::SP, 0, reg::UNDEFINED, 0, 4)),
+        (IRQ, typed(reg::SP_INDIRECT, 8, reg::UNDEFINED, 0, 2)),
+        (END, typed(0, 0, 0, 0, 0)),
+    ])
+}
+
+fn walk(
+    t: &UnwindTables,
+    pc: u64,
+    sp: u64,
+    fp: u64,
+    mem: &Mem,
+    depth: usize,
+) -> Option<(Vec<u64>, StopReason)> {
+    let mut out = vec![0; 64];
+    let w = walk_tables(
+        t,
+        StartRegs {
+            pc,
+            sp,
+            fp,
+            ra: None,
+        },
+        depth,
+        Crossings::ALL,
+        |a, b| mem.read(a, b),
+        &mut out,
+    )?;
+    out.truncate(w.frames);
+    Some((out, w.stop))
+}
+
+#[test]
+fn orc_call_frames_up_to_the_end_of_the_stack() {
+    let mut mem = Mem::default();
+    // a's frame: a local, the return into b; b's: the return into root.
+    mem.put(S, &[0x1111, B + 0x10, ROOT + 0x10]);
+    let (frames, stop) = walk(&kernel(), A + 0x10, S, 0xdead, &mem, 64).unwrap();
+    assert_eq!(frames, [B + 0x10, ROOT + 0x10]);
+    assert_eq!(stop, StopReason::NullFramePointer);
+    // The depth cap.
+    let (frames, stop) = walk(&kernel(), A + 0x10, S, 0, &mem, 1).unwrap();
+    assert_eq!((frames, stop), (vec![B + 0x10], StopReason::DepthLimit));
+    // A pc no table covers: the frame-pointer walk's.
+    assert_eq!(walk(&kernel(), K, S, 0, &mem, 64), None);
+    assert_eq!(walk(&kernel(), END + 1, S, 0, &mem, 64), None);
+    // A user-mode sample: the frame-pointer walk's too.
+    let mut out = [0; 4];
+    let user = Crossings {
+        user_mode: true,
+        ..Crossings::ALL
+    };
+    let start = StartRegs {
+        pc: A,
+        sp: S,
+        fp: 0,
+        ra: None,
+    };
+    assert!(walk_tables(&kernel(), start, 4, user, |a, b| mem.read(a, b), &mut out).is_none());
+}
+
+#[test]
+fn a_return_address_is_looked_up_inside_its_call() {
+    let mut mem = Mem::default();
+    // Returning to the first byte of root: its call was the last instruction of b.
+    mem.put(S, &[ROOT]);
+    let (frames, stop) = walk(&kernel(), B, S, 0, &mem, 64).unwrap();
+    assert_eq!(frames, [ROOT]);
+    // b's rule again at ROOT - 1, one word up: no return address readable there.
+    assert_eq!(stop, StopReason::Unreadable);
+}
+
+/// A pt_regs with `ip`, `cs`, `sp` and `bp`.
+fn pt_regs(ip: u64, cs: u64, sp: u64, bp: u64) -> Vec<u64> {
+    let mut r = vec![0u64; 21];
+    r[4] = bp;
+    r[16] = ip;
+    r[17] = cs;
+    r[18] = 0x246;
+    r[19] = sp;
+    r[20] = if cs & 3 == 3 { 0x2b } else { 0x18 };
+    r
+}
+
+#[test]
+fn regs_cross_into_user_space_and_walk_its_frame_pointers() {
+    let mut mem = Mem::default();
+    let user_sp = 0x7ffc_0000_1000;
+    let user_bp = user_sp + 0x20;
+    // b returns into the entry code, whose pt_regs lie right above.
+    let mut stack = vec![ENTRY + 0x10];
+    stack.extend(pt_regs(0x40_1234, 0x33, user_sp, user_bp));
+    mem.put(S, &stack);
+    // The user program's frame records: its caller, then the first frame.
+    mem.put(user_bp, &[user_bp + 0x40, 0x40_5678]);
+    mem.put(user_bp + 0x40, &[0, 0x40_9abc]);
+    let (frames, stop) = walk(&kernel(), B + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!(frames, [ENTRY + 0x10, KE, 0x40_1234, 0x40_5678, 0x40_9abc]);
+    assert_eq!(stop, StopReason::NullFramePointer);
+    // In user context no switch: a frame pointer that leads down ends the walk.
+    mem.0.pop();
+    mem.put(user_bp + 0x40, &[user_bp - 0x1000, 0x40_9abc]);
+    mem.put(user_bp - 0x1000, &[0, 0x40_0000]);
+    let (frames, stop) = walk(&kernel(), B + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!(frames, [ENTRY + 0x10, KE, 0x40_1234, 0x40_5678, 0x40_9abc]);
+    assert_eq!(stop, StopReason::NotIncreasing);
+}
+
+#[test]
+fn regs_and_partial_regs_cross_into_interrupted_kernel_code() {
+    let mut mem = Mem::default();
+    // Interrupted in a, on another stack: a's frame there returns to root.
+    let other = S + 0x10_0000;
+    mem.put(other, &[0x2222, ROOT + 8]);
+    // Sampled in the entry code (no call yet): pt_regs at the stack pointer.
+    mem.put(S, &pt_regs(A + 0x20, 0x10, other, 0xbbbb));
+    let (frames, stop) = walk(&kernel(), ENTRY + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!(frames, [KE, A + 0x20, ROOT + 8]);
+    assert_eq!(stop, StopReason::NullFramePointer);
+    // Only the interrupt frame, at the stack pointer: the same crossing.
+    let mut mem = Mem::default();
+    mem.put(other, &[0x2222, ROOT + 8]);
+    mem.put(S, &[A + 0x20, 0x10, 0x246, other, 0x18]);
+    let (frames, stop) = walk(&kernel(), IRET + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!(frames, [KE, A + 0x20, ROOT + 8]);
+    assert_eq!(stop, StopReason::NullFramePointer);
+    // A null code selector is no interrupt frame.
+    let mut mem = Mem::default();
+    mem.put(S, &[A + 0x20, 0, 0x246, other, 0x18]);
+    let (frames, stop) = walk(&kernel(), IRET + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!((frames, stop), (vec![], StopReason::Unreadable));
+}
+
+#[test]
+fn an_indirect_stack_pointer_switches_stacks_once_per_allowance() {
+    let mut mem = Mem::default();
+    let task = S + 0x40_0000;
+    // irq's stack pointer holds the task stack's; the return address lies below it there.
+    mem.put(S, &[task]);
+    mem.put(task, &[ROOT + 4]);
+    let (frames, stop) = walk(&kernel(), IRQ + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!(frames, [SW, ROOT + 4]);
+    assert_eq!(stop, StopReason::NullFramePointer);
+    // A loop of switches ends at the allowance.
+    let mut mem = Mem::default();
+    mem.put(S - 8, &[IRQ + 4, S - 8]);
+    let (frames, stop) = walk(&kernel(), IRQ + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!(frames, [SW, IRQ + 4, SW, IRQ + 4]);
+    assert_eq!(stop, StopReason::NotIncreasing);
+}
+
+#[test]
+fn hostile_rules_cannot_loop() {
+    // A frame that does not raise the stack pointer, one that lowers it, one far above.
+    for (sp_off, want) in [
+        (0, StopReason::NotIncreasing),
+        (-8, StopReason::NotIncreasing),
+        (i16::MAX, StopReason::Unreadable),
+    ] {
+        let t = orc(&[
+            (A, typed(reg::SP, sp_off, 0, 0, 2)),
+            (B, typed(0, 0, 0, 0, 0)),
+        ]);
+        let mut mem = Mem::default();
+        mem.put(S - 8, &[A + 4, A + 4]);
+        let (_, stop) = walk(&t, A + 4, S, 0, &mem, 64).unwrap();
+        assert_eq!(stop, want, "sp_offset {sp_off}");
+    }
+    // A recursion with a real frame each time ends at the depth cap.
+    let t = orc(&[(A, typed(reg::SP, 8, 0, 0, 2)), (B, typed(0, 0, 0, 0, 0))]);
+    let mut mem = Mem::default();
+    mem.put(S, &[A + 4; 100]);
+    let (frames, stop) = walk(&t, A + 4, S, 0, &mem, 10).unwrap();
+    assert_eq!((frames.len(), stop), (10, StopReason::DepthLimit));
+    // Random tables over random memory: every walk ends within its depth.
+    let mut rng = fastrand::Rng::with_seed(28);
+    for _ in 0..2000 {
+        let entries: Vec<(u64, [u8; 6])> = (0..8)
+            .map(|i| {
+                let mut e = [0u8; 6];
+                rng.fill(&mut e);
+                (K + i * 0x100, e)
+            })
+            .collect();
+        let t = orc(&entries);
+        let mut mem = Mem::default();
+        let words: Vec<u64> = (0..64)
+            .map(|_| match rng.u8(..4) {
+                0 => K + rng.u64(..0x800),
+                1 => S + rng.u64(..0x200),
+                _ => rng.u64(..),
+            })
+            .collect();
+        mem.put(S, &words);
+        if let Some((frames, _)) = walk(&t, K + rng.u64(..0x800), S, S + 16, &mem, 16) {
+            assert!(frames.len() <= 16);
+        }
+    }
+}
+
+#[test]
+fn cfi_rows_walk_an_aarch64_leaf_and_its_callers() {
+    // f: a leaf (CFA = sp, caller in x30); g: a frame of 32 with fp and lr at its bottom.
+    let f = 0xffff_8000_0801_0000;
+    let g = f + 0x100;
+    let h = f + 0x200;
+    let row = |cfa_base, cfa_offset, fp, ra| {
+        Some(CfiRow {
+            cfa_base,
+            cfa_offset,
+            fp,
+            ra,
+        })
+    };
+    let cfi = CfiTable::from_rows(&[
+        (
+            f,
+            row(CfaBase::StackPointer, 0, Rule::Unchanged, Rule::Unchanged),
+        ),
+        (
+            g,
+            row(
+                CfaBase::FramePointer,
+                32,
+                Rule::AtCfa(-32),
+                Rule::AtCfa(-24),
+            ),
+        ),
+        (h, None),
+    ]);
+    let t = UnwindTables {
+        arch: Arch::Aarch64,
+        orc: None,
+        cfi: Some(cfi),
+    };
+    let sp = 0xffff_8000_0a00_0000u64;
+    let mut mem = Mem::default();
+    // g's record at sp: the caller's fp (an h frame's, garbage-free: 0) and lr into h.
+    mem.put(sp, &[0, h + 8, 0, 0]);
+    let mut out = [0; 8];
+    let start = StartRegs {
+        pc: f + 4,
+        sp,
+        fp: sp,
+        ra: Some(g + 0x10),
+    };
+    let read = |a: u64, b: &mut [u8]| mem.read(a, b);
+    let w = walk_tables(&t, start, 8, Crossings::ALL, read, &mut out).unwrap();
+    // f's caller from x30, g's from its record; h has no rule: the frame-record walk
+    // goes on from its fp (0: the end).
+    assert_eq!(&out[..w.frames], [g + 0x10, h + 8]);
+    assert_eq!(w.stop, StopReason::NullFramePointer);
+    // Without the register there is no caller to give for the leaf: the frame records'.
+    let start = StartRegs { ra: None, ..start };
+    let read = |a: u64, b: &mut [u8]| mem.read(a, b);
+    let w = walk_tables(&t, start, 8, Crossings::ALL, read, &mut out).unwrap();
+    assert_eq!(&out[..w.frames], [h + 8]);
+}
+
+#[test]
+fn cfi_on_x86_64_reads_the_return_address_at_the_cfa() {
+    let f = 0xffff_ffff_8100_0000u64;
+    let row = |cfa_offset, fp| {
+        Some(CfiRow {
+            cfa_base: CfaBase::StackPointer,
+            cfa_offset,
+            fp,
+            ra: Rule::AtCfa(-8),
+        })
+    };
+    let cfi = CfiTable::from_rows(&[
+        (f, row(16, Rule::AtCfa(-16))),
+        (f + 0x100, row(8, Rule::Unchanged)),
+        (
+            f + 0x200,
+            Some(CfiRow {
+                cfa_base: CfaBase::StackPointer,
+                cfa_offset: 8,
+                fp: Rule::Unchanged,
+                ra: Rule::Unchanged,
+            }),
+        ),
+    ]);
+    let t = UnwindTables {
+        arch: Arch::X86_64,
+        orc: None,
+        cfi: Some(cfi),
+    };
+    let mut mem = Mem::default();
+    mem.put(S, &[0x5555, f + 0x110, f + 0x210]);
+    let (frames, stop) = walk(&t, f + 4, S, 0, &mem, 64).unwrap();
+    // The last rule leaves the return address undefined: the outermost frame.
+    assert_eq!(
+        (frames, stop),
+        (vec![f + 0x110, f + 0x210], StopReason::NullReturnAddress)
+    );
+}
+
+#[test]
+fn registers_at_the_end_of_the_address_space_are_unreadable() {
+    let t = orc(&[
+        (A, typed(reg::SP, 0, 0, 0, 3)),
+        (B, typed(reg::SP, 0, 0, 0, 4)),
+        (END, typed(0, 0, 0, 0, 0)),
+    ]);
+    let mem = Mem::default();
+    for pc in [A, B] {
+        let mut out = [0; 8];
+        let start = StartRegs {
+            pc,
+            sp: u64::MAX - 16,
+            fp: 0,
+            ra: None,
+        };
+        let w = walk_tables(
+            &t,
+            start,
+            8,
+            Crossings::ALL,
+            |a, b| mem.read(a, b),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(w.frames, 0);
+        assert!(
+            matches!(w.stop, StopReason::Unreadable | StopReason::OffStack),
+            "{w:?}"
+        );
+    }
+}
