@@ -150,7 +150,7 @@ def debug_frame():
 d = corpus / "unwind_cfi"
 (d / "debug-frame").write_bytes(debug_frame())
 PY
-cp "$tiny" aggregator/tests/data/tiny-riscv64.elf "$corpus/unwind_cfi/"
+cp "$tiny" command/tests/data/tiny-riscv64.elf "$corpus/unwind_cfi/"
 
 # Plugin arguments as QEMU passes them (comma-separated) and command lines as
 # /proc/self/cmdline holds them (NUL-separated).
