@@ -13,6 +13,7 @@ pub mod exact;
 pub mod firefox;
 pub mod folded;
 pub mod formats;
+pub mod gate;
 pub mod pprof;
 pub mod pprof_proto;
 pub mod svg;
