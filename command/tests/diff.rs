@@ -140,7 +140,7 @@ fn recordings_of_different_kernels_are_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("new.raw: 90% of its samples fall in no function of kernel.elf")
+        err.contains("new.raw: 90% of its kernel samples fall in no function of kernel.elf")
             && err.contains("different kernels"),
         "{err}"
     );

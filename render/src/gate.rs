@@ -12,6 +12,7 @@ use kern_profile_profile::folded::Folded;
 use kern_profile_profile::percent::pct;
 use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::UNKNOWN_FRAME;
+use kern_profile_profile::unnamed::{BOOT_FRAME, BOOT_PAGING_OFF_FRAME, FIRMWARE_FRAME};
 use kern_profile_profile::ProfileError;
 
 use crate::file_name;
@@ -232,8 +233,8 @@ fn same_arch(base: &CpuProfile, new: &CpuProfile) -> Result<(), ProfileError> {
     Ok(())
 }
 
-/// The raw header does not identify the kernel: a recording whose samples mostly fall in no
-/// function of the symbols while the other's are named was not made with these symbols.
+/// The raw header does not identify the kernel: a recording whose kernel samples mostly fall
+/// in no function of the symbols, while the other's are named, was not made with them.
 fn same_kernel(
     run: &Run<'_>,
     base: (&CpuProfile, &Folded),
@@ -242,16 +243,7 @@ fn same_kernel(
     if run.style.addresses {
         return Ok(());
     }
-    let unknown = |f: &Folded| {
-        let n = f
-            .lines
-            .iter()
-            .filter(|(s, _)| s.rsplit(';').next() == Some(UNKNOWN_FRAME))
-            .map(|(_, n)| n)
-            .sum::<u64>();
-        pct(n, f.total)
-    };
-    let (ub, un) = (unknown(base.1), unknown(new.1));
+    let (ub, un) = (unnamed_kernel_share(base.1), unnamed_kernel_share(new.1));
     let (odd, share, other, other_share) = if ub > 50.0 && un < 25.0 {
         (base.0, ub, new.0, un)
     } else if un > 50.0 && ub < 25.0 {
@@ -260,13 +252,30 @@ fn same_kernel(
         return Ok(());
     };
     Err(ProfileError::Unsupported(format!(
-        "{}: {share:.0}% of its samples fall in no function of {}, against {other_share:.0}% \
-         of {}'s: recordings of different kernels? (diff compares two runs of the kernel \
-         whose symbols it is given)",
+        "{}: {share:.0}% of its kernel samples fall in no function of {}, against \
+         {other_share:.0}% of {}'s: recordings of different kernels? (diff compares two runs \
+         of the kernel whose symbols it is given)",
         file_name(&odd.path),
         run.kernel,
         file_name(&other.path)
     )))
+}
+
+/// The share of the samples taken in the kernel (firmware, boot with paging off and user
+/// mode left out) whose leaf no symbol names.
+fn unnamed_kernel_share(f: &Folded) -> f64 {
+    let (mut unnamed, mut kernel) = (0u64, 0u64);
+    for (stack, n) in &f.lines {
+        let leaf = stack.rsplit(';').next().unwrap_or("");
+        if leaf == FIRMWARE_FRAME || leaf == BOOT_PAGING_OFF_FRAME || leaf.starts_with("[user") {
+            continue;
+        }
+        kernel += n;
+        if leaf == UNKNOWN_FRAME || leaf == BOOT_FRAME || leaf.starts_with("[kernel ") {
+            unnamed += n;
+        }
+    }
+    pct(unnamed, kernel)
 }
 
 #[cfg(test)]

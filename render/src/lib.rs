@@ -6,6 +6,7 @@
 
 pub mod alloc_flamegraph;
 pub mod alloc_report;
+pub mod annotate;
 pub mod callgrind;
 pub mod describe;
 pub mod diff;
