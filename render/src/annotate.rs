@@ -427,7 +427,7 @@ mod tests {
         assert!(e.contains("a::new, b::new"), "{e}");
         let e = find_function(&syms, "hot_lef").unwrap_err().to_string();
         assert!(
-            e.contains("did you mean kernel::workload::hot_leaf, kernel::workload::cold_leaf?"),
+            e.contains("did you mean kernel::workload::hot_leaf?"),
             "{e}"
         );
         let e = find_function(&syms, "zzzzzzzzzz").unwrap_err().to_string();
