@@ -2,8 +2,8 @@
 //! their self samples (the samples whose PC was there), or exact instruction counts, as shares
 //! of the whole run, like `perf annotate`. Lines come from DWARF (the innermost inlined
 //! function's line at each instruction); instructions are decoded with iced-x86 on i386 and
-//! x86_64, and shown as raw instruction words on riscv64 and aarch64 (no disassembler kept
-//! for them yet).
+//! x86_64, yaxpeax-arm on aarch64, and shown as raw instruction words on riscv64 (no
+//! disassembler for it is kept yet).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -286,13 +286,14 @@ fn decode(
     match arch {
         Some(Arch::I386) => (decode_x86(32, start, code), None),
         Some(Arch::X86_64) => (decode_x86(64, start, code), None),
+        Some(Arch::Aarch64) => (decode_aarch64(start, code), None),
         Some(Arch::Riscv64) => (
             raw_words(start, code, |b| if b[0] & 3 == 3 { 4 } else { 2 }),
             Some("riscv64: instructions as raw words (no disassembler for riscv64 is kept yet)"),
         ),
-        _ => (
+        None => (
             raw_words(start, code, |_| 4),
-            Some("instructions as raw words (no disassembler for this architecture is kept yet)"),
+            Some("instructions as raw words (an architecture kern-profile does not know)"),
         ),
     }
 }
@@ -319,6 +320,21 @@ fn decode_x86(bitness: u32, start: u64, code: &[u8]) -> Vec<(u64, usize, String)
         out.push((ins.ip(), ins.len(), text.clone()));
     }
     out
+}
+
+fn decode_aarch64(start: u64, code: &[u8]) -> Vec<(u64, usize, String)> {
+    use yaxpeax_arch::{Decoder, U8Reader};
+    let decoder = yaxpeax_arm::armv8::a64::InstDecoder::default();
+    code.chunks(4)
+        .enumerate()
+        .map(|(i, word)| {
+            let text = match decoder.decode(&mut U8Reader::new(word)) {
+                Ok(ins) => ins.to_string(),
+                Err(_) => "(bad)".to_string(),
+            };
+            (start + 4 * i as u64, word.len(), text)
+        })
+        .collect()
 }
 
 /// Instruction words of `len(first bytes)` bytes each, shown as `.word`s.
@@ -450,5 +466,14 @@ mod tests {
         assert!(note.is_some());
         assert_eq!(w[0], (0x8000, 4, ".word 0x00150513".to_string()));
         assert_eq!(w[1], (0x8004, 2, ".word 0x0001".to_string()));
+        // aarch64: `ret`, then a word that is no instruction.
+        let (a, note) = decode(
+            Some(Arch::Aarch64),
+            0x4000,
+            &[0xc0, 0x03, 0x5f, 0xd6, 0, 0, 0, 0],
+        );
+        assert!(note.is_none());
+        assert_eq!(a[0], (0x4000, 4, "ret".to_string()));
+        assert_eq!(a[1].0, 0x4004);
     }
 }

@@ -24,8 +24,8 @@ Examples:
 /// Counts the samples whose PC was in FUNCTION (its self samples; user-mode samples are left
 /// out), by instruction and by DWARF source line (the innermost inlined function's line), as
 /// shares of all the run's samples; the lines add up to the function's self share. i386 and
-/// x86_64 instructions are disassembled (Intel syntax); riscv64 and aarch64 ones are shown
-/// as raw words.
+/// x86_64 instructions are disassembled (Intel syntax), and aarch64 ones; riscv64 ones are
+/// shown as raw words.
 #[derive(Debug, Args)]
 #[command(after_help = ANNOTATE_EXAMPLES)]
 pub struct AnnotateArgs {
