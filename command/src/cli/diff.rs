@@ -29,7 +29,7 @@ Examples:
 #[derive(Debug, Args)]
 #[command(after_help = DIFF_EXAMPLES)]
 pub struct DiffArgs {
-    /// The base recording (e.g. the main branch's run)
+    /// The base recording (the reference run)
     #[arg(value_name = "BASE")]
     base: PathBuf,
 
