@@ -144,4 +144,20 @@ fn recordings_of_different_kernels_are_refused() {
             && err.contains("different kernels"),
         "{err}"
     );
+    // Two builds, each recording named with its own ELF: compared by name.
+    std::fs::copy(common::tiny_elf(), dir.join("base.elf")).unwrap();
+    let o = kp(
+        &dir,
+        &[
+            "diff",
+            "base.raw",
+            "new.raw",
+            "kernel.elf",
+            "--base-elf",
+            "base.elf",
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("+90.00 points  [unknown]"), "{out}");
 }

@@ -181,17 +181,33 @@ pub fn compare(base: &Folded, new: &Folded, gate: Gate) -> Verdict {
     }
 }
 
-/// Collects and names `base` and the run's input with the same symbols, refusing recordings
-/// of different kernels, and compares them.
-pub fn run_gate(run: &mut Run<'_>, base: &Path, gate: Gate) -> Result<Verdict, ProfileError> {
+/// Collects and names the run's input and `base`, and compares them. `base_run` names the
+/// base with its own symbols (another build of the kernel: `--base-elf`); without it both are
+/// named with the run's, and recordings that do not look made with them are refused.
+pub fn run_gate(
+    run: &mut Run<'_>,
+    base: &Path,
+    base_run: Option<&mut Run<'_>>,
+    gate: Gate,
+) -> Result<Verdict, ProfileError> {
     let new_path = run.input;
     let new_p = collect(run, new_path, gate.exact)?;
-    let base_p = collect(run, base, gate.exact)?;
-    same_arch(&base_p, &new_p)?;
     let new_f = name(run, &new_p, gate.exact);
-    let base_f = name(run, &base_p, gate.exact);
-    same_kernel(run, (&base_p, &base_f), (&new_p, &new_f))?;
-    Ok(compare(&base_f, &new_f, gate))
+    match base_run {
+        Some(b) => {
+            let base_p = collect(b, base, gate.exact)?;
+            same_arch(&base_p, &new_p)?;
+            let base_f = name(b, &base_p, gate.exact);
+            Ok(compare(&base_f, &new_f, gate))
+        }
+        None => {
+            let base_p = collect(run, base, gate.exact)?;
+            same_arch(&base_p, &new_p)?;
+            let base_f = name(run, &base_p, gate.exact);
+            same_kernel(run, (&base_p, &base_f), (&new_p, &new_f))?;
+            Ok(compare(&base_f, &new_f, gate))
+        }
+    }
 }
 
 fn collect(run: &mut Run<'_>, path: &Path, exact: bool) -> Result<CpuProfile, ProfileError> {

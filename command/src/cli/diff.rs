@@ -17,7 +17,9 @@ Examples:
       fails (exit status 1), naming them, when a function's self share grew by more than 2
       percentage points of all samples from base.raw to new.raw
   kern-profile diff base.raw new.raw kernel.elf --exact --fail-above 5
-      the same on exact instruction counts (exact=on): fails past 5% more instructions";
+      the same on exact instruction counts (exact=on): fails past 5% more instructions
+  kern-profile diff base.raw new.raw new.elf --base-elf base.elf --fail-above 2
+      two builds of the kernel, each recording named with its own ELF";
 
 /// Compare two recordings of the same kernel function by function; a CI gate
 ///
@@ -25,7 +27,7 @@ Examples:
 /// first. With --fail-above, exits with status 1 and names every function that grew past
 /// the tolerance; 0 otherwise. Both recordings are named with the same symbols: recordings of
 /// different kernels (another architecture, or samples that mostly fall in no function of
-/// ELF while the other's are named) are refused.
+/// ELF while the other's are named) are refused. Two builds: give BASE's with --base-elf.
 #[derive(Debug, Args)]
 #[command(after_help = DIFF_EXAMPLES)]
 pub struct DiffArgs {
@@ -40,6 +42,11 @@ pub struct DiffArgs {
     /// The kernel ELF both ran (may be left out when --symbols gives a symbol map)
     #[arg(value_name = "ELF")]
     elf: Option<PathBuf>,
+
+    /// The kernel ELF BASE ran, when it is another build than ELF (functions are then
+    /// compared by name, each recording named with its own ELF)
+    #[arg(long, value_name = "ELF")]
+    base_elf: Option<PathBuf>,
 
     /// Fail when a function grew by more than PCT: percentage points of the total samples
     /// (its self share in NEW minus in BASE), or with --exact percent of its instruction
@@ -99,7 +106,26 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
         tolerance: args.fail_above.unwrap_or(f64::INFINITY),
         exact: args.exact,
     };
-    let verdict = run_gate(&mut run, &args.base, gate)?;
+    let verdict = match &args.base_elf {
+        Some(base_elf) => {
+            let base_job = CpuJob::resolve(&args.base, Some(base_elf), &opts)?;
+            let mut base_sym = base_job.sources.load()?;
+            let mut base_run = Run::new(
+                &base_job.input,
+                base_job.progress,
+                &base_job.filter,
+                base_job.style,
+                base_job.sources.kernel_name(),
+                &mut base_sym,
+            );
+            let verdict = run_gate(&mut run, &args.base, Some(&mut base_run), gate);
+            for w in &base_run.warnings {
+                eprintln!("kern-profile: warning: {w}");
+            }
+            verdict?
+        }
+        None => run_gate(&mut run, &args.base, None, gate)?,
+    };
     for w in &run.warnings {
         eprintln!("kern-profile: warning: {w}");
     }
