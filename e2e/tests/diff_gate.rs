@@ -1,6 +1,7 @@
 //! `kern-profile diff BASE NEW ELF --fail-above PCT` on two workloads of the example kernel:
 //! 20 CPU rounds against 400, where `hot_leaf`'s self share grows by about 31 points (the
-//! firmware's fixed instructions weigh less in the longer run), and the same workload twice.
+//! firmware's fixed instructions weigh less in the longer run), the same workload twice, and
+//! an x86_64 recording against the i386 kernel.
 
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -66,4 +67,19 @@ fn same_workload_twice_passes() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(out.contains("passed"), "{out}");
+}
+
+#[test]
+fn recordings_of_different_kernels_are_refused() {
+    if skip_i386() || skip_x86_64() {
+        return;
+    }
+    let other = boot64("diff-kernel64", PLUGIN, "rounds=20 alloc_rounds=0");
+    let o = diff(short(), &other, "20");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("x86_64") && !err.contains("grew past"),
+        "{err}"
+    );
 }
