@@ -4,7 +4,6 @@ use std::str::FromStr;
 /// What the weight of a stack means in [`AllocatorProfile::stacks`](crate::AllocatorProfile).
 /// Weights are in the trace's units (bytes for a heap, pages for a page allocator).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum View {
     /// Units still live at the end of the trace, by the stack that allocated (or last
     /// reallocated) them: the leak view, and the original tool's only one.

@@ -180,7 +180,8 @@ struct CommonArgs {
     output: Option<PathBuf>,
 
     /// Output format
-    #[arg(short, long, value_enum, value_name = "FORMAT", default_value_t)]
+    #[arg(short, long, value_name = "FORMAT", value_parser = cli::values::output_format(),
+          default_value = cli::values::default_format())]
     format: OutputFormat,
 
     /// Flamegraph title. Default: "<kernel>: <N> samples"
@@ -279,7 +280,7 @@ struct AllocArgs {
     alloc: bool,
 
     /// What the allocation flamegraphs weigh
-    #[arg(long, value_enum, default_value_t, requires = "alloc")]
+    #[arg(long, value_parser = cli::values::alloc_view(), default_value_t, requires = "alloc")]
     view: AllocView,
 
     /// Also draw mem-<allocator>-timeline.svg: usage over the trace

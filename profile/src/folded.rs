@@ -74,6 +74,25 @@ impl Folded {
         b.finish()
     }
 
+    /// Several profiles' named stacks as one (e.g. every vCPU's, for `top`'s table of all).
+    pub fn merge<'a>(parts: impl IntoIterator<Item = &'a Folded>) -> Folded {
+        let mut lines: Vec<(String, u64)> = Vec::new();
+        let mut total = 0u64;
+        for p in parts {
+            lines.extend(p.lines.iter().cloned());
+            total = total.saturating_add(p.total);
+        }
+        lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        lines.dedup_by(|next, kept| {
+            let same = next.0 == kept.0;
+            if same {
+                kept.1 = kept.1.saturating_add(next.1);
+            }
+            same
+        });
+        Folded { lines, total }
+    }
+
     /// Writes `stack count` lines.
     pub fn write(&self, mut out: impl Write) -> io::Result<()> {
         for (stack, n) in &self.lines {
@@ -112,5 +131,24 @@ mod tests {
             String::from_utf8(folded.to_bytes()).unwrap(),
             "a 1\nb;c 5\n"
         );
+    }
+
+    #[test]
+    fn merging_sums_the_same_stacks() {
+        let f = |lines: &[(&str, u64)]| {
+            let mut b = FoldedBuilder::default();
+            for (s, n) in lines {
+                b.add(&s.split(';').map(Rc::from).collect::<Vec<_>>(), *n);
+            }
+            b.finish()
+        };
+        let a = f(&[("a;b", 2), ("c", 1)]);
+        let b = f(&[("a", 4), ("a;b", 3)]);
+        assert_eq!(
+            Folded::merge([&a, &b]),
+            f(&[("a;b", 2), ("c", 1), ("a", 4), ("a;b", 3)])
+        );
+        assert_eq!(Folded::merge([&a, &b]).total, 10);
+        assert_eq!(Folded::merge([]), Folded::default());
     }
 }

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use crate::cpu_list::CpuList;
 
-/// What to write (`-f` on the command line: the first line of each variant's doc is its help).
+/// What to write (`-f` on the command line: each value's name and help are in the render
+/// crate's table of formats, in this order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum OutputFormat {
     /// Interactive flamegraph (inferno; the default)
     #[default]

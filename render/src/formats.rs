@@ -18,6 +18,9 @@ use crate::CpuRenderer;
 /// One output format.
 pub struct Format {
     pub format: OutputFormat,
+    /// Its `-f` value, and that value's help (one line).
+    pub name: &'static str,
+    pub help: &'static str,
     /// The file written when no output is named (`None`: standard output); of exact counts;
     /// of a differential.
     pub file: Option<&'static str>,
@@ -64,6 +67,8 @@ const DIFF_FORMATS: &str = "--diff writes svg or folded output";
 pub const FORMATS: [Format; 7] = [
     Format {
         format: OutputFormat::Svg,
+        name: "svg",
+        help: "Interactive flamegraph (inferno; the default)",
         file: Some("cpu.svg"),
         exact_file: Some("exact.svg"),
         diff_file: Some("cpu-diff.svg"),
@@ -82,6 +87,8 @@ pub const FORMATS: [Format; 7] = [
     },
     Format {
         format: OutputFormat::Text,
+        name: "text",
+        help: "perf-report-style table of the top functions",
         file: None,
         exact_file: None,
         diff_file: None,
@@ -105,6 +112,8 @@ pub const FORMATS: [Format; 7] = [
     },
     Format {
         format: OutputFormat::Firefox,
+        name: "firefox",
+        help: "Firefox Profiler JSON, one thread per vCPU, samples at their times (CPU mode only)",
         file: Some("profile.json"),
         exact_file: Some("profile.json"),
         diff_file: Some("profile.json"),
@@ -122,6 +131,8 @@ pub const FORMATS: [Format; 7] = [
     },
     Format {
         format: OutputFormat::Folded,
+        name: "folded",
+        help: "Collapsed stacks `root;...;leaf COUNT`, one per line, sorted",
         file: Some("cpu.folded"),
         exact_file: Some("exact.folded"),
         diff_file: Some("cpu-diff.folded"),
@@ -140,6 +151,9 @@ pub const FORMATS: [Format; 7] = [
     },
     Format {
         format: OutputFormat::Pprof,
+        name: "pprof",
+        help: "Gzipped pprof profile (profile.proto: go tool pprof, pprof's web UI), \
+             self-contained; --exact: instruction counts",
         file: Some("profile.pb.gz"),
         exact_file: Some("profile.pb.gz"),
         diff_file: Some("profile.pb.gz"),
@@ -158,6 +172,9 @@ pub const FORMATS: [Format; 7] = [
     },
     Format {
         format: OutputFormat::Callgrind,
+        name: "callgrind",
+        help: "Callgrind profile (callgrind_annotate, KCachegrind) of the exact instruction \
+             counts, by function and source line (--exact only)",
         file: Some("callgrind.out"),
         exact_file: Some("callgrind.out"),
         diff_file: Some("callgrind.out"),
@@ -179,6 +196,9 @@ pub const FORMATS: [Format; 7] = [
     },
     Format {
         format: OutputFormat::Trace,
+        name: "trace",
+        help: "Chrome trace-event JSON (Perfetto, chrome://tracing): a track per vCPU, the \
+             samples' stacks as nested slices over time",
         file: Some("trace.json"),
         exact_file: Some("trace.json"),
         diff_file: Some("trace.json"),
@@ -208,6 +228,18 @@ pub fn of(format: OutputFormat) -> &'static Format {
         .iter()
         .find(|f| f.format == format)
         .expect("every format has a row")
+}
+
+/// The rows in `-f`'s order: the order of [`OutputFormat`]'s variants.
+pub fn values() -> Vec<&'static Format> {
+    let mut rows: Vec<&Format> = FORMATS.iter().collect();
+    rows.sort_by_key(|f| f.format as u8);
+    rows
+}
+
+/// The row whose `-f` value is `name`.
+pub fn named(name: &str) -> Option<&'static Format> {
+    FORMATS.iter().find(|f| f.name == name)
 }
 
 /// The renderer `opts` ask for (for a recording of exact counts only with `exact_only`);
@@ -267,7 +299,30 @@ mod tests {
         assert_eq!(FORMATS.len(), every_value().len());
     }
 
-    /// Every `-f` value (no clap here: listed by hand, checked by the match).
+    #[test]
+    fn values_in_the_enum_order_each_named_once() {
+        let order: Vec<OutputFormat> = values().iter().map(|f| f.format).collect();
+        assert_eq!(order, every_value());
+        let names: Vec<&str> = values().iter().map(|f| f.name).collect();
+        assert_eq!(
+            names,
+            [
+                "svg",
+                "folded",
+                "firefox",
+                "text",
+                "pprof",
+                "callgrind",
+                "trace"
+            ]
+        );
+        for f in every_value() {
+            assert_eq!(named(of(f).name).map(|r| r.format), Some(f));
+        }
+        assert!(named("bogus").is_none());
+    }
+
+    /// Every `-f` value, in the enum's order (listed by hand, checked by the match).
     fn every_value() -> Vec<OutputFormat> {
         let all = [
             OutputFormat::Svg,

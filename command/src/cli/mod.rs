@@ -9,3 +9,4 @@ pub mod record;
 pub mod session_args;
 pub mod stacks;
 pub mod top;
+pub mod values;

@@ -1,6 +1,6 @@
 //! `kern-profile top`: the hottest functions of a running guest, like `perf top`, from the
-//! raw file the plugin is writing ([`tail`]), counted as they come ([`profile`]) and shown
-//! about once a second ([`view`]). On a terminal the table redraws in place (keys: `c` next
+//! raw file the plugin is writing ([`tail`]), counted as they come and named as the report
+//! names them ([`profile`]), shown about once a second ([`view`]). On a terminal the table redraws in place (keys: `c` next
 //! vCPU, `s` self/total, `q` or Ctrl-C stops QEMU); otherwise (a pipe, a log, a test) a
 //! table is printed every interval. Either way the recording is kept for `kern-profile
 //! report`, and the last table is printed when QEMU exits.
@@ -63,7 +63,7 @@ pub fn run_top(
             exited = running.guest.try_wait()?;
         }
         // A bad record (not a torn one) ends the live view; the recording is still kept.
-        let _ = tail.poll(|s| live.add(s, &keys, &mut namer, &opts.filter.names));
+        let _ = tail.poll(|s| live.add(s, &keys, namer.symbolizer()));
         let status = Status {
             elapsed: start.elapsed(),
             exited: exited.as_ref().map(describe_status),
@@ -72,21 +72,22 @@ pub fn run_top(
         if exited.is_some() {
             break;
         }
+        let table = live.table(&mut namer, &opts.filter.names);
         match &mut screen {
             Some(sc) => {
                 let (w, h) = terminal::size().unwrap_or((80, 24));
                 let size = (w as usize, h as usize);
-                let lines = render(&live, view, &status, opts.rows, size);
+                let lines = render(&table, view, &status, opts.rows, size);
                 sc.draw(&lines).map_err(io_err("cannot draw"))?;
                 match sc.key_until(deadline).map_err(io_err("cannot read keys"))? {
                     Some(Key::Quit) => running.guest.interrupt(),
-                    Some(Key::NextVcpu) => view.next_vcpu(&live.vcpus()),
+                    Some(Key::NextVcpu) => view.next_vcpu(&table.vcpus()),
                     Some(Key::Order) => view.by_total = !view.by_total,
                     None => deadline += opts.interval,
                 }
             }
             None => {
-                let lines = render(&live, view, &status, opts.rows, (0, 0));
+                let lines = render(&table, view, &status, opts.rows, (0, 0));
                 write_lines(out, &lines).map_err(io_err("cannot write"))?;
                 wait_until(&mut running, deadline)?;
                 deadline += opts.interval;
@@ -103,7 +104,8 @@ pub fn run_top(
         exited: exited.as_ref().map(describe_status),
         keys: false,
     };
-    let lines = render(&live, view, &status, opts.rows, (0, 0));
+    let table = live.table(&mut namer, &opts.filter.names);
+    let lines = render(&table, view, &status, opts.rows, (0, 0));
     write_lines(out, &lines).map_err(io_err("cannot write"))?;
     running.finish()
 }

@@ -1,157 +1,162 @@
-//! The counts behind `kern-profile top`: samples added as they are read, each distinct
-//! address stack named once (its leaf function and the distinct functions on it), counts
-//! per vCPU, so that the table of any vCPU, by self or total, is a pass over the distinct
-//! stacks.
+//! The counts behind `kern-profile top`, in the profile crate's model: each kept sample's
+//! address stack counted in its vCPU's [`StackCounts`] as it is read; at each refresh the
+//! distinct stacks named into [`Folded`] stacks and the rows drawn by [`function_rows`], as
+//! the text report draws them, so that the live table and the report cannot disagree.
 
-use std::rc::Rc;
-
-use rustc_hash::FxHashMap;
-
+use crate::counts::StackCounts;
 use crate::filter::NameRules;
+use crate::folded::Folded;
 use crate::input::Sample;
-use crate::output::text::FunctionRow;
+use crate::output::text::{function_rows, FunctionRow};
 use crate::stacks::{KeyBuilder, StackNamer};
+use crate::symbolize::Symbolizer;
 
-/// One distinct address stack.
-struct Stack {
-    /// Index of its leaf function (`None`: an empty stack).
-    leaf: Option<u32>,
-    /// Indices of the distinct functions on it.
-    functions: Box<[u32]>,
-    /// Samples per vCPU index.
-    per_vcpu: Vec<u64>,
-}
-
-/// A distinct stack dropped by `--focus`/`--exclude`.
-const DROPPED: usize = usize::MAX;
+/// vCPUs from this one on are read but not counted.
+const MAX_VCPUS: usize = 4096;
 
 /// The live counts.
 #[derive(Default)]
 pub struct LiveProfile {
-    index: FxHashMap<Box<[u64]>, usize>,
-    stacks: Vec<Stack>,
-    functions: Vec<Rc<str>>,
-    function_index: FxHashMap<Rc<str>, u32>,
+    /// Kept address stacks per vCPU index (keys carry no vCPU unless `--per-cpu`).
+    per_vcpu: Vec<StackCounts>,
     /// Samples read.
     pub read: u64,
-    /// Samples kept, per vCPU index.
-    pub kept_per_vcpu: Vec<u64>,
     key: Vec<u64>,
-    names: Vec<Rc<str>>,
 }
 
 impl LiveProfile {
     /// Counts one sample.
-    pub fn add(
-        &mut self,
-        s: &Sample<'_>,
-        keys: &KeyBuilder<'_>,
-        namer: &mut StackNamer<'_>,
-        rules: &NameRules,
-    ) {
+    pub fn add(&mut self, s: &Sample<'_>, keys: &KeyBuilder<'_>, sym: &mut Symbolizer) {
         self.read += 1;
-        if !keys.build(s, namer.symbolizer(), &mut self.key) {
-            return;
-        }
-        let i = match self.index.get(&self.key[..]) {
-            Some(&i) => i,
-            None => self.intern(namer, rules),
-        };
-        let Some(stack) = self.stacks.get_mut(i) else {
-            return;
-        };
         let v = s.vcpu as usize;
-        if v >= 4096 {
+        if v >= MAX_VCPUS || !keys.build(s, sym, &mut self.key) {
             return;
         }
-        if stack.per_vcpu.len() <= v {
-            stack.per_vcpu.resize(v + 1, 0);
+        if self.per_vcpu.len() <= v {
+            self.per_vcpu.resize_with(v + 1, StackCounts::default);
         }
-        stack.per_vcpu[v] += 1;
-        if self.kept_per_vcpu.len() <= v {
-            self.kept_per_vcpu.resize(v + 1, 0);
-        }
-        self.kept_per_vcpu[v] += 1;
+        self.per_vcpu[v].add(&self.key, 1);
     }
 
-    /// Names the current key and files it.
-    fn intern(&mut self, namer: &mut StackNamer<'_>, rules: &NameRules) -> usize {
-        let i = match namer.name_key_shaped(&self.key, rules, &mut self.names) {
-            None => DROPPED,
-            Some(_) => {
-                let mut functions: Vec<u32> = Vec::with_capacity(self.names.len());
-                for n in &self.names {
-                    let f = match self.function_index.get(n) {
-                        Some(&f) => f,
-                        None => {
-                            let f = self.functions.len() as u32;
-                            self.functions.push(n.clone());
-                            self.function_index.insert(n.clone(), f);
-                            f
-                        }
-                    };
-                    if !functions.contains(&f) {
-                        functions.push(f);
-                    }
-                }
-                let leaf = self.names.last().map(|n| self.function_index[n]);
-                self.stacks.push(Stack {
-                    leaf,
-                    functions: functions.into(),
-                    per_vcpu: Vec::new(),
-                });
-                self.stacks.len() - 1
+    /// What was counted so far, named: each vCPU's stacks, and all of them.
+    pub fn table(&mut self, namer: &mut StackNamer<'_>, rules: &NameRules) -> LiveTable {
+        let mut per_vcpu = Vec::new();
+        for (v, counts) in (0u32..).zip(&mut self.per_vcpu) {
+            if counts.total() > 0 {
+                // Merged each refresh: pending keys stay about a refresh's worth.
+                counts.flush();
+                per_vcpu.push((v, Folded::from_counts(counts, namer, rules)));
             }
-        };
-        self.index.insert(self.key.as_slice().into(), i);
-        i
+        }
+        LiveTable {
+            read: self.read,
+            all: Folded::merge(per_vcpu.iter().map(|(_, f)| f)),
+            per_vcpu,
+        }
+    }
+}
+
+/// The named stacks of one refresh.
+#[derive(Debug, Default)]
+pub struct LiveTable {
+    /// Samples read.
+    pub read: u64,
+    /// Per vCPU with kept samples, sorted by vCPU.
+    pub per_vcpu: Vec<(u32, Folded)>,
+    pub all: Folded,
+}
+
+impl LiveTable {
+    /// The stacks of `vcpu` (all vCPUs with `None`).
+    fn folded(&self, vcpu: Option<u32>) -> Option<&Folded> {
+        match vcpu {
+            None => Some(&self.all),
+            Some(v) => self.per_vcpu.iter().find(|(w, _)| *w == v).map(|(_, f)| f),
+        }
     }
 
     /// Kept samples of `vcpu` (all vCPUs with `None`).
     pub fn kept(&self, vcpu: Option<u32>) -> u64 {
-        match vcpu {
-            None => self.kept_per_vcpu.iter().sum(),
-            Some(v) => self.kept_per_vcpu.get(v as usize).copied().unwrap_or(0),
-        }
+        self.folded(vcpu).map_or(0, |f| f.total)
     }
 
     /// The vCPUs with kept samples.
     pub fn vcpus(&self) -> Vec<u32> {
-        (0u32..)
-            .zip(&self.kept_per_vcpu)
-            .filter(|(_, &n)| n > 0)
-            .map(|(v, _)| v)
+        self.per_vcpu
+            .iter()
+            .filter(|(_, f)| f.total > 0)
+            .map(|(v, _)| *v)
             .collect()
     }
 
-    /// Self and total counts per function, of `vcpu` or all vCPUs, in no order.
+    /// Self and total counts per function, of `vcpu` or all vCPUs, sorted by name.
     pub fn rows(&self, vcpu: Option<u32>) -> Vec<FunctionRow> {
-        let mut self_c = vec![0u64; self.functions.len()];
-        let mut total_c = vec![0u64; self.functions.len()];
-        for s in &self.stacks {
-            let n = match vcpu {
-                None => s.per_vcpu.iter().sum(),
-                Some(v) => s.per_vcpu.get(v as usize).copied().unwrap_or(0),
-            };
-            if n == 0 {
-                continue;
-            }
-            if let Some(l) = s.leaf {
-                self_c[l as usize] += n;
-            }
-            for &f in s.functions.iter() {
-                total_c[f as usize] += n;
-            }
+        self.folded(vcpu).map(function_rows).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::SampleFilter;
+    use crate::options::Options;
+    use crate::stacks::NameStyle;
+    use crate::symbolize::{symbol_map, SymbolTable};
+    use crate::unnamed::CpuState;
+    use std::path::Path;
+
+    fn sample(vcpu: u32, addrs: &[u64]) -> Sample<'_> {
+        Sample {
+            vcpu,
+            user: false,
+            time_ns: None,
+            sp_word: None,
+            return_register: None,
+            stop: None,
+            addrs,
+            cpu: CpuState::default(),
+            page_table: None,
         }
-        self.functions
-            .iter()
-            .zip(self_c.iter().zip(&total_c))
-            .filter(|(_, (_, &t))| t > 0)
-            .map(|(name, (&self_count, &total_count))| FunctionRow {
-                name: name.to_string(),
-                self_count,
-                total_count,
-            })
-            .collect()
+    }
+
+    /// The rows of every view are the report's: `function_rows` of the named stacks.
+    #[test]
+    fn tables_per_vcpu_and_of_all() {
+        let text = "1000 T root\n1100 T middle\n1200 T leaf\n1300 T other\n1400 T end\n";
+        let map = SymbolTable::new(symbol_map::parse(text, Path::new("m")).unwrap(), |_| None);
+        let mut sym = Symbolizer::new(None, vec![map]).unwrap();
+        let opts = Options {
+            exclude: vec!["other".into()],
+            ..Options::default()
+        };
+        let filter = SampleFilter::from_options(&opts);
+        let keys = KeyBuilder::new(&filter);
+        let mut live = LiveProfile::default();
+        let stacks: [(u32, &[u64]); 5] = [
+            (0, &[0x1204, 0x1150, 0x1050]),
+            (0, &[0x1204, 0x1150, 0x1050]),
+            (2, &[0x1104, 0x1050]),
+            (2, &[0x1304, 0x1050]),
+            (5000, &[0x1204, 0x1150, 0x1050]),
+        ];
+        for (vcpu, addrs) in stacks {
+            live.add(&sample(vcpu, addrs), &keys, &mut sym);
+        }
+        let mut namer = StackNamer::new(&mut sym, NameStyle::from_options(&opts, false));
+        let table = live.table(&mut namer, &filter.names);
+        assert_eq!(table.read, 5);
+        assert_eq!(table.vcpus(), [0, 2]);
+        assert_eq!((table.kept(None), table.kept(Some(2))), (3, 1));
+        assert_eq!(table.kept(Some(1)), 0);
+        assert!(table.rows(Some(1)).is_empty());
+        let row = |v, name: &str| {
+            let r = table.rows(v).into_iter().find(|r| r.name == name).unwrap();
+            (r.self_count, r.total_count)
+        };
+        assert_eq!(row(None, "root"), (0, 3));
+        assert_eq!(row(None, "leaf"), (2, 2));
+        assert_eq!(row(Some(2), "middle"), (1, 1));
+        assert_eq!(table.rows(None), function_rows(&table.all));
+        assert!(table.rows(None).iter().all(|r| r.name != "other"));
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::output::text::{pct, FunctionRow};
 use crate::record::aggregate::sort_by_self;
 
-use super::profile::LiveProfile;
+use super::profile::LiveTable;
 
 /// Which table is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -40,7 +40,7 @@ pub struct Status {
 /// The screen's lines: at most `rows` table rows, at most `height` lines (0: no limit),
 /// each at most `width` characters (0: no limit).
 pub fn render(
-    p: &LiveProfile,
+    p: &LiveTable,
     view: View,
     status: &Status,
     rows_wanted: usize,
@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn an_empty_profile_says_so() {
-        let p = LiveProfile::default();
+        let p = LiveTable::default();
         let st = Status {
             elapsed: Duration::from_secs(2),
             exited: None,

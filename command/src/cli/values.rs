@@ -1,0 +1,53 @@
+//! Command-line values drawn from the libraries' tables, so that those crates need no clap:
+//! `-f` from the render crate's table of formats, `--view` from the alloc crate's views.
+
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use kern_profile::alloc_cmd::AllocView;
+use kern_profile::output::formats;
+use kern_profile::OutputFormat;
+
+/// `-f`: every format's value and help, in the table's `-f` order.
+pub fn output_format() -> impl TypedValueParser<Value = OutputFormat> {
+    let values = formats::values()
+        .into_iter()
+        .map(|f| PossibleValue::new(f.name).help(f.help));
+    PossibleValuesParser::new(values).map(|name| {
+        formats::named(&name)
+            .expect("clap checked the value against the table")
+            .format
+    })
+}
+
+/// The `-f` value of the default format.
+pub fn default_format() -> &'static str {
+    formats::of(OutputFormat::default()).name
+}
+
+/// `--view`: every allocation view by its name.
+pub fn alloc_view() -> impl TypedValueParser<Value = AllocView> {
+    let values = AllocView::ALL
+        .into_iter()
+        .map(|v| PossibleValue::new(v.name()).help(view_help(v)));
+    PossibleValuesParser::new(values).map(|name| {
+        AllocView::ALL
+            .into_iter()
+            .find(|v| v.name() == name)
+            .expect("clap checked the value against the views")
+    })
+}
+
+fn view_help(v: AllocView) -> &'static str {
+    match v {
+        AllocView::Live => {
+            "Units still live at the end of the trace, by the stack that allocated (or last \
+             reallocated) them: the leak view, and the original tool's only one"
+        }
+        AllocView::Allocated => {
+            "Units ever asked for: the sizes of allocations plus the new sizes of reallocations"
+        }
+        AllocView::Count => "Number of allocations plus reallocations",
+        AllocView::Peak => {
+            "Units live at the operation where the allocator's live total first reached its peak"
+        }
+    }
+}
