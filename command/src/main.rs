@@ -132,6 +132,8 @@ enum Command {
     Record(cli::record::RecordArgs),
     Top(cli::top::TopArgs),
     Stacks(cli::stacks::StacksArgs),
+    Diff(cli::diff::DiffArgs),
+    Annotate(cli::annotate::AnnotateArgs),
     /// Aggregate a recording: what `kern-profile RAW ELF` does
     #[command(after_help = EXAMPLES)]
     Report(ReportArgs),
@@ -322,6 +324,8 @@ fn main() -> ExitCode {
         Some(Command::Record(args)) => cli::record::run(args),
         Some(Command::Top(args)) => cli::top::run(args),
         Some(Command::Stacks(args)) => cli::stacks::run(args),
+        Some(Command::Diff(args)) => cli::diff::run(args),
+        Some(Command::Annotate(args)) => cli::annotate::run(args),
         Some(Command::Completions(args)) => cli::generate::completions(args),
         Some(Command::Man(args)) => cli::generate::man(args),
     };

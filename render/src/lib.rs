@@ -6,6 +6,7 @@
 
 pub mod alloc_flamegraph;
 pub mod alloc_report;
+pub mod annotate;
 pub mod callgrind;
 pub mod describe;
 pub mod diff;
@@ -13,6 +14,7 @@ pub mod exact;
 pub mod firefox;
 pub mod folded;
 pub mod formats;
+pub mod gate;
 pub mod pprof;
 pub mod pprof_proto;
 pub mod svg;

@@ -1,0 +1,479 @@
+//! `kern-profile annotate RAW ELF FUNCTION`: one function's source lines and instructions with
+//! their self samples (the samples whose PC was there), or exact instruction counts, as shares
+//! of the whole run, like `perf annotate`. Lines come from DWARF (the innermost inlined
+//! function's line at each instruction); instructions are decoded with iced-x86 on i386 and
+//! x86_64, yaxpeax-arm on aarch64, and shown as raw instruction words on riscv64 (no
+//! disassembler for it is kept yet).
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::rc::Rc;
+
+use kern_profile_format::Arch;
+use kern_profile_profile::collect::Run;
+use kern_profile_profile::input::Sample;
+use kern_profile_profile::percent::pct;
+use kern_profile_profile::profile::SampleSink;
+use kern_profile_profile::ProfileError;
+use kern_profile_symbols::table::Symbol;
+use rustc_hash::FxHashMap;
+
+use crate::exact::collect_exact;
+use crate::file_name;
+
+/// One decoded instruction with its count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instruction {
+    pub addr: u64,
+    pub bytes: Vec<u8>,
+    pub text: String,
+    pub count: u64,
+    /// The DWARF source line (innermost inlined function's), when known.
+    pub line: Option<(Rc<str>, u32)>,
+}
+
+/// A function annotated with its counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Annotation {
+    pub function: String,
+    pub start: u64,
+    pub end: u64,
+    pub instructions: Vec<Instruction>,
+    /// The denominator of every share: the run's kept samples, or all executed instructions.
+    pub total: u64,
+    pub exact: bool,
+    /// Samples whose PC fell inside an instruction rather than at its start (counted with the
+    /// instruction): the recording was not made with this ELF when there are many.
+    pub misaligned: u64,
+    /// What the instructions are: `None` when decoded, else why raw words are shown.
+    pub raw_note: Option<&'static str>,
+    pub kernel: String,
+    pub input: String,
+}
+
+impl Annotation {
+    /// The function's own count (all its instructions).
+    pub fn count(&self) -> u64 {
+        self.instructions.iter().map(|i| i.count).sum()
+    }
+
+    /// Counts per source line, by file then line (`None`: no line information).
+    pub fn lines(&self) -> BTreeMap<Option<(Rc<str>, u32)>, u64> {
+        let mut m = BTreeMap::new();
+        for i in &self.instructions {
+            *m.entry(i.line.clone()).or_insert(0) += i.count;
+        }
+        m
+    }
+
+    pub fn write(&self, mut out: impl Write) -> io::Result<()> {
+        let unit = if self.exact {
+            "instructions executed"
+        } else {
+            "self samples"
+        };
+        writeln!(
+            out,
+            "# {} ({:#x}..{:#x}, {} bytes) of {}, from {}",
+            self.function,
+            self.start,
+            self.end,
+            self.end - self.start,
+            self.kernel,
+            self.input
+        )?;
+        writeln!(
+            out,
+            "# {} {unit} of {} ({:.2}%); shares below are of all {}",
+            self.count(),
+            self.total,
+            pct(self.count(), self.total),
+            self.total
+        )?;
+        if let Some(note) = self.raw_note {
+            writeln!(out, "# {note}")?;
+        }
+        if self.misaligned > 0 {
+            writeln!(
+                out,
+                "# {} samples fell inside an instruction, not at its start: was the recording \
+                 made with this ELF?",
+                self.misaligned
+            )?;
+        }
+        let w = self.total.to_string().len().max(5);
+        writeln!(out)?;
+        writeln!(out, "Source lines:")?;
+        writeln!(out, "  {:>7}  {:>w$}  Line", "Share", "Count")?;
+        let mut sources: FxHashMap<Rc<str>, Option<Vec<String>>> = FxHashMap::default();
+        for (line, n) in self.lines() {
+            let (place, text) = match &line {
+                Some((file, l)) => (
+                    format!("{file}:{l}"),
+                    source_line(&mut sources, file, *l).unwrap_or_default(),
+                ),
+                None => ("(no line information)".into(), String::new()),
+            };
+            let sep = if text.is_empty() { "" } else { "  | " };
+            writeln!(
+                out,
+                "  {:>6.2}%  {n:>w$}  {place}{sep}{}",
+                pct(n, self.total),
+                text.trim_end()
+            )?;
+        }
+        writeln!(out)?;
+        writeln!(out, "Disassembly:")?;
+        writeln!(
+            out,
+            "  {:>7}  {:>w$}  {:<18}  {:<24}  Instruction",
+            "Share", "Count", "Address", "Bytes"
+        )?;
+        let mut last_line = None;
+        for i in &self.instructions {
+            if i.line != last_line {
+                if let Some((file, l)) = &i.line {
+                    writeln!(out, "  {:>7}  {:>w$}  {file}:{l}", "", "")?;
+                }
+                last_line = i.line.clone();
+            }
+            let bytes: Vec<String> = i.bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let share = if i.count > 0 {
+                format!("{:.2}%", pct(i.count, self.total))
+            } else {
+                String::new()
+            };
+            let count = if i.count > 0 {
+                i.count.to_string()
+            } else {
+                String::new()
+            };
+            writeln!(
+                out,
+                "  {share:>7}  {count:>w$}  {:<18}  {:<24}  {}",
+                format!("{:#x}", i.addr),
+                bytes.join(" "),
+                i.text
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Line `l` (1-based) of `file`, read once per file; `None` when unreadable.
+fn source_line(
+    cache: &mut FxHashMap<Rc<str>, Option<Vec<String>>>,
+    file: &Rc<str>,
+    l: u32,
+) -> Option<String> {
+    let lines = cache.entry(file.clone()).or_insert_with(|| {
+        std::fs::read_to_string(&**file)
+            .ok()
+            .map(|t| t.lines().map(str::to_string).collect())
+    });
+    lines.as_ref()?.get((l as usize).checked_sub(1)?).cloned()
+}
+
+/// Counts the kernel samples whose PC lies in `[start, end)`.
+struct LeafCounter {
+    start: u64,
+    end: u64,
+    counts: FxHashMap<u64, u64>,
+}
+
+impl SampleSink for LeafCounter {
+    fn sample(&mut self, s: &Sample<'_>, _key: &[u64], _seq: u64) {
+        match s.addrs.first() {
+            Some(&pc) if !s.user && (self.start..self.end).contains(&pc) => {
+                *self.counts.entry(pc).or_insert(0) += 1
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Annotates `function` (a full name, or its tail after `::`) of the run's kernel ELF.
+pub fn annotate(
+    run: &mut Run<'_>,
+    function: &str,
+    exact: bool,
+) -> Result<Annotation, ProfileError> {
+    let elf = run.sym.elf().ok_or_else(|| {
+        ProfileError::Unsupported("annotate needs the kernel ELF (its code and DWARF)".into())
+    })?;
+    let sym = find_function(elf.symbols.symbols(), function)?.clone();
+    let arch = elf.arch;
+    let code = elf
+        .code_at(sym.start, (sym.end - sym.start) as usize)
+        .map(<[u8]>::to_vec)
+        .ok_or_else(|| {
+            ProfileError::Unsupported(format!(
+                "{}: {} is not in an executable section of the ELF",
+                elf.path.display(),
+                sym.name
+            ))
+        })?;
+    let (counts, total) = if exact {
+        let profile = collect_exact(run)?;
+        let counts: FxHashMap<u64, u64> = profile
+            .summary
+            .exact
+            .iter()
+            .filter(|(a, _)| (sym.start..sym.end).contains(*a))
+            .map(|(a, n)| (*a, *n))
+            .collect();
+        let total = profile.summary.exact.values().sum();
+        (counts, total)
+    } else {
+        let mut counter = LeafCounter {
+            start: sym.start,
+            end: sym.end,
+            counts: FxHashMap::default(),
+        };
+        let input = run.open(run.input)?;
+        let profile = run.collect_from(input, false, &mut [&mut counter])?;
+        (counter.counts, profile.kept)
+    };
+    let (decoded, raw_note) = decode(arch, sym.start, &code);
+    let mut instructions: Vec<Instruction> = decoded
+        .into_iter()
+        .map(|(addr, len, text)| {
+            let off = (addr - sym.start) as usize;
+            let frames = run.sym.frames(addr);
+            let line = frames
+                .first()
+                .and_then(|f| Some((f.file.clone()?, f.line?)));
+            Instruction {
+                addr,
+                bytes: code[off..off + len].to_vec(),
+                text,
+                count: 0,
+                line,
+            }
+        })
+        .collect();
+    let mut misaligned = 0;
+    for (&pc, &n) in &counts {
+        let i = instructions.partition_point(|i| i.addr <= pc);
+        let Some(ins) = i.checked_sub(1).and_then(|i| instructions.get_mut(i)) else {
+            continue;
+        };
+        if ins.addr != pc {
+            misaligned += n;
+        }
+        ins.count += n;
+    }
+    Ok(Annotation {
+        function: sym.name.to_string(),
+        start: sym.start,
+        end: sym.end,
+        instructions,
+        total,
+        exact,
+        misaligned,
+        raw_note,
+        kernel: run.kernel.clone(),
+        input: file_name(run.input),
+    })
+}
+
+/// The instructions of `code` at `start`: address, length and text.
+fn decode(
+    arch: Option<Arch>,
+    start: u64,
+    code: &[u8],
+) -> (Vec<(u64, usize, String)>, Option<&'static str>) {
+    match arch {
+        Some(Arch::I386) => (decode_x86(32, start, code), None),
+        Some(Arch::X86_64) => (decode_x86(64, start, code), None),
+        Some(Arch::Aarch64) => (decode_aarch64(start, code), None),
+        Some(Arch::Riscv64) => (
+            raw_words(start, code, |b| if b[0] & 3 == 3 { 4 } else { 2 }),
+            Some("riscv64: instructions as raw words (no disassembler for riscv64 is kept yet)"),
+        ),
+        None => (
+            raw_words(start, code, |_| 4),
+            Some("instructions as raw words (an architecture kern-profile does not know)"),
+        ),
+    }
+}
+
+fn decode_x86(bitness: u32, start: u64, code: &[u8]) -> Vec<(u64, usize, String)> {
+    use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
+    let mut decoder = Decoder::with_ip(bitness, code, start, DecoderOptions::NONE);
+    let mut formatter = IntelFormatter::new();
+    let o = formatter.options_mut();
+    o.set_hex_prefix("0x");
+    o.set_hex_suffix("");
+    o.set_uppercase_hex(false);
+    o.set_leading_zeros(false);
+    o.set_branch_leading_zeros(false);
+    let mut out = Vec::new();
+    let mut text = String::new();
+    for ins in &mut decoder {
+        text.clear();
+        if ins.is_invalid() {
+            text.push_str("(bad)");
+        } else {
+            formatter.format(&ins, &mut text);
+        }
+        out.push((ins.ip(), ins.len(), text.clone()));
+    }
+    out
+}
+
+fn decode_aarch64(start: u64, code: &[u8]) -> Vec<(u64, usize, String)> {
+    use yaxpeax_arch::{Decoder, U8Reader};
+    let decoder = yaxpeax_arm::armv8::a64::InstDecoder::default();
+    code.chunks(4)
+        .enumerate()
+        .map(|(i, word)| {
+            let text = match decoder.decode(&mut U8Reader::new(word)) {
+                Ok(ins) => ins.to_string(),
+                Err(_) => "(bad)".to_string(),
+            };
+            (start + 4 * i as u64, word.len(), text)
+        })
+        .collect()
+}
+
+/// Instruction words of `len(first bytes)` bytes each, shown as `.word`s.
+fn raw_words(start: u64, code: &[u8], len: impl Fn(&[u8]) -> usize) -> Vec<(u64, usize, String)> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < code.len() {
+        let n = len(&code[off..]).min(code.len() - off);
+        let mut word = 0u64;
+        for (i, b) in code[off..off + n].iter().enumerate() {
+            word |= u64::from(*b) << (8 * i);
+        }
+        out.push((
+            start + off as u64,
+            n,
+            format!(".word {word:#0w$x}", w = 2 + 2 * n),
+        ));
+        off += n;
+    }
+    out
+}
+
+/// The symbol named `name` (full, or its tail after `::`); an error suggesting close names.
+pub fn find_function<'a>(symbols: &'a [Symbol], name: &str) -> Result<&'a Symbol, ProfileError> {
+    let tail = |s: &str| s.rsplit("::").next().unwrap_or(s).to_string();
+    if let Some(s) = symbols.iter().find(|s| &*s.name == name) {
+        return Ok(s);
+    }
+    let by_tail: Vec<&Symbol> = symbols.iter().filter(|s| tail(&s.name) == name).collect();
+    match by_tail.as_slice() {
+        [one] => return Ok(one),
+        [] => {}
+        many => {
+            let names: Vec<&str> = many.iter().map(|s| &*s.name).collect();
+            return Err(ProfileError::Unsupported(format!(
+                "`{name}` names several functions; give the full name: {}",
+                names.join(", ")
+            )));
+        }
+    }
+    let mut close: Vec<(usize, &str)> = symbols
+        .iter()
+        .map(|s| {
+            let d = edit_distance(name, &s.name).min(edit_distance(name, &tail(&s.name)));
+            (d, &*s.name)
+        })
+        .filter(|(d, _)| *d <= (name.chars().count() / 3).max(2))
+        .collect();
+    close.sort();
+    close.dedup_by(|a, b| a.1 == b.1);
+    let hint = if close.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = close.iter().take(5).map(|c| c.1).collect();
+        format!("; did you mean {}?", names.join(", "))
+    };
+    Err(ProfileError::Unsupported(format!(
+        "no function `{name}` in the ELF's symbol table{hint}"
+    )))
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sym(name: &str, start: u64) -> Symbol {
+        Symbol {
+            start,
+            end: start + 16,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn names_full_or_by_tail_else_suggestions() {
+        let syms = [
+            sym("kernel::workload::hot_leaf", 0x10),
+            sym("kernel::workload::cold_leaf", 0x20),
+            sym("a::new", 0x30),
+            sym("b::new", 0x40),
+        ];
+        assert_eq!(find_function(&syms, "hot_leaf").unwrap().start, 0x10);
+        assert_eq!(
+            find_function(&syms, "kernel::workload::cold_leaf")
+                .unwrap()
+                .start,
+            0x20
+        );
+        let e = find_function(&syms, "new").unwrap_err().to_string();
+        assert!(e.contains("a::new, b::new"), "{e}");
+        let e = find_function(&syms, "hot_lef").unwrap_err().to_string();
+        assert!(
+            e.contains("did you mean kernel::workload::hot_leaf?"),
+            "{e}"
+        );
+        let e = find_function(&syms, "zzzzzzzzzz").unwrap_err().to_string();
+        assert!(!e.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn x86_and_raw_words() {
+        // push ebp; mov ebp, esp; ret
+        let d = decode_x86(32, 0x1000, &[0x55, 0x89, 0xe5, 0xc3]);
+        let texts: Vec<&str> = d.iter().map(|x| x.2.as_str()).collect();
+        assert_eq!(texts, ["push ebp", "mov ebp,esp", "ret"]);
+        assert_eq!(d[1].0, 0x1001);
+        // riscv: a 4-byte `addi` then a 2-byte compressed `c.nop`.
+        let (w, note) = decode(
+            Some(Arch::Riscv64),
+            0x8000,
+            &[0x13, 0x05, 0x15, 0x00, 0x01, 0x00],
+        );
+        assert!(note.is_some());
+        assert_eq!(w[0], (0x8000, 4, ".word 0x00150513".to_string()));
+        assert_eq!(w[1], (0x8004, 2, ".word 0x0001".to_string()));
+        // aarch64: `ret`, then a word that is no instruction.
+        let (a, note) = decode(
+            Some(Arch::Aarch64),
+            0x4000,
+            &[0xc0, 0x03, 0x5f, 0xd6, 0, 0, 0, 0],
+        );
+        assert!(note.is_none());
+        assert_eq!(a[0], (0x4000, 4, "ret".to_string()));
+        assert_eq!(a[1].0, 0x4004);
+    }
+}
