@@ -107,6 +107,11 @@ pub trait Guest: Sync {
     /// return address is in one.
     fn dwarf_fp_ra(&self) -> Option<(u16, u16)>;
 
+    /// The column under which DWARF CFI gives the caller's return address: the
+    /// return-address register where there is one, else (x86) the instruction pointer's
+    /// number.
+    fn dwarf_return_column(&self) -> u16;
+
     /// The registers `conv` passes arguments in, first to last.
     fn argument_registers(&self, conv: Convention) -> &'static [&'static str];
 

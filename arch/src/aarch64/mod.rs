@@ -119,6 +119,10 @@ impl Guest for Aarch64 {
         Some((29, 30))
     }
 
+    fn dwarf_return_column(&self) -> u16 {
+        30
+    }
+
     fn argument_registers(&self, _conv: Convention) -> &'static [&'static str] {
         &["x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"]
     }

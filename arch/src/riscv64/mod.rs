@@ -104,6 +104,10 @@ impl Guest for Riscv64 {
         Some((8, 1))
     }
 
+    fn dwarf_return_column(&self) -> u16 {
+        1
+    }
+
     fn argument_registers(&self, _conv: Convention) -> &'static [&'static str] {
         &["a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"]
     }

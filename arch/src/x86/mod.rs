@@ -163,6 +163,11 @@ impl Guest for I386 {
         None
     }
 
+    fn dwarf_return_column(&self) -> u16 {
+        // eip
+        8
+    }
+
     fn argument_registers(&self, conv: Convention) -> &'static [&'static str] {
         match conv {
             Convention::C => &[],

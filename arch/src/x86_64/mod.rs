@@ -86,6 +86,11 @@ impl Guest for X86_64 {
         None
     }
 
+    fn dwarf_return_column(&self) -> u16 {
+        // rip
+        16
+    }
+
     fn argument_registers(&self, _conv: Convention) -> &'static [&'static str] {
         &["rdi", "rsi", "rdx", "rcx", "r8", "r9"]
     }

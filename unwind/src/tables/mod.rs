@@ -112,9 +112,7 @@ impl UnwindTables {
             true => None,
             false => {
                 let (sp, fp) = guest(arch).dwarf_sp_fp();
-                let ra = guest(arch)
-                    .dwarf_fp_ra()
-                    .map_or(return_column(arch), |(_, ra)| ra);
+                let ra = guest(arch).dwarf_return_column();
                 let regs = cfi::CfiRegisters { sp, fp, ra };
                 let t = CfiTable::parse(&sections, arch.ptr_width() as u8, regs, limits.cfi_rows)?;
                 (!t.is_empty()).then_some(t)
@@ -151,14 +149,5 @@ impl UnwindTables {
             parts.join(", "),
             self.heap_bytes().div_ceil(1024)
         )
-    }
-}
-
-/// The return-address column of the architectures that keep it on the stack (x86): the
-/// instruction pointer's DWARF number.
-fn return_column(arch: Arch) -> u16 {
-    match arch {
-        Arch::I386 => 8,
-        _ => 16,
     }
 }
