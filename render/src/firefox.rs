@@ -18,7 +18,7 @@ use fxprof_processed_profile::{
 use kern_profile_format::{Header, SamplingMode};
 use rustc_hash::FxHashMap;
 
-use crate::{Collected, CpuRenderer, Needs};
+use crate::timed::DrawTimed;
 use kern_profile_profile::address_space::AddressSpaces;
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::{NameRules, SampleFilter};
@@ -47,36 +47,7 @@ struct ThreadState {
 /// The sampled profile as a Firefox Profiler profile, one thread per vCPU.
 pub struct FirefoxRenderer;
 
-impl CpuRenderer for FirefoxRenderer {
-    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let input = run.open(run.input)?;
-        let mut samples = TimedSamples::default();
-        let profile =
-            CpuProfile::collect_into(input, run.sym, run.filter, false, &mut [&mut samples])?;
-        self.draw_samples(run, &profile, &samples, out)
-    }
-
-    fn needs(&self) -> Needs {
-        Needs {
-            exact: false,
-            samples: true,
-        }
-    }
-
-    fn draw(
-        &self,
-        run: &mut Run<'_>,
-        collected: &mut Collected,
-        out: &mut dyn Write,
-    ) -> Option<Result<String, ProfileError>> {
-        let none = TimedSamples::default();
-        let samples = collected.samples.as_ref().unwrap_or(&none);
-        Some(self.draw_samples(run, &collected.profile, samples, out))
-    }
-}
-
-impl FirefoxRenderer {
-    /// Names and writes the samples the pass over `profile`'s file kept.
+impl DrawTimed for FirefoxRenderer {
     fn draw_samples(
         &self,
         run: &mut Run<'_>,

@@ -12,6 +12,7 @@ use crate::folded::FoldedRenderer;
 use crate::pprof::PprofRenderer;
 use crate::svg::SvgRenderer;
 use crate::text::TextRenderer;
+use crate::timed::Timed;
 use crate::trace::TraceRenderer;
 use crate::CpuRenderer;
 
@@ -127,7 +128,7 @@ pub const FORMATS: [Format; 7] = [
         inline_marks: false,
         record: Some("profile.json"),
         record_exact: None,
-        make: |_, _| Box::new(FirefoxRenderer),
+        make: |_, _| Box::new(Timed(FirefoxRenderer)),
     },
     Format {
         format: OutputFormat::Folded,
@@ -213,7 +214,7 @@ pub const FORMATS: [Format; 7] = [
         inline_marks: true,
         record: None,
         record_exact: None,
-        make: |_, _| Box::new(TraceRenderer),
+        make: |_, _| Box::new(Timed(TraceRenderer)),
     },
 ];
 

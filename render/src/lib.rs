@@ -19,6 +19,7 @@ pub mod pprof;
 pub mod pprof_proto;
 pub mod svg;
 pub mod text;
+pub mod timed;
 pub mod timeline;
 pub mod trace;
 

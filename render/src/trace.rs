@@ -34,7 +34,8 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
-use crate::{file_name, write_err, Collected, CpuRenderer, Needs};
+use crate::timed::DrawTimed;
+use crate::{file_name, write_err};
 use kern_profile_profile::address_space::AddressSpaces;
 use kern_profile_profile::boundary;
 use kern_profile_profile::collect::Run;
@@ -126,31 +127,15 @@ impl Samples {
     }
 }
 
-impl CpuRenderer for TraceRenderer {
-    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let input = run.open(run.input)?;
-        let mut timed = TimedSamples::default();
-        let profile =
-            CpuProfile::collect_into(input, run.sym, run.filter, false, &mut [&mut timed])?;
-        draw_samples(run, &profile, &timed, out)
-    }
-
-    fn needs(&self) -> Needs {
-        Needs {
-            exact: false,
-            samples: true,
-        }
-    }
-
-    fn draw(
+impl DrawTimed for TraceRenderer {
+    fn draw_samples(
         &self,
         run: &mut Run<'_>,
-        collected: &mut Collected,
+        profile: &CpuProfile,
+        timed: &TimedSamples,
         out: &mut dyn Write,
-    ) -> Option<Result<String, ProfileError>> {
-        let none = TimedSamples::default();
-        let timed = collected.samples.as_ref().unwrap_or(&none);
-        Some(draw_samples(run, &collected.profile, timed, out))
+    ) -> Result<String, ProfileError> {
+        draw_samples(run, profile, timed, out)
     }
 }
 
