@@ -1,7 +1,7 @@
 //! `alloc=linux` on a real kernel: Debian 12's Linux 6.1 (i386, built with regparm(3), amd64,
-//! System V, and arm64) booted twice by scripts/guests/run-linux.sh, first bare for the
-//! `/proc/kallsyms` it writes (booted with `nokaslr`, so the addresses hold for the next
-//! boot), then with the plugin hooking the preset's functions from those symbols. The slab
+//! System V, and arm64) booted by scripts/guests/run-linux.sh with the plugin hooking the
+//! preset's functions, `elf=` naming the distribution's image: the hooks' addresses come
+//! from the kallsyms tables compiled into it, and so do the report's names. The slab
 //! allocator's calls must be recorded, none lost, its reallocations' implementations not
 //! recorded twice, and the stacks named. And Debian 12's Linux 6.12 amd64, whose allocator
 //! entry points carry 6.10's `_noprof` names.
@@ -85,21 +85,17 @@ fn counters(report: &str, name: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Boots `kernel` bare, then with `alloc=linux`; the hooks' exit line and the text report.
+/// Boots `kernel` with `alloc=linux`, `elf=` naming its image (the hooks' addresses from the
+/// image's kallsyms); the hooks' exit line and the text report, named from the image too.
 fn hooked_run(arch: &'static str, kernel: Kernel, name: &str) -> Option<(String, String)> {
     if !linux_present(arch, kernel) || skip_unless(&[Need::Qemu(arch), Need::Plugin, Need::Bin]) {
         return None;
     }
-    let bare = scratch(&format!("linux-alloc-{name}-bare"));
-    boot(&bare, arch, kernel, None);
-    let kallsyms = bare.join("kallsyms");
+    let image = kernel_path(arch, kernel)
+        .unwrap_or_else(|| root().join(format!("target/linux/{arch}/vmlinuz")));
     let dir = scratch(&format!("linux-alloc-{name}"));
     let raw: PathBuf = dir.join("alloc.raw");
-    let args = format!(
-        "out={},alloc=linux,symbols={}",
-        raw.display(),
-        kallsyms.display()
-    );
+    let args = format!("out={},alloc=linux,elf={}", raw.display(), image.display());
     let stderr = boot(&dir, arch, kernel, Some(&args));
     let line = stderr
         .lines()
@@ -112,8 +108,7 @@ fn hooked_run(arch: &'static str, kernel: Kernel, name: &str) -> Option<(String,
     let report = kern_profile(&[
         "--alloc",
         raw.to_str().unwrap(),
-        "--symbols",
-        kallsyms.to_str().unwrap(),
+        image.to_str().unwrap(),
         "-f",
         "text",
         "--top",

@@ -42,6 +42,21 @@ impl SymbolIndex {
         Self::from_raw(crate::elf::code_symbols(file))
     }
 
+    /// The code symbols of a Linux image's kallsyms (a bzImage, an arm64 Image, a vmlinux
+    /// without a symbol table), and the kernel's architecture.
+    pub fn from_kernel_image(
+        path: &std::path::Path,
+    ) -> Result<(Self, Option<kern_profile_format::Arch>), crate::SymbolError> {
+        let names = crate::kernel_file::kallsyms_of(path)?;
+        let raw = names.table.symbols().iter().map(|s| RawSymbol {
+            start: s.start,
+            size: Some(s.end - s.start),
+            name: s.name.to_string(),
+            is_function: true,
+        });
+        Ok((Self::from_raw(raw.collect()), names.arch))
+    }
+
     /// The code symbols of a text symbol map; lines that are no symbol are skipped.
     pub fn from_map(text: &str) -> Self {
         Self::from_raw(crate::symbol_map::parse_lenient(text))

@@ -165,7 +165,7 @@ fn check_magic(data: &[u8], path: &Path) -> Result<(), SymbolError> {
 }
 
 /// Why a file whose first bytes are `first` is no ELF.
-fn not_elf(first: &[u8], path: &Path) -> SymbolError {
+pub(crate) fn not_elf(first: &[u8], path: &Path) -> SymbolError {
     let reason = if first.starts_with(kern_profile_format::MAGIC) {
         "this is a kern-profile raw sample file; the ELF comes second: `kern-profile RAW ELF`"
     } else {

@@ -31,6 +31,7 @@ pub mod by_name;
 pub mod cfi;
 mod demangle;
 pub mod elf;
+mod kernel_file;
 mod return_register;
 pub mod symbol_map;
 pub mod table;
@@ -46,6 +47,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub use budget::Budget;
 pub use demangle::{demangle, sanitize};
 pub use elf::ElfImage;
+pub use kernel_file::{KallsymsNames, KernelFile};
 pub use return_register::{Corrections, Source};
 pub use table::{Symbol, SymbolTable};
 pub use warning::SymbolWarning;
@@ -61,12 +63,14 @@ pub enum SymbolError {
     #[error("{} is not an ELF file: {reason}", path.display())]
     NotElf { path: PathBuf, reason: String },
     #[error(
-        "{} is an ELF for {elf}, but the samples come from a guest of {samples}; \
+        "{} is {what} for {elf}, but the samples come from a guest of {samples}; \
          pass the kernel that ran",
         path.display()
     )]
     ArchMismatch {
         path: PathBuf,
+        /// `an ELF`, `a Linux image`.
+        what: &'static str,
         elf: String,
         samples: &'static str,
     },
@@ -101,6 +105,20 @@ pub enum SymbolError {
         path.display()
     )]
     NoElfSymbols { path: PathBuf },
+    #[error("{source}")]
+    Image {
+        path: PathBuf,
+        source: kern_profile_linux_image::ImageError,
+    },
+    #[error(
+        "{source}; a Linux {container} names its functions from these tables, so nothing can \
+         be named: pass the kernel's vmlinux with symbols (its debug package) as the kernel, \
+         or its System.map with --symbols"
+    )]
+    NoKallsyms {
+        container: String,
+        source: kern_profile_linux_image::ImageError,
+    },
     #[error("no symbol source: give the kernel ELF, or a symbol map with --symbols")]
     NoSource,
 }
@@ -140,19 +158,31 @@ pub struct Symbolizer {
     no_code_cuts: u64,
 }
 
-/// An ELF given with `--symbols`: only its symbol table is used, its architecture checked.
+/// A symbol source whose architecture is checked: an ELF given with `--symbols` (only its
+/// symbol table is used), or a Linux image named from its kallsyms.
 #[derive(Debug, Clone)]
 struct ElfMachine {
     path: PathBuf,
+    /// `an ELF`, `a Linux image`.
+    what: &'static str,
     arch: Option<Arch>,
     machine: String,
 }
 
-/// One `--symbols` source, loaded.
+impl ElfMachine {
+    fn names_kernel(&self) -> bool {
+        self.what == "a Linux image"
+    }
+}
+
+/// One symbol source besides the kernel ELF, loaded.
 struct SymbolSource {
     table: SymbolTable,
-    /// `Some` for an ELF.
+    /// `Some` for an ELF or an image: its architecture is checked.
     elf: Option<ElfMachine>,
+    /// Names the kernel itself (a text map, kallsyms), rather than another image such as a
+    /// decompressor at low addresses: its lowest function bounds the kernel's range.
+    names_kernel: bool,
 }
 
 impl SymbolSource {
@@ -163,6 +193,7 @@ impl SymbolSource {
             return Ok(SymbolSource {
                 table: symbol_map::load(path)?,
                 elf: None,
+                names_kernel: true,
             });
         }
         let image = ElfImage::load(path)?;
@@ -174,11 +205,30 @@ impl SymbolSource {
         Ok(SymbolSource {
             elf: Some(ElfMachine {
                 path: path.to_path_buf(),
+                what: "an ELF",
                 arch: image.arch,
                 machine: image.machine,
             }),
             table: image.symbols,
+            names_kernel: false,
         })
+    }
+
+    /// The kallsyms names of the kernel image at `path`.
+    fn kallsyms(names: KallsymsNames, path: &Path) -> Self {
+        SymbolSource {
+            elf: Some(ElfMachine {
+                path: path.to_path_buf(),
+                what: "a Linux image",
+                arch: names.arch,
+                machine: names
+                    .arch
+                    .map_or("another architecture", |a| a.name())
+                    .into(),
+            }),
+            table: names.table,
+            names_kernel: true,
+        }
     }
 }
 
@@ -208,7 +258,11 @@ impl Symbolizer {
     pub fn new(elf: Option<ElfImage>, maps: Vec<SymbolTable>) -> Result<Self, SymbolError> {
         let sources = maps
             .into_iter()
-            .map(|table| SymbolSource { table, elf: None })
+            .map(|table| SymbolSource {
+                table,
+                elf: None,
+                names_kernel: true,
+            })
             .collect();
         Self::with_sources(elf, sources)
     }
@@ -242,7 +296,7 @@ impl Symbolizer {
         // another image, e.g. a decompressor at low addresses).
         let lowest_start = sources
             .iter()
-            .filter(|s| s.elf.is_none())
+            .filter(|s| s.names_kernel)
             .flat_map(|s| s.table.starts())
             .filter(|&a| a != 0)
             .min();
@@ -379,11 +433,18 @@ impl Symbolizer {
     /// Loads `elf` and/or the `--symbols` sources `symbols`: each a text map (nm,
     /// System.map, /proc/kallsyms) or an ELF, whose symbol table is used, told by its magic.
     pub fn load(elf: Option<&Path>, symbols: &[PathBuf]) -> Result<Self, SymbolError> {
-        let elf = elf.map(ElfImage::load).transpose()?;
-        let sources = symbols
-            .iter()
-            .map(|p| SymbolSource::load(p))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut sources = Vec::new();
+        let elf = match elf {
+            Some(path) => {
+                let kernel = KernelFile::load(path)?;
+                sources.extend(kernel.kallsyms.map(|k| SymbolSource::kallsyms(k, path)));
+                kernel.elf
+            }
+            None => None,
+        };
+        for p in symbols {
+            sources.push(SymbolSource::load(p)?);
+        }
         Self::with_sources(elf, sources)
     }
 
@@ -405,18 +466,30 @@ impl Symbolizer {
         for u in &self.users {
             u.sym.check_arch(samples)?;
         }
-        let elfs = self.elf.iter().map(|e| (&e.path, e.arch, &e.machine));
-        let extra = self
-            .extra_elfs
-            .iter()
-            .map(|e| (&e.path, e.arch, &e.machine));
-        for (path, arch, machine) in elfs.chain(extra) {
-            if arch != Some(samples) {
-                return Err(SymbolError::ArchMismatch {
-                    path: path.clone(),
-                    elf: machine.clone(),
-                    samples: samples.name(),
-                });
+        let mismatch = |path: &Path, what, arch: Option<Arch>, machine: &str| {
+            (arch != Some(samples)).then(|| SymbolError::ArchMismatch {
+                path: path.to_path_buf(),
+                what,
+                elf: machine.to_string(),
+                samples: samples.name(),
+            })
+        };
+        // A Linux image first: its vmlinux (`self.elf`) has its path and arch.
+        let (images, others): (Vec<&ElfMachine>, Vec<&ElfMachine>) =
+            self.extra_elfs.iter().partition(|e| e.names_kernel());
+        for e in images {
+            if let Some(err) = mismatch(&e.path, e.what, e.arch, &e.machine) {
+                return Err(err);
+            }
+        }
+        if let Some(e) = &self.elf {
+            if let Some(err) = mismatch(&e.path, "an ELF", e.arch, &e.machine) {
+                return Err(err);
+            }
+        }
+        for e in others {
+            if let Some(err) = mismatch(&e.path, e.what, e.arch, &e.machine) {
+                return Err(err);
             }
         }
         Ok(())

@@ -73,8 +73,9 @@ pub struct LaunchArgs {
     #[arg(short, long, value_name = "DIR", default_value = "kern-profile-out")]
     pub output: PathBuf,
 
-    /// The kernel's ELF with symbols, when QEMU's -kernel is not one (a bzImage, a stripped
-    /// ELF)
+    /// The kernel to name samples with, when QEMU's -kernel cannot: an ELF with symbols (a
+    /// vmlinux with DWARF names inlined frames too), or a Linux image (vmlinuz, Image.gz),
+    /// named from its kallsyms. Default: QEMU's -kernel
     #[arg(long, value_name = "ELF")]
     pub kernel: Option<PathBuf>,
 

@@ -1,40 +1,57 @@
-//! Which kernel ELF and symbol map name a session's samples: `--kernel`, else QEMU's
-//! `-kernel` when it is an ELF with symbols; `--symbols` besides. And `--window FUNCTION`
+//! Which kernel and symbol maps name a session's samples: `--kernel`, else QEMU's
+//! `-kernel` when it is an ELF with symbols or a Linux image (named from its kallsyms);
+//! `--symbols` besides. And `--window FUNCTION`
 //! resolved to the function's address range in that ELF.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use kern_profile_format::{read_elf_input, ElfInput};
+use kern_profile_symbols::{KernelFile, SymbolError};
 
 use super::RecordError;
 use crate::filter::matches;
 use crate::job::SymbolSources;
-use crate::symbolize::ElfImage;
 
-/// Resolves the symbol sources of a session, before QEMU starts.
+/// The kernel a session names its samples with, checked before QEMU starts.
+pub struct KernelChoice {
+    pub sources: SymbolSources,
+    /// The kernel, loaded (for `--window`); `None` with symbol maps alone.
+    pub loaded: Option<KernelFile>,
+}
+
+impl KernelChoice {
+    /// True when the kernel is Linux (named from its kallsyms, or an ELF with
+    /// `start_kernel`): `record` then boots it with `nokaslr`.
+    pub fn is_linux(&self) -> bool {
+        self.loaded.as_ref().is_some_and(KernelFile::is_linux)
+    }
+}
+
+/// Resolves the symbol sources of a session, before QEMU starts: `--kernel`, else QEMU's
+/// `-kernel` when it can name functions (an ELF with symbols, or a Linux image with its
+/// kallsyms).
 pub fn symbol_sources(
     kernel_arg: Option<&Path>,
     symbols: &[PathBuf],
     qemu_kernel: Option<&Path>,
-) -> Result<SymbolSources, RecordError> {
+) -> Result<KernelChoice, RecordError> {
     for s in symbols {
         std::fs::metadata(s).map_err(|source| RecordError::Io {
             what: format!("--symbols {}", s.display()),
             source,
         })?;
     }
-    let elf = match (kernel_arg, qemu_kernel) {
+    let (path, loaded) = match (kernel_arg, qemu_kernel) {
         (Some(k), _) => {
-            usable_elf(k).map_err(|why| RecordError::KernelArg {
+            let loaded = usable(k).map_err(|why| RecordError::KernelArg {
                 path: k.to_path_buf(),
                 why,
             })?;
-            Some(k.to_path_buf())
+            (Some(k.to_path_buf()), Some(loaded))
         }
-        (None, Some(k)) => match usable_elf(k) {
-            Ok(()) => Some(k.to_path_buf()),
-            Err(_) if !symbols.is_empty() => None,
+        (None, Some(k)) => match usable(k) {
+            Ok(loaded) => (Some(k.to_path_buf()), Some(loaded)),
+            Err(_) if !symbols.is_empty() => (None, None),
             Err(why) => {
                 return Err(RecordError::KernelUnusable {
                     path: k.to_path_buf(),
@@ -42,40 +59,49 @@ pub fn symbol_sources(
                 })
             }
         },
-        (None, None) if !symbols.is_empty() => None,
+        (None, None) if !symbols.is_empty() => (None, None),
         (None, None) => return Err(RecordError::NoKernel),
     };
-    Ok(SymbolSources {
-        elf: elf.map(|p| std::path::absolute(&p).unwrap_or(p)),
-        symbols: symbols.to_vec(),
-        user_binaries: Vec::new(),
+    Ok(KernelChoice {
+        sources: SymbolSources {
+            elf: path.map(|p| std::path::absolute(&p).unwrap_or(p)),
+            symbols: symbols.to_vec(),
+            user_binaries: Vec::new(),
+        },
+        loaded,
     })
 }
 
-/// Why `path` cannot name samples: not there, not an ELF, or stripped.
-fn usable_elf(path: &Path) -> Result<(), String> {
-    let read = read_elf_input(path).map_err(|e| format!("cannot read it ({e})"))?;
-    let data = match read {
-        ElfInput::Elf(data) => data,
-        ElfInput::NotElf(first) => {
-            let what = if first.get(0x202..0x206) == Some(b"HdrS") {
-                "a bzImage, "
-            } else {
-                ""
-            };
-            return Err(format!("{what}not an ELF (no \\x7fELF at offset 0)"));
+/// The kernel at `path` loaded, or why it cannot name samples: not there, not a kernel,
+/// stripped without kallsyms. The message leaves out the path, which the caller gives.
+fn usable(path: &Path) -> Result<KernelFile, String> {
+    let why = |e: SymbolError| {
+        match &e {
+            SymbolError::NotElf { reason, .. } => {
+                return format!("not an ELF, nor a Linux kernel image ({reason})")
+            }
+            SymbolError::Open { source, .. } => return format!("cannot read it ({source})"),
+            _ => {}
+        }
+        let e = e.to_string();
+        let p = path.display().to_string();
+        match e.strip_prefix(&p) {
+            Some(rest) => rest.trim_start_matches([':', ' ']).to_string(),
+            None => e,
         }
     };
-    let elf = ElfImage::parse(&data, path).map_err(|e| e.to_string())?;
-    if elf.is_stripped() {
-        return Err("an ELF without symbols or DWARF (stripped)".into());
+    let kernel = KernelFile::load(path).map_err(why)?;
+    if kernel.elf.as_ref().is_some_and(|e| e.is_stripped()) && kernel.kallsyms.is_none() {
+        return Err(why(SymbolError::Stripped {
+            path: path.to_path_buf(),
+        }));
     }
-    Ok(())
+    Ok(kernel)
 }
 
-/// `--window`: `0xSTART-0xEND` as is, else a function of the kernel ELF by name (full,
-/// or a tail after `::`, as `--focus` takes it).
-pub fn window_range(spec: &str, elf: Option<&Path>) -> Result<Range<u64>, RecordError> {
+/// `--window`: `0xSTART-0xEND` as is, else a function of the kernel by name (full, or a
+/// tail after `::`, as `--focus` takes it).
+pub fn window_range(spec: &str, kernel: Option<&KernelFile>) -> Result<Range<u64>, RecordError> {
     let err = |why: String| RecordError::Window {
         name: spec.to_string(),
         why,
@@ -83,12 +109,10 @@ pub fn window_range(spec: &str, elf: Option<&Path>) -> Result<Range<u64>, Record
     if let Some(r) = parse_range(spec) {
         return r.map_err(err);
     }
-    let elf = elf.ok_or_else(|| {
-        err("naming a function needs the kernel's ELF (--kernel, or QEMU's -kernel); or give 0xSTART-0xEND".into())
+    let symbols = kernel.and_then(KernelFile::symbols).ok_or_else(|| {
+        err("naming a function needs the kernel (--kernel, or QEMU's -kernel); or give 0xSTART-0xEND".into())
     })?;
-    let image = ElfImage::load(elf).map_err(|e| err(e.to_string()))?;
-    let mut found: Vec<(Range<u64>, &str)> = image
-        .symbols
+    let mut found: Vec<(Range<u64>, &str)> = symbols
         .symbols()
         .iter()
         .filter(|s| matches(&s.name, spec))
@@ -96,10 +120,7 @@ pub fn window_range(spec: &str, elf: Option<&Path>) -> Result<Range<u64>, Record
         .collect();
     found.dedup_by(|a, b| a.0 == b.0);
     match found.as_slice() {
-        [] => Err(err(format!(
-            "no function of that name in {}",
-            elf.display()
-        ))),
+        [] => Err(err("no function of that name in the kernel".to_string())),
         [(r, _)] => Ok(r.clone()),
         many => Err(err(format!(
             "{} functions match: {}; give a longer name",
@@ -148,24 +169,32 @@ mod tests {
 
     #[test]
     fn missing_and_non_elf_kernels_are_named() {
-        let e = symbol_sources(None, &[], None).unwrap_err().to_string();
+        let e = symbol_sources(None, &[], None).err().unwrap().to_string();
         assert!(e.starts_with("the QEMU command has no -kernel"), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("bzImage");
         std::fs::write(&img, b"MZ not an elf at all").unwrap();
         let e = symbol_sources(None, &[], Some(&img))
-            .unwrap_err()
+            .err()
+            .unwrap()
             .to_string();
-        assert!(e.contains("bzImage: not an ELF"), "{e}");
+        assert!(
+            e.contains("bzImage: not an ELF, nor a Linux kernel image"),
+            "{e}"
+        );
+        assert!(!e.contains("bzImage: /"), "the path once: {e}");
         assert!(e.contains("--kernel ELF"), "{e}");
         let e = symbol_sources(Some(&img), &[], None)
-            .unwrap_err()
+            .err()
+            .unwrap()
             .to_string();
         assert!(e.starts_with("--kernel "), "{e}");
         // A symbol map alone will do.
         let map = dir.path().join("System.map");
         std::fs::write(&map, "c0100000 T start\n").unwrap();
-        let s = symbol_sources(None, std::slice::from_ref(&map), Some(&img)).unwrap();
+        let s = symbol_sources(None, std::slice::from_ref(&map), Some(&img))
+            .unwrap()
+            .sources;
         assert_eq!((s.elf, s.symbols), (None, vec![map]));
     }
 }

@@ -106,6 +106,47 @@ impl QemuCommand {
         self.option("kernel").map(PathBuf::from)
     }
 
+    /// Boots Linux with `nokaslr` added to its command line (`-append`), so that its
+    /// addresses are those of the image its samples are named from and its unwind tables
+    /// read. A command line that asks for `kaslr` itself is kept. Returns what it did or
+    /// did not do, for the user.
+    pub fn disable_kaslr(&mut self) -> Option<String> {
+        let at = self.args.iter().rposition(|a| {
+            let a = a.to_string_lossy();
+            a == "-append" || a == "--append"
+        });
+        let line = at.and_then(|i| self.args.get(i + 1));
+        let tokens: Vec<String> = line.map_or(Vec::new(), |l| {
+            l.to_string_lossy()
+                .split_whitespace()
+                .map(String::from)
+                .collect()
+        });
+        if tokens.iter().any(|t| t == "nokaslr") {
+            return None;
+        }
+        if tokens.iter().any(|t| t == "kaslr") {
+            return Some(
+                "-append asks for kaslr: the kernel's addresses will not be its image's, \
+                 so its functions will not be named; drop kaslr to name them"
+                    .into(),
+            );
+        }
+        match at {
+            Some(i) if i + 1 < self.args.len() => {
+                let mut l = self.args[i + 1].clone();
+                l.push(" nokaslr");
+                self.args[i + 1] = l;
+            }
+            _ => self.args.extend(["-append".into(), "nokaslr".into()]),
+        }
+        Some(
+            "added nokaslr to -append: with KASLR the kernel would run away from the \
+             addresses its image's symbols and unwind tables give"
+                .into(),
+        )
+    }
+
     /// The command with `-plugin PLUGIN,ARGS` added at the end.
     pub fn with_plugin(&self, plugin: &Path, plugin_args: &str) -> Command {
         let mut c = Command::new(&self.path);
@@ -171,6 +212,26 @@ mod tests {
             &args[args.len() - 2..],
             ["-plugin", "/p/kern-profile.so,out=/d/cpu.raw,delay=10"]
         );
+    }
+
+    #[test]
+    fn linux_boots_without_kaslr() {
+        let args = |c: &QemuCommand| {
+            c.args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        let mut c = cmd(&["-kernel", "vmlinuz", "-append", "console=ttyS0 quiet"]);
+        assert!(c.disable_kaslr().unwrap().starts_with("added nokaslr"));
+        assert_eq!(args(&c)[3], "console=ttyS0 quiet nokaslr");
+        assert_eq!(c.disable_kaslr(), None, "once");
+        let mut c = cmd(&["-kernel", "vmlinuz"]);
+        c.disable_kaslr();
+        assert_eq!(args(&c), ["-kernel", "vmlinuz", "-append", "nokaslr"]);
+        let mut c = cmd(&["-kernel", "vmlinuz", "-append", "kaslr"]);
+        assert!(c.disable_kaslr().unwrap().contains("asks for kaslr"));
+        assert_eq!(args(&c)[3], "kaslr");
     }
 
     #[test]

@@ -67,6 +67,8 @@ pub enum ConsoleSpec {
 pub struct Session {
     pub qemu: QemuCommand,
     pub plugin: Plugin,
+    /// What was changed in the user's command, and why (for the user).
+    pub notes: Vec<String>,
     pub sources: SymbolSources,
     pub window: Option<Range<u64>>,
     pub out: OutputDir,
@@ -87,7 +89,7 @@ impl Session {
                 min: discon,
             });
         }
-        let sources = symbol_sources(
+        let kernel = symbol_sources(
             spec.kernel.as_deref(),
             &spec.symbols,
             qemu.kernel().as_deref(),
@@ -96,12 +98,23 @@ impl Session {
             .sampling
             .window
             .as_deref()
-            .map(|w| window_range(w, sources.elf.as_deref()))
+            .map(|w| window_range(w, kernel.loaded.as_ref()))
             .transpose()?;
+        let mut qemu = qemu;
+        let mut notes = Vec::new();
+        if kernel.is_linux() && qemu.kernel().is_some() {
+            notes.extend(qemu.disable_kaslr());
+        }
+        let sources = kernel.sources;
         let out = OutputDir::prepare(&spec.out_dir)?;
         let plugin = plugin::locate(spec.plugin.as_deref(), qemu.build, &qemu.version)
             .inspect_err(|_| out.discard())?;
-        let plugin_args = plugin_args(&out.raw_partial(), &spec.sampling, window.as_ref());
+        let plugin_args = plugin_args(
+            &out.raw_partial(),
+            &spec.sampling,
+            window.as_ref(),
+            sources.elf.as_deref(),
+        );
         let console = match spec.console {
             ConsoleSpec::Terminal => Console::Inherit,
             ConsoleSpec::LogFile => Console::Log(out.join("console.log")),
@@ -109,6 +122,7 @@ impl Session {
         Ok(Session {
             qemu,
             plugin,
+            notes,
             sources,
             window,
             out,
@@ -138,7 +152,14 @@ impl Session {
     }
 }
 
-fn plugin_args(raw: &Path, s: &Sampling, window: Option<&Range<u64>>) -> String {
+/// The plugin's arguments; `kernel` (an ELF or a Linux image) gives it the unwind tables
+/// (`elf=`) that walk a kernel without frame pointers.
+fn plugin_args(
+    raw: &Path,
+    s: &Sampling,
+    window: Option<&Range<u64>>,
+    kernel: Option<&Path>,
+) -> String {
     let mut a = vec![format!("out={}", raw.display())];
     if let Some(d) = s.delay_us {
         a.push(format!("delay={d}"));
@@ -157,6 +178,9 @@ fn plugin_args(raw: &Path, s: &Sampling, window: Option<&Range<u64>>) -> String 
     }
     if let Some(w) = window {
         a.push(window_arg(w));
+    }
+    if let Some(k) = kernel {
+        a.push(format!("elf={}", k.display()));
     }
     a.join(",")
 }
@@ -245,13 +269,21 @@ mod tests {
             ..Sampling::default()
         };
         assert_eq!(
-            plugin_args(Path::new("/o/cpu.raw.recording"), &s, Some(&(0x10..0x20))),
-            "out=/o/cpu.raw.recording,period=10000,depth=32,exact=on,window=0x10-0x20"
+            plugin_args(
+                Path::new("/o/cpu.raw.recording"),
+                &s,
+                Some(&(0x10..0x20)),
+                Some(Path::new("/k/vmlinuz"))
+            ),
+            "out=/o/cpu.raw.recording,period=10000,depth=32,exact=on,window=0x10-0x20,elf=/k/vmlinuz"
         );
         let d = Sampling {
             delay_us: Some(10),
             ..Sampling::default()
         };
-        assert_eq!(plugin_args(Path::new("r"), &d, None), "out=r,delay=10");
+        assert_eq!(
+            plugin_args(Path::new("r"), &d, None, None),
+            "out=r,delay=10"
+        );
     }
 }

@@ -118,23 +118,37 @@ fn load_elf(spec: &Spec, path: &Path, arch: Arch, source: &str) -> Result<HookSe
         what,
     };
     // The magic first: a large file that is no ELF is refused before it is read.
+    let wrong_arch = |what: &str, found: Option<Arch>| {
+        bad(format!(
+            "{what} for {}, but the guest is {}: give the kernel that runs",
+            found.map_or("another architecture", |a| a.name()),
+            arch.name()
+        ))
+    };
+    // A Linux image, or a vmlinux without symbols: names from its kallsyms, arguments by
+    // the calling convention (as with symbols=).
+    let from_image = || {
+        let (index, found) = SymbolIndex::from_kernel_image(path)
+            .map_err(|e| bad(format!("not an ELF with symbols, nor a Linux image ({e})")))?;
+        if found != Some(arch) {
+            return Err(wrong_arch("a Linux image", found));
+        }
+        resolve(spec, &index, &|_| None, arch, source)
+    };
     let data = match read_elf_input(path).map_err(|e| file_err("elf", path, e))? {
         ElfInput::Elf(data) => data,
-        ElfInput::NotElf(first) => {
-            let magic = &first[..first.len().min(4)];
-            return Err(bad(format!("not an ELF (it starts with {magic:02x?})")));
-        }
+        ElfInput::NotElf(_) => return from_image(),
     };
     let file = object::File::parse(&*data).map_err(|e| bad(format!("not an ELF: {e}")))?;
     let elf_arch = kern_profile_arch::from_elf(object::Object::architecture(&file));
     if elf_arch != Some(arch) {
-        return Err(bad(format!(
-            "an ELF for {}, but the guest is {}: give the kernel that runs",
-            elf_arch.map_or("another architecture", |a| a.name()),
-            arch.name()
-        )));
+        return Err(wrong_arch("an ELF", elf_arch));
     }
     let index = SymbolIndex::from_elf(&file);
+    if index.is_empty() {
+        drop(file);
+        return from_image();
+    }
     // DWARF only for the functions hooked, read once.
     let mut entries: Vec<u64> = spec
         .functions
