@@ -830,3 +830,46 @@ fn text_report_breaks_unwind_stops_down_by_place() {
     );
     assert!(!text.contains("kernel samples"), "{text}");
 }
+
+/// Kernel entries are interval markers of the Firefox profile, on the vCPU's thread, from
+/// the first sample inside to the next sample outside; the names are embedded (offline).
+#[test]
+fn firefox_kernel_entries_are_markers() {
+    let dir = common::temp_dir("firefox-markers");
+    let (raw, map) = common::kernel_entries_run(&dir);
+    let opts = Options {
+        format: OutputFormat::Firefox,
+        symbols: vec![map],
+        progress: false,
+        ..Options::default()
+    };
+    let mut out = Vec::new();
+    run_cpu(&raw, None, &opts, &mut out).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["meta"]["symbolicated"], true);
+    let mut found = Vec::new();
+    for (tid, t) in v["threads"].as_array().unwrap().iter().enumerate() {
+        let strings = t["stringArray"].as_array().unwrap();
+        let m = &t["markers"];
+        let n = m["length"].as_u64().unwrap() as usize;
+        for i in 0..n {
+            let name = strings[m["name"][i].as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap();
+            let start = m["startTime"][i].as_f64().unwrap();
+            let end = m["endTime"][i].as_f64().unwrap();
+            let samples = m["data"][i]["samples"].as_f64().unwrap() as u64;
+            // Milliseconds from the profile's start.
+            let us = |ms: f64| (ms * 1000.0).round() as u64;
+            found.push((tid, name.to_string(), us(start), us(end), samples));
+        }
+    }
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            (0, "[interrupt]".to_string(), 200, 400, 2),
+            (1, "[syscall]".to_string(), 100, 300, 2),
+        ]
+    );
+}

@@ -98,8 +98,10 @@ fn every_output_of_a_recording_comes_from_one_read_of_it_and_of_the_elf() {
             "cpu.svg",
             "report.txt",
             "profile.json",
+            "profile.pb.gz",
             "exact.svg",
-            "exact.txt"
+            "exact.txt",
+            "callgrind.out"
         ]
     );
     assert!(!done.top.is_empty());

@@ -228,63 +228,10 @@ fn every_vcpu_a_track_and_the_stacks_of_folded() {
 }
 
 /// Kernel symbols for the synthetic run: an interrupt handler and a system call.
-const KERNEL_MAP: &str = "\
-00100000 T _start
-00100100 T kmain
-00100200 T timer_irq
-00100300 T syscall_entry
-00100400 T sys_work
-";
-
 #[test]
 fn interrupts_and_system_calls_are_slices_and_halted_time_a_note() {
-    use kern_profile_format::frame_marker::KERNEL_ENTRY as KE;
-    use kern_profile_format::{
-        encode_sample, encode_stats, Header, HostTimerStats, SamplingMode, VcpuTime,
-    };
     let dir = common::temp_dir("trace-markers");
-    let map = common::write(&dir, "kernel.map", KERNEL_MAP.as_bytes());
-    let mut out = Vec::new();
-    Header {
-        sampling: SamplingMode::DelayMicros(100),
-        markers: true,
-        ..common::header(2, false)
-    }
-    .encode(&mut out);
-    let kmain = [0x0010_0010u64];
-    // vCPU 0: kmain, two samples in the timer interrupt that came in kmain, kmain again.
-    // vCPU 1: a system call.
-    let stacks: [(u32, u64, &[u64]); 6] = [
-        (0, 0x0010_0110, &kmain),
-        (0, 0x0010_0210, &[KE, 0x0010_0120, 0x0010_0010]),
-        (0, 0x0010_0220, &[KE, 0x0010_0120, 0x0010_0010]),
-        (0, 0x0010_0110, &kmain),
-        (1, 0x0010_0410, &[0x0010_0310, KE, 0x0010_0130, 0x0010_0010]),
-        (1, 0x0010_0420, &[0x0010_0310, KE, 0x0010_0130, 0x0010_0010]),
-    ];
-    for (i, (vcpu, pc, frames)) in stacks.iter().enumerate() {
-        let t = 100_000 * (i as u64 % 4 + 1);
-        encode_sample(&mut out, 4, &common::sample(*vcpu, t, *pc, frames));
-    }
-    HostTimerStats {
-        interval_ns: 100_000,
-        ticks: 10,
-        late: 0,
-        vcpus: vec![
-            VcpuTime {
-                idle_ns: 5_000_000,
-                ..VcpuTime::default()
-            },
-            VcpuTime {
-                idle_ns: 7_000_000,
-                ..VcpuTime::default()
-            },
-        ],
-        interrupts: None,
-    }
-    .encode(&mut out);
-    encode_stats(&mut out, 6, 0, &[6, 0, 0, 0, 0, 0], &[]);
-    let raw = common::write(&dir, "raw", &out);
+    let (raw, map) = common::kernel_entries_run(&dir);
     let opts = Options {
         symbols: vec![map],
         ..trace_opts()

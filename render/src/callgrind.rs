@@ -18,8 +18,10 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::rc::Rc;
 
-use crate::{file_name, write_err, CpuRenderer};
+use crate::exact::{has_exact, no_time_range};
+use crate::{file_name, write_err, Collected, CpuRenderer, Needs};
 use kern_profile_profile::collect::Run;
+use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{short_path, NameStyle, StackNamer, UNKNOWN_FRAME};
 use kern_profile_profile::ProfileError;
 use kern_profile_symbols::Frame;
@@ -36,23 +38,51 @@ type Costs = BTreeMap<FnKey, BTreeMap<u32, u64>>;
 impl CpuRenderer for CallgrindRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
         let profile = crate::exact::collect_exact(run)?;
-        let costs = costs(run, &profile.summary.exact);
-        let total: u64 = costs.values().flat_map(|l| l.values()).sum();
-        let header = Header {
-            cmd: format!("{} ({}, exact=on)", run.kernel, file_name(&profile.path)),
-            total,
-        };
-        let mut out = std::io::BufWriter::new(out);
-        write_callgrind(&header, &costs, &mut out)
-            .and_then(|()| out.flush())
-            .map_err(write_err)?;
-        let lines: usize = costs.values().map(BTreeMap::len).sum();
-        Ok(format!(
-            "{total} instructions executed, in a callgrind profile of {} functions at {lines} \
-             source lines",
-            costs.len()
-        ))
+        draw_profile(run, &profile, out)
     }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            exact: true,
+            samples: false,
+        }
+    }
+
+    fn draw(
+        &self,
+        run: &mut Run<'_>,
+        collected: &mut Collected,
+        out: &mut dyn Write,
+    ) -> Option<Result<String, ProfileError>> {
+        let drawn = no_time_range(run)
+            .and_then(|()| has_exact(&collected.profile))
+            .and_then(|()| draw_profile(run, &collected.profile, out));
+        Some(drawn)
+    }
+}
+
+/// Writes the exact counts of `profile` as a callgrind profile.
+fn draw_profile(
+    run: &mut Run<'_>,
+    profile: &CpuProfile,
+    out: &mut dyn Write,
+) -> Result<String, ProfileError> {
+    let costs = costs(run, &profile.summary.exact);
+    let total: u64 = costs.values().flat_map(|l| l.values()).sum();
+    let header = Header {
+        cmd: format!("{} ({}, exact=on)", run.kernel, file_name(&profile.path)),
+        total,
+    };
+    let mut out = std::io::BufWriter::new(out);
+    write_callgrind(&header, &costs, &mut out)
+        .and_then(|()| out.flush())
+        .map_err(write_err)?;
+    let lines: usize = costs.values().map(BTreeMap::len).sum();
+    Ok(format!(
+        "{total} instructions executed, in a callgrind profile of {} functions at {lines} \
+         source lines",
+        costs.len()
+    ))
 }
 
 /// Names each executed address as the exact output does and adds its count to its leaf

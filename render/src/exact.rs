@@ -62,7 +62,7 @@ pub(crate) fn collect_exact(run: &mut Run<'_>) -> Result<CpuProfile, ProfileErro
 }
 
 /// Exact counts are the whole run's: no time range.
-fn no_time_range(run: &Run<'_>) -> Result<(), ProfileError> {
+pub(crate) fn no_time_range(run: &Run<'_>) -> Result<(), ProfileError> {
     if run.filter.time.is_set() {
         return Err(ProfileError::Unsupported(
             "exact counts are totals of the whole run, without time: drop \
@@ -73,7 +73,7 @@ fn no_time_range(run: &Run<'_>) -> Result<(), ProfileError> {
     Ok(())
 }
 
-fn has_exact(profile: &CpuProfile) -> Result<(), ProfileError> {
+pub(crate) fn has_exact(profile: &CpuProfile) -> Result<(), ProfileError> {
     if !profile.summary.has_exact() {
         return Err(ProfileError::NoExactData {
             path: profile.path.clone(),

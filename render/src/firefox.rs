@@ -7,19 +7,27 @@
 //! address stack of a thread is named and interned once, in the order the samples came, later
 //! samples with it only adding a sample row. Legacy files have no time; their samples are
 //! placed 1 ms apart, in file order, on one thread.
+//!
+//! Names are embedded (a symbolicated profile: it opens offline, no symbol server). Kernel
+//! entries are markers too: each run of a vCPU's consecutive samples inside a `[syscall]`,
+//! `[interrupt]` or `[exception]` frame is an interval marker of that name, as `-f trace`
+//! makes them slices, nested where an entry came inside another.
 
 use std::io::Write;
 use std::rc::Rc;
 
 use fxprof_processed_profile::{
-    CategoryColor, CategoryHandle, CpuDelta, Frame, FrameFlags, FrameInfo, ProcessHandle, Profile,
-    ReferenceTimestamp, SamplingInterval, StackHandle, ThreadHandle, Timestamp,
+    CategoryColor, CategoryHandle, CpuDelta, Frame, FrameFlags, FrameInfo, MarkerFieldFlags,
+    MarkerFieldFormat, MarkerTiming, ProcessHandle, Profile, ReferenceTimestamp, SamplingInterval,
+    StackHandle, StaticSchemaMarker, StaticSchemaMarkerField, StringHandle, ThreadHandle,
+    Timestamp,
 };
 use kern_profile_format::{Header, SamplingMode};
 use rustc_hash::FxHashMap;
 
 use crate::timed::DrawTimed;
 use kern_profile_profile::address_space::AddressSpaces;
+use kern_profile_profile::boundary::{EXCEPTION_FRAME, INTERRUPT_FRAME, SYSCALL_FRAME};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::{NameRules, SampleFilter};
 use kern_profile_profile::profile::CpuProfile;
@@ -28,12 +36,63 @@ use kern_profile_profile::timed::TimedSamples;
 use kern_profile_profile::warning::Warning;
 use kern_profile_profile::ProfileError;
 
-/// A distinct address stack of a thread: its interned stack (`None`: empty), or dropped by
-/// `--focus`/`--exclude`.
+/// A distinct address stack of a thread: its interned stack (`None`: empty) and the kernel
+/// entries it is inside (a bit per [`ENTRIES`]), or dropped by `--focus`/`--exclude`.
 #[derive(Clone, Copy)]
 enum Interned {
-    Kept(Option<StackHandle>),
+    Kept(Option<StackHandle>, u8),
     Dropped,
+}
+
+/// The boundary frames that become markers.
+const ENTRIES: [&str; 3] = [SYSCALL_FRAME, INTERRUPT_FRAME, EXCEPTION_FRAME];
+
+/// A run of a vCPU's samples inside one kind of kernel entry.
+#[derive(Clone, Copy)]
+struct EntryRun {
+    start: u64,
+    last: u64,
+    samples: u64,
+    /// The time of the first sample after it, when one came.
+    next: Option<u64>,
+}
+
+/// The marker of an [`EntryRun`]: its frame's name and how many samples it spans.
+struct EntryMarker {
+    name: StringHandle,
+    category: CategoryHandle,
+    samples: u64,
+}
+
+impl StaticSchemaMarker for EntryMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "KernelEntry";
+    const DESCRIPTION: Option<&'static str> = Some(
+        "Consecutive samples of a vCPU inside a kernel entry (system call, interrupt, exception)",
+    );
+    const CHART_LABEL: Option<&'static str> = Some("{marker.name}");
+    const TABLE_LABEL: Option<&'static str> = Some("{marker.name}: {marker.data.samples} samples");
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[StaticSchemaMarkerField {
+        key: "samples",
+        label: "Samples",
+        format: MarkerFieldFormat::Integer,
+        flags: MarkerFieldFlags::empty(),
+    }];
+
+    fn name(&self, _profile: &mut Profile) -> StringHandle {
+        self.name
+    }
+
+    fn category(&self, _profile: &mut Profile) -> CategoryHandle {
+        self.category
+    }
+
+    fn string_field_value(&self, _field_index: u32) -> StringHandle {
+        unreachable!("no string field")
+    }
+
+    fn number_field_value(&self, _field_index: u32) -> f64 {
+        self.samples as f64
+    }
 }
 
 struct ThreadState {
@@ -42,6 +101,38 @@ struct ThreadState {
     last_ns: Option<u64>,
     first_ns: Option<u64>,
     samples: u64,
+    /// The open run per [`ENTRIES`] kind, and the closed ones.
+    open: [Option<EntryRun>; 3],
+    runs: Vec<(usize, EntryRun)>,
+}
+
+impl ThreadState {
+    /// Extends or closes the kernel-entry runs with a sample at `ns` inside `entries`.
+    fn entry_runs(&mut self, entries: u8, ns: u64) {
+        for (k, open) in self.open.iter_mut().enumerate() {
+            let inside = entries & (1 << k) != 0;
+            match open {
+                Some(r) if inside && ns >= r.last => {
+                    r.last = ns;
+                    r.samples += 1;
+                }
+                _ => {
+                    if let Some(mut r) = open.take() {
+                        r.next = Some(ns);
+                        self.runs.push((k, r));
+                    }
+                    if inside {
+                        *open = Some(EntryRun {
+                            start: ns,
+                            last: ns,
+                            samples: 1,
+                            next: None,
+                        });
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The sampled profile as a Firefox Profiler profile, one thread per vCPU.
@@ -118,6 +209,8 @@ struct Builder {
     threads: FxHashMap<u32, ThreadState>,
     /// Whether the header declared the sampling interval (`delay` sampling).
     declared: bool,
+    /// The sampling interval declared, in ns.
+    interval_ns: u64,
     kept: u64,
     names: Vec<Rc<str>>,
     infos: Vec<FrameInfo>,
@@ -156,6 +249,10 @@ impl Builder {
             user_cat,
             threads: FxHashMap::default(),
             declared: declared.is_some(),
+            interval_ns: match header.map(|h| h.sampling) {
+                Some(SamplingMode::DelayMicros(us)) => us.saturating_mul(1000),
+                _ => 1_000_000,
+            },
             kept: 0,
             names: Vec::with_capacity(256),
             infos: Vec::with_capacity(256),
@@ -184,6 +281,8 @@ impl Builder {
                 last_ns: None,
                 first_ns: None,
                 samples: 0,
+                open: [None; 3],
+                runs: Vec::new(),
             }
         })
     }
@@ -196,11 +295,12 @@ impl Builder {
             Some(h) => *h,
             None => self.intern(vcpu, user, key, namer),
         };
-        let Interned::Kept(stack) = interned else {
+        let Interned::Kept(stack, entries) = interned else {
             return;
         };
         self.kept += 1;
         let t = self.threads.get_mut(&vcpu).expect("created above");
+        t.entry_runs(entries, ns);
         let delta = t.last_ns.map_or(CpuDelta::ZERO, |l| {
             CpuDelta::from_nanos(ns.saturating_sub(l))
         });
@@ -227,6 +327,13 @@ impl Builder {
             return Interned::Dropped;
         };
         self.infos.clear();
+        let entries = ENTRIES.iter().enumerate().fold(0u8, |bits, (k, e)| {
+            if self.names.iter().any(|n| &**n == *e) {
+                bits | 1 << k
+            } else {
+                bits
+            }
+        });
         for (i, n) in self.names.iter().enumerate() {
             let category = if &**n == UNKNOWN_FRAME {
                 CategoryHandle::OTHER
@@ -245,6 +352,7 @@ impl Builder {
         let h = Interned::Kept(
             self.profile
                 .intern_stack_frames(t.handle, self.infos.drain(..)),
+            entries,
         );
         t.stacks.insert(key.into(), h);
         h
@@ -263,8 +371,46 @@ impl Builder {
                     _ => (s, g),
                 });
         if gaps > 0 && span > 0 {
+            self.interval_ns = (span / gaps).max(1);
             self.profile
-                .set_interval(SamplingInterval::from_nanos((span / gaps).max(1)));
+                .set_interval(SamplingInterval::from_nanos(self.interval_ns));
+        }
+    }
+
+    /// The kernel entries' runs as interval markers. A run ends at the next sample, or one
+    /// sampling interval after its last when the next came later than two (a halted vCPU).
+    fn add_entry_markers(&mut self, interval_ns: u64) {
+        let names = ENTRIES.map(|e| self.profile.intern_string(e));
+        let mut vcpus: Vec<u32> = self.threads.keys().copied().collect();
+        vcpus.sort_unstable();
+        for v in vcpus {
+            let t = self.threads.get_mut(&v).expect("listed");
+            let open = std::mem::take(&mut t.open);
+            let mut runs = std::mem::take(&mut t.runs);
+            runs.extend(
+                open.iter()
+                    .enumerate()
+                    .filter_map(|(k, r)| Some((k, (*r)?))),
+            );
+            runs.sort_by_key(|&(k, r)| (r.start, k));
+            let handle = t.handle;
+            for (k, r) in runs {
+                let late = r.last.saturating_add(interval_ns);
+                let end = match r.next {
+                    Some(n) if n <= r.last.saturating_add(interval_ns.saturating_mul(2)) => n,
+                    _ => late,
+                };
+                let timing = MarkerTiming::Interval(
+                    Timestamp::from_nanos_since_reference(r.start),
+                    Timestamp::from_nanos_since_reference(end),
+                );
+                let marker = EntryMarker {
+                    name: names[k],
+                    category: self.kernel_cat,
+                    samples: r.samples,
+                };
+                self.profile.add_marker(handle, timing, marker);
+            }
         }
     }
 
@@ -272,6 +418,7 @@ impl Builder {
         if !self.declared {
             self.declare_interval();
         }
+        self.add_entry_markers(self.interval_ns.max(1));
         let mut out = std::io::BufWriter::new(out);
         serde_json::to_writer(&mut out, &self.profile).map_err(std::io::Error::other)?;
         out.flush()

@@ -163,7 +163,7 @@ pub const FORMATS: [Format; 7] = [
         cpu_frames: true,
         process_frames: true,
         inline_marks: true,
-        record: None,
+        record: Some("profile.pb.gz"),
         record_exact: None,
         make: |opts, exact_only| {
             Box::new(PprofRenderer {
@@ -192,7 +192,7 @@ pub const FORMATS: [Format; 7] = [
         process_frames: true,
         inline_marks: true,
         record: None,
-        record_exact: None,
+        record_exact: Some("callgrind.out"),
         make: |_, _| Box::new(CallgrindRenderer),
     },
     Format {
@@ -379,15 +379,20 @@ mod tests {
     #[test]
     fn record_writes_the_sampled_outputs_then_the_exact_ones() {
         let names = |exact| -> Vec<&str> { record_outputs(exact).iter().map(|o| o.0).collect() };
-        assert_eq!(names(false), ["cpu.svg", "report.txt", "profile.json"]);
+        assert_eq!(
+            names(false),
+            ["cpu.svg", "report.txt", "profile.json", "profile.pb.gz"]
+        );
         assert_eq!(
             names(true),
             [
                 "cpu.svg",
                 "report.txt",
                 "profile.json",
+                "profile.pb.gz",
                 "exact.svg",
-                "exact.txt"
+                "exact.txt",
+                "callgrind.out"
             ]
         );
     }

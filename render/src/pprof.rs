@@ -35,9 +35,11 @@ use kern_profile_format::{Header, SamplingMode};
 use prost::Message;
 use rustc_hash::FxHashMap;
 
+use crate::exact::{has_exact, no_time_range};
 use crate::pprof_proto::{self as pb, Profile};
-use crate::CpuRenderer;
+use crate::{Collected, CpuRenderer, Needs};
 use kern_profile_profile::collect::Run;
+use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{
     meta_vcpu, synthetic_roots, NameStyle, StackNamer, INLINE_SUFFIX, UNKNOWN_FRAME,
 };
@@ -52,12 +54,43 @@ pub struct PprofRenderer {
 
 impl CpuRenderer for PprofRenderer {
     fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let (profile, what) = if self.exact {
-            exact_profile(run)?
+        if self.exact {
+            no_time_range(run)?;
+        }
+        let profile = run.collect(run.input, self.exact)?;
+        self.draw_profile(run, &profile, out)
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            exact: self.exact,
+            samples: false,
+        }
+    }
+
+    fn draw(
+        &self,
+        run: &mut Run<'_>,
+        collected: &mut Collected,
+        out: &mut dyn Write,
+    ) -> Option<Result<String, ProfileError>> {
+        Some(self.draw_profile(run, &collected.profile, out))
+    }
+}
+
+impl PprofRenderer {
+    fn draw_profile(
+        &self,
+        run: &mut Run<'_>,
+        profile: &CpuProfile,
+        out: &mut dyn Write,
+    ) -> Result<String, ProfileError> {
+        let (p, what) = if self.exact {
+            exact_profile(run, profile)?
         } else {
-            sampled_profile(run)?
+            sampled_profile(run, profile)
         };
-        write_profile(&profile, out)?;
+        write_profile(&p, out)?;
         Ok(what)
     }
 }
@@ -118,8 +151,7 @@ struct Named {
     vcpu: Option<u32>,
 }
 
-fn sampled_profile(run: &mut Run<'_>) -> Result<(Profile, String), ProfileError> {
-    let profile = run.collect(run.input, false)?;
+fn sampled_profile(run: &mut Run<'_>, profile: &CpuProfile) -> (Profile, String) {
     let (plain, lined) = styles(run.style);
     let (rules, per_cpu) = (&run.filter.names, run.filter.per_cpu);
     let mut named = Vec::new();
@@ -210,20 +242,15 @@ fn sampled_profile(run: &mut Run<'_>) -> Result<(Profile, String), ProfileError>
         p.location.len(),
         p.function.len()
     );
-    Ok((p, what))
+    (p, what)
 }
 
-fn exact_profile(run: &mut Run<'_>) -> Result<(Profile, String), ProfileError> {
-    if run.filter.time.is_set() {
-        return Err(ProfileError::Unsupported(
-            "exact counts are totals of the whole run, without time: drop --from-time/--to-time"
-                .into(),
-        ));
-    }
-    let profile = run.collect(run.input, true)?;
-    if !profile.summary.has_exact() {
-        return Err(ProfileError::NoExactData { path: profile.path });
-    }
+fn exact_profile(
+    run: &mut Run<'_>,
+    profile: &CpuProfile,
+) -> Result<(Profile, String), ProfileError> {
+    no_time_range(run)?;
+    has_exact(profile)?;
     let (plain, lined) = styles(run.style);
     let rules = &run.filter.names;
     let mut addrs: Vec<(u64, u64)> = profile

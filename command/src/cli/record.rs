@@ -18,10 +18,15 @@ const RECORD_EXAMPLES: &str = "\
 Examples:
   kern-profile record -- qemu-system-i386 -kernel kernel.elf -serial stdio -display none
       DIR=kern-profile-out: cpu.svg (flamegraph), report.txt (top functions),
-      profile.json (https://profiler.firefox.com), cpu.raw (for kern-profile report)
+      profile.json (https://profiler.firefox.com), profile.pb.gz (go tool pprof),
+      cpu.raw (for kern-profile report)
+  kern-profile record -- qemu-system-x86_64 -kernel /boot/vmlinuz-6.1.0-28-amd64 \\
+      -initrd initrd.img -append console=ttyS0 -serial stdio -display none
+      a distribution's Linux as it is: names from the image's kallsyms, stacks from its
+      ORC table; record adds nokaslr to -append
   kern-profile record --period 10000 --kernel vmlinux -o run1 -- qemu-system-x86_64 \\
       -kernel bzImage ...
-      instruction-based sampling; names from vmlinux since the bzImage has none
+      instruction-based sampling; names (and inlined frames) from vmlinux's DWARF
   kern-profile record --window run_benchmark --open -- qemu-system-i386 ...
       sample only inside run_benchmark, then open the flamegraph
 
@@ -34,17 +39,19 @@ status.";
 ///
 /// Adds `-plugin kern-profile.so,out=DIR/cpu.raw,...` to the QEMU command, runs it with its
 /// console on this terminal, and when QEMU exits (or is stopped with Ctrl-C) writes
-/// DIR/cpu.svg, DIR/report.txt and DIR/profile.json and prints the hottest functions.
+/// DIR/cpu.svg, DIR/report.txt, DIR/profile.json and DIR/profile.pb.gz (with --exact also
+/// DIR/exact.svg, DIR/exact.txt and DIR/callgrind.out) and prints the hottest functions.
 /// Before the guest starts, it checks the QEMU version (qemu-version.txt), the kernel's
-/// symbols (QEMU's -kernel, or --kernel/--symbols), the plugin and DIR.
+/// symbols (QEMU's -kernel, or --kernel/--symbols), the plugin and DIR. The kernel is
+/// handed to the plugin (`elf=`) for its unwind tables; a Linux kernel boots with nokaslr.
 #[derive(Debug, Args)]
 #[command(after_help = RECORD_EXAMPLES)]
 pub struct RecordArgs {
     #[command(flatten)]
     sampling: SamplingArgs,
 
-    /// Also count every executed instruction exactly (`exact=on`): DIR/exact.svg and
-    /// DIR/exact.txt
+    /// Also count every executed instruction exactly (`exact=on`): DIR/exact.svg,
+    /// DIR/exact.txt and DIR/callgrind.out
     #[arg(long, help_heading = "Sampling")]
     exact: bool,
 
@@ -121,7 +128,7 @@ pub fn run(a: RecordArgs) -> Result<ExitCode> {
 
 /// Says what is about to run.
 pub fn announce(s: &Session) {
-    for n in &s.plugin.notes {
+    for n in s.plugin.notes.iter().chain(&s.notes) {
         eprintln!("kern-profile: note: {n}");
     }
     let from = match s.plugin.source {

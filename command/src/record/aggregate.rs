@@ -1,6 +1,7 @@
-//! After QEMU: the recording drawn into `DIR/cpu.svg`, `DIR/report.txt` and
-//! `DIR/profile.json` (`exact.svg` and `exact.txt` too for an `exact=on` recording), each
-//! written whole or not at all, and the hottest functions for the terminal.
+//! After QEMU: the recording drawn into `DIR/cpu.svg`, `DIR/report.txt`, `DIR/profile.json`
+//! and `DIR/profile.pb.gz` (`exact.svg`, `exact.txt` and `callgrind.out` too for an
+//! `exact=on` recording), each written whole or not at all, and the hottest functions for the
+//! terminal.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

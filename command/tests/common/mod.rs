@@ -270,3 +270,64 @@ pub fn alloc_tiny(
         text,
     )
 }
+const ENTRIES_MAP: &str = "\
+00100000 T _start
+00100100 T kmain
+00100200 T timer_irq
+00100300 T syscall_entry
+00100400 T sys_work
+";
+
+/// A delay=100 recording of two vCPUs with kernel entries (format markers) and a symbol map
+/// for it: vCPU 0 runs `kmain`, takes a timer interrupt for two samples (at 200 and 300 µs),
+/// runs `kmain` again; vCPU 1 spends two samples in a system call. The host timer says vCPU
+/// 0 was halted 5 ms, vCPU 1 7 ms. Returns the recording and the map.
+pub fn kernel_entries_run(dir: &Path) -> (PathBuf, PathBuf) {
+    use kern_profile_format::frame_marker::KERNEL_ENTRY as KE;
+    use kern_profile_format::{
+        encode_sample, encode_stats, Header, HostTimerStats, SamplingMode, VcpuTime,
+    };
+    let map = write(dir, "kernel.map", ENTRIES_MAP.as_bytes());
+    let mut out = Vec::new();
+    Header {
+        sampling: SamplingMode::DelayMicros(100),
+        markers: true,
+        ..header(2, false)
+    }
+    .encode(&mut out);
+    let kmain = [0x0010_0010u64];
+    // vCPU 0: kmain, two samples in the timer interrupt that came in kmain, kmain again.
+    // vCPU 1: a system call.
+    let stacks: [(u32, u64, &[u64]); 6] = [
+        (0, 0x0010_0110, &kmain),
+        (0, 0x0010_0210, &[KE, 0x0010_0120, 0x0010_0010]),
+        (0, 0x0010_0220, &[KE, 0x0010_0120, 0x0010_0010]),
+        (0, 0x0010_0110, &kmain),
+        (1, 0x0010_0410, &[0x0010_0310, KE, 0x0010_0130, 0x0010_0010]),
+        (1, 0x0010_0420, &[0x0010_0310, KE, 0x0010_0130, 0x0010_0010]),
+    ];
+    for (i, (vcpu, pc, frames)) in stacks.iter().enumerate() {
+        let t = 100_000 * (i as u64 % 4 + 1);
+        encode_sample(&mut out, 4, &sample(*vcpu, t, *pc, frames));
+    }
+    HostTimerStats {
+        interval_ns: 100_000,
+        ticks: 10,
+        late: 0,
+        vcpus: vec![
+            VcpuTime {
+                idle_ns: 5_000_000,
+                ..VcpuTime::default()
+            },
+            VcpuTime {
+                idle_ns: 7_000_000,
+                ..VcpuTime::default()
+            },
+        ],
+        interrupts: None,
+    }
+    .encode(&mut out);
+    encode_stats(&mut out, 6, 0, &[6, 0, 0, 0, 0, 0], &[]);
+    let raw = write(dir, "raw", &out);
+    (raw, map)
+}
