@@ -7,7 +7,7 @@
 # usage: scripts/guests/build-kernel-virt.sh --arch riscv64|aarch64 [--force] [--no-frame-pointers]
 #
 # --no-frame-pointers: the same kernel and user program without frame records
-# (`-C force-frame-pointers=no`), their unwind tables kept (.eh_frame, .debug_frame), into
+# (`-C force-frame-pointers=no`), their unwind tables (.eh_frame) kept, into
 # target/examples/nofp/ under the same names (`core` is the one sysroot's).
 #
 # No Cargo. First `core` for the target, compiled once from Debian's

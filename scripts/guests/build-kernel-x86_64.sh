@@ -6,7 +6,7 @@
 # usage: scripts/guests/build-kernel-x86_64.sh [--force] [--no-frame-pointers]
 #
 # --no-frame-pointers: the same kernel without frame pointers, its unwind tables kept
-# (.eh_frame, .debug_frame), into target/examples/nofp/kernel64.elf.
+# (.eh_frame), into target/examples/nofp/kernel64.elf.
 #
 # No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
 # examples/kernel64/src/main.rs with `core` and that rlib (--extern kernel_common), linked by

@@ -9,9 +9,9 @@
 #                          riscv64 or aarch64 (scripts/guests/build-kernel-virt.sh)
 #   --force                rebuild even when up to date
 #   --no-frame-pointers    the same kernel (and user programs) without frame pointers
-#                          (`-C force-frame-pointers=no`), its unwind tables kept (.eh_frame,
-#                          .debug_frame), into target/examples/nofp/ under the same names: the
-#                          stacks of e2e/tests/no_frame_pointers.rs come from its CFI alone
+#                          (`-C force-frame-pointers=no`), with unwind tables (.eh_frame, kept
+#                          by the linker scripts), into target/examples/nofp/ under the same
+#                          names: e2e/tests/no_frame_pointers.rs walks them by CFI alone
 #
 # i386: examples/kernel with Debian's rustc for i686 into target/examples/kernel.elf.
 # No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
