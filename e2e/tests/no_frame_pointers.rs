@@ -6,8 +6,11 @@
 //! The same kernel without `elf=` (frame pointers only, which it has none of) must miss: the
 //! comparison can fail.
 //!
-//! Each test runs one architecture (`NAME::i386`, `x86_64`, `riscv64`, `aarch64`) and prints
-//! the shares side by side.
+//! And `irq=on` on the x86 kernels: the timer stub's signal frame leads from the handler into
+//! the interrupted workload.
+//!
+//! Each test runs one architecture (`NAME::i386`, `x86_64`, `riscv64`, `aarch64`); the shares
+//! are printed side by side.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -178,4 +181,47 @@ fn shares_and_callers_match_the_frame_pointer_build(arch: &'static str) {
         "{arch} without frame pointers matched the frame-pointer build with no elf="
     );
     println!("{arch} without elf= (expected to miss): {}", cut.join("; "));
+}
+
+mod interrupted_stacks_are_whole {
+    #[test]
+    fn i386() {
+        super::interrupted_stacks_are_whole("i386")
+    }
+    #[test]
+    fn x86_64() {
+        super::interrupted_stacks_are_whole("x86_64")
+    }
+}
+
+/// `irq=on` on the x86 kernels without frame pointers: the timer stub's call-frame
+/// information (a signal frame, as Linux's x86 entry code had before ORC) leads the walk from
+/// the handler into the interrupted workload, as the frame record does in
+/// e2e/tests/interrupts.rs. (The `virt` kernels' stubs switch to an interrupt stack and carry
+/// no CFI: their handlers' stacks end at the stub there.)
+fn interrupted_stacks_are_whole(arch: &'static str) {
+    if skip_unless(&[
+        Need::Qemu(arch),
+        Need::Plugin,
+        Need::Bin,
+        Need::NoFpKernel(arch),
+    ]) {
+        return;
+    }
+    let k = nofp_kernel(arch);
+    let args = format!("period=10000,elf={}", k.display());
+    let run = boot_kernel(arch, &k, "nofp-irq", &args, "irq=on alloc_rounds=0");
+    let e = expected_of(arch);
+    let prefix = if arch == "i386" { "kernel" } else { "kernel64" };
+    check_handler_stacks(
+        &run,
+        &k,
+        e["kernel"]["checksum"].as_str().unwrap(),
+        &[
+            "_start",
+            "kmain",
+            &format!("{prefix}::irq::run"),
+            &format!("{prefix}::workload::run_workload"),
+        ],
+    );
 }
