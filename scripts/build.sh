@@ -3,7 +3,9 @@
 # plugin builds (target/release/kern-profile.so for QEMU 9.2 to 11.0, kern-profile-api7.so
 # for QEMU 11.1 and later: qemu-version.txt) and the example kernels (target/examples/kernel.elf
 # for i386, target/examples/kernel64.elf for x86_64, target/examples/kernel-riscv64.elf and
-# kernel-aarch64.elf). --no-kernels builds the command and the plugins only.
+# kernel-aarch64.elf), and each kernel again without frame pointers into target/examples/nofp/
+# (scripts/guests/build-kernel.sh --no-frame-pointers). --no-kernels builds the command and the
+# plugins only.
 . "$(dirname "$0")/lib.sh"
 # Nothing here reads stdin; cargo's rustc probe would (and cache what it read).
 exec </dev/null
@@ -24,5 +26,6 @@ BUILDS
 [ "${1:-}" != --no-kernels ] || exit 0
 for arch in i386 x86_64 riscv64 aarch64; do
     bash scripts/guests/build-kernel.sh --arch "$arch" >/dev/null
+    bash scripts/guests/build-kernel.sh --arch "$arch" --no-frame-pointers >/dev/null
 done
-say "built target/release/kern-profile, target/release/kern-profile.so and kern-profile-api7.so, target/examples/kernel.elf, kernel64.elf, kernel-riscv64.elf, kernel-aarch64.elf"
+say "built target/release/kern-profile, target/release/kern-profile.so and kern-profile-api7.so, target/examples/kernel.elf, kernel64.elf, kernel-riscv64.elf, kernel-aarch64.elf (and without frame pointers in target/examples/nofp/)"

@@ -30,6 +30,9 @@ pub enum Need {
     /// The riscv64 or aarch64 example kernel, built (or found up to date) by
     /// scripts/guests/build-kernel.sh --arch ARCH.
     VirtKernel(&'static str),
+    /// ARCH's example kernel without frame pointers, built (or found up to date) by
+    /// scripts/guests/build-kernel.sh --arch ARCH --no-frame-pointers.
+    NoFpKernel(&'static str),
 }
 
 impl Need {
@@ -53,6 +56,11 @@ impl Need {
             Need::VirtKernel(arch) => {
                 built_kernel("scripts/guests/build-kernel.sh", &["--arch", arch]).err()
             }
+            Need::NoFpKernel(arch) => built_kernel(
+                "scripts/guests/build-kernel.sh",
+                &["--arch", arch, "--no-frame-pointers"],
+            )
+            .err(),
         }
     }
 }

@@ -17,9 +17,13 @@ use std::time::Duration;
 use wait_timeout::ChildExt;
 
 mod inputs;
+mod irq;
+mod kernels;
 mod user_roots;
 mod virt;
 pub use inputs::{built_kernel, skip_unless, Need};
+pub use irq::check_handler_stacks;
+pub use kernels::{boot_kernel, example_kernel, expected_of, nofp_kernel, ARCHES};
 pub use user_roots::{elf_names, syscall_roots, user_part_end_of, SyscallRoots, BOUNDARIES};
 pub use virt::{boot_virt, expected_virt, qemu_virt, skip_virt, virt_kernel, virt_user_elf};
 
@@ -404,20 +408,29 @@ pub fn folded_of(raw: &Path, kernel: &Path, extra: &[&str]) -> Vec<(Vec<String>,
 /// whose callee is documented against the documented `edges`; panics naming the `n` samples
 /// of a stack that skips a caller. Returns how many frames (times `n`) it checked.
 pub fn check_callers(names: &[&str], edges: &[(String, String)], n: u64) -> u64 {
-    let mut checked = 0;
-    for w in names.windows(2) {
-        if edges.iter().any(|(_, c)| c == w[1]) {
-            assert!(
-                edges.iter().any(|(p, c)| p == w[0] && c == w[1]),
-                "{n} sample(s) with {} called from {}: {}",
-                w[1],
-                w[0],
-                names.join(";")
-            );
-            checked += n;
-        }
+    if let Some((caller, callee)) = skipped_caller(names, edges) {
+        panic!(
+            "{n} sample(s) with {callee} called from {caller}: {}",
+            names.join(";")
+        );
     }
-    checked
+    let documented = |f: &&&str| edges.iter().any(|(_, c)| c == **f);
+    names.iter().skip(1).filter(documented).count() as u64 * n
+}
+
+/// The first (caller, callee) pair of `names` (a stack, root first, inline markers removed)
+/// whose callee is documented in `edges` and whose caller is not one of its documented ones.
+pub fn skipped_caller<'a>(
+    names: &[&'a str],
+    edges: &[(String, String)],
+) -> Option<(&'a str, &'a str)> {
+    names
+        .windows(2)
+        .find(|w| {
+            edges.iter().any(|(_, c)| c == w[1])
+                && !edges.iter().any(|(p, c)| p == w[0] && c == w[1])
+        })
+        .map(|w| (w[0], w[1]))
 }
 
 /// `name`'s share of all counts.

@@ -4,7 +4,11 @@
 # into target/examples/kernel-ARCH.elf, only when its sources, this script or its flags
 # changed, and prints the ELF's path on stdout.
 #
-# usage: scripts/guests/build-kernel-virt.sh --arch riscv64|aarch64 [--force]
+# usage: scripts/guests/build-kernel-virt.sh --arch riscv64|aarch64 [--force] [--no-frame-pointers]
+#
+# --no-frame-pointers: the same kernel and user program without frame records
+# (`-C force-frame-pointers=no`), their unwind tables (.eh_frame) kept, into
+# target/examples/nofp/ under the same names (`core` is the one sysroot's).
 #
 # No Cargo. First `core` for the target, compiled once from Debian's
 # rust-web-src (the same 1.85 as rustc-web; `RUSTC_BOOTSTRAP=1`) into
@@ -22,10 +26,12 @@
 
 arch=""
 force=0
+nofp=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --arch) need "$@"; arch="$2"; shift 2 ;;
         --force) force=1; shift ;;
+        --no-frame-pointers) nofp=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
@@ -41,11 +47,16 @@ objcopy="${ld%-ld}-objcopy"
 SRC="$KP_ROOT/examples/kernel-$arch"
 COMMON_SRC="$KP_ROOT/examples/virt-common"
 OUT_DIR="$KP_ROOT/target/examples"
+SYSROOT="$OUT_DIR/virt-sysroot"
+FRAMES=(-Z unstable-options -C force-frame-pointers=non-leaf)
+if [ "$nofp" = 1 ]; then
+    OUT_DIR="$OUT_DIR/nofp"
+    FRAMES=(-C force-frame-pointers=no)
+fi
 ELF="$OUT_DIR/kernel-$arch.elf"
 STAMP="$OUT_DIR/kernel-$arch.flags"
 USER_ELF="$OUT_DIR/user-$arch.elf"
 USER_EMBED="$OUT_DIR/user-$arch.embed.elf"
-SYSROOT="$OUT_DIR/virt-sysroot"
 CORE_SRC=/usr/src/rustc-"$("$GUEST_RUSTC" --version | awk '{print $2}')"/library/core/src/lib.rs
 
 [ -x "$GUEST_RUSTC" ] || die "$GUEST_RUSTC not found: run scripts/setup.sh"
@@ -56,11 +67,12 @@ command -v "$objcopy" >/dev/null || die "$objcopy not found: run scripts/setup.s
 # Unstable flags (-Z) need RUSTC_BOOTSTRAP on Debian's stable rustc: building `core` itself,
 # and `force-frame-pointers=non-leaf`, which gives every function that calls another a frame
 # record and leaves leaves without one, as GCC and clang do by default (the leaf path of the
-# unwinder is what the tests exercise). Unwind tables: .eh_frame for CFI-based unwinders.
+# unwinder is what the tests exercise); --no-frame-pointers: none at all. Unwind tables:
+# .eh_frame for CFI-based unwinders.
 export RUSTC_BOOTSTRAP=1
 CODEGEN=(
     --edition 2021 --target "$target" --sysroot "$SYSROOT"
-    -C opt-level=2 -C debuginfo=2 -Z unstable-options -C force-frame-pointers=non-leaf
+    -C opt-level=2 -C debuginfo=2 "${FRAMES[@]}"
     -C force-unwind-tables=yes -C panic=abort -C relocation-model=static
     -C overflow-checks=off -C debug-assertions=off -C codegen-units=1
     --remap-path-prefix "$KP_ROOT/="
@@ -83,7 +95,8 @@ CORE_FLAGS=(--edition 2021 --crate-type lib --crate-name core --target "$target"
             -Z force-unstable-if-unmarked --cap-lints allow)
 
 mkdir -p "$OUT_DIR"
-exec 9>"$OUT_DIR/.kernel-virt.lock"
+# One lock for both variants: they share the sysroot's `core`.
+exec 9>"$KP_ROOT/target/examples/.kernel-virt.lock"
 flock 9
 
 # core and a compiler_builtins stand-in, once per compiler version and target (about 30 s).

@@ -3,7 +3,10 @@
 # x86_64 `core`) into target/examples/kernel64.elf, only when its sources, this script, its
 # flags or the compiler changed, and prints the ELF's path on stdout.
 #
-# usage: scripts/guests/build-kernel-x86_64.sh [--force]
+# usage: scripts/guests/build-kernel-x86_64.sh [--force] [--no-frame-pointers]
+#
+# --no-frame-pointers: the same kernel without frame pointers, its unwind tables kept
+# (.eh_frame), into target/examples/nofp/kernel64.elf.
 #
 # No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
 # examples/kernel64/src/main.rs with `core` and that rlib (--extern kernel_common), linked by
@@ -17,6 +20,11 @@ build_args "$@"
 
 SRC="$KP_ROOT/examples/kernel64"
 OUT_DIR="$KP_ROOT/target/examples"
+FRAMES=(-C force-frame-pointers=yes)
+if [ "$nofp" = 1 ]; then
+    OUT_DIR="$OUT_DIR/nofp"
+    FRAMES=(-C force-frame-pointers=no -C force-unwind-tables=yes)
+fi
 ELF="$OUT_DIR/kernel64.elf"
 STAMP="$OUT_DIR/kernel64.flags"
 TARGET=x86_64-unknown-linux-gnu
@@ -30,7 +38,8 @@ compgen -G "$sysroot/lib/rustlib/$TARGET/lib/libcore-*.rlib" >/dev/null ||
 command -v ld >/dev/null || die "GNU ld not found (binutils); run scripts/setup.sh"
 command -v readelf >/dev/null || die "readelf not found (binutils); run scripts/setup.sh"
 
-# Every flag matters to the tests: frame pointers for the RBP walks, opt-level 2 so that
+# Every flag matters to the tests: frame pointers for the RBP walks (or none, with unwind
+# tables: --no-frame-pointers), opt-level 2 so that
 # mix_inlined is really inlined, full debug info (DWARF inline records), a static image in
 # the top 2 GiB (code-model=kernel: 32-bit sign-extended absolute addresses), no red zone
 # (kernel code; interrupts stay off, but an exception handler must not clobber a leaf's
@@ -39,7 +48,7 @@ command -v readelf >/dev/null || die "readelf not found (binutils); run scripts/
 # assumes it; _start enables it).
 CODEGEN=(
     --edition 2021 --target "$TARGET"
-    -C opt-level=2 -C debuginfo=2 -C force-frame-pointers=yes
+    -C opt-level=2 -C debuginfo=2 "${FRAMES[@]}"
     -C panic=abort -C relocation-model=static -C code-model=kernel -C no-redzone=yes
     -C overflow-checks=off -C debug-assertions=off -C codegen-units=1
     # Paths in DWARF relative to the repository, whatever the checkout's location.

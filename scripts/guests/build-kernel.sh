@@ -3,10 +3,15 @@
 # changed, and prints the ELF's path on stdout.
 #
 # usage: scripts/guests/build-kernel.sh [--arch i386|x86_64|riscv64|aarch64] [--force]
+#                                      [--no-frame-pointers]
 #
-#   --arch A     i386 (default: below), x86_64 (scripts/guests/build-kernel-x86_64.sh), riscv64 or
-#                aarch64 (scripts/guests/build-kernel-virt.sh)
-#   --force      rebuild even when up to date
+#   --arch A               i386 (default: below), x86_64 (scripts/guests/build-kernel-x86_64.sh),
+#                          riscv64 or aarch64 (scripts/guests/build-kernel-virt.sh)
+#   --force                rebuild even when up to date
+#   --no-frame-pointers    the same kernel (and user programs) without frame pointers
+#                          (`-C force-frame-pointers=no`), with unwind tables (.eh_frame, kept
+#                          by the linker scripts), into target/examples/nofp/ under the same
+#                          names: e2e/tests/no_frame_pointers.rs walks them by CFI alone
 #
 # i386: examples/kernel with Debian's rustc for i686 into target/examples/kernel.elf.
 # No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
@@ -31,6 +36,11 @@ build_args "$@"
 
 SRC="$KP_ROOT/examples/kernel"
 OUT_DIR="$KP_ROOT/target/examples"
+FRAMES=(-C force-frame-pointers=yes)
+if [ "$nofp" = 1 ]; then
+    OUT_DIR="$OUT_DIR/nofp"
+    FRAMES=(-C force-frame-pointers=no -C force-unwind-tables=yes)
+fi
 ELF="$OUT_DIR/kernel.elf"
 STAMP="$OUT_DIR/kernel.flags"
 USER_ELF="$OUT_DIR/user.elf"
@@ -45,13 +55,14 @@ compgen -G "$GUEST_RUSTLIB_I686/libcore-*.rlib" >/dev/null ||
 command -v ld >/dev/null || die "GNU ld not found (binutils); run scripts/setup.sh"
 command -v objcopy >/dev/null || die "objcopy not found (binutils); run scripts/setup.sh"
 
-# Every flag matters to the tests: frame pointers for the EBP walks, opt-level 2 so that
+# Every flag matters to the tests: frame pointers for the EBP walks (or none, with unwind
+# tables: --no-frame-pointers), opt-level 2 so that
 # mix_inlined is really inlined, full debug info (DWARF inline records), a static non-PIE
 # image, overflow checks off (the workloads rely on wrapping arithmetic without core method
 # calls), one codegen unit for a stable layout. The kernel and its user program share them.
 CODEGEN=(
     --edition 2021 --target i686-unknown-linux-gnu
-    -C opt-level=2 -C debuginfo=2 -C force-frame-pointers=yes
+    -C opt-level=2 -C debuginfo=2 "${FRAMES[@]}"
     -C panic=abort -C relocation-model=static
     -C overflow-checks=off -C debug-assertions=off -C codegen-units=1
     # Paths in DWARF relative to the repository, whatever the checkout's location.

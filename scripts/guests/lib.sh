@@ -35,13 +35,15 @@ print_cmd() {
     exit 0
 }
 
-# build_args ARG...: a build script's arguments; --force sets force=1 (--arch A, read by
-# arch_arg, is skipped).
+# build_args ARG...: a build script's arguments; --force sets force=1, --no-frame-pointers
+# nofp=1 (--arch A, read by arch_arg, is skipped).
 build_args() {
     force=0
+    nofp=0
     while [ $# -gt 0 ]; do
         case "$1" in
             --force) force=1; shift ;;
+            --no-frame-pointers) nofp=1; shift ;;
             --arch) need "$@"; shift 2 ;;
             -h|--help) usage; exit 0 ;;
             *) die "unknown argument '$1' (see --help)" ;;

@@ -3,7 +3,9 @@
 //! `isr_timer` starts with `push ebp; mov ebp, esp` right below the frame the CPU pushed
 //! (EIP, CS, EFLAGS: ring 0 to ring 0, same stack), as hand-written entry stubs of hobby
 //! kernels do; a frame-pointer walk from `timer_tick` reaches the interrupted workload
-//! through it (kern-profile marks the kernel entry there: `[interrupt]`).
+//! through it (kern-profile marks the kernel entry there: `[interrupt]`). Its call-frame
+//! information says the same for a kernel without frame pointers, as Linux's entry_32.S did
+//! (`RING0_INT_FRAME`): a signal frame whose CFA is the interrupted ESP, above the saved EIP.
 //! The handler preserves every register: the workload's checksum is the default run's.
 
 use core::arch::{asm, global_asm};
@@ -27,8 +29,15 @@ global_asm!(
     .global isr_timer
     .type isr_timer, @function
 isr_timer:
+    .cfi_startproc simple
+    .cfi_signal_frame
+    .cfi_def_cfa esp, 12            /* the interrupted ESP: above EIP, CS, EFLAGS */
+    .cfi_offset eip, -12
     push ebp
+    .cfi_adjust_cfa_offset 4
+    .cfi_offset ebp, -16
     mov ebp, esp                    /* [EBP + 4] = interrupted EIP, + 8 CS, + 12 EFLAGS */
+    .cfi_def_cfa_register ebp
     push eax
     push ecx
     push edx
@@ -44,7 +53,10 @@ isr_timer:
     pop ecx
     pop eax
     pop ebp
+    .cfi_def_cfa esp, 12
+    .cfi_restore ebp
     iretd
+    .cfi_endproc
     .size isr_timer, . - isr_timer
     "#,
     tick = sym timer_tick,

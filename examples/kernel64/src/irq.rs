@@ -4,7 +4,9 @@
 //! `push rbp; mov rbp, rsp` right below the frame the CPU pushed (RIP, CS, RFLAGS, RSP, SS:
 //! ring 0 to ring 0, the same stack, no IST), as hand-written entry stubs of hobby kernels
 //! do; a frame-pointer walk from `timer_tick` reaches the interrupted workload through it
-//! (kern-profile marks the kernel entry there: `[interrupt]`).
+//! (kern-profile marks the kernel entry there: `[interrupt]`). Its call-frame information
+//! says the same for a kernel without frame pointers, as Linux's entry_64.S did before ORC
+//! (`INTR_FRAME`): a signal frame above the CPU's, the interrupted RIP and RSP saved in it.
 //! The handler preserves every register it or `timer_tick` may change (the caller-saved
 //! general registers; `timer_tick` is integer code, no SSE): the workload's checksum is the
 //! default run's. The kernel is built without a red zone, so the CPU's pushes clobber nothing.
@@ -40,8 +42,16 @@ global_asm!(
     .global isr_timer
     .type isr_timer, @function
 isr_timer:
+    .cfi_startproc simple
+    .cfi_signal_frame
+    .cfi_def_cfa rsp, 40            /* above RIP, CS, RFLAGS, RSP, SS */
+    .cfi_offset rip, -40
+    .cfi_offset rsp, -16
     push rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_offset rbp, -48
     mov rbp, rsp                    /* [RBP + 8] = interrupted RIP, + 16 CS, + 24 RFLAGS, + 32 RSP, + 40 SS */
+    .cfi_def_cfa_register rbp
     push rax
     push rcx
     push rdx
@@ -67,7 +77,10 @@ isr_timer:
     pop rcx
     pop rax
     pop rbp
+    .cfi_def_cfa rsp, 40
+    .cfi_restore rbp
     iretq
+    .cfi_endproc
     .size isr_timer, . - isr_timer
     "#,
     tick = sym timer_tick,

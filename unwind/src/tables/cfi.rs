@@ -4,6 +4,13 @@
 //! Only what a stack walk needs: a CFA on the stack or frame pointer plus an offset, and
 //! registers saved at an offset from the CFA; any other rule leaves the range uncovered, so
 //! the walk falls back to frame pointers there.
+//!
+//! Entry code annotated as kernels did before ORC (Linux's `RING0_INT_FRAME` and `INTR_FRAME`
+//! in entry_32.S and entry_64.S up to 4.1): the CIE's `S` augmentation (`.cfi_signal_frame`)
+//! marks an interrupt frame, whose return address is the interrupted instruction, and the
+//! interrupted stack pointer may be saved in it (`.cfi_offset rsp`, x86_64's frame).
+
+use std::num::NonZeroI16;
 
 use gimli::{
     BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, EndianSlice, Reader, Register,
@@ -38,6 +45,26 @@ pub struct CfiRow {
     pub cfa_offset: i32,
     pub fp: Rule,
     pub ra: Rule,
+    /// Where the caller's stack pointer is saved, as an offset from the CFA; `None`: it is
+    /// the CFA (DWARF's convention).
+    pub sp_saved: Option<NonZeroI16>,
+    /// An interrupt or exception frame (the CIE's `S`): the return address is the
+    /// interrupted instruction itself, in an interrupted context.
+    pub signal: bool,
+}
+
+impl CfiRow {
+    /// A function's frame: the caller's stack pointer is the CFA.
+    pub fn call(cfa_base: CfaBase, cfa_offset: i32, fp: Rule, ra: Rule) -> CfiRow {
+        CfiRow {
+            cfa_base,
+            cfa_offset,
+            fp,
+            ra,
+            sp_saved: None,
+            signal: false,
+        }
+    }
 }
 
 /// A row and the first address it covers; `None` rows end a range (an FDE's end, or a rule
@@ -190,20 +217,21 @@ where
             Register(0) => Register(regs.ra),
             r => r,
         };
+        let signal = fde.cie().is_signal_trampoline();
         let mut rows = fde.rows(section, bases, ctx)?;
         let mut end = None;
         while let Some(row) = rows.next_row()? {
             if out.len() + 2 > max_rows {
                 return Err(ReadError::TooLarge);
             }
+            let rules = Rules {
+                fp: row.register(Register(regs.fp)),
+                ra: row.register(ra),
+                sp: row.register(Register(regs.sp)),
+            };
             out.push(Row {
                 start: row.start_address(),
-                row: compact(
-                    row.cfa(),
-                    &row.register(Register(regs.fp)),
-                    &row.register(ra),
-                    regs,
-                ),
+                row: compact(row.cfa(), &rules, signal, regs),
             });
             end = Some(row.end_address());
         }
@@ -217,11 +245,18 @@ where
     Ok(())
 }
 
+/// A row's rules for the registers the walk restores.
+struct Rules<T: gimli::ReaderOffset> {
+    fp: RegisterRule<T>,
+    ra: RegisterRule<T>,
+    sp: RegisterRule<T>,
+}
+
 /// A row as the walk can follow it, or `None`.
 fn compact<T: gimli::ReaderOffset>(
     cfa: &CfaRule<T>,
-    fp: &RegisterRule<T>,
-    ra: &RegisterRule<T>,
+    rules: &Rules<T>,
+    signal: bool,
     regs: CfiRegisters,
 ) -> Option<CfiRow> {
     let (cfa_base, cfa_offset) = match *cfa {
@@ -241,11 +276,19 @@ fn compact<T: gimli::ReaderOffset>(
         RegisterRule::ValOffset(o) => Some(Rule::CfaPlus(i32::try_from(o).ok()?)),
         _ => None,
     };
+    let sp_saved = match rules.sp {
+        RegisterRule::Undefined | RegisterRule::SameValue => None,
+        // Saved at the CFA itself is no frame layout there is: refused with the others.
+        RegisterRule::Offset(o) => Some(NonZeroI16::new(i16::try_from(o).ok()?)?),
+        _ => return None,
+    };
     Some(CfiRow {
         cfa_base,
         cfa_offset,
-        fp: rule(fp)?,
-        ra: rule(ra)?,
+        fp: rule(&rules.fp)?,
+        ra: rule(&rules.ra)?,
+        sp_saved,
+        signal,
     })
 }
 

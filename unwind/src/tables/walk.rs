@@ -8,12 +8,15 @@
 //! the crossing as the frame-pointer walkers do (a [`frame_marker::KERNEL_ENTRY`], then the
 //! interrupted instruction's own address) and goes on in the interrupted context: kernel
 //! code with the table, a user program's stack by its frame pointers alone, with no stack
-//! switch (the user-context rule of [`crate::walk_across`]).
+//! switch (the user-context rule of [`crate::walk_across`]). A CFI signal frame (entry code
+//! annotated with `.cfi_signal_frame`, as Linux's x86 entry code was before ORC) is crossed
+//! the same way: the marker, then the interrupted instruction, looked up as it is.
 //!
 //! Guards, whatever the tables say: every step must raise the stack pointer (a frame that
 //! keeps its return address in a register may keep it once, in the innermost frame), and
-//! stays within the stack's span; only an ORC rule that reads the stack pointer from memory
-//! (Linux's switch off an interrupt stack) may leave the stack, at most
+//! stays within the stack's span; only a rule that reads the stack pointer from memory
+//! (ORC: Linux's switch off an interrupt stack; CFI: an interrupt frame's saved stack
+//! pointer) may leave the stack, at most
 //! `crossings.stack_switches` times, after a [`frame_marker::STACK_SWITCH`]; at most four
 //! kernel entries; at most `max_depth` frames. Reads stay on the stack being walked but for
 //! what the kernel saved itself there: an interrupt stack's saved stack pointer, after which
@@ -77,6 +80,9 @@ enum Step {
         may_switch: bool,
         /// The return address came from the return-address register.
         from_register: bool,
+        /// The frame was an interrupt's (CFI's signal frame): the caller is the interrupted
+        /// context, marked as a kernel entry.
+        entry: bool,
     },
     /// The interrupted context behind entry code.
     Entry {
@@ -183,6 +189,7 @@ where
                 exact,
                 may_switch,
                 from_register,
+                entry,
             } => {
                 let end = span_end(crossings.stack_span, st.seg_start);
                 let upwards = sp > st.sp || (sp == st.sp && from_register && st.ra.is_some());
@@ -202,6 +209,15 @@ where
                 }
                 if ret == 0 || fake_return(ret, width) {
                     break StopReason::NullReturnAddress;
+                }
+                if entry {
+                    entries += 1;
+                    if entries > MAX_ENTRIES {
+                        break StopReason::NotIncreasing;
+                    }
+                    if !frames.push(frame_marker::KERNEL_ENTRY) {
+                        break StopReason::DepthLimit;
+                    }
                 }
                 if !frames.push(ret) {
                     break StopReason::DepthLimit;

@@ -44,12 +44,7 @@ fn reads_the_rows_of_a_debug_frame() {
     let data = debug_frame(0x1000, 0x40, &[]);
     let t = CfiTable::parse(&section(&data), 8, X86_64, 100).unwrap();
     assert!(t.warnings.is_empty(), "{:?}", t.warnings);
-    let row = |cfa_base, cfa_offset, fp| CfiRow {
-        cfa_base,
-        cfa_offset,
-        fp,
-        ra: Rule::AtCfa(-8),
-    };
+    let row = |cfa_base, cfa_offset, fp| CfiRow::call(cfa_base, cfa_offset, fp, Rule::AtCfa(-8));
     assert_eq!(t.find(0xfff), None);
     assert_eq!(
         t.find(0x1000),
@@ -111,4 +106,38 @@ fn bounds_the_rows_and_keeps_what_parsed_before_an_error() {
 fn a_row_is_32_bytes() {
     // Limits::default's memory bound counts on it.
     assert_eq!(std::mem::size_of::<Row>(), 32);
+}
+
+#[test]
+fn reads_a_signal_frame_with_its_saved_stack_pointer() {
+    // A CIE with augmentation "zS" (.cfi_signal_frame; no augmentation data): CFA = rsp + 40,
+    // rip (16) at CFA - 40, rsp (7) at CFA - 16: Linux's INTR_FRAME at an interrupt's first
+    // instruction.
+    let mut cie = vec![0xff, 0xff, 0xff, 0xff, 1, b'z', b'S', 0, 1, 0x78, 16, 0];
+    cie.extend_from_slice(&[0x0c, 7, 40, 0x90, 5, 0x87, 2]);
+    while !(cie.len() + 4).is_multiple_of(8) {
+        cie.push(0);
+    }
+    let mut data = (cie.len() as u32).to_le_bytes().to_vec();
+    data.extend_from_slice(&cie);
+    let mut fde = 0u32.to_le_bytes().to_vec();
+    fde.extend_from_slice(&0x1000u64.to_le_bytes());
+    fde.extend_from_slice(&0x10u64.to_le_bytes());
+    fde.push(0);
+    data.extend_from_slice(&(fde.len() as u32).to_le_bytes());
+    data.extend_from_slice(&fde);
+    let t = CfiTable::parse(&section(&data), 8, X86_64, 100).unwrap();
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    let want = CfiRow {
+        sp_saved: NonZeroI16::new(-16),
+        signal: true,
+        ..CfiRow::call(CfaBase::StackPointer, 40, Rule::Unchanged, Rule::AtCfa(-40))
+    };
+    assert_eq!(t.find(0x1008), Some(want));
+    // The stack pointer at the CFA itself, or in another register: uncovered.
+    let mut at_cfa = data.clone();
+    let i = at_cfa.iter().position(|&b| b == 0x87).unwrap();
+    at_cfa[i + 1] = 0;
+    let t = CfiTable::parse(&section(&at_cfa), 8, X86_64, 100).unwrap();
+    assert_eq!(t.find(0x1008), None);
 }

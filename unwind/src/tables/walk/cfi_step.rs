@@ -1,5 +1,5 @@
-//! The CFI step (any architecture): the caller's stack pointer is the CFA, its frame
-//! pointer and return address where the row says.
+//! The CFI step (any architecture): the caller's stack pointer is the CFA (or where an
+//! interrupt frame saved it), its frame pointer and return address where the row says.
 
 use kern_profile_arch::guest;
 use kern_profile_format::{Arch, StopReason};
@@ -39,12 +39,21 @@ where
         Ok(fp) => fp.unwrap_or(st.fp),
         Err(()) => return Step::Stop(StopReason::Unreadable),
     };
+    // An interrupt frame may hold the interrupted stack pointer (x86_64's always does).
+    let sp = match row.sp_saved {
+        None => cfa,
+        Some(o) => match value(Rule::AtCfa(o.get().into()), None) {
+            Ok(Some(sp)) => sp,
+            _ => return Step::Stop(StopReason::Unreadable),
+        },
+    };
     Step::Call {
         ret: guest(arch).clean_return_address(ret),
-        sp: cfa,
+        sp,
         fp,
-        exact: false,
-        may_switch: false,
+        exact: row.signal,
+        may_switch: row.sp_saved.is_some(),
         from_register: row.ra == Rule::Unchanged,
+        entry: row.signal,
     }
 }

@@ -107,6 +107,7 @@ where
                 exact: e.signal,
                 may_switch: indirect,
                 from_register: false,
+                entry: false,
             }
         }
         OrcKind::Regs | OrcKind::RegsPartial => {

@@ -272,14 +272,7 @@ fn cfi_rows_walk_an_aarch64_leaf_and_its_callers() {
     let f = 0xffff_8000_0801_0000;
     let g = f + 0x100;
     let h = f + 0x200;
-    let row = |cfa_base, cfa_offset, fp, ra| {
-        Some(CfiRow {
-            cfa_base,
-            cfa_offset,
-            fp,
-            ra,
-        })
-    };
+    let row = |cfa_base, cfa_offset, fp, ra| Some(CfiRow::call(cfa_base, cfa_offset, fp, ra));
     let cfi = CfiTable::from_rows(&[
         (
             f,
@@ -329,24 +322,24 @@ fn cfi_rows_walk_an_aarch64_leaf_and_its_callers() {
 fn cfi_on_x86_64_reads_the_return_address_at_the_cfa() {
     let f = 0xffff_ffff_8100_0000u64;
     let row = |cfa_offset, fp| {
-        Some(CfiRow {
-            cfa_base: CfaBase::StackPointer,
+        Some(CfiRow::call(
+            CfaBase::StackPointer,
             cfa_offset,
             fp,
-            ra: Rule::AtCfa(-8),
-        })
+            Rule::AtCfa(-8),
+        ))
     };
     let cfi = CfiTable::from_rows(&[
         (f, row(16, Rule::AtCfa(-16))),
         (f + 0x100, row(8, Rule::Unchanged)),
         (
             f + 0x200,
-            Some(CfiRow {
-                cfa_base: CfaBase::StackPointer,
-                cfa_offset: 8,
-                fp: Rule::Unchanged,
-                ra: Rule::Unchanged,
-            }),
+            Some(CfiRow::call(
+                CfaBase::StackPointer,
+                8,
+                Rule::Unchanged,
+                Rule::Unchanged,
+            )),
         ),
     ]);
     let t = UnwindTables {
@@ -395,4 +388,89 @@ fn registers_at_the_end_of_the_address_space_are_unreadable() {
             "{w:?}"
         );
     }
+}
+
+#[test]
+fn a_cfi_signal_frame_crosses_into_the_interrupted_context() {
+    // x86_64 entry code annotated as Linux's INTR_FRAME was: the stub's CFA is above the
+    // hardware frame (RIP, CS, RFLAGS, RSP, SS), RIP and RSP saved in it, rbp below it.
+    let handler = 0xffff_ffff_8100_0000u64;
+    let stub = handler + 0x100;
+    let leaf = handler + 0x200;
+    let caller = handler + 0x300;
+    let root = handler + 0x400;
+    let call = |cfa_offset| {
+        Some(CfiRow::call(
+            CfaBase::StackPointer,
+            cfa_offset,
+            Rule::Unchanged,
+            Rule::AtCfa(-8),
+        ))
+    };
+    let signal = CfiRow {
+        sp_saved: std::num::NonZeroI16::new(-16),
+        signal: true,
+        ..CfiRow::call(
+            CfaBase::StackPointer,
+            56,
+            Rule::AtCfa(-48),
+            Rule::AtCfa(-40),
+        )
+    };
+    let cfi = CfiTable::from_rows(&[
+        (handler, call(8)),
+        (handler + 0x80, None),
+        (stub, Some(signal)),
+        (stub + 0x80, None),
+        // Nothing covers leaf - 1: a walk that took the interrupted RIP for a return
+        // address would look there.
+        (leaf, call(8)),
+        (leaf + 0x80, None),
+        (caller, call(16)),
+        (caller + 0x80, None),
+        (
+            root,
+            Some(CfiRow::call(
+                CfaBase::StackPointer,
+                8,
+                Rule::Unchanged,
+                Rule::Unchanged,
+            )),
+        ),
+    ]);
+    let t = UnwindTables {
+        arch: Arch::X86_64,
+        orc: None,
+        cfi: Some(cfi),
+    };
+    let interrupted_sp = S + 0x100;
+    let mut mem = Mem::default();
+    // The handler's return into the stub, a word the stub pushed, its rbp, then the CPU's
+    // frame.
+    let frame = [
+        stub + 0x10,
+        0x5555,
+        0xdead,
+        leaf,
+        0x10,
+        0x246,
+        interrupted_sp,
+        0x18,
+    ];
+    mem.put(S, &frame);
+    // The interrupted leaf's return into its caller, the caller's local and return.
+    mem.put(interrupted_sp, &[caller + 0x20, 0x1111, root + 8]);
+    let (frames, stop) = walk(&t, handler + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!(
+        (frames, stop),
+        (
+            vec![stub + 0x10, KE, leaf, caller + 0x20, root + 8],
+            StopReason::NullReturnAddress
+        )
+    );
+    // The saved stack pointer must be readable.
+    let mut cut = Mem::default();
+    cut.put(S, &frame[..6]);
+    let (frames, stop) = walk(&t, handler + 4, S, 0, &cut, 64).unwrap();
+    assert_eq!((frames, stop), (vec![stub + 0x10], StopReason::Unreadable));
 }
