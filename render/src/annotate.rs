@@ -1,15 +1,13 @@
 //! `kern-profile annotate RAW ELF FUNCTION`: one function's source lines and instructions with
 //! their self samples (the samples whose PC was there), or exact instruction counts, as shares
 //! of the whole run, like `perf annotate`. Lines come from DWARF (the innermost inlined
-//! function's line at each instruction); instructions are decoded with iced-x86 on i386 and
-//! x86_64, yaxpeax-arm on aarch64, and shown as raw instruction words on riscv64 (no
-//! disassembler for it is kept yet).
+//! function's line at each instruction); instructions are decoded by [`crate::disassemble`]
+//! (iced-x86 on i386 and x86_64, yaxpeax-arm on aarch64, raki on riscv64).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::rc::Rc;
 
-use kern_profile_format::Arch;
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::input::Sample;
 use kern_profile_profile::percent::pct;
@@ -234,7 +232,7 @@ pub fn annotate(
         let profile = run.collect_from(input, false, &mut [&mut counter])?;
         (counter.counts, profile.kept)
     };
-    let (decoded, raw_note) = decode(arch, sym.start, &code);
+    let (decoded, raw_note) = crate::disassemble::decode(arch, sym.start, &code);
     let mut instructions: Vec<Instruction> = decoded
         .into_iter()
         .map(|(addr, len, text)| {
@@ -275,86 +273,6 @@ pub fn annotate(
         kernel: run.kernel.clone(),
         input: file_name(run.input),
     })
-}
-
-/// The instructions of `code` at `start`: address, length and text.
-fn decode(
-    arch: Option<Arch>,
-    start: u64,
-    code: &[u8],
-) -> (Vec<(u64, usize, String)>, Option<&'static str>) {
-    match arch {
-        Some(Arch::I386) => (decode_x86(32, start, code), None),
-        Some(Arch::X86_64) => (decode_x86(64, start, code), None),
-        Some(Arch::Aarch64) => (decode_aarch64(start, code), None),
-        Some(Arch::Riscv64) => (
-            raw_words(start, code, |b| if b[0] & 3 == 3 { 4 } else { 2 }),
-            Some("riscv64: instructions as raw words (no disassembler for riscv64 is kept yet)"),
-        ),
-        None => (
-            raw_words(start, code, |_| 4),
-            Some("instructions as raw words (an architecture kern-profile does not know)"),
-        ),
-    }
-}
-
-fn decode_x86(bitness: u32, start: u64, code: &[u8]) -> Vec<(u64, usize, String)> {
-    use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
-    let mut decoder = Decoder::with_ip(bitness, code, start, DecoderOptions::NONE);
-    let mut formatter = IntelFormatter::new();
-    let o = formatter.options_mut();
-    o.set_hex_prefix("0x");
-    o.set_hex_suffix("");
-    o.set_uppercase_hex(false);
-    o.set_leading_zeros(false);
-    o.set_branch_leading_zeros(false);
-    let mut out = Vec::new();
-    let mut text = String::new();
-    for ins in &mut decoder {
-        text.clear();
-        if ins.is_invalid() {
-            text.push_str("(bad)");
-        } else {
-            formatter.format(&ins, &mut text);
-        }
-        out.push((ins.ip(), ins.len(), text.clone()));
-    }
-    out
-}
-
-fn decode_aarch64(start: u64, code: &[u8]) -> Vec<(u64, usize, String)> {
-    use yaxpeax_arch::{Decoder, U8Reader};
-    let decoder = yaxpeax_arm::armv8::a64::InstDecoder::default();
-    code.chunks(4)
-        .enumerate()
-        .map(|(i, word)| {
-            let text = match decoder.decode(&mut U8Reader::new(word)) {
-                Ok(ins) => ins.to_string(),
-                Err(_) => "(bad)".to_string(),
-            };
-            (start + 4 * i as u64, word.len(), text)
-        })
-        .collect()
-}
-
-/// Instruction words of `len(first bytes)` bytes each, shown as `.word`s.
-fn raw_words(start: u64, code: &[u8], len: impl Fn(&[u8]) -> usize) -> Vec<(u64, usize, String)> {
-    let mut out = Vec::new();
-    let mut off = 0;
-    while off < code.len() {
-        let n = len(&code[off..]).min(code.len() - off);
-        let mut word = 0u64;
-        for (i, b) in code[off..off + n].iter().enumerate() {
-            word |= u64::from(*b) << (8 * i);
-        }
-        out.push((
-            start + off as u64,
-            n,
-            format!(".word {word:#0w$x}", w = 2 + 2 * n),
-        ));
-        off += n;
-    }
-    out
 }
 
 /// The symbol named `name` (full, or its tail after `::`); an error suggesting close names.
@@ -448,32 +366,5 @@ mod tests {
         );
         let e = find_function(&syms, "zzzzzzzzzz").unwrap_err().to_string();
         assert!(!e.contains("did you mean"), "{e}");
-    }
-
-    #[test]
-    fn x86_and_raw_words() {
-        // push ebp; mov ebp, esp; ret
-        let d = decode_x86(32, 0x1000, &[0x55, 0x89, 0xe5, 0xc3]);
-        let texts: Vec<&str> = d.iter().map(|x| x.2.as_str()).collect();
-        assert_eq!(texts, ["push ebp", "mov ebp,esp", "ret"]);
-        assert_eq!(d[1].0, 0x1001);
-        // riscv: a 4-byte `addi` then a 2-byte compressed `c.nop`.
-        let (w, note) = decode(
-            Some(Arch::Riscv64),
-            0x8000,
-            &[0x13, 0x05, 0x15, 0x00, 0x01, 0x00],
-        );
-        assert!(note.is_some());
-        assert_eq!(w[0], (0x8000, 4, ".word 0x00150513".to_string()));
-        assert_eq!(w[1], (0x8004, 2, ".word 0x0001".to_string()));
-        // aarch64: `ret`, then a word that is no instruction.
-        let (a, note) = decode(
-            Some(Arch::Aarch64),
-            0x4000,
-            &[0xc0, 0x03, 0x5f, 0xd6, 0, 0, 0, 0],
-        );
-        assert!(note.is_none());
-        assert_eq!(a[0], (0x4000, 4, "ret".to_string()));
-        assert_eq!(a[1].0, 0x4004);
     }
 }
