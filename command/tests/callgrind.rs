@@ -1,8 +1,10 @@
 //! `--exact -f callgrind` on the example kernel's recorded run (tests/data/example,
 //! raw-period-exact, exact=on): a golden file, self costs by function equal to the exact
-//! folded output's leaves, and valgrind's `callgrind_annotate` reading it: its total is the
-//! exact total and its top function the workload's hot leaf (`kernel::workload::hot_leaf`,
-//! 60009000 instructions, as tests/golden/example-exact.txt documents). `KP_BLESS=1` rewrites
+//! folded output's leaves, the workload's call edges with their exact call counts, and
+//! valgrind's `callgrind_annotate` reading it: its total is the exact total and its top
+//! function the workload's hot leaf (`kernel::workload::hot_leaf`, 60009000 instructions, as
+//! tests/golden/example-exact.txt documents); with `--inclusive=yes`, `run_workload` costs
+//! what the workload's functions cost. `KP_BLESS=1` rewrites
 //! the golden; without `callgrind_annotate` (Debian's valgrind) that check is skipped with a
 //! message, or fails with `KP_CALLGRIND_ANNOTATE=require`.
 
@@ -49,8 +51,14 @@ fn parse(cg: &str) -> (BTreeMap<String, u64>, u64, u64) {
     let mut by_fn = BTreeMap::new();
     let (mut summary, mut totals) = (0, 0);
     let mut current = None;
+    let mut call_cost_next = false;
     for l in cg.lines() {
-        if let Some(n) = l.strip_prefix("summary: ") {
+        if std::mem::take(&mut call_cost_next) {
+            continue; // a call's inclusive cost, not self cost
+        }
+        if l.starts_with("calls=") {
+            call_cost_next = true;
+        } else if let Some(n) = l.strip_prefix("summary: ") {
             summary = n.parse().unwrap();
         } else if let Some(n) = l.strip_prefix("totals: ") {
             totals = n.parse().unwrap();
@@ -147,6 +155,66 @@ fn default_output_file_is_callgrind_out() {
     assert_eq!(parse(&cg).0[HOT_LEAF.0], HOT_LEAF.1);
 }
 
+/// The call edges `caller -> callee: (calls, inclusive cost)`, summed over lines.
+fn edges(cg: &str) -> BTreeMap<(String, String), (u64, u64)> {
+    let mut out = BTreeMap::new();
+    let (mut caller, mut callee) = (String::new(), String::new());
+    let mut lines = cg.lines();
+    while let Some(l) = lines.next() {
+        if let Some(f) = l.strip_prefix("fn=") {
+            caller = f.to_string();
+        } else if let Some(f) = l.strip_prefix("cfn=") {
+            callee = f.to_string();
+        } else if let Some(c) = l.strip_prefix("calls=") {
+            let calls: u64 = c.split(' ').next().unwrap().parse().unwrap();
+            let cost = lines.next().unwrap().split(' ').nth(1).unwrap();
+            let e = out
+                .entry((caller.clone(), callee.clone()))
+                .or_insert((0, 0));
+            e.0 += calls;
+            e.1 += cost.parse::<u64>().unwrap();
+        }
+    }
+    out
+}
+
+/// The workload's functions (the example kernel's `expected.toml`), by their names here.
+const WORKLOAD: [&str; 7] = [
+    "stage_outer",
+    "stage_middle",
+    "hot_leaf",
+    "cold_leaf",
+    "recurse",
+    "blend",
+    "mix_inlined_[i]",
+];
+
+#[test]
+fn direct_calls_are_edges_with_exact_counts() {
+    let cg = run("raw-period-exact", &exact(OutputFormat::Callgrind));
+    let e = edges(&cg);
+    let w = |f: &str| format!("kernel::workload::{f}");
+    // stage_middle calls hot_leaf once a round (1000 rounds); hot_leaf calls nothing, and
+    // is called from there alone: the edge carries all its cost.
+    assert_eq!(
+        e[&(w("stage_middle"), w("hot_leaf"))],
+        (1000, HOT_LEAF.1),
+        "{e:?}"
+    );
+    assert_eq!(e[&(w("run_workload"), w("stage_outer"))].0, 1000);
+    // Recursion: recurse calls itself, an edge with no inclusive cost of its own.
+    assert!(e[&(w("recurse"), w("recurse"))].0 > 1000, "{e:?}");
+    assert_eq!(e[&(w("recurse"), w("recurse"))].1, 0);
+    // run_workload's callee costs what the whole workload does (inlined code included).
+    let (by_fn, _, _) = parse(&cg);
+    let workload: u64 = WORKLOAD.iter().map(|f| by_fn[&w(f)]).sum();
+    let outer = e[&(w("run_workload"), w("stage_outer"))].1;
+    assert!(
+        outer >= workload && outer < workload + workload / 100,
+        "{outer} vs {workload}"
+    );
+}
+
 /// Skips (with a message) or, with `KP_CALLGRIND_ANNOTATE=require`, fails.
 fn skip(why: &str) {
     if std::env::var_os("KP_CALLGRIND_ANNOTATE").is_some_and(|v| v == "require") {
@@ -228,5 +296,26 @@ fn callgrind_annotate_reads_the_exact_totals_and_hot_leaf() {
     assert!(
         function.ends_with(&format!(":{} [kernel.elf]", HOT_LEAF.0)),
         "{top}"
+    );
+    // Inclusive costs follow the call edges: run_workload's is the workload's.
+    let o = Command::new("callgrind_annotate")
+        .args(["--auto=no", "--inclusive=yes"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.ends_with(":kernel::workload::run_workload [kernel.elf]"))
+        .unwrap_or_else(|| panic!("no run_workload in\n{text}"));
+    let inclusive = number(row.split_whitespace().next().unwrap());
+    let (by_fn, _, _) = parse(&std::fs::read_to_string(&file).unwrap());
+    let workload: u64 = WORKLOAD
+        .iter()
+        .map(|f| by_fn[&format!("kernel::workload::{f}")])
+        .sum();
+    assert!(
+        inclusive >= workload && inclusive < workload + workload / 100,
+        "{inclusive} vs {workload}: {row}"
     );
 }

@@ -9,15 +9,17 @@
 //! line of that frame, as `--lines` names it (`fl=` its file, shortened the same way); an
 //! address without one is line 0 of file `???`, callgrind's "unknown".
 //!
-//! No call edges (`cfn=`/`calls=`): the plugin counts executions per translated block, with no
-//! caller, so neither how often a function was called from where nor what its callees cost is
-//! known. The sampled stacks of the same run could only estimate inclusive costs, and callgrind
-//! takes `calls=` lines as exact: they are left out, and inclusive cost equals self cost.
+//! Call edges (`cfn=`, `calls=`) of the kernel's direct calls, counted exactly: the runs of
+//! each call instruction ([`crate::call_graph`]). Their inclusive costs are the callee's,
+//! divided among its call sites in proportion to their calls (as gprof does), since the
+//! plugin counts blocks, not calls and returns. Indirect calls, and user programs' calls,
+//! have no edge.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::rc::Rc;
 
+use crate::call_graph::{call_edges, Edges, Site};
 use crate::exact::{has_exact, no_time_range};
 use crate::{file_name, write_err, Collected, CpuRenderer, Needs};
 use kern_profile_profile::collect::Run;
@@ -67,27 +69,32 @@ fn draw_profile(
     profile: &CpuProfile,
     out: &mut dyn Write,
 ) -> Result<String, ProfileError> {
-    let costs = costs(run, &profile.summary.exact);
+    let (costs, sites) = costs(run, &profile.summary.exact);
+    let edges = match run.sym.elf().and_then(|e| e.arch) {
+        Some(arch) => call_edges(run.sym, arch, &sites),
+        None => Edges::new(),
+    };
     let total: u64 = costs.values().flat_map(|l| l.values()).sum();
     let header = Header {
         cmd: format!("{} ({}, exact=on)", run.kernel, file_name(&profile.path)),
         total,
     };
     let mut out = std::io::BufWriter::new(out);
-    write_callgrind(&header, &costs, &mut out)
+    write_callgrind(&header, &costs, &edges, &mut out)
         .and_then(|()| out.flush())
         .map_err(write_err)?;
     let lines: usize = costs.values().map(BTreeMap::len).sum();
+    let calls: usize = edges.values().map(BTreeMap::len).sum();
     Ok(format!(
         "{total} instructions executed, in a callgrind profile of {} functions at {lines} \
-         source lines",
+         source lines, {calls} call edges",
         costs.len()
     ))
 }
 
 /// Names each executed address as the exact output does and adds its count to its leaf
-/// function's line.
-fn costs(run: &mut Run<'_>, exact: &rustc_hash::FxHashMap<u64, u64>) -> Costs {
+/// function's line; the kernel's addresses as call-graph sites too, sorted.
+fn costs(run: &mut Run<'_>, exact: &rustc_hash::FxHashMap<u64, u64>) -> (Costs, Vec<Site<FnKey>>) {
     let style = NameStyle {
         lines: false,
         inline_suffix: true,
@@ -98,6 +105,7 @@ fn costs(run: &mut Run<'_>, exact: &rustc_hash::FxHashMap<u64, u64>) -> Costs {
     let unknown_file: Rc<str> = Rc::from("???");
     let mut namer = StackNamer::new(run.sym, style);
     let mut costs = Costs::new();
+    let mut sites = Vec::new();
     let mut frames: Vec<Rc<str>> = Vec::new();
     for (&addr, &n) in exact {
         frames.clear();
@@ -109,10 +117,12 @@ fn costs(run: &mut Run<'_>, exact: &rustc_hash::FxHashMap<u64, u64>) -> Costs {
             }
         };
         let names = namer.probe_names(addr);
+        // The real function (the outermost frame), for inclusive costs.
+        let real = names.first().cloned();
         // The image and the DWARF frames of the address.
-        let (object, debug) = if !names.is_empty() {
+        let (object, debug, in_kernel) = if !names.is_empty() {
             frames.extend(names.iter().cloned());
-            (kernel.clone(), namer.symbolizer().frames(addr))
+            (kernel.clone(), namer.symbolizer().frames(addr), true)
         } else if let Some((root, names)) = namer.user_names(addr) {
             frames.push(root);
             if names.is_empty() {
@@ -123,10 +133,10 @@ fn costs(run: &mut Run<'_>, exact: &rustc_hash::FxHashMap<u64, u64>) -> Costs {
             let sym = namer.symbolizer();
             let b = sym.user_binary_of(addr).expect("user_names found it");
             let object = sym.user_binary_name(b);
-            (object, sym.user_symbolizer(b).frames(addr))
+            (object, sym.user_symbolizer(b).frames(addr), false)
         } else {
             frames.push(unknown());
-            (kernel.clone(), Rc::from([]))
+            (kernel.clone(), Rc::from([]), false)
         };
         if rules.shape(&mut frames, 0).is_none() {
             continue;
@@ -138,14 +148,21 @@ fn costs(run: &mut Run<'_>, exact: &rustc_hash::FxHashMap<u64, u64>) -> Costs {
             Some((f, l)) => (Rc::from(short_path(f)), l),
             None => (unknown_file.clone(), 0),
         };
-        let c = costs
-            .entry((object, file, function))
-            .or_default()
-            .entry(line)
-            .or_insert(0);
+        let key = (object, file, function);
+        if let (true, Some(real)) = (in_kernel, real) {
+            sites.push(Site {
+                addr,
+                real: (key.0.clone(), unknown_file.clone(), real),
+                key: key.clone(),
+                line,
+                count: n,
+            });
+        }
+        let c = costs.entry(key).or_default().entry(line).or_insert(0);
         *c = c.saturating_add(n);
     }
-    costs
+    sites.sort_unstable_by_key(|s| s.addr);
+    (costs, sites)
 }
 
 /// The source file and line of the innermost frame named (the innermost inlined one, or the
@@ -163,7 +180,12 @@ struct Header {
 
 /// Writes the profile: header, one block per function (sorted: the same input gives the
 /// same bytes), `totals:`.
-fn write_callgrind(h: &Header, costs: &Costs, out: &mut dyn Write) -> std::io::Result<()> {
+fn write_callgrind(
+    h: &Header,
+    costs: &Costs,
+    edges: &Edges<FnKey>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     writeln!(out, "# callgrind format")?;
     writeln!(out, "version: 1")?;
     writeln!(out, "creator: kern-profile {}", env!("CARGO_PKG_VERSION"))?;
@@ -171,7 +193,8 @@ fn write_callgrind(h: &Header, costs: &Costs, out: &mut dyn Write) -> std::io::R
     writeln!(
         out,
         "desc: Ir: guest instructions executed, counted exactly per translated block (exact=on); \
-         self cost only, no call edges"
+         calls of direct call instructions counted exactly, their inclusive cost the callee's \
+         divided by calls (as gprof does)"
     )?;
     writeln!(out, "positions: line")?;
     writeln!(out, "events: Ir")?;
@@ -191,6 +214,16 @@ fn write_callgrind(h: &Header, costs: &Costs, out: &mut dyn Write) -> std::io::R
         writeln!(out, "fn={function}")?;
         for (line, n) in lines {
             writeln!(out, "{line} {n}")?;
+        }
+        let key = (object.clone(), file.clone(), function.clone());
+        for ((line, (cob, cfi, cfn)), e) in edges.get(&key).into_iter().flatten() {
+            // Named even where they are the caller's: callgrind_annotate keys a callee by
+            // them.
+            writeln!(out, "cob={cob}")?;
+            writeln!(out, "cfi={cfi}")?;
+            writeln!(out, "cfn={cfn}")?;
+            writeln!(out, "calls={} {}", e.calls, e.target_line)?;
+            writeln!(out, "{line} {}", e.inclusive)?;
         }
     }
     writeln!(out)?;

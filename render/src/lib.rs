@@ -7,9 +7,11 @@
 pub mod alloc_flamegraph;
 pub mod alloc_report;
 pub mod annotate;
+pub mod call_graph;
 pub mod callgrind;
 pub mod describe;
 pub mod diff;
+pub mod disassemble;
 pub mod exact;
 pub mod firefox;
 pub mod folded;

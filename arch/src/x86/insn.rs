@@ -60,6 +60,21 @@ pub fn is_indirect_call(code: &[u8]) -> bool {
 /// The lengths an indirect call ([`is_indirect_call`]) may have.
 pub const INDIRECT_CALL_LENGTHS: [usize; 6] = [2, 3, 4, 5, 6, 7];
 
+/// Whether a call ends right at `ret`, given the code bytes `before` that end there:
+/// `Some(Some(target))` for `call rel32` (the target masked to `width` bytes: an i386 target
+/// wraps at 4 GiB), `Some(None)` for an indirect `call r/m`, `None` otherwise.
+pub fn call_before(before: &[u8], ret: u64, width: u8) -> Option<Option<u64>> {
+    let tail = |n: usize| before.len().checked_sub(n).map(|at| &before[at..]);
+    if let Some(t) = tail(5).and_then(|b| direct_call_target(b, ret)) {
+        let mask = if width == 4 { 0xffff_ffff } else { u64::MAX };
+        return Some(Some(t & mask));
+    }
+    INDIRECT_CALL_LENGTHS
+        .iter()
+        .any(|&n| tail(n).is_some_and(is_indirect_call))
+        .then_some(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +118,17 @@ mod tests {
         assert!(!is_indirect_call(&[0xff, 0xe0])); // jmp eax
         assert!(!is_indirect_call(&[0xff, 0x50])); // displacement missing
         assert!(!is_indirect_call(&[0xe8, 0, 0, 0, 0]));
+    }
+
+    #[test]
+    fn calls_before_a_return_address() {
+        // call rel32 to 0x1000 + 5 - 0x10, masked on i386; call eax; no call.
+        let direct = [0x90, 0x90, 0x90, 0xe8, 0xf0, 0xff, 0xff, 0xff];
+        assert_eq!(call_before(&direct, 0x1005, 8), Some(Some(0xff5)));
+        let wrap = [0xe8, 0x00, 0x00, 0x00, 0x80];
+        assert_eq!(call_before(&wrap, 0x10, 4), Some(Some(0x8000_0010)));
+        assert_eq!(call_before(&[0x90, 0xff, 0xd0], 0x2003, 4), Some(None));
+        assert_eq!(call_before(&[0x90, 0x90], 0x2002, 4), None);
+        assert_eq!(call_before(&[], 0x2002, 4), None);
     }
 }

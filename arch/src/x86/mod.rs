@@ -192,6 +192,10 @@ impl Guest for I386 {
         None
     }
 
+    fn call_before(&self, before: &[u8], ret: u64) -> Option<Option<u64>> {
+        insn::call_before(before, ret, 4)
+    }
+
     fn is_return(&self, code: &[u8]) -> bool {
         insn::is_ret(code)
     }

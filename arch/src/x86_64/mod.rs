@@ -108,6 +108,10 @@ impl Guest for X86_64 {
         x86::interrupted_frame(8, from_pc, regs, mem)
     }
 
+    fn call_before(&self, before: &[u8], ret: u64) -> Option<Option<u64>> {
+        insn::call_before(before, ret, 8)
+    }
+
     fn is_return(&self, code: &[u8]) -> bool {
         insn::is_ret(code)
     }
