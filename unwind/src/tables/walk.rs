@@ -98,6 +98,7 @@ enum FrameRule {
     Cfi(CfiRow),
 }
 
+#[inline(always)]
 fn rule_at(tables: &UnwindTables, addr: u64) -> Option<FrameRule> {
     if let Some(e) = tables.orc.as_ref().and_then(|t| t.find(addr)) {
         if e.kind != OrcKind::Undefined {
@@ -128,6 +129,7 @@ where
     let mut first = Some(rule_at(tables, start.pc)?);
     let arch = tables.arch;
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
+    let cfi_arch = cfi_step::CfiArch::new(arch);
     let mut frames = Frames::new(out, max_depth);
     let mut st = State {
         pc: start.pc,
@@ -160,7 +162,7 @@ where
             Some(FrameRule::Orc(e)) if arch == Arch::X86_64 => {
                 orc_step::orc_step(e, &st, &mut stack)
             }
-            Some(FrameRule::Cfi(row)) => cfi_step::cfi_step(arch, row, &st, &mut stack),
+            Some(FrameRule::Cfi(row)) => cfi_step::cfi_step(&cfi_arch, row, &st, &mut stack),
             _ => Step::HandOver,
         };
         match step {
@@ -273,18 +275,31 @@ struct Stack<'r, R> {
 
 impl<R: FnMut(u64, &mut [u8]) -> bool> Stack<'_, R> {
     /// Whether `[addr, addr + len)` lies on the stack.
+    #[inline]
     fn holds(&self, addr: u64, len: u64) -> bool {
         addr >= self.low && addr.checked_add(len).is_some_and(|e| e <= self.end)
     }
 
     /// The word at `addr`, if it is on the stack and readable.
+    #[inline]
     fn word(&mut self, addr: u64) -> Option<u64> {
         let w = self.width.bytes();
         self.holds(addr, w as u64).then_some(())?;
         self.any_word(addr)
     }
 
+    /// The two words at `addr`, if they are on the stack and readable (one read: a frame
+    /// record).
+    #[inline]
+    fn pair(&mut self, addr: u64) -> Option<(u64, u64)> {
+        let w = self.width.bytes();
+        self.holds(addr, 2 * w as u64).then_some(())?;
+        let mut b = [0u8; 16];
+        (self.read)(addr, &mut b[..2 * w]).then(|| (self.width.word(&b), self.width.word(&b[w..])))
+    }
+
     /// The word at `addr` wherever it lies (one read: a pointer the kernel saved itself).
+    #[inline]
     fn any_word(&mut self, addr: u64) -> Option<u64> {
         let w = self.width.bytes();
         addr.checked_add(w as u64 - 1)

@@ -22,6 +22,7 @@ mod pt_regs {
 }
 
 /// The step from the frame at `st` by its entry `e`.
+#[inline]
 pub(super) fn orc_step<R>(e: OrcEntry, st: &State, stack: &mut Stack<'_, R>) -> Step
 where
     R: FnMut(u64, &mut [u8]) -> bool,
