@@ -152,7 +152,7 @@ impl CfiTable {
     }
 
     /// The rule set covering `addr`, if any.
-    #[inline]
+    #[inline(always)]
     pub fn find(&self, addr: u64) -> Option<CfiRow> {
         *self.distinct.get(self.index.get(addr)? as usize)?
     }

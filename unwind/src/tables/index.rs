@@ -88,7 +88,7 @@ impl Cache {
     }
 
     /// The set of `off`'s lookups.
-    #[inline]
+    #[inline(always)]
     fn set(&self, off: u32) -> [&AtomicU64; 2] {
         let sets = CACHE_SLOTS / 2;
         let h = off.wrapping_mul(0x9e37_79b1) >> (32 - sets.trailing_zeros());
@@ -96,7 +96,7 @@ impl Cache {
         [&self.0[i], &self.0[i + 1]]
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&self, off: u32) -> Option<u32> {
         let hit = |v: u64| (v >> 32 == off as u64 && v as u32 != 0).then(|| v as u32 - 1);
         let [a, b] = self.set(off);
@@ -156,7 +156,7 @@ impl<K: Key> BlockIndex<K> {
     }
 
     /// The value of the rightmost key at or before `at`, if any.
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, at: K) -> Option<u32> {
         let off = at.to_u64().checked_sub(self.low)?;
         let Ok(key) = u32::try_from(off) else {
@@ -170,8 +170,9 @@ impl<K: Key> BlockIndex<K> {
         Some(v)
     }
 
-    /// The lookup by the block index, `off` being `at`'s offset from the lowest key.
-    #[inline]
+    /// The lookup by the block index, `off` being `at`'s offset from the lowest key (out of
+    /// line: the cache answers most lookups).
+    #[inline(never)]
     fn search(&self, at: K, off: u64) -> Option<usize> {
         let b = (off >> self.shift) as usize;
         let (lo, hi) = match (self.blocks.get(b), self.blocks.get(b + 1)) {

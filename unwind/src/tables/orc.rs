@@ -226,7 +226,7 @@ impl OrcTable {
     }
 
     /// The entry covering `addr`, if any.
-    #[inline]
+    #[inline(always)]
     pub fn find(&self, addr: u64) -> Option<OrcEntry> {
         if addr < self.base || addr > self.last {
             return None;

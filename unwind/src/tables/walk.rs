@@ -60,8 +60,9 @@ struct State {
     regs: Option<SavedRegs>,
     /// The whole `pt_regs` before a partial one (Linux's `prev_regs`).
     prev_full: Option<u64>,
-    /// Where this stack's walk began: its span ends at `span_end(stack_span, seg_start)`.
-    seg_start: u64,
+    /// Where this stack's span ends (`span_end(stack_span, where its walk began)`): nothing
+    /// at or beyond it is read.
+    end: u64,
 }
 
 /// What one step found.
@@ -139,7 +140,7 @@ where
         exact: true,
         regs: None,
         prev_full: None,
-        seg_start: start.sp,
+        end: span_end(crossings.stack_span, start.sp),
     };
     let (mut switches, mut entries) = (0u8, 0u8);
     let stop = loop {
@@ -154,7 +155,7 @@ where
         let mut stack = Stack {
             width,
             low: st.sp,
-            end: span_end(crossings.stack_span, st.seg_start),
+            end: st.end,
             read: &mut read,
         };
         let rule = first.take().or_else(|| rule_at(tables, probe));
@@ -186,9 +187,8 @@ where
                 may_switch,
                 from_register,
             } => {
-                let end = span_end(crossings.stack_span, st.seg_start);
                 let upwards = sp > st.sp || (sp == st.sp && from_register && st.ra.is_some());
-                let mut seg_start = st.seg_start;
+                let mut end = st.end;
                 if !upwards || sp >= end {
                     if !may_switch || switches >= crossings.stack_switches {
                         break match upwards {
@@ -200,7 +200,7 @@ where
                     if !frames.push(frame_marker::STACK_SWITCH) {
                         break StopReason::DepthLimit;
                     }
-                    seg_start = sp;
+                    end = span_end(crossings.stack_span, sp);
                 }
                 if ret == 0 || fake_return(ret, width) {
                     break StopReason::NullReturnAddress;
@@ -216,7 +216,7 @@ where
                     exact,
                     regs: None,
                     prev_full: None,
-                    seg_start,
+                    end,
                 };
             }
             Step::Entry {
@@ -254,7 +254,7 @@ where
                     exact: true,
                     regs: Some(regs),
                     prev_full,
-                    seg_start: sp,
+                    end: span_end(crossings.stack_span, sp),
                 };
             }
         }
