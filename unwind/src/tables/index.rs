@@ -4,16 +4,17 @@
 //! that follow; and a cache of recent lookups. The values are ids of the tables' distinct
 //! rules, which are few (a few thousand in a vmlinux) and stay in the CPU's caches.
 //!
-//! The count has no dependent loads or branches (a vector compare), where a binary search
-//! has one of each per step: a table walk does a lookup per frame, each waiting on the
-//! stack read before it. The keys are padded with `WINDOW` maxima, so a window never runs
+//! The count has no dependent loads (vector compares of eight keys), where a binary search
+//! has one per step and a branch: a table walk does a lookup per frame, each waiting on the
+//! stack read before it. The keys are padded with `WINDOW` maxima, so a count never runs
 //! past their end; a key beyond the block is beyond the address too and is not counted.
-//! Blocks with more keys than the window (hostile tables) get a binary search.
+//! Blocks with more keys than `WINDOW` (hostile tables) get a binary search.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Keys counted at once: 128 bytes of `u32` keys.
+/// The most keys a block's lookup counts (more: a binary search), eight at a time.
 pub(crate) const WINDOW: usize = 32;
+const CHUNK: usize = 8;
 
 /// Blocks of 128 bytes (Linux's are 256; the x86_64 kernel's densest code has about 30
 /// entries in 128 bytes), larger where the table spans more than [`MAX_BLOCKS`] of them.
@@ -21,16 +22,46 @@ const MIN_SHIFT: u32 = 7;
 /// At most 1 Mi blocks (4 MiB; Debian's amd64 kernels span about 290 Ki of 128 bytes).
 const MAX_BLOCKS: u64 = 1 << 20;
 
-/// A key type: `u32` offsets (ORC) or `u64` addresses (CFI).
-pub(crate) trait Key: Copy + Ord {
+/// A key type: `u64` addresses (CFI), or [`Packed`] offsets and values (ORC).
+pub(crate) trait Key: Copy {
     const MAX: Self;
     fn to_u64(self) -> u64;
+    /// Whether the key is at or before `at`, as cheaply as the type allows.
+    fn le(self, at: Self) -> bool;
+    /// The value stored with the key, when it is.
+    fn value(self) -> Option<u32> {
+        None
+    }
 }
 
-impl Key for u32 {
-    const MAX: Self = u32::MAX;
+/// A `u32` offset and its `u32` value in one word, the offset high: the keys a lookup counts
+/// hold the value it finds (one memory access less). Ordered by the offset alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Packed(u64);
+
+impl Packed {
+    pub fn new(off: u32, value: u32) -> Packed {
+        Packed((off as u64) << 32 | value as u64)
+    }
+
+    /// What a lookup of `off` compares with.
+    pub fn probe(off: u32) -> Packed {
+        Packed::new(off, u32::MAX)
+    }
+}
+
+impl Key for Packed {
+    const MAX: Self = Packed(u64::MAX);
     fn to_u64(self) -> u64 {
-        self as u64
+        self.0 >> 32
+    }
+    /// By the offsets alone: a 32-bit compare.
+    #[inline(always)]
+    fn le(self, at: Self) -> bool {
+        (self.0 >> 32) as u32 <= (at.0 >> 32) as u32
+    }
+    fn value(self) -> Option<u32> {
+        Some(self.0 as u32)
     }
 }
 
@@ -39,6 +70,10 @@ impl Key for u64 {
     fn to_u64(self) -> u64 {
         self
     }
+    #[inline(always)]
+    fn le(self, at: Self) -> bool {
+        self <= at
+    }
 }
 
 /// Sorted keys, padded, their values, their block index and a cache of recent lookups.
@@ -46,6 +81,7 @@ impl Key for u64 {
 pub(crate) struct BlockIndex<K> {
     /// The keys, then `WINDOW` maxima.
     keys: Vec<K>,
+    /// The keys' values, where they are not stored with them.
     values: Vec<u32>,
     /// How many keys there are (without the padding).
     n: usize,
@@ -114,10 +150,17 @@ impl Cache {
 }
 
 impl<K: Key> BlockIndex<K> {
-    /// The index of `keys`, sorted, and their `values` (at most `u32::MAX` of them: the
-    /// tables' limits are far below).
+    /// The index of `keys`, sorted, and their `values` (none for keys that hold theirs; at
+    /// most `u32::MAX` keys: the tables' limits are far below).
     pub fn new(mut keys: Vec<K>, values: Vec<u32>) -> BlockIndex<K> {
-        debug_assert!(keys.is_sorted() && keys.len() == values.len());
+        debug_assert!(keys.is_sorted_by_key(|k| k.to_u64()));
+        debug_assert_eq!(
+            values.len(),
+            keys.first().map_or(0, |k| match k.value() {
+                Some(_) => 0,
+                None => keys.len(),
+            })
+        );
         let n = keys.len();
         let (low, high) = match (keys.first(), keys.last()) {
             (Some(l), Some(h)) => (l.to_u64(), h.to_u64()),
@@ -160,14 +203,25 @@ impl<K: Key> BlockIndex<K> {
     pub fn get(&self, at: K) -> Option<u32> {
         let off = at.to_u64().checked_sub(self.low)?;
         let Ok(key) = u32::try_from(off) else {
-            return self.values.get(self.search(at, off)?).copied();
+            return self.value_at(self.search(at, off)?);
         };
+        // Loaded beside the cache's slot, so that a lookup the cache misses waits on one
+        // memory access less.
+        std::hint::black_box(self.blocks.get((off >> self.shift) as usize));
         if let Some(v) = self.cache.get(key) {
             return Some(v);
         }
-        let v = *self.values.get(self.search(at, off)?)?;
+        let v = self.value_at(self.search(at, off)?)?;
         self.cache.put(key, v);
         Some(v)
+    }
+
+    #[inline(always)]
+    fn value_at(&self, pos: usize) -> Option<u32> {
+        match self.keys.get(pos)?.value() {
+            Some(v) => Some(v),
+            None => self.values.get(pos).copied(),
+        }
     }
 
     /// The lookup by the block index, `off` being `at`'s offset from the lowest key (out of
@@ -180,9 +234,17 @@ impl<K: Key> BlockIndex<K> {
             // Beyond the last key's block: the last key.
             _ => return self.n.checked_sub(1),
         };
-        let k = match self.keys.get(lo..lo + WINDOW) {
-            Some(w) if hi - lo <= WINDOW => w.iter().map(|&k| (k <= at) as usize).sum::<usize>(),
-            _ => self.keys.get(lo..hi)?.partition_point(|&k| k <= at),
+        let k = match hi.checked_sub(lo)? {
+            // Eight keys at a time (a vector compare each), as many as the block holds.
+            len if len <= WINDOW => {
+                let mut k = 0;
+                for i in (lo..hi).step_by(CHUNK) {
+                    let chunk: &[K; CHUNK] = self.keys.get(i..i + CHUNK)?.try_into().ok()?;
+                    k += chunk.iter().map(|&k| k.le(at) as usize).sum::<usize>();
+                }
+                k
+            }
+            _ => self.keys.get(lo..hi)?.partition_point(|&k| k.le(at)),
         };
         // A padding key counted means every real key from `lo` on was.
         (lo + k).min(self.n).checked_sub(1)
@@ -191,8 +253,7 @@ impl<K: Key> BlockIndex<K> {
     /// The same by a binary search over every key, without the index or the cache (what
     /// tests check them against).
     pub fn get_by_search(&self, at: K) -> Option<u32> {
-        let i = self.keys().partition_point(|&k| k <= at).checked_sub(1)?;
-        self.values.get(i).copied()
+        self.value_at(self.keys().partition_point(|&k| k.le(at)).checked_sub(1)?)
     }
 
     /// Bytes of memory the index holds (keys included).

@@ -10,7 +10,7 @@
 //! 6.4 (the first with `.orc_header`) has `type:3, signal:1` (UNDEFINED 0, END_OF_STACK 1,
 //! CALL 2, REGS 3, REGS_PARTIAL 4).
 
-use super::index::{self, BlockIndex};
+use super::index::{self, BlockIndex, Key, Packed};
 use super::TableError;
 
 /// The registers an entry's `sp_reg` and `bp_reg` name.
@@ -134,8 +134,8 @@ pub struct OrcTable {
     base: u64,
     /// The highest entry's address: nothing beyond it is covered.
     last: u64,
-    /// The first address each entry covers, as an offset from `base`, and the entry's id.
-    index: BlockIndex<u32>,
+    /// The first address each entry covers, as an offset from `base`, with the entry's id.
+    index: BlockIndex<Packed>,
     /// The distinct entries (a few thousand in a vmlinux), by id.
     distinct: Vec<OrcEntry>,
     len: usize,
@@ -199,11 +199,15 @@ impl OrcTable {
         // entry at the same address, so that the lookup's rightmost match is the real one.
         rows.sort_by_key(|&(at, e)| (at, e.kind != OrcKind::Undefined));
         let (distinct, ids) = index::distinct(rows.iter().map(|&(_, e)| e));
-        let at = rows.iter().map(|&(at, _)| at).collect();
+        let keys = rows
+            .iter()
+            .zip(ids)
+            .map(|(&(at, _), id)| Packed::new(at, id))
+            .collect();
         Ok(OrcTable {
             base,
             last,
-            index: BlockIndex::new(at, ids),
+            index: BlockIndex::new(keys, Vec::new()),
             distinct,
             len: n,
             layout,
@@ -231,13 +235,13 @@ impl OrcTable {
         if addr < self.base || addr > self.last {
             return None;
         }
-        let id = self.index.get((addr - self.base) as u32)?;
+        let id = self.index.get(Packed::probe((addr - self.base) as u32))?;
         self.distinct.get(id as usize).copied()
     }
 
     /// The first address each entry covers, in order.
     pub fn addresses(&self) -> impl Iterator<Item = u64> + '_ {
-        self.index.keys().iter().map(|&k| self.base + k as u64)
+        self.index.keys().iter().map(|&k| self.base + k.to_u64())
     }
 
     /// The entry covering `addr` by a binary search over every entry, without the block
@@ -246,7 +250,9 @@ impl OrcTable {
         if addr < self.base || addr > self.last {
             return None;
         }
-        let id = self.index.get_by_search((addr - self.base) as u32)?;
+        let id = self
+            .index
+            .get_by_search(Packed::probe((addr - self.base) as u32))?;
         self.distinct.get(id as usize).copied()
     }
 

@@ -191,7 +191,7 @@ fn an_entry_takes_8_bytes() {
     let ip_addr = 0x1000_0000;
     let ips = ip_section(ip_addr, &addrs);
     let t = OrcTable::parse(ip_addr, &ips, &entries, OrcLayout::Typed, n as usize).unwrap();
-    let index = (16 * n / 128 + 2) * 4 + (64 << 10) + 32 * 4 + 4 * 8;
+    let index = (16 * n / 128 + 2) * 4 + (64 << 10) + 32 * 8 + 4 * 8;
     assert!(t.heap_bytes() as u64 <= 8 * n + index, "{}", t.heap_bytes());
     assert_eq!(t.find(0x1000 + 16 * 5 + 3).unwrap().sp_offset, 8);
 }
