@@ -113,3 +113,31 @@ fn a_row_is_32_bytes() {
     // indexed (12 bytes each then).
     assert_eq!(std::mem::size_of::<Row>(), 32);
 }
+
+#[test]
+fn finds_rows_over_any_span() {
+    let row = |o: i32| CfiRow {
+        cfa_base: CfaBase::StackPointer,
+        cfa_offset: o,
+        fp: Rule::Unchanged,
+        ra: Rule::AtCfa(-8),
+    };
+    // Offsets from the lowest row in 32 bits, and rows farther apart than 4 GiB.
+    for (low, gap) in [(0x1000u64, 0x100u64), (0, 0x4000_0000_0000)] {
+        let rows: Vec<(u64, Option<CfiRow>)> = (0..50)
+            .map(|i| (low + i * gap, (i % 5 != 4).then(|| row(8 * i as i32))))
+            .collect();
+        let t = CfiTable::from_rows(&rows);
+        for _ in 0..2 {
+            for &(a, r) in &rows {
+                assert_eq!(t.find(a), r, "{a:#x}");
+                for p in [a.wrapping_sub(1), a + 1] {
+                    assert_eq!(t.find(p), t.find_by_search(p), "{p:#x}");
+                }
+            }
+        }
+        // Below the first row, and far beyond the last (an end).
+        assert_eq!(t.find(low.wrapping_sub(1)), None);
+        assert_eq!(t.find(u64::MAX), None);
+    }
+}
