@@ -9,8 +9,9 @@
 #                         [--linux-arch A] [--linux-runs N] [--linux-bringup N]
 #
 #   --only LIST        run only these workloads (comma-separated): overhead, linux,
-#                      aggregator, memtrace, alloc_hooks, hostile, interrupt (default: all
-#                      seven), bringup (needs --linux-bringup)
+#                      aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind (default:
+#                      all eight), bringup (needs --linux-bringup); `--only unwind` alone
+#                      builds only its example (no QEMU, no plugin)
 #   --runs N           runs of each example-kernel configuration (default 5; --quick 2)
 #   --quick            smoke test: 1-2 runs, smaller inputs (numbers not comparable to targets)
 #   --keep             keep the recorded inputs (10 M-sample raw file, memtrace) in
@@ -53,7 +54,13 @@
 #     API-7 plugin build) against bare sid QEMU, round-robin: each example kernel with its
 #     1 kHz timer (irq=on) bare, trigger=interrupt and delay=10, and the Linux i386 guest bare
 #     and trigger=interrupt: the same ratios, the samples and their rate, and the documented
-#     functions' self shares against their exact instruction shares.
+#     functions' self shares against their exact instruction shares;
+#   - unwind: the cost of a stack walk by the kernel's unwind tables against a frame-pointer
+#     walk of the same depth, without QEMU (unwind/examples/walk_cost, stacks in memory): ORC
+#     on Debian's amd64 6.1 kernel (target/linux/x86_64; skipped without it), CFI on the x86_64
+#     example kernel's .eh_frame; ns a walk, the ratio min/median/max over alternated rounds,
+#     with 64 stacks (the lookup cache holds their addresses) and 4096 (beyond it); the
+#     `uptime` load at its start and end.
 # The load average at the start and end and the CPU time other processes used are printed;
 # the notes warn when other jobs competed (load average > 1.5) and ratios are not trustworthy.
 # The binaries and kernels are copied to $KP_OUT/bench-data/bin first and measured from
@@ -75,8 +82,8 @@ while [ $# -gt 0 ]; do
             args+=("$1" "$2"); shift 2 ;;
         --only)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
-            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt))*$ ]] ||
-                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt"
+            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind))*$ ]] ||
+                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind"
             only="$2"; args+=("$1" "$2"); shift 2 ;;
         --linux-arch)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
@@ -96,7 +103,11 @@ case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
 cd "$KP_ROOT"
 command -v python3 >/dev/null || die "python3 not found (Debian: apt-get install python3)"
-bash scripts/setup.sh --with-qemu-sid
-bash scripts/build.sh
+if [ "$only" != unwind ]; then
+    bash scripts/setup.sh --with-qemu-sid
+    bash scripts/build.sh
+fi
+# The unwind workload's walk_cost (alone: the only thing built).
+cargo build --release --quiet -p kern-profile-unwind --examples
 
 exec python3 "$KP_ROOT/scripts/bench/bench.py" --root "$KP_ROOT" --out "$out" "${args[@]}"

@@ -8,7 +8,8 @@ One module per workload (overhead.py: plugin overhead on the example kernels of 
 architecture; linux.py: the same on the Linux guest; bringup.py: Linux's CPU bring-up, only
 with --linux-bringup; aggregator.py: raw -> folded/svg; memtrace.py: --alloc; alloc_hooks.py:
 the plugin's allocator hooks on the allocation phase; hostile.py: a guest with hostile frame
-chains; interrupt.py: trigger=interrupt on sid's QEMU 11.1), each with its
+chains; interrupt.py: trigger=interrupt on sid's QEMU 11.1; unwind.py: a walk by the kernel's unwind
+tables against a frame-pointer walk, without QEMU), each with its
 measurement, its table and its notes; common.py is the runner they share (measuring, QEMU
 runs, with/without comparisons, recorded inputs, formatting, the machine's load).
 Only the components' command-line interfaces are used: scripts/guests/run-kernel.sh --print0 and
@@ -35,11 +36,16 @@ import interrupt  # noqa: E402
 import linux  # noqa: E402
 import memtrace  # noqa: E402
 import overhead  # noqa: E402
+import unwind  # noqa: E402
 from common import (BenchError, LoadMeter, Runner, calibrate_floor, git_info,  # noqa: E402
                     kill_running, load_warnings, machine_info, rss_floor_kb, say)
 
 # The workloads, in the order they run and appear in the tables and the notes.
-WORKLOADS = [overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt]
+WORKLOADS = [overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt,
+             unwind]
+# Those that need neither QEMU nor the plugin: alone, scripts/bench.sh builds only what they
+# run.
+STANDALONE = [unwind]
 DEFAULT = [w.NAME for w in WORKLOADS if w is not bringup]
 
 
@@ -53,8 +59,10 @@ def selected(a):
 
 class Bench(Runner):
     def __init__(self, a):
-        super().__init__(a)
-        self.workloads = selected(a)
+        workloads = selected(a)
+        self.standalone = all(w in STANDALONE for w in workloads)
+        super().__init__(a, binaries=not self.standalone)
+        self.workloads = workloads
         self.linux_runs = a.linux_runs if a.linux_runs else (1 if a.quick else 3)
 
     def tables(self):
@@ -83,10 +91,14 @@ class Bench(Runner):
         if os.path.isdir(self.data) and not self.a.keep:
             shutil.rmtree(self.data)
         os.makedirs(self.data, exist_ok=True)
-        self.snapshot_binaries()
+        if self.standalone:
+            self.sources = {"kernel": None, "kernels": {}, "plugin": None, "kp": None}
+            qemu0 = "qemu-system-x86_64"
+        else:
+            self.snapshot_binaries()
+            qemu0 = self.qemu_cmd("/dev/null", "none", "rounds=0")[0]
         started = datetime.datetime.now(datetime.timezone.utc)
         whole = LoadMeter()
-        qemu0 = self.qemu_cmd("/dev/null", "none", "rounds=0")[0]
         calibrate_floor()
         self.results["machine"] = machine_info(qemu0)
         self.results["machine"]["loadavg_start"] = whole.load0

@@ -399,7 +399,9 @@ class Runner:
     example kernels (copied there by snapshot_binaries), the kernels' documented numbers, and
     QEMU runs."""
 
-    def __init__(self, a):
+    def __init__(self, a, binaries=True):
+        """`binaries`: the plugin, the aggregator and the i386 kernel must be built (not for
+        workloads that run neither)."""
         self.a = a
         self.root = a.root
         self.plugin = os.path.join(self.root, "target/release/kern-profile.so")
@@ -409,7 +411,7 @@ class Runner:
                         for arch, (elf, _, _, _) in KERNELS.items()}
         self.kernels = {arch: p for arch, p in self.kernels.items() if os.path.isfile(p)}
         self.kernel = self.kernels.get("i386", os.path.join(self.root, "target/examples/kernel.elf"))
-        for p in (self.kernel, self.plugin, self.kp):
+        for p in (self.kernel, self.plugin, self.kp) if binaries else ():
             if not os.path.isfile(p):
                 raise BenchError(f"{p} is missing: scripts/build.sh should have built it")
         self.out = os.path.abspath(a.out)

@@ -1,26 +1,93 @@
-//! The cost of a stack walk by the kernel's ORC table against a frame-pointer walk of the
-//! same depth, over a stack in memory (no QEMU: the unwinders' own cost), on Debian's amd64
-//! 6.1 kernel (385 Ki ORC entries).
+//! The cost of a stack walk by unwind tables against a frame-pointer walk of the same depth,
+//! over stacks in memory (no QEMU: the unwinders' own cost, the guest-memory reads a copy
+//! from a buffer):
+//! - ORC: Debian's amd64 6.1 kernel (385 Ki ORC entries), return addresses at functions'
+//!   first instructions, ending at `ret_from_fork`; against frame records of the same depth.
+//! - CFI: an x86_64 ELF with `.eh_frame` built with frame pointers (the x86_64 example
+//!   kernel), return addresses where the CFA is the frame pointer + 16: one stack of frame
+//!   records that both walks follow.
 //!
-//! usage: cargo run --release -p kern-profile-unwind --example walk_cost [-- VMLINUZ]
-//! (default target/linux/x86_64/vmlinuz)
+//! Each walk goes through one of `--stacks` different stacks in turn (a sample's stack is
+//! not the last one's). Rounds time the four walks in a rotated order, each in batches (the
+//! round's figure is the median batch's ns a walk: a batch another process interrupted does
+//! not count); a last `json:` line holds every round's figures (scripts/bench/unwind.py).
+//!
+//! usage: cargo run --release -p kern-profile-unwind --example walk_cost --
+//!        [--rounds N] [--walks N] [--stacks N] [VMLINUZ [CFI_ELF]]
+//! (defaults: 31 rounds, 10000 walks of each kind a round, 64 stacks,
+//! target/linux/x86_64/vmlinuz, target/examples/kernel64.elf)
 
 use std::time::Instant;
 
 use kern_profile_linux_image::{open, Options};
-use kern_profile_unwind::tables::{orc::reg, OrcKind};
+use kern_profile_unwind::tables::{orc::reg, CfaBase, OrcKind, Rule};
 use kern_profile_unwind::{
     walk_across, walk_tables, Crossings, Limits, PtrWidth, StartRegs, UnwindTables,
 };
+use object::{Object, ObjectSection};
 
+/// Frames per walk.
 const DEPTH: usize = 12;
-const RUNS: u32 = 200_000;
+/// Batches a round's walks of one kind are timed in.
+const BATCHES: usize = 25;
+/// Where the stacks lie, each in 256 bytes of its own.
 const STACK: u64 = 0xffff_c900_0001_0000;
+const STACK_BYTES: u64 = 256;
 
-fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or("target/linux/x86_64/vmlinuz".into());
+/// The guest's memory: `mem` at `STACK`.
+fn reader(mem: Vec<u8>) -> impl FnMut(u64, &mut [u8]) -> bool {
+    move |a: u64, out: &mut [u8]| {
+        let Some(o) = a.checked_sub(STACK).map(|o| o as usize) else {
+            return false;
+        };
+        match mem.get(o..o + out.len()) {
+            Some(b) => {
+                out.copy_from_slice(b);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Frame records `{saved fp, return address}` for each stack's return addresses, the last
+/// with a null saved fp.
+fn frame_records(stacks: &[Vec<u64>]) -> Vec<u8> {
+    let mut mem = vec![0u8; stacks.len() * STACK_BYTES as usize];
+    for (j, words) in stacks.iter().enumerate() {
+        let base = STACK + j as u64 * STACK_BYTES;
+        for (i, w) in words.iter().enumerate() {
+            let next = match i + 1 == words.len() {
+                true => 0,
+                false => base + 16 * (i as u64 + 1),
+            };
+            let at = (base - STACK) as usize + 16 * i;
+            mem[at..at + 8].copy_from_slice(&next.to_le_bytes());
+            mem[at + 8..at + 16].copy_from_slice(&w.to_le_bytes());
+        }
+    }
+    mem
+}
+
+/// `n` stacks of `DEPTH` addresses from `candidates`, spread over them.
+fn pick(candidates: &[u64], n: usize) -> Vec<Vec<u64>> {
+    assert!(candidates.len() > DEPTH * 2, "too few candidate addresses");
+    (0..n)
+        .map(|j| {
+            (0..DEPTH)
+                .map(|k| candidates[((j * DEPTH + k) * 997) % candidates.len()])
+                .collect()
+        })
+        .collect()
+}
+
+/// A set of walks to time: walk `j` of them goes over stack `j % n`.
+struct Case<'a> {
+    name: &'static str,
+    walk: Box<dyn FnMut(usize) -> usize + 'a>,
+}
+
+fn orc_cases(path: &str, n: usize) -> [Case<'static>; 2] {
     let t0 = Instant::now();
     let image = open(path.as_ref(), &Options::default()).expect("the kernel image");
     let unpacked = t0.elapsed();
@@ -34,7 +101,7 @@ fn main() {
         t1.elapsed().as_secs_f64() * 1e3
     );
     let orc = tables.orc.as_ref().expect("an ORC table");
-    // Functions whose first instruction's rule is a plain call frame, then a thread's end.
+    // Functions whose first instruction's rule is a plain call frame.
     let funcs: Vec<u64> = syms
         .symbols
         .iter()
@@ -44,85 +111,204 @@ fn main() {
             orc.find(a)
                 .is_some_and(|e| e.kind == OrcKind::Call && e.sp_reg == reg::SP && e.sp_offset == 8)
         })
-        .step_by(997)
-        .take(DEPTH)
         .collect();
     let root = syms.address_of("ret_from_fork").expect("ret_from_fork");
-    // At each function's first instruction the return address is at the stack pointer.
-    let mut words: Vec<u64> = funcs[1..].iter().map(|a| a + 1).collect();
-    words.push(root + 1);
-    let stack: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-    // The same depth as frame records: {saved fp, return address}.
-    let mut records = Vec::new();
-    for (i, w) in words.iter().enumerate() {
-        let next = if i + 1 == words.len() {
-            0
-        } else {
-            STACK + 16 * (i as u64 + 1)
-        };
-        records.extend_from_slice(&next.to_le_bytes());
-        records.extend_from_slice(&w.to_le_bytes());
+    // Each stack: the sample in its first function, each caller's return address right at
+    // the callee's stack pointer (at a function's first instruction), a thread's end last.
+    let stacks = pick(&funcs, n);
+    let starts: Vec<u64> = stacks.iter().map(|s| s[0]).collect();
+    let returns: Vec<Vec<u64>> = stacks
+        .iter()
+        .map(|s| s[1..].iter().map(|a| a + 1).chain([root + 1]).collect())
+        .collect();
+    let mut mem = vec![0u8; n * STACK_BYTES as usize];
+    for (j, words) in returns.iter().enumerate() {
+        let at = j * STACK_BYTES as usize;
+        for (i, w) in words.iter().enumerate() {
+            mem[at + 8 * i..at + 8 * i + 8].copy_from_slice(&w.to_le_bytes());
+        }
     }
-    let read = |mem: &[u8]| {
-        let mem = mem.to_vec();
-        move |a: u64, out: &mut [u8]| {
-            let Some(o) = a.checked_sub(STACK).map(|o| o as usize) else {
-                return false;
-            };
-            match mem.get(o..o + out.len()) {
-                Some(b) => {
-                    out.copy_from_slice(b);
-                    true
-                }
-                None => false,
-            }
-        }
-    };
-    let (mut by_orc, mut by_fp) = (read(&stack), read(&records));
+    let (mut by_orc, mut by_fp) = (reader(mem), reader(frame_records(&returns)));
     let mut out = [0u64; 64];
-    let start = StartRegs {
-        pc: funcs[0],
-        sp: STACK,
-        fp: 0,
-        ra: None,
-    };
-    let w = walk_tables(&tables, start, 64, Crossings::ALL, &mut by_orc, &mut out).unwrap();
-    assert_eq!(w.frames, DEPTH, "{w:?}");
-    let w = walk_across(
-        STACK,
-        STACK,
-        PtrWidth::W8,
-        64,
-        Crossings::ALL,
-        &mut by_fp,
-        &mut out,
-    );
-    assert_eq!(w.frames, DEPTH, "{w:?}");
-    let time = |f: &mut dyn FnMut()| {
-        let t = Instant::now();
-        for _ in 0..RUNS {
-            f();
-        }
-        t.elapsed().as_nanos() as f64 / RUNS as f64
-    };
-    let orc_ns = time(&mut || {
+    let orc = move |j: usize| {
+        let sp = STACK + (j % n) as u64 * STACK_BYTES;
+        let start = StartRegs {
+            pc: starts[j % n],
+            sp,
+            fp: 0,
+            ra: None,
+        };
         let w = walk_tables(&tables, start, 64, Crossings::ALL, &mut by_orc, &mut out);
-        std::hint::black_box(w);
-    });
-    let fp_ns = time(&mut || {
+        w.map_or(0, |w| w.frames)
+    };
+    [
+        Case {
+            name: "orc",
+            walk: Box::new(orc),
+        },
+        Case {
+            name: "fp_orc",
+            walk: fp_walk(n, move |a, o| by_fp(a, o)),
+        },
+    ]
+}
+
+/// The frame-pointer walk of stack `j % n`, as the plugin does it on x86.
+fn fp_walk<'a>(
+    n: usize,
+    mut read: impl FnMut(u64, &mut [u8]) -> bool + 'a,
+) -> Box<dyn FnMut(usize) -> usize + 'a> {
+    let mut out = [0u64; 64];
+    Box::new(move |j: usize| {
+        let fp = STACK + (j % n) as u64 * STACK_BYTES;
         let w = walk_across(
-            STACK,
-            STACK,
+            fp,
+            fp,
             PtrWidth::W8,
             64,
             Crossings::ALL,
-            &mut by_fp,
+            &mut read,
             &mut out,
         );
-        std::hint::black_box(w);
-    });
+        w.frames
+    })
+}
+
+fn cfi_cases(path: &str, n: usize) -> [Case<'static>; 2] {
+    let elf = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let tables = UnwindTables::from_elf(&elf, Limits::default()).expect("its tables");
+    println!("{path}: {}", tables.summary());
+    let cfi = tables.cfi.as_ref().expect("a CFI table");
+    let file = object::File::parse(&*elf).expect("an ELF");
+    let text = file.section_by_name(".text").expect("a .text");
+    // Addresses in function bodies, past the prologue: the caller's frame is the frame record
+    // at the frame pointer.
+    let record = |a: &u64| {
+        cfi.find(*a).is_some_and(|r| {
+            r.cfa_base == CfaBase::FramePointer
+                && r.cfa_offset == 16
+                && r.ra == Rule::AtCfa(-8)
+                && r.fp == Rule::AtCfa(-16)
+        })
+    };
+    let inside: Vec<u64> = (text.address()..text.address() + text.size())
+        .filter(record)
+        .collect();
+    let stacks = pick(&inside, n);
+    let starts: Vec<u64> = stacks.iter().map(|s| s[0]).collect();
+    let returns: Vec<Vec<u64>> = stacks
+        .iter()
+        .map(|s| s[1..].iter().map(|a| a + 1).chain([s[0] + 1]).collect())
+        .collect();
+    let mem = frame_records(&returns);
+    let (mut by_cfi, by_fp) = (reader(mem.clone()), reader(mem));
+    let mut out = [0u64; 64];
+    let walk = move |j: usize| {
+        let fp = STACK + (j % n) as u64 * STACK_BYTES;
+        let start = StartRegs {
+            pc: starts[j % n],
+            sp: fp,
+            fp,
+            ra: None,
+        };
+        let w = walk_tables(&tables, start, 64, Crossings::ALL, &mut by_cfi, &mut out);
+        w.map_or(0, |w| w.frames)
+    };
+    [
+        Case {
+            name: "cfi",
+            walk: Box::new(walk),
+        },
+        Case {
+            name: "fp_cfi",
+            walk: fp_walk(n, by_fp),
+        },
+    ]
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (mut rounds, mut walks, mut stacks, mut paths) = (31, 10_000, 64, Vec::new());
+    while let Some(a) = args.next() {
+        let mut number = || -> usize {
+            let v = args.next().and_then(|v| v.parse().ok());
+            v.filter(|&n| n > 0).expect("a positive number")
+        };
+        match a.as_str() {
+            "--rounds" => rounds = number(),
+            "--walks" => walks = number(),
+            "--stacks" => stacks = number(),
+            _ => paths.push(a),
+        }
+    }
+    let vmlinuz = paths.first().map_or("target/linux/x86_64/vmlinuz", |s| s);
+    let elf = paths.get(1).map_or("target/examples/kernel64.elf", |s| s);
+    let [orc, fp_orc] = orc_cases(vmlinuz, stacks);
+    let [cfi, fp_cfi] = cfi_cases(elf, stacks);
+    let mut cases = [orc, fp_orc, cfi, fp_cfi];
+    // Every walk has the same depth as its frame-pointer equivalent.
+    for c in cases.iter_mut() {
+        for j in 0..stacks {
+            let n = (c.walk)(j);
+            assert_eq!(n, DEPTH, "{}: stack {j}: {n} frames", c.name);
+        }
+    }
+    println!("{DEPTH} frames a walk, {stacks} stacks in turn, {walks} walks a round (ns a walk):");
+    let mut ns = vec![Vec::new(); cases.len()];
+    for r in 0..rounds {
+        let mut line = Vec::new();
+        for k in 0..cases.len() {
+            let i = (r + k) % cases.len();
+            let c = &mut cases[i];
+            // In batches of a fraction of a millisecond, the median batch: a batch during
+            // which another process had the CPU is an outlier, not a slow round.
+            let batch = walks.div_ceil(BATCHES);
+            let mut batches = Vec::with_capacity(BATCHES);
+            let mut j = 0;
+            while j < walks {
+                let t = Instant::now();
+                let mut frames = 0;
+                for _ in 0..batch {
+                    frames += (c.walk)(std::hint::black_box(j));
+                    j += 1;
+                }
+                batches.push(t.elapsed().as_nanos() as f64 / batch as f64);
+                assert_eq!(frames, batch * DEPTH);
+            }
+            batches.sort_by(f64::total_cmp);
+            let per = batches[batches.len() / 2];
+            ns[i].push(per);
+            line.push(format!("{} {per:.0}", c.name));
+        }
+        println!("round {}: {}", r + 1, line.join(", "));
+    }
+    let ratio =
+        |a: usize, b: usize| -> Vec<f64> { ns[a].iter().zip(&ns[b]).map(|(x, y)| x / y).collect() };
+    let spread = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        format!("{:.2}/{:.2}/{:.2}", s[0], s[s.len() / 2], s[s.len() - 1])
+    };
+    let min = |i: usize| ns[i].iter().copied().fold(f64::INFINITY, f64::min);
+    for (name, a, b) in [("ORC", 0, 1), ("CFI", 2, 3)] {
+        println!(
+            "{name} / FP, by round min/median/max: {}x; fastest rounds: {:.0} / {:.0} ns = {:.2}x",
+            spread(&ratio(a, b)),
+            min(a),
+            min(b),
+            min(a) / min(b)
+        );
+    }
+    let figures: Vec<String> = cases
+        .iter()
+        .zip(&ns)
+        .map(|(c, v)| {
+            let v: Vec<String> = v.iter().map(|x| format!("{x:.1}")).collect();
+            format!("\"{}\": [{}]", c.name, v.join(", "))
+        })
+        .collect();
     println!(
-        "{DEPTH} frames: ORC {orc_ns:.0} ns a walk, frame pointers {fp_ns:.0} ns ({:.2}x)",
-        orc_ns / fp_ns
+        "json: {{\"depth\": {DEPTH}, \"stacks\": {stacks}, \"walks\": {walks}, {}}}",
+        figures.join(", ")
     );
 }

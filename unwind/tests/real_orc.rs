@@ -53,6 +53,17 @@ fn check(dir: &str, entries: usize, layout: OrcLayout, fork: &str) {
     assert_eq!(e.kind, OrcKind::RegsPartial, "{e:?}");
     // A new task's first frame is the stack's end.
     assert_eq!(at(fork, 0).kind, OrcKind::EndOfStack);
+    // The block index (and its cache, the second time) finds what a binary search over
+    // every entry finds, at each entry's first address and around it.
+    let addrs: Vec<u64> = orc.addresses().collect();
+    assert_eq!(addrs.len(), entries);
+    for _ in 0..2 {
+        for &a in &addrs {
+            for p in [a - 1, a, a + 1] {
+                assert_eq!(orc.find(p), orc.find_by_search(p), "{p:#x}");
+            }
+        }
+    }
     println!("{}: {}", dir, tables.summary());
 }
 

@@ -17,17 +17,18 @@ use gimli::{
     RegisterRule, RunTimeEndian, UnwindContext, UnwindSection,
 };
 
+use super::index::{self, BlockIndex};
 use super::TableError;
 
 /// Where the CFA is computed from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CfaBase {
     StackPointer,
     FramePointer,
 }
 
 /// Where a caller's register value is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Rule {
     /// Not saved: the register still holds it (or, for the return address on x86, the
     /// outermost frame).
@@ -39,7 +40,7 @@ pub enum Rule {
 }
 
 /// The rule set of one address range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CfiRow {
     pub cfa_base: CfaBase,
     pub cfa_offset: i32,
@@ -75,10 +76,15 @@ struct Row {
     row: Option<CfiRow>,
 }
 
-/// The rows of every FDE of an ELF's CFI sections, sorted by address.
-#[derive(Debug, Clone, Default)]
+/// The rows of every FDE of an ELF's CFI sections, sorted by address, with the index of
+/// where each block of code starts among them ([`BlockIndex`]).
+#[derive(Debug, Clone)]
 pub struct CfiTable {
-    rows: Vec<Row>,
+    /// The first address of each row, and its rule set's id.
+    index: BlockIndex<u64>,
+    /// The distinct rule sets (`None`: not covered), by id.
+    distinct: Vec<Option<CfiRow>>,
+    len: usize,
     /// The sections read.
     pub sections: Vec<&'static str>,
     /// The first entry of each section that did not parse (what came before it is kept).
@@ -112,7 +118,7 @@ impl CfiTable {
         regs: CfiRegisters,
         max_rows: usize,
     ) -> Result<CfiTable, TableError> {
-        let mut table = CfiTable::default();
+        let (mut rows, mut names, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
         let mut ctx = UnwindContext::new();
         for s in sections {
             let data = EndianSlice::new(s.data, RunTimeEndian::Little);
@@ -123,63 +129,81 @@ impl CfiTable {
                 }
                 let mut section = EhFrame::from(data);
                 section.set_address_size(address_size);
-                read_section(&section, &bases, regs, &mut ctx, max_rows, &mut table.rows)
+                read_section(&section, &bases, regs, &mut ctx, max_rows, &mut rows)
             } else {
                 let mut section = DebugFrame::from(data);
                 section.set_address_size(address_size);
                 let bases = BaseAddresses::default();
-                read_section(&section, &bases, regs, &mut ctx, max_rows, &mut table.rows)
+                read_section(&section, &bases, regs, &mut ctx, max_rows, &mut rows)
             };
-            table.sections.push(s.name);
+            names.push(s.name);
             match read {
                 Ok(()) => {}
                 Err(ReadError::TooLarge) => {
                     return Err(TableError::TooLarge {
                         what: "CFI rows",
-                        count: table.rows.len(),
+                        count: rows.len(),
                         cap: max_rows,
                     })
                 }
-                Err(ReadError::Gimli(e)) => table.warnings.push(format!("{}: {e}", s.name)),
+                Err(ReadError::Gimli(e)) => warnings.push(format!("{}: {e}", s.name)),
             }
         }
-        // By address; at one address a range's end before another's start (so the start
-        // wins the lookup's rightmost match).
-        table.rows.sort_by_key(|r| (r.start, r.row.is_some()));
+        let mut table = CfiTable::sorted(rows);
+        (table.sections, table.warnings) = (names, warnings);
         Ok(table)
+    }
+
+    /// The table of `rows`, sorted by address; at one address a range's end before another's
+    /// start (so the start wins the lookup's rightmost match).
+    fn sorted(mut rows: Vec<Row>) -> CfiTable {
+        rows.sort_by_key(|r| (r.start, r.row.is_some()));
+        let (distinct, ids) = index::distinct(rows.iter().map(|r| r.row));
+        CfiTable {
+            index: BlockIndex::new(rows.iter().map(|r| r.start).collect(), ids),
+            distinct,
+            len: rows.len(),
+            sections: Vec::new(),
+            warnings: Vec::new(),
+        }
     }
 
     /// A table of `(first address, rule set)` rows as they are (tests).
     #[cfg(test)]
     pub(crate) fn from_rows(rows: &[(u64, Option<CfiRow>)]) -> CfiTable {
-        let rows = rows
-            .iter()
-            .map(|&(start, row)| Row { start, row })
-            .collect();
-        CfiTable {
-            rows,
-            ..CfiTable::default()
-        }
+        CfiTable::sorted(
+            rows.iter()
+                .map(|&(start, row)| Row { start, row })
+                .collect(),
+        )
     }
 
     /// The rule set covering `addr`, if any.
+    #[inline(always)]
     pub fn find(&self, addr: u64) -> Option<CfiRow> {
-        let i = self.rows.partition_point(|r| r.start <= addr);
-        self.rows.get(i.checked_sub(1)?)?.row
+        *self.distinct.get(self.index.get(addr)? as usize)?
+    }
+
+    /// The same by a binary search over every row, without the block index (tests check
+    /// the index against it).
+    pub fn find_by_search(&self, addr: u64) -> Option<CfiRow> {
+        *self
+            .distinct
+            .get(self.index.get_by_search(addr)? as usize)?
     }
 
     /// How many rows (range ends included) the table holds.
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.len == 0
     }
 
     /// Bytes of memory the table holds.
     pub fn heap_bytes(&self) -> usize {
-        self.rows.capacity() * std::mem::size_of::<Row>()
+        self.index.heap_bytes() + self.distinct.capacity() * std::mem::size_of::<Option<CfiRow>>()
     }
 }
 

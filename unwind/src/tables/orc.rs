@@ -10,6 +10,7 @@
 //! 6.4 (the first with `.orc_header`) has `type:3, signal:1` (UNDEFINED 0, END_OF_STACK 1,
 //! CALL 2, REGS 3, REGS_PARTIAL 4).
 
+use super::index::{self, BlockIndex, Key, Packed};
 use super::TableError;
 
 /// The registers an entry's `sp_reg` and `bp_reg` name.
@@ -53,7 +54,7 @@ impl OrcLayout {
 }
 
 /// What kind of frame an entry describes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OrcKind {
     /// No rule here (a gap between functions, or code objtool did not annotate).
     Undefined,
@@ -68,7 +69,7 @@ pub enum OrcKind {
 }
 
 /// One decoded entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct OrcEntry {
     pub sp_offset: i16,
     pub bp_offset: i16,
@@ -124,33 +125,22 @@ impl OrcEntry {
     }
 }
 
-/// An entry and the first address it covers, as an offset from the table's base.
-#[derive(Debug, Clone, Copy)]
-struct Row {
-    at: u32,
-    entry: OrcEntry,
-}
-
-/// A vmlinux's ORC entries, sorted by address, with an index of where each block of
-/// `1 << block_shift` bytes of code starts among them (Linux's `.orc_lookup`, made here): a
-/// lookup searches a few entries instead of all of them.
+/// A vmlinux's ORC entries, sorted by address, with the index of where each block of code
+/// starts among them ([`BlockIndex`], Linux's `.orc_lookup` made here): a lookup counts a
+/// few entries' addresses instead of searching them all.
 #[derive(Debug, Clone)]
 pub struct OrcTable {
     /// The lowest address an entry covers.
     base: u64,
     /// The highest entry's address: nothing beyond it is covered.
     last: u64,
-    rows: Vec<Row>,
-    /// `blocks[b]`: the first row at or after block `b`'s start (one more block at the end).
-    blocks: Vec<u32>,
-    block_shift: u32,
+    /// The first address each entry covers, as an offset from `base`, with the entry's id.
+    index: BlockIndex<Packed>,
+    /// The distinct entries (a few thousand in a vmlinux), by id.
+    distinct: Vec<OrcEntry>,
+    len: usize,
     pub layout: OrcLayout,
 }
-
-/// Blocks of 256 bytes (Linux's LOOKUP_BLOCK_SIZE), larger where the table spans more than
-/// [`MAX_BLOCKS`] of them.
-const MIN_BLOCK_SHIFT: u32 = 8;
-const MAX_BLOCKS: u64 = 1 << 18;
 
 impl OrcTable {
     /// Reads the table from the contents of `.orc_unwind_ip` (loaded at `ip_addr`) and
@@ -199,51 +189,39 @@ impl OrcTable {
                 high: last,
             });
         }
-        let mut rows: Vec<Row> = (0..n)
-            .map(|i| Row {
-                at: (addr(i) - base) as u32,
-                entry: OrcEntry::decode(
-                    entries[6 * i..6 * i + 6].try_into().unwrap_or(&[0; 6]),
-                    layout,
-                ),
+        let mut rows: Vec<(u32, OrcEntry)> = (0..n)
+            .map(|i| {
+                let e = entries[6 * i..6 * i + 6].try_into().unwrap_or(&[0; 6]);
+                ((addr(i) - base) as u32, OrcEntry::decode(e, layout))
             })
             .collect();
         // As Linux sorts them: by address, the "weak" terminators (undefined) before a real
         // entry at the same address, so that the lookup's rightmost match is the real one.
-        rows.sort_by_key(|r| (r.at, r.entry.kind != OrcKind::Undefined));
-        let span = last - base;
-        let mut block_shift = MIN_BLOCK_SHIFT;
-        while span >> block_shift >= MAX_BLOCKS {
-            block_shift += 1;
-        }
-        let n_blocks = (span >> block_shift) as usize + 2;
-        let mut blocks = Vec::with_capacity(n_blocks);
-        let mut i = 0usize;
-        for b in 0..n_blocks as u64 {
-            let start = b << block_shift;
-            while i < rows.len() && (rows[i].at as u64) < start {
-                i += 1;
-            }
-            blocks.push(i as u32);
-        }
+        rows.sort_by_key(|&(at, e)| (at, e.kind != OrcKind::Undefined));
+        let (distinct, ids) = index::distinct(rows.iter().map(|&(_, e)| e));
+        let keys = rows
+            .iter()
+            .zip(ids)
+            .map(|(&(at, _), id)| Packed::new(at, id))
+            .collect();
         Ok(OrcTable {
             base,
             last,
-            rows,
-            blocks,
-            block_shift,
+            index: BlockIndex::new(keys, Vec::new()),
+            distinct,
+            len: n,
             layout,
         })
     }
 
     /// How many entries the table holds.
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.len
     }
 
     /// Whether it holds none (never: [`OrcTable::parse`] refuses an empty table).
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.len == 0
     }
 
     /// The addresses the table covers, first to last entry.
@@ -252,25 +230,35 @@ impl OrcTable {
     }
 
     /// The entry covering `addr`, if any.
+    #[inline(always)]
     pub fn find(&self, addr: u64) -> Option<OrcEntry> {
         if addr < self.base || addr > self.last {
             return None;
         }
-        let at = (addr - self.base) as u32;
-        let b = (at >> self.block_shift) as usize;
-        let (lo, hi) = match (self.blocks.get(b), self.blocks.get(b + 1)) {
-            (Some(&lo), Some(&hi)) => (lo as usize, hi as usize),
-            _ => (0, self.rows.len()),
-        };
-        // The rightmost row at or before `at`: in this block, or the last one before it.
-        let rows = self.rows.get(lo..hi.min(self.rows.len()))?;
-        let i = lo + rows.partition_point(|r| r.at <= at);
-        Some(self.rows.get(i.checked_sub(1)?)?.entry)
+        let id = self.index.get(Packed::probe((addr - self.base) as u32))?;
+        self.distinct.get(id as usize).copied()
+    }
+
+    /// The first address each entry covers, in order.
+    pub fn addresses(&self) -> impl Iterator<Item = u64> + '_ {
+        self.index.keys().iter().map(|&k| self.base + k.to_u64())
+    }
+
+    /// The entry covering `addr` by a binary search over every entry, without the block
+    /// index (tests check the index against it).
+    pub fn find_by_search(&self, addr: u64) -> Option<OrcEntry> {
+        if addr < self.base || addr > self.last {
+            return None;
+        }
+        let id = self
+            .index
+            .get_by_search(Packed::probe((addr - self.base) as u32))?;
+        self.distinct.get(id as usize).copied()
     }
 
     /// Bytes of memory the table holds.
     pub fn heap_bytes(&self) -> usize {
-        self.rows.capacity() * std::mem::size_of::<Row>() + self.blocks.capacity() * 4
+        self.index.heap_bytes() + self.distinct.capacity() * std::mem::size_of::<OrcEntry>()
     }
 }
 

@@ -63,8 +63,9 @@ struct State {
     regs: Option<SavedRegs>,
     /// The whole `pt_regs` before a partial one (Linux's `prev_regs`).
     prev_full: Option<u64>,
-    /// Where this stack's walk began: its span ends at `span_end(stack_span, seg_start)`.
-    seg_start: u64,
+    /// Where this stack's span ends (`span_end(stack_span, where its walk began)`): nothing
+    /// at or beyond it is read.
+    end: u64,
 }
 
 /// What one step found.
@@ -104,6 +105,7 @@ enum FrameRule {
     Cfi(CfiRow),
 }
 
+#[inline(always)]
 fn rule_at(tables: &UnwindTables, addr: u64) -> Option<FrameRule> {
     if let Some(e) = tables.orc.as_ref().and_then(|t| t.find(addr)) {
         if e.kind != OrcKind::Undefined {
@@ -134,6 +136,7 @@ where
     let mut first = Some(rule_at(tables, start.pc)?);
     let arch = tables.arch;
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
+    let cfi_arch = cfi_step::CfiArch::new(arch);
     let mut frames = Frames::new(out, max_depth);
     let mut st = State {
         pc: start.pc,
@@ -143,7 +146,7 @@ where
         exact: true,
         regs: None,
         prev_full: None,
-        seg_start: start.sp,
+        end: span_end(crossings.stack_span, start.sp),
     };
     let (mut switches, mut entries) = (0u8, 0u8);
     let stop = loop {
@@ -158,7 +161,7 @@ where
         let mut stack = Stack {
             width,
             low: st.sp,
-            end: span_end(crossings.stack_span, st.seg_start),
+            end: st.end,
             read: &mut read,
         };
         let rule = first.take().or_else(|| rule_at(tables, probe));
@@ -166,7 +169,7 @@ where
             Some(FrameRule::Orc(e)) if arch == Arch::X86_64 => {
                 orc_step::orc_step(e, &st, &mut stack)
             }
-            Some(FrameRule::Cfi(row)) => cfi_step::cfi_step(arch, row, &st, &mut stack),
+            Some(FrameRule::Cfi(row)) => cfi_step::cfi_step(&cfi_arch, row, &st, &mut stack),
             _ => Step::HandOver,
         };
         match step {
@@ -191,9 +194,8 @@ where
                 from_register,
                 entry,
             } => {
-                let end = span_end(crossings.stack_span, st.seg_start);
                 let upwards = sp > st.sp || (sp == st.sp && from_register && st.ra.is_some());
-                let mut seg_start = st.seg_start;
+                let mut end = st.end;
                 if !upwards || sp >= end {
                     if !may_switch || switches >= crossings.stack_switches {
                         break match upwards {
@@ -205,7 +207,7 @@ where
                     if !frames.push(frame_marker::STACK_SWITCH) {
                         break StopReason::DepthLimit;
                     }
-                    seg_start = sp;
+                    end = span_end(crossings.stack_span, sp);
                 }
                 if ret == 0 || fake_return(ret, width) {
                     break StopReason::NullReturnAddress;
@@ -230,7 +232,7 @@ where
                     exact,
                     regs: None,
                     prev_full: None,
-                    seg_start,
+                    end,
                 };
             }
             Step::Entry {
@@ -268,7 +270,7 @@ where
                     exact: true,
                     regs: Some(regs),
                     prev_full,
-                    seg_start: sp,
+                    end: span_end(crossings.stack_span, sp),
                 };
             }
         }
@@ -289,18 +291,31 @@ struct Stack<'r, R> {
 
 impl<R: FnMut(u64, &mut [u8]) -> bool> Stack<'_, R> {
     /// Whether `[addr, addr + len)` lies on the stack.
+    #[inline]
     fn holds(&self, addr: u64, len: u64) -> bool {
         addr >= self.low && addr.checked_add(len).is_some_and(|e| e <= self.end)
     }
 
     /// The word at `addr`, if it is on the stack and readable.
+    #[inline]
     fn word(&mut self, addr: u64) -> Option<u64> {
         let w = self.width.bytes();
         self.holds(addr, w as u64).then_some(())?;
         self.any_word(addr)
     }
 
+    /// The two words at `addr`, if they are on the stack and readable (one read: a frame
+    /// record).
+    #[inline]
+    fn pair(&mut self, addr: u64) -> Option<(u64, u64)> {
+        let w = self.width.bytes();
+        self.holds(addr, 2 * w as u64).then_some(())?;
+        let mut b = [0u8; 16];
+        (self.read)(addr, &mut b[..2 * w]).then(|| (self.width.word(&b), self.width.word(&b[w..])))
+    }
+
     /// The word at `addr` wherever it lies (one read: a pointer the kernel saved itself).
+    #[inline]
     fn any_word(&mut self, addr: u64) -> Option<u64> {
         let w = self.width.bytes();
         addr.checked_add(w as u64 - 1)

@@ -104,7 +104,8 @@ fn bounds_the_rows_and_keeps_what_parsed_before_an_error() {
 
 #[test]
 fn a_row_is_32_bytes() {
-    // Limits::default's memory bound counts on it.
+    // Limits::default's memory bound counts on it: the rows as read, before they are
+    // indexed (12 bytes each then).
     assert_eq!(std::mem::size_of::<Row>(), 32);
 }
 
@@ -140,4 +141,27 @@ fn reads_a_signal_frame_with_its_saved_stack_pointer() {
     at_cfa[i + 1] = 0;
     let t = CfiTable::parse(&section(&at_cfa), 8, X86_64, 100).unwrap();
     assert_eq!(t.find(0x1008), None);
+}
+
+#[test]
+fn finds_rows_over_any_span() {
+    let row = |o: i32| CfiRow::call(CfaBase::StackPointer, o, Rule::Unchanged, Rule::AtCfa(-8));
+    // Offsets from the lowest row in 32 bits, and rows farther apart than 4 GiB.
+    for (low, gap) in [(0x1000u64, 0x100u64), (0, 0x4000_0000_0000)] {
+        let rows: Vec<(u64, Option<CfiRow>)> = (0..50)
+            .map(|i| (low + i * gap, (i % 5 != 4).then(|| row(8 * i as i32))))
+            .collect();
+        let t = CfiTable::from_rows(&rows);
+        for _ in 0..2 {
+            for &(a, r) in &rows {
+                assert_eq!(t.find(a), r, "{a:#x}");
+                for p in [a.wrapping_sub(1), a + 1] {
+                    assert_eq!(t.find(p), t.find_by_search(p), "{p:#x}");
+                }
+            }
+        }
+        // Below the first row, and far beyond the last (an end).
+        assert_eq!(t.find(low.wrapping_sub(1)), None);
+        assert_eq!(t.find(u64::MAX), None);
+    }
 }

@@ -180,7 +180,18 @@ fn refuses_bad_tables() {
 }
 
 #[test]
-fn an_entry_is_12_bytes() {
-    // Limits::default's memory bound counts on it.
-    assert_eq!(std::mem::size_of::<Row>(), 12);
+fn an_entry_takes_8_bytes() {
+    // Limits::default's memory bound counts on it: an address and an id each, the distinct
+    // entries few, the index a word per 128 bytes of code and a fixed cache.
+    let n = 100_000u64;
+    let addrs: Vec<u64> = (0..n).map(|i| 0x1000 + 16 * i).collect();
+    let entries: Vec<u8> = (0..n)
+        .flat_map(|i| typed(5, 8 * (i % 4) as i16, 0, 0, 2))
+        .collect();
+    let ip_addr = 0x1000_0000;
+    let ips = ip_section(ip_addr, &addrs);
+    let t = OrcTable::parse(ip_addr, &ips, &entries, OrcLayout::Typed, n as usize).unwrap();
+    let index = (16 * n / 128 + 2) * 4 + (64 << 10) + 32 * 8 + 4 * 8;
+    assert!(t.heap_bytes() as u64 <= 8 * n + index, "{}", t.heap_bytes());
+    assert_eq!(t.find(0x1000 + 16 * 5 + 3).unwrap().sp_offset, 8);
 }

@@ -22,6 +22,7 @@ mod pt_regs {
 }
 
 /// The step from the frame at `st` by its entry `e`.
+#[inline]
 pub(super) fn orc_step<R>(e: OrcEntry, st: &State, stack: &mut Stack<'_, R>) -> Step
 where
     R: FnMut(u64, &mut [u8]) -> bool,
@@ -31,6 +32,34 @@ where
         return Step::Stop(StopReason::NullFramePointer);
     }
     let sp_off = e.sp_offset as i64;
+    // Most frames: a call's, by the stack pointer, the frame pointer kept or saved on this
+    // stack (what the general path below does for them, without its other cases).
+    if e.kind == OrcKind::Call && e.sp_reg == reg::SP && e.bp_reg != reg::PREV_SP {
+        let sp = match plus(st.sp, sp_off) {
+            Some(sp) if sp > st.sp => sp,
+            Some(_) => return Step::Stop(StopReason::NotIncreasing),
+            None => return Step::Stop(Unreadable),
+        };
+        let (Some(ret), Some(fp)) = (
+            stack.word(sp.wrapping_sub(8)),
+            match e.bp_reg {
+                reg::UNDEFINED => Some(st.fp),
+                reg::BP => plus(st.fp, e.bp_offset as i64).and_then(|a| stack.word(a)),
+                _ => None,
+            },
+        ) else {
+            return Step::Stop(Unreadable);
+        };
+        return Step::Call {
+            ret,
+            sp,
+            fp,
+            exact: e.signal,
+            may_switch: false,
+            from_register: false,
+            entry: false,
+        };
+    }
     // A register saved in the entry code's pt_regs (Linux's get_reg).
     let saved = |stack: &mut Stack<'_, R>, off: u64| -> Option<u64> {
         let at = match st.regs {

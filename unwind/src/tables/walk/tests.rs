@@ -128,6 +128,37 @@ fn orc_call_frames_up_to_the_end_of_the_stack() {
 }
 
 #[test]
+fn orc_frame_pointer_rules_carry_the_callers_frame_pointer() {
+    // h: a 24-byte frame, the caller's frame pointer saved at its own frame pointer (the
+    // step's fast path); g: its frame from the frame pointer, the caller's frame pointer
+    // saved 16 bytes below its stack pointer.
+    let (g, h) = (K + 0x1000, K + 0x2000);
+    let t = orc(&[
+        (g, typed(reg::BP, 16, reg::PREV_SP, -16, 2)),
+        (h, typed(reg::SP, 24, reg::BP, 0, 2)),
+        (ROOT, typed(0, 0, 0, 0, 1)),
+        (END, typed(0, 0, 0, 0, 0)),
+    ]);
+    let mut mem = Mem::default();
+    mem.put(S, &[0x1111, S + 24, g + 0x10, 0xabc, ROOT + 0x10]);
+    let (frames, stop) = walk(&t, h + 4, S, S + 8, &mem, 64).unwrap();
+    assert_eq!(
+        (frames, stop),
+        (vec![g + 0x10, ROOT + 0x10], StopReason::NullFramePointer)
+    );
+    // h's caller's frame pointer where no stack is: unreadable, no frame.
+    let (frames, stop) = walk(&t, h + 4, S, S - 8, &mem, 64).unwrap();
+    assert_eq!((frames, stop), (vec![], StopReason::Unreadable));
+    // A frame that does not raise the stack pointer.
+    let t = orc(&[
+        (h, typed(reg::SP, 0, reg::UNDEFINED, 0, 2)),
+        (END, typed(0, 0, 0, 0, 0)),
+    ]);
+    let (frames, stop) = walk(&t, h + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!((frames, stop), (vec![], StopReason::NotIncreasing));
+}
+
+#[test]
 fn a_return_address_is_looked_up_inside_its_call() {
     let mut mem = Mem::default();
     // Returning to the first byte of root: its call was the last instruction of b.

@@ -1,0 +1,122 @@
+"""Workload 9, the cost of a stack walk by the kernel's unwind tables against a frame-pointer
+walk of the same depth (issue 28: a CFI / ORC sample at most 2x a frame-pointer one), without
+QEMU: unwind/examples/walk_cost walks stacks in memory, the unwinders' own cost, the reads of
+guest memory a copy from a buffer. ORC: Debian's amd64 6.1 kernel (target/linux/x86_64,
+scripts/setup.sh --with-linux); CFI: the x86_64 example kernel's .eh_frame (built with frame
+pointers, so one stack of frame records serves both walks). Each run of walk_cost times the
+four walks in rounds, their order rotated each round; the ratio is each round's table walk
+over that round's frame-pointer walk, min/median/max over every round of every run.
+
+Two sizes of the stacks' working set: 64 stacks of 12 frames (768 return addresses: the
+lookup cache holds them all, as it holds a profile's recurring stacks) and 4096 stacks
+(49,152 addresses, beyond the cache: most lookups go through the block index).
+"""
+
+import json
+import os
+import subprocess
+
+from common import BenchError, fmt_spread, format_table, judge, median, say, spread
+
+NAME = "unwind"
+TARGET_RATIO = 2.0
+TARGETS = {"unwind_table_walk_ratio_max": TARGET_RATIO}
+# Built by scripts/bench.sh (cargo build --release -p kern-profile-unwind --examples).
+EXAMPLE = "target/release/examples/walk_cost"
+VMLINUZ = "target/linux/x86_64/vmlinuz"
+CFI_ELF = "target/examples/kernel64.elf"
+# (label, walk_cost's --stacks, rounds per run)
+SIZES = [("64 stacks (in the cache)", 64, 15), ("4096 stacks (beyond it)", 4096, 9)]
+DEPTH = 12
+# Each round times this many walks of each kind.
+WALKS = 10000
+
+
+def uptime():
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "uptime unavailable"
+
+
+def run_once(b, stacks, rounds):
+    cmd = [os.path.join(b.root, EXAMPLE), "--rounds", str(rounds), "--walks", str(WALKS),
+           "--stacks", str(stacks), os.path.join(b.root, VMLINUZ), os.path.join(b.root, CFI_ELF)]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=b.root)
+    if r.returncode != 0:
+        raise BenchError(f"walk_cost failed ({r.returncode}):\n{r.stderr.strip()[-2000:]}")
+    for line in r.stdout.splitlines():
+        if line.startswith("json: "):
+            return json.loads(line[len("json: "):]), r.stdout
+    raise BenchError(f"walk_cost printed no json line:\n{r.stdout[-2000:]}")
+
+
+def measure(b):
+    res = {"skipped": None}
+    b.results[NAME] = res
+    for p in (EXAMPLE, VMLINUZ, CFI_ELF):
+        if not os.path.isfile(os.path.join(b.root, p)):
+            res["skipped"] = f"no {p}" + (" (scripts/setup.sh --with-linux)" if p == VMLINUZ
+                                          else "")
+            say(f"unwind: skipped: {res['skipped']}")
+            return
+    runs = 2 if b.a.quick else max(3, b.runs)
+    res["uptime_start"] = uptime()
+    res["runs"] = runs
+    res["sizes"] = {}
+    for label, stacks, rounds in SIZES:
+        rounds = 3 if b.a.quick else rounds
+        say(f"unwind: {label}: {runs} runs of walk_cost, {rounds} rounds of {WALKS} walks each")
+        per = {"orc": [], "fp_orc": [], "cfi": [], "fp_cfi": []}
+        for r in range(runs):
+            fig, out = run_once(b, stacks, rounds)
+            for k in per:
+                per[k] += fig[k]
+            say(f"  unwind {label} run {r + 1}/{runs}: " + ", ".join(
+                f"{k} {median(fig[k]):.0f} ns" for k in per))
+        res["sizes"][label] = {
+            "stacks": stacks, "rounds_per_run": rounds, "ns_per_walk": per,
+            "orc_ratio": spread([a / f for a, f in zip(per["orc"], per["fp_orc"])]),
+            "cfi_ratio": spread([a / f for a, f in zip(per["cfi"], per["fp_cfi"])]),
+        }
+    res["uptime_end"] = uptime()
+    # walk_cost's first two lines: the tables read.
+    res["tables"] = out.splitlines()[:2]
+
+
+def table(b):
+    res = b.results[NAME]
+    if res["skipped"]:
+        return f"unwind: skipped ({res['skipped']})", []
+    groups, checks = [], []
+    for label, s in res["sizes"].items():
+        rows = []
+        p = s["ns_per_walk"]
+        for kind, fp, ratio, what in (
+                ("orc", "fp_orc", "orc_ratio", "ORC, Debian amd64 6.1"),
+                ("cfi", "fp_cfi", "cfi_ratio", "CFI, x86_64 example kernel")):
+            fails = ["ratio"] if s[ratio]["median"] > TARGET_RATIO else []
+            result = judge([f"≤{TARGET_RATIO:g}x"], fails)
+            checks.append((f"unwind {kind} {label}", result))
+            extra = (median(p[kind]) - median(p[fp])) / DEPTH
+            rows.append((what, f"{median(p[fp]):.0f} ns", f"{median(p[kind]):.0f} ns",
+                         fmt_spread(s[ratio], "x", 2), f"{extra:+.1f} ns",
+                         f"≤{TARGET_RATIO:g}x", result))
+        groups.append((f"{label}: {res['runs']} runs x {s['rounds_per_run']} rounds", rows))
+    head = ("table walk", "frame pointers", "table", "ratio min/med/max", "per frame",
+            "target", "result")
+    return (f"unwind: a {DEPTH}-frame walk by the tables against frame pointers, ns a walk "
+            f"(median), walk_cost without QEMU\n  load at start: {res['uptime_start']}\n"
+            f"  load at end:   {res['uptime_end']}\n"
+            + format_table(head, groups, {1, 2, 3, 4}), checks)
+
+
+def notes(b):
+    res = b.results[NAME]
+    if res["skipped"]:
+        return [f"unwind skipped: {res['skipped']}"]
+    return ["unwind: walks of stacks in memory by unwind/examples/walk_cost (no QEMU: the "
+            "unwinders' own cost; a sample adds QEMU's register and memory reads, the same "
+            "for both walks); ratio = each round's table walk / that round's frame-pointer "
+            "walk of the same depth, min/median/max over all rounds; 'per frame' = (table - "
+            "frame pointers) / depth, medians; " + "; ".join(res.get("tables", []))]
