@@ -1,6 +1,7 @@
 //! `kern-profile stacks --attach`: the i386 example kernel booted with QEMU's gdbstub on a
 //! Unix socket, its every vCPU's stack named a few times while it runs, rooted at `_start`
-//! through `kmain`; the guest runs on and exits with success. Bad input: a socket that is no
+//! through `kmain`, and so is its build without frame pointers (walked by its `.eh_frame`);
+//! the guest runs on and exits with success. Bad input: a socket that is no
 //! gdbstub, a path with no socket, an ELF of another architecture.
 
 use std::io::Write;
@@ -51,9 +52,25 @@ fn every_vcpu_named_while_the_kernel_runs() {
     if skip_i386() {
         return;
     }
-    let dir = scratch("gdb-stacks");
+    named_while_running(&kernel(), "gdb-stacks", true);
+}
+
+/// The same kernel built without frame pointers: its `.eh_frame` walks the stacks.
+#[test]
+fn a_kernel_without_frame_pointers_walked_by_its_cfi() {
+    if skip_unless(&[Need::Qemu("i386"), Need::Bin, Need::NoFpKernel("i386")]) {
+        return;
+    }
+    named_while_running(&nofp_kernel("i386"), "gdb-stacks-nofp", false);
+}
+
+/// Boots `kernel` with a gdbstub and looks at its stacks a few times while it runs: rooted at
+/// `_start` through `kmain`, the workload's functions found; with `other_arch`, an ELF of
+/// another architecture is refused. The guest runs on and exits with success.
+fn named_while_running(kernel: &Path, name: &str, other_arch: bool) {
+    let dir = scratch(name);
     let sock = dir.join("gdb.sock");
-    let kernel = kernel();
+    let kernel = kernel.to_path_buf();
     let args: Vec<String> = [
         "--arch",
         "i386",
@@ -110,7 +127,7 @@ fn every_vcpu_named_while_the_kernel_runs() {
     assert!(in_workload >= 1, "no look found the workload's functions");
     // An ELF of another architecture: a clear error, and the guest still runs on.
     let riscv = root().join("target/examples/kernel-riscv64.elf");
-    if riscv.exists() {
+    if other_arch && riscv.exists() {
         let out = stacks(&["--attach", &attach, &riscv.display().to_string()]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());

@@ -1,18 +1,21 @@
 //! One look at every vCPU: stop the guest, read each vCPU's registers and walk its stack
-//! with the plugin's unwinders over `m` reads (one per window of stack), resume.
+//! with the plugin's unwinders over `m` reads (one per window of stack), resume. Given the
+//! kernel's unwind tables (ORC, DWARF CFI), the walk follows them where they cover the pc,
+//! as the plugin's does: whole stacks of a kernel without frame pointers.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kern_profile_arch::registers::{clean_return_address, privilege};
 use kern_profile_arch::{guest, CoreRegs};
 use kern_profile_format::{Arch, Privilege, StopReason};
-use kern_profile_unwind::{walk_guest, Crossings, PtrWidth};
+use kern_profile_unwind::{walk_guest, walk_tables, Crossings, PtrWidth, StartRegs, UnwindTables};
 
 use crate::client::{Client, Limits, ThreadId};
 use crate::{target, GdbError};
 
-/// How much one look may read.
-#[derive(Debug, Clone, Copy)]
+/// How much one look may read, and how it walks.
+#[derive(Debug, Clone)]
 pub struct StackOptions {
     /// Return addresses per vCPU at most.
     pub depth: usize,
@@ -20,6 +23,9 @@ pub struct StackOptions {
     pub window: usize,
     /// `m` requests per vCPU at most.
     pub max_reads: u32,
+    /// The kernel's unwind tables (`kern_profile_unwind::tables::load_kernel_tables`), when
+    /// it has some: walked first, frame pointers where they do not cover the pc.
+    pub tables: Option<Arc<UnwindTables>>,
 }
 
 impl Default for StackOptions {
@@ -28,6 +34,7 @@ impl Default for StackOptions {
             depth: 64,
             window: 4096,
             max_reads: 32,
+            tables: None,
         }
     }
 }
@@ -72,7 +79,7 @@ pub fn stacks(addr: &str, limits: Limits, opts: StackOptions) -> Result<Snapshot
     let start = Instant::now();
     let mut c = Client::connect(addr, limits)?;
     let mut pid = None;
-    let result = take(&mut c, opts, &mut pid);
+    let result = take(&mut c, &opts, &mut pid);
     let detached = c.detach(pid);
     let mut snap = result?;
     detached?;
@@ -82,7 +89,7 @@ pub fn stacks(addr: &str, limits: Limits, opts: StackOptions) -> Result<Snapshot
     Ok(snap)
 }
 
-fn take(c: &mut Client, opts: StackOptions, pid: &mut Option<u64>) -> Result<Snapshot, GdbError> {
+fn take(c: &mut Client, opts: &StackOptions, pid: &mut Option<u64>) -> Result<Snapshot, GdbError> {
     // The stop reply names the stopped thread, whose pid the detach needs.
     let stop = c.halt_reason()?;
     *pid = stop_pid(&stop);
@@ -205,7 +212,7 @@ fn walk_vcpu(
     arch: Arch,
     thread: ThreadId,
     regs: CoreRegs,
-    opts: StackOptions,
+    opts: &StackOptions,
 ) -> Result<VcpuStack, GdbError> {
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
     let mask = width.max_addr();
@@ -234,15 +241,37 @@ fn walk_vcpu(
         .read(sp, &mut word[..width.bytes()])
         .then(|| width.word(&word));
     let mut frames = vec![0u64; opts.depth.max(1)];
-    let walk = walk_guest(
-        arch,
+    let start = StartRegs {
+        pc: regs.pc & mask,
         sp,
         fp,
-        frames.len(),
-        crossings,
-        |a, out| r.read(a, out),
-        &mut frames,
-    );
+        ra: regs.ra.map(|ra| ra & mask),
+    };
+    let depth = frames.len();
+    let by_tables = opts.tables.as_deref().and_then(|t| {
+        walk_tables(
+            t,
+            start,
+            depth,
+            crossings,
+            |a, out| r.read(a, out),
+            &mut frames,
+        )
+    });
+    // A walk by the tables found the callers itself: no [SP] or return-register fix after it.
+    let tabled = by_tables.is_some();
+    let walk = match by_tables {
+        Some(w) => w,
+        None => walk_guest(
+            arch,
+            sp,
+            fp,
+            depth,
+            crossings,
+            |a, out| r.read(a, out),
+            &mut frames,
+        ),
+    };
     if let Some(e) = r.fatal {
         return Err(e);
     }
@@ -258,8 +287,11 @@ fn walk_vcpu(
         regs,
         privilege,
         page_table_base: regs.page_table_base,
-        sp_word,
-        return_register: regs.ra.map(|ra| clean_return_address(arch, ra & mask)),
+        sp_word: sp_word.filter(|_| !tabled),
+        return_register: regs
+            .ra
+            .filter(|_| !tabled)
+            .map(|ra| clean_return_address(arch, ra & mask)),
         frames,
         stop,
         refused: r.refused,

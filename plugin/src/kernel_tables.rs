@@ -5,27 +5,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kern_profile_format::Arch;
-use kern_profile_linux_image::{open, Options};
-use kern_profile_unwind::{Limits, UnwindTables};
+use kern_profile_unwind::tables::load_kernel_tables;
+use kern_profile_unwind::UnwindTables;
 
 /// The tables of the kernel at `path` for an `arch` guest; `None` when it has none (or is a
 /// raw arm64/riscv64 Image, which has no sections). Errors name the file.
 pub fn load(path: &Path, arch: Arch) -> Result<Option<Arc<UnwindTables>>, String> {
-    let image = open(path, &Options::default()).map_err(|e| format!("elf={e}"))?;
-    if !image.is_elf() {
-        return Ok(None);
-    }
-    let tables = UnwindTables::from_elf(&image.bytes, Limits::default())
-        .map_err(|e| format!("elf={}: {e}", path.display()))?;
-    if tables.arch != arch {
-        return Err(format!(
-            "elf={}: a kernel for {}, and the guest is {}",
-            path.display(),
-            tables.arch.name(),
-            arch.name()
-        ));
-    }
-    Ok((!tables.is_empty()).then(|| Arc::new(tables)))
+    load_kernel_tables(path, arch)
+        .map(|t| t.map(Arc::new))
+        .map_err(|e| format!("elf={e}"))
 }
 
 #[cfg(test)]

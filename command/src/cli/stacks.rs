@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
@@ -17,6 +18,7 @@ use kern_profile::unnamed::CpuState;
 use kern_profile::Options;
 use kern_profile_format::{Arch, Privilege};
 use kern_profile_gdb::{Limits, Snapshot, StackOptions, VcpuStack};
+use kern_profile_unwind::tables::load_kernel_tables;
 
 const STACKS_EXAMPLES: &str = "\
 Examples:
@@ -29,9 +31,9 @@ Examples:
 /// Print every vCPU's stack, once, through QEMU's gdbstub
 ///
 /// Connects to the gdbstub of a running QEMU (`-gdb unix:PATH,server=on,wait=off` or `-s`),
-/// which stops the guest, reads each vCPU's registers and walks its frame pointers as the
-/// plugin does, detaches (the guest runs on) and prints a named stack per vCPU, innermost
-/// frame first. Works with any accelerator and QEMU 7.2 or later; no plugin, no gdb.
+/// which stops the guest, reads each vCPU's registers and walks its stack as the plugin does
+/// (the kernel's ORC or DWARF CFI tables where it has them, else frame pointers), detaches
+/// (the guest runs on) and prints a named stack per vCPU, innermost frame first. Works with any accelerator and QEMU 7.2 or later; no plugin, no gdb.
 #[derive(Debug, Args)]
 #[command(after_help = STACKS_EXAMPLES)]
 pub struct StacksArgs {
@@ -39,7 +41,8 @@ pub struct StacksArgs {
     #[arg(long, value_name = "ADDR", required = true)]
     attach: String,
 
-    /// The kernel ELF that runs (with symbols; DWARF for inlined frames and lines)
+    /// The kernel that runs: an ELF with symbols (DWARF for inlined frames and lines), or a
+    /// Linux image (vmlinuz), named from its kallsyms
     #[arg(value_name = "ELF", conflicts_with = "kernel")]
     elf: Option<PathBuf>,
 
@@ -79,8 +82,15 @@ pub fn run(a: StacksArgs) -> Result<ExitCode> {
         hello_timeout: timeout.min(Duration::from_secs(3)),
         ..Limits::default()
     };
+    // The kernel's unwind tables (ORC, DWARF CFI): whole stacks without frame pointers.
+    let arch = sym.as_ref().and_then(|s| s.elf()).and_then(|e| e.arch);
+    let tables = match (&elf, arch) {
+        (Some(path), Some(arch)) => load_kernel_tables(path, arch)?.map(Arc::new),
+        _ => None,
+    };
     let opts = StackOptions {
         depth: a.depth,
+        tables,
         ..StackOptions::default()
     };
     // The library's errors name the address.

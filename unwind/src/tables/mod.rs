@@ -9,10 +9,12 @@ use object::{Object, ObjectSection};
 
 pub mod cfi;
 mod index;
+mod kernel;
 pub mod orc;
 pub mod walk;
 
 pub use cfi::{CfaBase, CfiRow, CfiTable, Rule};
+pub use kernel::{load_kernel_tables, KernelTablesError};
 pub use orc::{OrcEntry, OrcKind, OrcLayout, OrcTable};
 
 /// What is wrong with a kernel's unwind tables.
