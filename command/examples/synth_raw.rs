@@ -58,6 +58,7 @@ fn main() -> anyhow::Result<()> {
         exact: false,
         markers: false,
         at_interrupts: false,
+        gdbstub: false,
         vcpus: 4,
         max_depth: 64,
         start_unix_ns: 0,

@@ -57,6 +57,7 @@ fn raw(name: &str, samples: &[(u64, &[u64], u64)]) -> PathBuf {
         exact: false,
         markers: false,
         at_interrupts: false,
+        gdbstub: false,
         vcpus: 1,
         max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,

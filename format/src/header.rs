@@ -119,6 +119,9 @@ pub struct Header {
     /// `delay=` samples were taken at the vCPU's next interrupt after each tick
     /// (`trigger=interrupt`), at the interrupted PC, rather than at its next block entry.
     pub at_interrupts: bool,
+    /// Taken through QEMU's gdbstub (`record --attach`), not the plugin: the whole VM stopped
+    /// for each look, every vCPU sampled at it.
+    pub gdbstub: bool,
     pub vcpus: u32,
     pub max_depth: u32,
     /// Wall-clock start, ns since the Unix epoch.
@@ -147,7 +150,12 @@ impl Header {
         out.push(self.arch.code());
         out.push(self.arch.ptr_width());
         out.push(self.sampling.code());
-        out.push(self.exact as u8 | (self.markers as u8) << 1 | (self.at_interrupts as u8) << 2);
+        out.push(
+            self.exact as u8
+                | (self.markers as u8) << 1
+                | (self.at_interrupts as u8) << 2
+                | (self.gdbstub as u8) << 3,
+        );
         out.extend_from_slice(&self.sampling.value().to_le_bytes());
         out.extend_from_slice(&self.vcpus.to_le_bytes());
         out.extend_from_slice(&self.max_depth.to_le_bytes());
@@ -202,6 +210,7 @@ impl Header {
                 exact: b[15] & 1 != 0,
                 markers: b[15] & 2 != 0,
                 at_interrupts: b[15] & 4 != 0,
+                gdbstub: b[15] & 8 != 0,
                 vcpus: u32_at(b, 24),
                 max_depth: u32_at(b, 28),
                 start_unix_ns: u64_at(b, 32),

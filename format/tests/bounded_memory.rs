@@ -38,6 +38,7 @@ fn raw_header() -> Vec<u8> {
         exact: false,
         markers: false,
         at_interrupts: false,
+        gdbstub: false,
         vcpus: 1,
         max_depth: 64,
         start_unix_ns: 0,

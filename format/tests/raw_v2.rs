@@ -9,6 +9,7 @@ fn header(arch: Arch) -> Header {
         exact: false,
         markers: false,
         at_interrupts: false,
+        gdbstub: false,
         vcpus: 4,
         max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,

@@ -79,6 +79,13 @@ pub fn serve(stub: Stub) -> (String, JoinHandle<Seen>) {
                 let n = buf.iter().take_while(|&&b| b == b'+').count();
                 seen.acks += n;
                 buf.drain(..n);
+                // An interrupt (0x03) of the running guest: its stop reply.
+                if buf.first() == Some(&0x03) {
+                    buf.remove(0);
+                    seen.requests.push("interrupt".into());
+                    s.write_all(&packet::encode(b"T02thread:p01.01;")).unwrap();
+                    continue;
+                }
                 if let Some(h) = buf.iter().position(|&b| b == b'#') {
                     if buf.len() >= h + 3 {
                         let body = buf[1..h].to_vec();
@@ -98,6 +105,10 @@ pub fn serve(stub: Stub) -> (String, JoinHandle<Seen>) {
             }
             if acks {
                 s.write_all(b"+").unwrap();
+            }
+            // `c` has no reply until the next stop.
+            if req == "c" {
+                continue;
             }
             let reply = answer(&stub, &req, &mut cur);
             let framed = match (stub.rle, req.as_str()) {

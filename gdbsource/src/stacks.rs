@@ -90,53 +90,101 @@ pub fn stacks(addr: &str, limits: Limits, opts: StackOptions) -> Result<Snapshot
 }
 
 fn take(c: &mut Client, opts: &StackOptions, pid: &mut Option<u64>) -> Result<Snapshot, GdbError> {
-    // The stop reply names the stopped thread, whose pid the detach needs.
-    let stop = c.halt_reason()?;
-    *pid = stop_pid(&stop);
-    let threads = c.threads()?;
-    *pid = pid.or(threads[0].pid);
-    let desc = target::read(c, false)?;
-    let arch = target::arch_of(&desc.architecture).ok_or_else(|| GdbError::UnsupportedArch {
-        addr: c.addr().to_string(),
-        arch: desc.architecture.clone(),
-    })?;
-    let (priv_name, base_name) = guest(arch).gdb_extra_registers();
-    let desc = match (priv_name, base_name) {
-        (None, None) => desc,
-        _ => target::read(c, true)?,
-    };
-    let priv_reg = priv_name.and_then(|n| desc.regnum(n));
-    let base_reg = base_name.and_then(|n| desc.regnum(n));
-    let mut vcpus = Vec::with_capacity(threads.len());
-    for t in threads {
-        c.select(&t)?;
-        let g = c.registers()?;
-        let mut regs = guest(arch)
-            .gdb_core_regs(&g)
-            .ok_or_else(|| GdbError::Malformed {
-                addr: c.addr().to_string(),
-                request: "g".into(),
-                detail: format!(
-                    "{} bytes of registers, too few for {}",
-                    g.len(),
-                    arch.name()
-                ),
-            })?;
-        if let Some(n) = priv_reg {
-            regs.privilege = c.register(n)?.map(|b| le_bytes(&b));
-        }
-        if let Some(n) = base_reg {
-            regs.page_table_base = c.register(n)?.map(|b| le_bytes(&b));
-        }
-        vcpus.push(walk_vcpu(c, arch, t, regs, opts)?);
-    }
+    let (stop_pid, threads) = Target::stopped(c)?;
+    // Known before the rest can fail: the detach names it.
+    *pid = stop_pid;
+    let target = Target::describe(c, stop_pid, threads)?;
+    let vcpus = target.look(c, opts)?;
     Ok(Snapshot {
-        arch,
+        arch: target.arch,
         vcpus,
         stopped: Duration::ZERO,
         requests: 0,
         no_ack: false,
     })
+}
+
+/// What one connection learns once, the guest stopped: the architecture, where the extra
+/// registers are, the vCPUs and the pid a detach names.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub arch: Arch,
+    pub threads: Vec<ThreadId>,
+    pub pid: Option<u64>,
+    priv_reg: Option<u32>,
+    base_reg: Option<u32>,
+}
+
+impl Target {
+    /// Asks the stopped stub (just connected, or after an interrupt) what it serves.
+    pub fn open(c: &mut Client) -> Result<Target, GdbError> {
+        let (pid, threads) = Self::stopped(c)?;
+        Self::describe(c, pid, threads)
+    }
+
+    /// The pid a detach names and the threads, from the stop reply and the thread list.
+    fn stopped(c: &mut Client) -> Result<(Option<u64>, Vec<ThreadId>), GdbError> {
+        // The stop reply names the stopped thread, whose pid the detach needs.
+        let stop = c.halt_reason()?;
+        let threads = c.threads()?;
+        let pid = stop_pid(&stop).or(threads[0].pid);
+        Ok((pid, threads))
+    }
+
+    /// The architecture and where its extra registers are, from the target description.
+    fn describe(
+        c: &mut Client,
+        pid: Option<u64>,
+        threads: Vec<ThreadId>,
+    ) -> Result<Target, GdbError> {
+        let desc = target::read(c, false)?;
+        let arch =
+            target::arch_of(&desc.architecture).ok_or_else(|| GdbError::UnsupportedArch {
+                addr: c.addr().to_string(),
+                arch: desc.architecture.clone(),
+            })?;
+        let (priv_name, base_name) = guest(arch).gdb_extra_registers();
+        let desc = match (priv_name, base_name) {
+            (None, None) => desc,
+            _ => target::read(c, true)?,
+        };
+        Ok(Target {
+            arch,
+            threads,
+            pid,
+            priv_reg: priv_name.and_then(|n| desc.regnum(n)),
+            base_reg: base_name.and_then(|n| desc.regnum(n)),
+        })
+    }
+
+    /// Every vCPU's registers and stack, the guest stopped.
+    pub fn look(&self, c: &mut Client, opts: &StackOptions) -> Result<Vec<VcpuStack>, GdbError> {
+        let arch = self.arch;
+        let mut vcpus = Vec::with_capacity(self.threads.len());
+        for t in &self.threads {
+            c.select(t)?;
+            let g = c.registers()?;
+            let mut regs = guest(arch)
+                .gdb_core_regs(&g)
+                .ok_or_else(|| GdbError::Malformed {
+                    addr: c.addr().to_string(),
+                    request: "g".into(),
+                    detail: format!(
+                        "{} bytes of registers, too few for {}",
+                        g.len(),
+                        arch.name()
+                    ),
+                })?;
+            if let Some(n) = self.priv_reg {
+                regs.privilege = c.register(n)?.map(|b| le_bytes(&b));
+            }
+            if let Some(n) = self.base_reg {
+                regs.page_table_base = c.register(n)?.map(|b| le_bytes(&b));
+            }
+            vcpus.push(walk_vcpu(c, arch, t.clone(), regs, opts)?);
+        }
+        Ok(vcpus)
+    }
 }
 
 /// The pid in a stop reply's `thread:pPID.TID;`.

@@ -203,3 +203,91 @@ fn a_stop_reply_ahead_of_the_first_answer() {
     h.join().unwrap();
     assert_eq!(&snap.vcpus[0].frames[..2], &[0x100123, 0x100456]);
 }
+
+#[test]
+fn sampling_looks_at_a_steady_rate_then_detaches() {
+    use std::sync::atomic::AtomicBool;
+
+    use crate::sampling::{sample, End, SampleOptions};
+    let (addr, h) = fake::serve(i386_stub());
+    let opts = SampleOptions {
+        rate_hz: 200,
+        duration: Some(Duration::from_millis(150)),
+        ..SampleOptions::default()
+    };
+    let mut header = None;
+    let mut looks = Vec::new();
+    let run = sample(
+        &addr,
+        quick(),
+        &opts,
+        &AtomicBool::new(false),
+        |arch, vcpus| {
+            header = Some((arch, vcpus));
+            Ok(())
+        },
+        |ns, stacks| {
+            looks.push((
+                ns,
+                stacks.iter().map(|v| v.frames.clone()).collect::<Vec<_>>(),
+            ));
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(header, Some((Arch::I386, 2)));
+    assert_eq!(run.end, End::Duration);
+    assert_eq!(run.looks as usize, looks.len());
+    assert!(looks.len() >= 3, "{} looks", looks.len());
+    // Every look: both vCPUs, the whole chain; times increasing.
+    for (_, stacks) in &looks {
+        assert_eq!(stacks.len(), 2);
+        assert_eq!(stacks[0], [0x100123, 0x100456]);
+    }
+    assert!(looks.windows(2).all(|w| w[0].0 < w[1].0));
+    assert!(run.stopped_share() < 1.0);
+    let seen = h.join().unwrap();
+    // Each look after the first began with an interrupt and ended with a `c`; the end
+    // stopped the guest and detached.
+    let count = |r: &str| seen.requests.iter().filter(|x| *x == r).count();
+    assert_eq!(count("c"), looks.len());
+    assert_eq!(count("interrupt"), looks.len());
+    assert!(
+        seen.requests.last().unwrap().starts_with('D'),
+        "{:?}",
+        seen.requests
+    );
+}
+
+#[test]
+fn a_stub_that_goes_away_ends_the_sampling_and_keeps_what_was_seen() {
+    use std::sync::atomic::AtomicBool;
+
+    use crate::sampling::{sample, End, SampleOptions};
+    let stub = Stub {
+        // The second look's first request.
+        close_at: Some("Hgp1.2"),
+        ..i386_stub()
+    };
+    let (addr, h) = fake::serve(stub);
+    let mut looks = 0;
+    let run = sample(
+        &addr,
+        quick(),
+        &SampleOptions::default(),
+        &AtomicBool::new(false),
+        |_, _| Ok(()),
+        |_, _| {
+            looks += 1;
+            Ok(())
+        },
+    )
+    .unwrap();
+    h.join().unwrap();
+    assert_eq!(looks, 0, "the first look failed midway: nothing written");
+    assert!(
+        matches!(run.end, End::Gone(ref e) if e.contains("closed")),
+        "{:?}",
+        run.end
+    );
+}

@@ -245,6 +245,7 @@ unsafe fn install(
         exact: cfg.exact,
         markers: true,
         at_interrupts: cfg.at_interrupts,
+        gdbstub: false,
         vcpus: smp as u32,
         max_depth: cfg.depth,
         start_unix_ns: unix_now_ns(),

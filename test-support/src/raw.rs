@@ -11,6 +11,7 @@ pub fn header(vcpus: u32, exact: bool) -> Header {
         exact,
         markers: false,
         at_interrupts: false,
+        gdbstub: false,
         vcpus,
         max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,

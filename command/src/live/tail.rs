@@ -107,6 +107,7 @@ mod tests {
             exact: false,
             markers: true,
             at_interrupts: false,
+            gdbstub: false,
             vcpus: 2,
             max_depth: 64,
             start_unix_ns: 1,

@@ -176,6 +176,7 @@ fn decode(arch: Arch, bytes: &[u8]) -> Vec<Ev> {
         exact: false,
         markers: true,
         at_interrupts: false,
+        gdbstub: false,
         vcpus: 1,
         max_depth: 64,
         start_unix_ns: 0,
