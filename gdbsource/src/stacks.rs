@@ -53,6 +53,9 @@ pub struct VcpuStack {
     pub return_register: Option<u64>,
     /// Return addresses (and the unwinder's boundary markers), innermost first.
     pub frames: Vec<u64>,
+    /// Walked by the kernel's unwind tables, which found every caller themselves (no `[SP]`
+    /// or return-register fix applies).
+    pub by_tables: bool,
     pub stop: StopReason,
     /// The first read the stub refused: address and its reply.
     pub refused: Option<(u64, String)>,
@@ -341,6 +344,7 @@ fn walk_vcpu(
             .filter(|_| !tabled)
             .map(|ra| clean_return_address(arch, ra & mask)),
         frames,
+        by_tables: tabled,
         stop,
         refused: r.refused,
         reads: r.reads,

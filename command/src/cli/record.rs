@@ -3,13 +3,19 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use kern_profile::record::aggregate::{aggregate, write_top};
+use kern_profile::record::attach::{record_attach, AttachSpec};
 use kern_profile::record::launch::{describe_status, exit_code};
 use kern_profile::record::plugin::PluginSource;
 use kern_profile::record::{ConsoleSpec, Session};
 use kern_profile::Options;
+use kern_profile_gdb::End;
 
 use super::filter_args::FilterArgs;
 use super::session_args::{LaunchArgs, SamplingArgs};
@@ -27,6 +33,9 @@ Examples:
   kern-profile record --period 10000 --kernel vmlinux -o run1 -- qemu-system-x86_64 \\
       -kernel bzImage ...
       instruction-based sampling; names (and inlined frames) from vmlinux's DWARF
+  kern-profile record --attach unix:/tmp/gdb.sock --duration 10 --kernel kernel.elf
+      a QEMU already running with -gdb unix:/tmp/gdb.sock,server=on,wait=off (any
+      version from 7.2, any accelerator), sampled through its gdbstub; it runs on
   kern-profile record --window run_benchmark --open -- qemu-system-i386 ...
       sample only inside run_benchmark, then open the flamegraph
 
@@ -68,9 +77,38 @@ pub struct RecordArgs {
 
     #[command(flatten)]
     launch: LaunchArgs,
+
+    #[command(flatten)]
+    attach: AttachArgs,
+}
+
+/// Sampling a running QEMU through its gdbstub instead of starting one with the plugin.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Through QEMU's gdbstub")]
+pub struct AttachArgs {
+    /// Sample a QEMU that is already running, through its gdbstub (`-gdb
+    /// unix:PATH,server=on,wait=off`, or `-s` for tcp::1234): ADDR is unix:PATH or HOST:PORT.
+    /// Any QEMU from 7.2 and any accelerator (KVM, HVF, WHPX), no plugin; needs --kernel (or
+    /// --symbols). Each look stops the whole VM and samples every vCPU; the guest runs on
+    /// afterwards
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["delay", "period", "trigger", "window", "exact"])]
+    attach: Option<String>,
+
+    /// With --attach: stop after SECS seconds (default: at Ctrl-C, or when QEMU exits)
+    #[arg(long, value_name = "SECS", requires = "attach")]
+    duration: Option<f64>,
+
+    /// With --attach: looks a second (default 100). Fewer where the guest would otherwise
+    /// spend more than 5% of the time stopped, and the summary says so
+    #[arg(long, value_name = "HZ", requires = "attach",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    rate: Option<u32>,
 }
 
 pub fn run(a: RecordArgs) -> Result<ExitCode> {
+    if let Some(addr) = a.attach.attach.clone() {
+        return run_attach(a, addr);
+    }
     let spec = a.launch.spec(
         "record",
         a.sampling.sampling(a.exact),
@@ -158,4 +196,88 @@ fn open(file: &Path) {
             opener.to_string_lossy()
         );
     }
+}
+
+/// `record --attach ADDR`: samples the running QEMU, then draws the recording as `record`
+/// does.
+fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
+    if !a.launch.qemu.is_empty() {
+        bail!("--attach samples a QEMU that already runs: give no QEMU command after `--`");
+    }
+    if let Some(d) = a.attach.duration {
+        if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
+            bail!("--duration {d}: give 0 to 86400 seconds");
+        }
+    }
+    let spec = AttachSpec {
+        addr,
+        rate_hz: a.attach.rate.unwrap_or(100),
+        duration: a.attach.duration.map(Duration::from_secs_f64),
+        depth: a.sampling.depth.unwrap_or(64) as usize,
+        out_dir: a.launch.output.clone(),
+        kernel: a.launch.kernel.clone(),
+        symbols: a.launch.symbols.clone(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    eprintln!(
+        "kern-profile: sampling {} through its gdbstub, {} looks a second{}; Ctrl-C stops",
+        spec.addr,
+        spec.rate_hz,
+        spec.duration
+            .map_or(String::new(), |d| format!(", for {:.1} s", d.as_secs_f64()))
+    );
+    let done = record_attach(&spec, &stop)?;
+    let run = &done.run;
+    let ended = match &run.end {
+        End::Duration | End::Stopped => "detached, the guest runs on".to_string(),
+        End::Gone(why) => format!("the gdbstub went away ({why})"),
+    };
+    eprintln!(
+        "kern-profile: {} looks of {} vCPU(s) in {:.1} s ({:.0} a second{}): the guest was stopped {:.0} µs per look (median), {:.1}% of the time; {ended}",
+        run.looks,
+        run.vcpus,
+        run.elapsed.as_secs_f64(),
+        run.looks as f64 / run.elapsed.as_secs_f64().max(1e-9),
+        if run.slowed > 0 {
+            format!(
+                ", {} of them later than asked to keep the guest stopped under 5% of the time",
+                run.slowed
+            )
+        } else {
+            String::new()
+        },
+        run.median_stopped().as_secs_f64() * 1e6,
+        100.0 * run.stopped_share(),
+    );
+    let opts = Options {
+        focus: a.filter.focus,
+        exclude: a.filter.exclude,
+        from_time: a.filter.from_time,
+        to_time: a.filter.to_time,
+        ..Options::default()
+    };
+    let dir = done.out.path.clone();
+    let drawn =
+        aggregate(&done.raw, &dir, &done.sources, &opts, false, a.top).with_context(|| {
+            format!(
+                "the recording is kept in {}; `kern-profile report` can draw it",
+                done.raw.display()
+            )
+        })?;
+    for w in &drawn.warnings {
+        eprintln!("kern-profile: warning: {w}");
+    }
+    eprintln!("kern-profile: hottest functions ({} samples):", drawn.total);
+    write_top(&drawn.top, drawn.total, std::io::stderr())?;
+    for f in &drawn.files {
+        eprintln!("kern-profile: wrote {}", f.display());
+    }
+    eprintln!("kern-profile: recording: {}", done.raw.display());
+    if a.open {
+        open(&dir.join("cpu.svg"));
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -84,6 +84,12 @@ pub enum RecordError {
     },
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    #[error("--attach needs the kernel that runs: give it with --kernel ELF (or a Linux vmlinuz), or a symbol map with --symbols FILE")]
+    AttachNoKernel,
+    #[error(transparent)]
+    Gdb(#[from] kern_profile_gdb::GdbError),
+    #[error("{addr}: not a single sample was taken ({end}); nothing was kept")]
+    AttachNoSamples { addr: String, end: String },
 }
 
 fn list(items: &[String]) -> String {

@@ -2,9 +2,11 @@
 //! plugin added ([`session`]), after checking, before the guest starts, the QEMU binary and
 //! its version ([`qemu`]), the kernel's symbols ([`kernel`]), the plugin ([`plugin`]) and the
 //! output directory ([`outdir`]); signals passed on to QEMU ([`launch`]); and the recording
-//! drawn into the usual outputs ([`aggregate`]). The live view of `top` is [`crate::live`].
+//! drawn into the usual outputs ([`aggregate`]). A running QEMU sampled through its gdbstub
+//! instead is [`attach`]. The live view of `top` is [`crate::live`].
 
 pub mod aggregate;
+pub mod attach;
 mod error;
 pub mod kernel;
 pub mod launch;

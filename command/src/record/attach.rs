@@ -1,0 +1,212 @@
+//! `record --attach ADDR`: a QEMU that is already running, sampled through its gdbstub
+//! (`-gdb unix:PATH,server=on,wait=off`, or `-s`) at a steady rate into `DIR/cpu.raw`, the same
+//! recording the plugin writes (its header says it came from the gdbstub), for the same
+//! outputs. Any QEMU from 7.2, any accelerator; the guest runs on afterwards.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use kern_profile_format::{
+    encode_sample_v2, encode_stats, CpuMode, Header, SampleExtras, SampleRecord, SamplingMode,
+    StopReason, VERSION_2,
+};
+use kern_profile_gdb::{sample, Limits, SampleOptions, Sampled, StackOptions, VcpuStack};
+use kern_profile_unwind::tables::load_kernel_tables;
+
+use super::kernel::symbol_sources;
+use super::outdir::OutputDir;
+use super::RecordError;
+use crate::job::SymbolSources;
+
+/// What `record --attach` was asked.
+#[derive(Debug, Clone)]
+pub struct AttachSpec {
+    /// `unix:PATH` or `HOST:PORT`.
+    pub addr: String,
+    pub rate_hz: u32,
+    pub duration: Option<Duration>,
+    pub depth: usize,
+    pub out_dir: PathBuf,
+    pub kernel: Option<PathBuf>,
+    pub symbols: Vec<PathBuf>,
+}
+
+/// A finished attachment: the recording in place as `DIR/cpu.raw`.
+pub struct Attached {
+    pub sources: SymbolSources,
+    pub out: OutputDir,
+    pub raw: PathBuf,
+    pub run: Sampled,
+    /// Samples written (a look samples every vCPU).
+    pub samples: u64,
+}
+
+/// Samples the guest behind `spec.addr` until `spec.duration`, `stop` (Ctrl-C) or the end of
+/// QEMU, and keeps the recording.
+pub fn record_attach(spec: &AttachSpec, stop: &AtomicBool) -> Result<Attached, RecordError> {
+    if spec.kernel.is_none() && spec.symbols.is_empty() {
+        return Err(RecordError::AttachNoKernel);
+    }
+    let kernel = symbol_sources(spec.kernel.as_deref(), &spec.symbols, None)?;
+    let arch = kernel
+        .loaded
+        .as_ref()
+        .and_then(|k| k.elf.as_ref())
+        .and_then(|e| e.arch);
+    let tables = match (&spec.kernel, arch) {
+        (Some(path), Some(arch)) => load_kernel_tables(path, arch)
+            .map_err(|e| RecordError::KernelArg {
+                path: path.clone(),
+                why: e.to_string(),
+            })?
+            .map(Arc::new),
+        _ => None,
+    };
+    let sources = kernel.sources;
+    let out = OutputDir::prepare(&spec.out_dir)?;
+    let partial = out.raw_partial();
+    let io = |what: &Path| {
+        let what = what.display().to_string();
+        move |source| RecordError::Io {
+            what: what.clone(),
+            source,
+        }
+    };
+    let file = std::fs::File::create(&partial).map_err(io(&partial))?;
+    let raw_out = RefCell::new(RawOut {
+        w: std::io::BufWriter::new(file),
+        buf: Vec::new(),
+        ptr_width: 8,
+        stops: [0; StopReason::ALL.len()],
+        samples: 0,
+    });
+    let opts = SampleOptions {
+        rate_hz: spec.rate_hz,
+        duration: spec.duration,
+        stack: StackOptions {
+            depth: spec.depth,
+            tables,
+            ..StackOptions::default()
+        },
+        ..SampleOptions::default()
+    };
+    let started = unix_now_ns();
+    let run = sample(
+        &spec.addr,
+        Limits::default(),
+        &opts,
+        stop,
+        |arch, vcpus| {
+            let header = Header {
+                arch,
+                sampling: SamplingMode::DelayMicros(1_000_000 / u64::from(spec.rate_hz.max(1))),
+                exact: false,
+                markers: true,
+                at_interrupts: false,
+                gdbstub: true,
+                vcpus,
+                max_depth: spec.depth as u32,
+                start_unix_ns: started,
+                qemu_version: String::new(),
+            };
+            raw_out.borrow_mut().header(&header)
+        },
+        |time_ns, vcpus| raw_out.borrow_mut().look(time_ns, vcpus),
+    )
+    .map_err(RecordError::Gdb);
+    let mut raw_out = raw_out.into_inner();
+    let samples = raw_out.samples;
+    let run = match run.and_then(|r| raw_out.finish().map(|()| r).map_err(io(&partial))) {
+        Ok(r) => r,
+        Err(e) => {
+            out.discard();
+            return Err(e);
+        }
+    };
+    if samples == 0 {
+        out.discard();
+        return Err(RecordError::AttachNoSamples {
+            addr: spec.addr.clone(),
+            end: format!("{:?}", run.end),
+        });
+    }
+    let raw = out.raw();
+    std::fs::rename(&partial, &raw).map_err(io(&raw))?;
+    Ok(Attached {
+        sources,
+        out,
+        raw,
+        run,
+        samples,
+    })
+}
+
+/// The recording being written.
+struct RawOut {
+    w: std::io::BufWriter<std::fs::File>,
+    buf: Vec<u8>,
+    ptr_width: usize,
+    stops: [u64; StopReason::ALL.len()],
+    samples: u64,
+}
+
+impl RawOut {
+    fn header(&mut self, h: &Header) -> std::io::Result<()> {
+        self.ptr_width = h.ptr_width();
+        self.buf.clear();
+        h.encode_version(VERSION_2, &mut self.buf);
+        self.w.write_all(&self.buf)
+    }
+
+    /// One look: a sample per vCPU.
+    fn look(&mut self, time_ns: u64, vcpus: &[VcpuStack]) -> std::io::Result<()> {
+        self.buf.clear();
+        for (i, v) in vcpus.iter().enumerate() {
+            encode(&mut self.buf, self.ptr_width, i as u32, time_ns, v);
+            self.stops[v.stop as usize] += 1;
+            self.samples += 1;
+        }
+        self.w.write_all(&self.buf)
+    }
+
+    /// The statistics record, then everything to the file.
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.buf.clear();
+        encode_stats(&mut self.buf, self.samples, 0, &self.stops, &[]);
+        self.w.write_all(&self.buf)?;
+        self.w.flush()
+    }
+}
+
+/// One vCPU's look as a sample record.
+fn encode(buf: &mut Vec<u8>, ptr_width: usize, vcpu: u32, time_ns: u64, v: &VcpuStack) {
+    let rec = SampleRecord {
+        vcpu,
+        user: v.privilege == kern_profile_format::Privilege::User,
+        stop: v.stop,
+        time_ns,
+        icount: 0,
+        pc: v.regs.pc,
+        sp: v.regs.sp,
+        sp_word: v.sp_word,
+        frames: &v.frames,
+        entry_resolved: v.by_tables,
+    };
+    let extras = SampleExtras {
+        mode: CpuMode::Unknown,
+        privilege: v.privilege,
+        return_register: v.return_register,
+        page_table_base: v.page_table_base,
+    };
+    encode_sample_v2(buf, ptr_width, &rec, &extras);
+}
+
+fn unix_now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
