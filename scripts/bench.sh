@@ -59,8 +59,10 @@
 #     walk of the same depth, without QEMU (unwind/examples/walk_cost, stacks in memory): ORC
 #     on Debian's amd64 6.1 kernel (target/linux/x86_64; skipped without it), CFI on the x86_64
 #     example kernel's .eh_frame; ns a walk, the ratio min/median/max over alternated rounds,
-#     with 64 stacks (the lookup cache holds their addresses) and 4096 (beyond it); the
-#     `uptime` load at its start and end.
+#     with 64 stacks (the lookup cache holds their addresses) and 4096 (beyond it), and the
+#     kernel stacks of target/linux/run-x86_64-record/cpu.raw in its sample order (skipped,
+#     with the reason printed, without it: scripts/bench/unwind.py has the command that
+#     makes it); the `uptime` load at its start and end.
 # The load average at the start and end and the CPU time other processes used are printed;
 # the notes warn when other jobs competed (load average > 1.5) and ratios are not trustworthy.
 # The binaries and kernels are copied to $KP_OUT/bench-data/bin first and measured from

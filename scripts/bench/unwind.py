@@ -10,6 +10,14 @@ over that round's frame-pointer walk, min/median/max over every round of every r
 Two sizes of the stacks' working set: 64 stacks of 12 frames (768 return addresses: the
 lookup cache holds them all, as it holds a profile's recurring stacks) and 4096 stacks
 (49,152 addresses, beyond the cache: most lookups go through the block index).
+
+A third row, recorded stacks: the kernel stacks of a recording of the same amd64 6.1 guest,
+RECORDING (not made here; skipped with the reason printed when it is absent), rebuilt for the
+ORC walk and walked in the recording's sample order (walk_cost --recording), against frame
+records of the same return addresses: the working set and repetition of a real profile. To
+make it (after scripts/build.sh):
+  bash scripts/guests/run-linux.sh --arch x86_64 --print0 | xargs -0 \
+    target/release/kern-profile record --period 100000 -o target/linux/run-x86_64-record --
 """
 
 import json
@@ -25,6 +33,7 @@ TARGETS = {"unwind_table_walk_ratio_max": TARGET_RATIO}
 EXAMPLE = "target/release/examples/walk_cost"
 VMLINUZ = "target/linux/x86_64/vmlinuz"
 CFI_ELF = "target/examples/kernel64.elf"
+RECORDING = "target/linux/run-x86_64-record/cpu.raw"
 # (label, walk_cost's --stacks, rounds per run)
 SIZES = [("64 stacks (in the cache)", 64, 15), ("4096 stacks (beyond it)", 4096, 9)]
 DEPTH = 12
@@ -39,9 +48,11 @@ def uptime():
         return "uptime unavailable"
 
 
-def run_once(b, stacks, rounds):
+def run_once(b, stacks, rounds, recording):
     cmd = [os.path.join(b.root, EXAMPLE), "--rounds", str(rounds), "--walks", str(WALKS),
            "--stacks", str(stacks), os.path.join(b.root, VMLINUZ), os.path.join(b.root, CFI_ELF)]
+    if recording:
+        cmd += ["--recording", os.path.join(b.root, RECORDING)]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=b.root)
     if r.returncode != 0:
         raise BenchError(f"walk_cost failed ({r.returncode}):\n{r.stderr.strip()[-2000:]}")
@@ -64,24 +75,44 @@ def measure(b):
     res["uptime_start"] = uptime()
     res["runs"] = runs
     res["sizes"] = {}
-    for label, stacks, rounds in SIZES:
+    recording = os.path.isfile(os.path.join(b.root, RECORDING))
+    res["recorded"] = None
+    if not recording:
+        res["recorded_skipped"] = f"no {RECORDING} (see scripts/bench/unwind.py)"
+        say(f"unwind: recorded stacks skipped: {res['recorded_skipped']}")
+    for n, (label, stacks, rounds) in enumerate(SIZES):
         rounds = 3 if b.a.quick else rounds
-        say(f"unwind: {label}: {runs} runs of walk_cost, {rounds} rounds of {WALKS} walks each")
+        # The recorded stacks do not depend on --stacks: timed with the first size only.
+        with_rec = recording and n == 0
+        say(f"unwind: {label}{' and recorded stacks' if with_rec else ''}: {runs} runs of "
+            f"walk_cost, {rounds} rounds of {WALKS} walks each")
         per = {"orc": [], "fp_orc": [], "cfi": [], "fp_cfi": []}
+        rec = {"orc_rec": [], "fp_rec": []}
         for r in range(runs):
-            fig, out = run_once(b, stacks, rounds)
+            fig, out = run_once(b, stacks, rounds, with_rec)
             for k in per:
                 per[k] += fig[k]
+            if with_rec:
+                for k in ("orc_rec", "fp_rec"):
+                    rec[k] += fig[k]
+                rec["stats"] = fig["recorded"]
             say(f"  unwind {label} run {r + 1}/{runs}: " + ", ".join(
-                f"{k} {median(fig[k]):.0f} ns" for k in per))
+                f"{k} {median(fig[k]):.0f} ns" for k in (*per, *rec) if k in fig))
+        if with_rec:
+            st = rec.pop("stats")
+            res["recorded"] = {
+                "rounds_per_run": rounds, "ns_per_walk": rec, "stats": st,
+                "depth": st["kept_frames"] / st["walked"],
+                "ratio": spread([a / f for a, f in zip(rec["orc_rec"], rec["fp_rec"])]),
+            }
         res["sizes"][label] = {
             "stacks": stacks, "rounds_per_run": rounds, "ns_per_walk": per,
             "orc_ratio": spread([a / f for a, f in zip(per["orc"], per["fp_orc"])]),
             "cfi_ratio": spread([a / f for a, f in zip(per["cfi"], per["fp_cfi"])]),
         }
     res["uptime_end"] = uptime()
-    # walk_cost's first two lines: the tables read.
-    res["tables"] = out.splitlines()[:2]
+    # walk_cost's first three lines: the image unpacked, the tables read.
+    res["tables"] = out.splitlines()[:3]
 
 
 def table(b):
@@ -103,20 +134,44 @@ def table(b):
                          fmt_spread(s[ratio], "x", 2), f"{extra:+.1f} ns",
                          f"≤{TARGET_RATIO:g}x", result))
         groups.append((f"{label}: {res['runs']} runs x {s['rounds_per_run']} rounds", rows))
+    rec = res.get("recorded")
+    if rec:
+        p, st = rec["ns_per_walk"], rec["stats"]
+        fails = ["ratio"] if rec["ratio"]["median"] > TARGET_RATIO else []
+        result = judge([f"≤{TARGET_RATIO:g}x"], fails)
+        checks.append(("unwind orc recorded stacks", result))
+        extra = (median(p["orc_rec"]) - median(p["fp_rec"])) / rec["depth"]
+        groups.append((
+            f"recorded stacks ({st['walked']} kernel samples in order, {st['distinct']} "
+            f"distinct, {rec['depth']:.2f} frames a walk): {res['runs']} runs x "
+            f"{rec['rounds_per_run']} rounds",
+            [("ORC, Debian amd64 6.1", f"{median(p['fp_rec']):.0f} ns",
+              f"{median(p['orc_rec']):.0f} ns", fmt_spread(rec["ratio"], "x", 2),
+              f"{extra:+.1f} ns", f"≤{TARGET_RATIO:g}x", result)]))
+    skipped = res.get("recorded_skipped")
     head = ("table walk", "frame pointers", "table", "ratio min/med/max", "per frame",
             "target", "result")
     return (f"unwind: a {DEPTH}-frame walk by the tables against frame pointers, ns a walk "
             f"(median), walk_cost without QEMU\n  load at start: {res['uptime_start']}\n"
             f"  load at end:   {res['uptime_end']}\n"
-            + format_table(head, groups, {1, 2, 3, 4}), checks)
+            + format_table(head, groups, {1, 2, 3, 4})
+            + (f"\n  recorded stacks skipped: {skipped}" if skipped else ""), checks)
 
 
 def notes(b):
     res = b.results[NAME]
     if res["skipped"]:
         return [f"unwind skipped: {res['skipped']}"]
+    rec = res.get("recorded")
+    recorded = ""
+    if rec:
+        st = rec["stats"]
+        recorded = (f"; recorded stacks: {RECORDING}'s {st['walked']} of {st['kernel']} kernel "
+                    f"samples rebuilt for the ORC walk, {st['kept_frames']} of "
+                    f"{st['recorded_frames']} kernel return addresses placed")
     return ["unwind: walks of stacks in memory by unwind/examples/walk_cost (no QEMU: the "
             "unwinders' own cost; a sample adds QEMU's register and memory reads, the same "
             "for both walks); ratio = each round's table walk / that round's frame-pointer "
             "walk of the same depth, min/median/max over all rounds; 'per frame' = (table - "
-            "frame pointers) / depth, medians; " + "; ".join(res.get("tables", []))]
+            "frame pointers) / depth, medians; " + "; ".join(res.get("tables", []))
+            + recorded]

@@ -6,25 +6,32 @@
 //! - CFI: an x86_64 ELF with `.eh_frame` built with frame pointers (the x86_64 example
 //!   kernel), return addresses where the CFA is the frame pointer + 16: one stack of frame
 //!   records that both walks follow.
+//! - ORC, recorded stacks (with `--recording`): the kernel stacks of a raw recording of the
+//!   same kernel (`kern-profile record`), rebuilt for the ORC walk ([`recorded`]), in the
+//!   recording's sample order; against frame records holding the same return addresses.
 //!
-//! Each walk goes through one of `--stacks` different stacks in turn (a sample's stack is
-//! not the last one's). Rounds time the four walks in a rotated order, each in batches (the
-//! round's figure is the median batch's ns a walk: a batch another process interrupted does
-//! not count); a last `json:` line holds every round's figures (scripts/bench/unwind.py).
+//! Each synthetic walk goes through one of `--stacks` different stacks in turn (a sample's
+//! stack is not the last one's). Rounds time the walks in a rotated order, each in batches
+//! (the round's figure is the median batch's ns a walk: a batch another process interrupted
+//! does not count); each round goes on where the last left off. A last `json:` line holds
+//! every round's figures (scripts/bench/unwind.py).
 //!
 //! usage: cargo run --release -p kern-profile-unwind --example walk_cost --
-//!        [--rounds N] [--walks N] [--stacks N] [VMLINUZ [CFI_ELF]]
-//! (defaults: 31 rounds, 10000 walks of each kind a round, 64 stacks,
+//!        [--rounds N] [--walks N] [--stacks N] [--recording RAW] [VMLINUZ [CFI_ELF]]
+//! (defaults: 31 rounds, 10000 walks of each kind a round, 64 stacks, no recording,
 //! target/linux/x86_64/vmlinuz, target/examples/kernel64.elf)
 
 use std::time::Instant;
 
-use kern_profile_linux_image::{open, Options};
+use kern_profile_linux_image::{open, KernelImage, Options};
 use kern_profile_unwind::tables::{orc::reg, CfaBase, OrcKind, Rule};
 use kern_profile_unwind::{
     walk_across, walk_tables, Crossings, Limits, PtrWidth, StartRegs, UnwindTables,
 };
 use object::{Object, ObjectSection};
+
+mod recorded;
+use recorded::recorded_cases;
 
 /// Frames per walk.
 const DEPTH: usize = 12;
@@ -81,22 +88,25 @@ fn pick(candidates: &[u64], n: usize) -> Vec<Vec<u64>> {
         .collect()
 }
 
-/// A set of walks to time: walk `j` of them goes over stack `j % n`.
+/// A set of walks to time: walk `j` of them goes over stack `j % n`, and returns
+/// `frames[j % frames.len()]` frames.
 struct Case<'a> {
     name: &'static str,
     walk: Box<dyn FnMut(usize) -> usize + 'a>,
+    frames: Vec<usize>,
 }
 
-fn orc_cases(path: &str, n: usize) -> [Case<'static>; 2] {
-    let t0 = Instant::now();
-    let image = open(path.as_ref(), &Options::default()).expect("the kernel image");
-    let unpacked = t0.elapsed();
+/// Where the frame-pointer walks of `n` stacks `STACK_BYTES` apart start.
+fn spaced(n: usize) -> Vec<u64> {
+    (0..n as u64).map(|j| STACK + j * STACK_BYTES).collect()
+}
+
+fn orc_cases(path: &str, image: &KernelImage, n: usize) -> [Case<'static>; 2] {
     let syms = image.kallsyms().expect("its kallsyms");
     let t1 = Instant::now();
     let tables = UnwindTables::from_elf(&image.bytes, Limits::default()).expect("its tables");
     println!(
-        "{path}: unpacked in {:.0} ms; {} read in {:.0} ms",
-        unpacked.as_secs_f64() * 1e3,
+        "{path}: {} read in {:.0} ms",
         tables.summary(),
         t1.elapsed().as_secs_f64() * 1e3
     );
@@ -145,22 +155,24 @@ fn orc_cases(path: &str, n: usize) -> [Case<'static>; 2] {
         Case {
             name: "orc",
             walk: Box::new(orc),
+            frames: vec![DEPTH],
         },
         Case {
             name: "fp_orc",
-            walk: fp_walk(n, move |a, o| by_fp(a, o)),
+            walk: fp_walk(spaced(n), move |a, o| by_fp(a, o)),
+            frames: vec![DEPTH],
         },
     ]
 }
 
-/// The frame-pointer walk of stack `j % n`, as the plugin does it on x86.
+/// The frame-pointer walk from `fps[j % fps.len()]`, as the plugin does it on x86.
 fn fp_walk<'a>(
-    n: usize,
+    fps: Vec<u64>,
     mut read: impl FnMut(u64, &mut [u8]) -> bool + 'a,
 ) -> Box<dyn FnMut(usize) -> usize + 'a> {
     let mut out = [0u64; 64];
     Box::new(move |j: usize| {
-        let fp = STACK + (j % n) as u64 * STACK_BYTES;
+        let fp = fps[j % fps.len()];
         let w = walk_across(
             fp,
             fp,
@@ -218,10 +230,12 @@ fn cfi_cases(path: &str, n: usize) -> [Case<'static>; 2] {
         Case {
             name: "cfi",
             walk: Box::new(walk),
+            frames: vec![DEPTH],
         },
         Case {
             name: "fp_cfi",
-            walk: fp_walk(n, by_fp),
+            walk: fp_walk(spaced(n), by_fp),
+            frames: vec![DEPTH],
         },
     ]
 }
@@ -229,6 +243,7 @@ fn cfi_cases(path: &str, n: usize) -> [Case<'static>; 2] {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut rounds, mut walks, mut stacks, mut paths) = (31, 10_000, 64, Vec::new());
+    let mut recording = None;
     while let Some(a) = args.next() {
         let mut number = || -> usize {
             let v = args.next().and_then(|v| v.parse().ok());
@@ -238,19 +253,39 @@ fn main() {
             "--rounds" => rounds = number(),
             "--walks" => walks = number(),
             "--stacks" => stacks = number(),
+            "--recording" => recording = Some(args.next().expect("a raw recording")),
             _ => paths.push(a),
         }
     }
     let vmlinuz = paths.first().map_or("target/linux/x86_64/vmlinuz", |s| s);
     let elf = paths.get(1).map_or("target/examples/kernel64.elf", |s| s);
-    let [orc, fp_orc] = orc_cases(vmlinuz, stacks);
+    let t0 = Instant::now();
+    let image = open(vmlinuz.as_ref(), &Options::default()).expect("the kernel image");
+    println!(
+        "{vmlinuz}: unpacked in {:.0} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    let [orc, fp_orc] = orc_cases(vmlinuz, &image, stacks);
     let [cfi, fp_cfi] = cfi_cases(elf, stacks);
-    let mut cases = [orc, fp_orc, cfi, fp_cfi];
-    // Every walk has the same depth as its frame-pointer equivalent.
+    let mut cases = vec![orc, fp_orc, cfi, fp_cfi];
+    let mut pairs = vec![("ORC", 0, 1), ("CFI", 2, 3)];
+    let mut extra = String::new();
+    if let Some(path) = &recording {
+        let ([orc_rec, fp_rec], c) = recorded_cases(&image.bytes, path);
+        c.print(path);
+        assert_eq!(
+            c.mismatches, 0,
+            "walks that do not return the recorded stacks"
+        );
+        extra = format!(", \"recorded\": {}", c.json());
+        pairs.push(("ORC, recorded", 4, 5));
+        cases.extend([orc_rec, fp_rec]);
+    }
+    // Every walk returns the frames it should.
     for c in cases.iter_mut() {
-        for j in 0..stacks {
-            let n = (c.walk)(j);
-            assert_eq!(n, DEPTH, "{}: stack {j}: {n} frames", c.name);
+        for j in 0..c.frames.len().max(stacks) {
+            let (n, want) = ((c.walk)(j), c.frames[j % c.frames.len()]);
+            assert_eq!(n, want, "{}: walk {j}: {n} frames", c.name);
         }
     }
     println!("{DEPTH} frames a walk, {stacks} stacks in turn, {walks} walks a round (ns a walk):");
@@ -264,16 +299,18 @@ fn main() {
             // which another process had the CPU is an outlier, not a slow round.
             let batch = walks.div_ceil(BATCHES);
             let mut batches = Vec::with_capacity(BATCHES);
-            let mut j = 0;
-            while j < walks {
+            // Each round goes on where the last left off (the recording's samples in turn).
+            let mut j = r * walks;
+            while j < (r + 1) * walks {
                 let t = Instant::now();
-                let mut frames = 0;
+                let (mut frames, mut want) = (0, 0);
                 for _ in 0..batch {
                     frames += (c.walk)(std::hint::black_box(j));
+                    want += c.frames[j % c.frames.len()];
                     j += 1;
                 }
                 batches.push(t.elapsed().as_nanos() as f64 / batch as f64);
-                assert_eq!(frames, batch * DEPTH);
+                assert_eq!(frames, want);
             }
             batches.sort_by(f64::total_cmp);
             let per = batches[batches.len() / 2];
@@ -290,7 +327,7 @@ fn main() {
         format!("{:.2}/{:.2}/{:.2}", s[0], s[s.len() / 2], s[s.len() - 1])
     };
     let min = |i: usize| ns[i].iter().copied().fold(f64::INFINITY, f64::min);
-    for (name, a, b) in [("ORC", 0, 1), ("CFI", 2, 3)] {
+    for (name, a, b) in pairs {
         println!(
             "{name} / FP, by round min/median/max: {}x; fastest rounds: {:.0} / {:.0} ns = {:.2}x",
             spread(&ratio(a, b)),
@@ -308,7 +345,7 @@ fn main() {
         })
         .collect();
     println!(
-        "json: {{\"depth\": {DEPTH}, \"stacks\": {stacks}, \"walks\": {walks}, {}}}",
+        "json: {{\"depth\": {DEPTH}, \"stacks\": {stacks}, \"walks\": {walks}{extra}, {}}}",
         figures.join(", ")
     );
 }
