@@ -32,22 +32,30 @@ where
         return Step::Stop(StopReason::NullFramePointer);
     }
     let sp_off = e.sp_offset as i64;
-    // Most frames: a call's, by the stack pointer, the frame pointer kept or saved on this
-    // stack (what the general path below does for them, without its other cases).
-    if e.kind == OrcKind::Call && e.sp_reg == reg::SP && e.bp_reg != reg::PREV_SP {
+    // Most frames: a call's, by the stack pointer, the frame pointer kept, saved on this
+    // stack, or pushed right below the return address (what the general path below does for
+    // them, without its other cases).
+    if e.kind == OrcKind::Call && e.sp_reg == reg::SP {
         let sp = match plus(st.sp, sp_off) {
             Some(sp) if sp > st.sp => sp,
             Some(_) => return Step::Stop(StopReason::NotIncreasing),
             None => return Step::Stop(Unreadable),
         };
-        let (Some(ret), Some(fp)) = (
-            stack.word(sp.wrapping_sub(8)),
+        let word_below = |stack: &mut Stack<'_, R>| stack.word(sp.wrapping_sub(8));
+        let found =
             match e.bp_reg {
-                reg::UNDEFINED => Some(st.fp),
-                reg::BP => plus(st.fp, e.bp_offset as i64).and_then(|a| stack.word(a)),
+                // `push rbp` first thing: {saved fp, return address}, one read.
+                reg::PREV_SP if e.bp_offset == -16 => {
+                    stack.pair(sp.wrapping_sub(16)).map(|(fp, ret)| (ret, fp))
+                }
+                reg::PREV_SP => word_below(stack)
+                    .zip(plus(sp, e.bp_offset as i64).and_then(|a| stack.any_word(a))),
+                reg::UNDEFINED => word_below(stack).map(|ret| (ret, st.fp)),
+                reg::BP => word_below(stack)
+                    .zip(plus(st.fp, e.bp_offset as i64).and_then(|a| stack.word(a))),
                 _ => None,
-            },
-        ) else {
+            };
+        let Some((ret, fp)) = found else {
             return Step::Stop(Unreadable);
         };
         return Step::Call {
