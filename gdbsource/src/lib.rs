@@ -1,8 +1,8 @@
 //! A client of QEMU's gdbstub (GDB's remote serial protocol), for any QEMU and any
 //! accelerator: connect over `unix:PATH` or `HOST:PORT`, stop the guest, read every vCPU's
 //! registers (`Hg` + `g`, `p` for the few outside `g`) and its stack with the plugin's
-//! unwinders (`kern_profile_unwind`) over `m` reads, resume: once ([`stacks`]) or at a steady
-//! rate ([`sample`]).
+//! unwinders (`kern_profile_unwind`) over `m` reads, resume: once ([`stacks()`]) or at a steady
+//! rate ([`sample()`]).
 //!
 //! Any peer is bounded: each reply within a deadline, each packet within a size, the first
 //! reply must be a packet (else [`GdbError::NotGdbstub`]), every read within a count.

@@ -77,7 +77,7 @@ struct Row {
 }
 
 /// The rows of every FDE of an ELF's CFI sections, sorted by address, with the index of
-/// where each block of code starts among them ([`BlockIndex`]).
+/// where each block of code starts among them (a block index, `index.rs`).
 #[derive(Debug, Clone)]
 pub struct CfiTable {
     /// The first address of each row, and its rule set's id.

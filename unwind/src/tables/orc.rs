@@ -126,7 +126,7 @@ impl OrcEntry {
 }
 
 /// A vmlinux's ORC entries, sorted by address, with the index of where each block of code
-/// starts among them ([`BlockIndex`], Linux's `.orc_lookup` made here): a lookup counts a
+/// starts among them (a block index, `index.rs`: Linux's `.orc_lookup` made here): a lookup counts a
 /// few entries' addresses instead of searching them all.
 #[derive(Debug, Clone)]
 pub struct OrcTable {
