@@ -1,6 +1,7 @@
 //! `--focus`, `--exclude`, `--from-time`, `--to-time`: for every CPU output.
 
 use clap::Args;
+use kern_profile::Options;
 
 /// Which part of the profile to show.
 #[derive(Debug, Clone, Default, Args)]
@@ -25,6 +26,17 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
+    /// The report options these set, the rest default (what `record` and `top` draw with).
+    pub fn options(&self) -> Options {
+        Options {
+            focus: self.focus.clone(),
+            exclude: self.exclude.clone(),
+            from_time: self.from_time,
+            to_time: self.to_time,
+            ..Options::default()
+        }
+    }
+
     /// Whether any of these options was given.
     pub fn any(&self) -> bool {
         self.focus.is_some()

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use kern_profile::job::SymbolSources;
 use kern_profile::record::aggregate::{aggregate, write_top};
 use kern_profile::record::attach::{record_attach, AttachSpec};
 use kern_profile::record::launch::{describe_status, exit_code};
@@ -128,25 +129,27 @@ pub fn run(a: RecordArgs) -> Result<ExitCode> {
         },
         recorded.raw.display()
     );
-    let opts = Options {
-        focus: a.filter.focus,
-        exclude: a.filter.exclude,
-        from_time: a.filter.from_time,
-        to_time: a.filter.to_time,
-        ..Options::default()
-    };
-    let done = aggregate(
-        &recorded.raw,
-        &dir,
-        &recorded.session.sources,
-        &opts,
-        a.exact,
-        a.top,
-    )
-    .with_context(|| {
+    let sources = &recorded.session.sources;
+    let opts = a.filter.options();
+    draw(&recorded.raw, &dir, sources, &opts, a.exact, a.top, a.open)?;
+    Ok(ExitCode::from(exit_code(&recorded.status)))
+}
+
+/// Draws the recording `raw` into `dir`'s outputs, prints the hottest functions and what was
+/// written, and opens the flamegraph when asked.
+fn draw(
+    raw: &Path,
+    dir: &Path,
+    sources: &SymbolSources,
+    opts: &Options,
+    exact: bool,
+    top: usize,
+    open_svg: bool,
+) -> Result<()> {
+    let done = aggregate(raw, dir, sources, opts, exact, top).with_context(|| {
         format!(
             "the recording is kept in {}; `kern-profile report` can draw it",
-            recorded.raw.display()
+            raw.display()
         )
     })?;
     for w in &done.warnings {
@@ -157,11 +160,11 @@ pub fn run(a: RecordArgs) -> Result<ExitCode> {
     for f in &done.files {
         eprintln!("kern-profile: wrote {}", f.display());
     }
-    eprintln!("kern-profile: recording: {}", recorded.raw.display());
-    if a.open {
+    eprintln!("kern-profile: recording: {}", raw.display());
+    if open_svg {
         open(&dir.join("cpu.svg"));
     }
-    Ok(ExitCode::from(exit_code(&recorded.status)))
+    Ok(())
 }
 
 /// Says what is about to run.
@@ -252,32 +255,15 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
         run.median_stopped().as_secs_f64() * 1e6,
         100.0 * run.stopped_share(),
     );
-    let opts = Options {
-        focus: a.filter.focus,
-        exclude: a.filter.exclude,
-        from_time: a.filter.from_time,
-        to_time: a.filter.to_time,
-        ..Options::default()
-    };
-    let dir = done.out.path.clone();
-    let drawn =
-        aggregate(&done.raw, &dir, &done.sources, &opts, false, a.top).with_context(|| {
-            format!(
-                "the recording is kept in {}; `kern-profile report` can draw it",
-                done.raw.display()
-            )
-        })?;
-    for w in &drawn.warnings {
-        eprintln!("kern-profile: warning: {w}");
-    }
-    eprintln!("kern-profile: hottest functions ({} samples):", drawn.total);
-    write_top(&drawn.top, drawn.total, std::io::stderr())?;
-    for f in &drawn.files {
-        eprintln!("kern-profile: wrote {}", f.display());
-    }
-    eprintln!("kern-profile: recording: {}", done.raw.display());
-    if a.open {
-        open(&dir.join("cpu.svg"));
-    }
+    let opts = a.filter.options();
+    draw(
+        &done.raw,
+        &done.out.path,
+        &done.sources,
+        &opts,
+        false,
+        a.top,
+        a.open,
+    )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -11,7 +11,6 @@ use kern_profile::live::{run_top, TopOptions};
 use kern_profile::record::launch::exit_code;
 use kern_profile::record::{ConsoleSpec, Session};
 use kern_profile::stacks::NameStyle;
-use kern_profile::Options;
 
 use super::filter_args::FilterArgs;
 use super::record::announce;
@@ -73,13 +72,7 @@ pub fn run(a: TopArgs) -> Result<ExitCode> {
     let session = Session::prepare(&spec)?;
     announce(&session);
     let interactive = !a.batch && std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
-    let opts = Options {
-        focus: a.filter.focus,
-        exclude: a.filter.exclude,
-        from_time: a.filter.from_time,
-        to_time: a.filter.to_time,
-        ..Options::default()
-    };
+    let opts = a.filter.options();
     let top = TopOptions {
         interval: Duration::from_secs_f64(a.interval),
         rows: a.rows,
