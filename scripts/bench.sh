@@ -9,8 +9,8 @@
 #                         [--linux-arch A] [--linux-runs N] [--linux-bringup N]
 #
 #   --only LIST        run only these workloads (comma-separated): overhead, linux,
-#                      aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind (default:
-#                      all eight), bringup (needs --linux-bringup); `--only unwind` alone
+#                      aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind,
+#                      sample_cost (default: all nine), bringup (needs --linux-bringup); `--only unwind` alone
 #                      builds only its example (no QEMU, no plugin)
 #   --runs N           runs of each example-kernel configuration (default 5; --quick 2)
 #   --quick            smoke test: 1-2 runs, smaller inputs (numbers not comparable to targets)
@@ -62,7 +62,11 @@
 #     with 64 stacks (the lookup cache holds their addresses) and 4096 (beyond it), and the
 #     kernel stacks of target/linux/run-x86_64-record/cpu.raw in its sample order (skipped,
 #     with the reason printed, without it: scripts/bench/unwind.py has the command that
-#     makes it); the `uptime` load at its start and end.
+#     makes it); the `uptime` load at its start and end;
+#   - sample_cost: a whole sample walked by CFI against one walked by frame pointers, in QEMU:
+#     each example kernel's build without frame pointers (elf=) against its frame-pointer
+#     build, the marginal cost of a sample (period=10000 against period=100000), the ratio
+#     min/median/max by round.
 # The load average at the start and end and the CPU time other processes used are printed;
 # the notes warn when other jobs competed (load average > 1.5) and ratios are not trustworthy.
 # The binaries and kernels are copied to $KP_OUT/bench-data/bin first and measured from
@@ -84,8 +88,8 @@ while [ $# -gt 0 ]; do
             args+=("$1" "$2"); shift 2 ;;
         --only)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
-            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind))*$ ]] ||
-                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind"
+            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost))*$ ]] ||
+                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind, sample_cost"
             only="$2"; args+=("$1" "$2"); shift 2 ;;
         --linux-arch)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"

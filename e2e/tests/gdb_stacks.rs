@@ -2,7 +2,8 @@
 //! Unix socket, its every vCPU's stack named a few times while it runs, rooted at `_start`
 //! through `kmain`, and so is its build without frame pointers (walked by its `.eh_frame`);
 //! the guest runs on and exits with success. `record --attach` samples it through the stub
-//! into a recording whose shares are the documented ones. Bad input: a socket that is no
+//! into a recording whose shares are the documented ones, and `record --gdb` starts QEMU with
+//! a stub of its own and does the same. Bad input: a socket that is no
 //! gdbstub, a path with no socket, an ELF of another architecture.
 
 use std::io::Write;
@@ -185,6 +186,73 @@ fn record_attach_samples_the_running_kernel() {
         "the kernel did not finish after the recording: {}",
         String::from_utf8_lossy(&run.stderr)
     );
+}
+
+/// `record --gdb -- QEMU...`: record starts QEMU with a private gdbstub, samples it until the
+/// kernel exits and returns QEMU's status; the workload's samples rooted at `_start;kmain`,
+/// their shares by real function within 12 points of exact counts.
+#[test]
+fn record_gdb_starts_qemu_and_samples_it() {
+    if skip_i386() {
+        return;
+    }
+    let kernel = kernel();
+    let dir = scratch("gdb-record-start");
+    let args: Vec<String> = [
+        "--arch",
+        "i386",
+        "--kernel",
+        &kernel.display().to_string(),
+        "--com1",
+        &dir.join("com1").display().to_string(),
+        "--memtrace",
+        "none",
+        "--rounds",
+        "60000",
+        "--alloc-rounds",
+        "0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let qemu = run_kernel_command(&args);
+    let out_dir = dir.join("out");
+    let mut c = std::process::Command::new(bin());
+    c.args(["record", "--gdb", "--rate", "200", "-o"])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(qemu.get_program())
+        .args(qemu.get_args());
+    let out = output_with_timeout(c, Duration::from_secs(300));
+    let err = String::from_utf8_lossy(&out.stderr);
+    println!("{err}");
+    assert_eq!(out.status.code(), Some(33), "QEMU's status: {err}");
+    assert!(err.contains("QEMU exited (status 33)"), "{err}");
+    let raw = out_dir.join("cpu.raw");
+    let folded = folded_of(&raw, &kernel, &["--no-inline"]);
+    let workload: Vec<(Vec<String>, u64)> = folded
+        .into_iter()
+        .filter(|(s, _)| s.len() > 2 && s[2].ends_with("run_workload"))
+        .collect();
+    let n: u64 = workload.iter().map(|(_, c)| c).sum();
+    assert!(n >= 50, "{n} workload samples: {err}");
+    for (stack, c) in &workload {
+        assert!(
+            stack[0] == "_start" && stack[1] == "kmain",
+            "{c} at {stack:?}"
+        );
+    }
+    let counts = self_counts(&workload);
+    let functions = expected()["cpu"]["function"].as_array().unwrap().clone();
+    for f in functions {
+        let symbol = f["symbol"].as_str().unwrap();
+        let want = f["self_share"].as_float().unwrap();
+        let got = share(&counts, symbol);
+        assert!(
+            (got - want).abs() < 0.12,
+            "{symbol}: {got:.3} sampled, {want:.3} by exact counts ({n} samples)"
+        );
+    }
 }
 
 /// Boots `kernel` (i386) with a gdbstub on a Unix socket in a fresh scratch directory, and

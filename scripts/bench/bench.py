@@ -8,7 +8,8 @@ One module per workload (overhead.py: plugin overhead on the example kernels of 
 architecture; linux.py: the same on the Linux guest; bringup.py: Linux's CPU bring-up, only
 with --linux-bringup; aggregator.py: raw -> folded/svg; memtrace.py: --alloc; alloc_hooks.py:
 the plugin's allocator hooks on the allocation phase; hostile.py: a guest with hostile frame
-chains; interrupt.py: trigger=interrupt on sid's QEMU 11.1; unwind.py: a walk by the kernel's unwind
+chains; interrupt.py: trigger=interrupt on sid's QEMU 11.1; sample_cost.py: a whole sample walked by
+CFI against one walked by frame pointers, in QEMU; unwind.py: a walk by the kernel's unwind
 tables against a frame-pointer walk, without QEMU), each with its
 measurement, its table and its notes; common.py is the runner they share (measuring, QEMU
 runs, with/without comparisons, recorded inputs, formatting, the machine's load).
@@ -36,13 +37,14 @@ import interrupt  # noqa: E402
 import linux  # noqa: E402
 import memtrace  # noqa: E402
 import overhead  # noqa: E402
+import sample_cost  # noqa: E402
 import unwind  # noqa: E402
 from common import (BenchError, LoadMeter, Runner, calibrate_floor, git_info,  # noqa: E402
                     kill_running, load_warnings, machine_info, rss_floor_kb, say)
 
 # The workloads, in the order they run and appear in the tables and the notes.
 WORKLOADS = [overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt,
-             unwind]
+             unwind, sample_cost]
 # Those that need neither QEMU nor the plugin: alone, scripts/bench.sh builds only what they
 # run.
 STANDALONE = [unwind]

@@ -5,18 +5,20 @@ use std::process::ExitCode;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use kern_profile::job::SymbolSources;
 use kern_profile::record::aggregate::{aggregate, write_top};
-use kern_profile::record::attach::{record_attach, AttachSpec};
+use kern_profile::record::attach::{record_attach, AttachSpec, AttachTarget};
 use kern_profile::record::launch::{describe_status, exit_code};
+use kern_profile::record::launch::{Console, Guest};
 use kern_profile::record::plugin::PluginSource;
+use kern_profile::record::qemu::QemuCommand;
 use kern_profile::record::{ConsoleSpec, Session};
 use kern_profile::Options;
-use kern_profile_gdb::End;
+use kern_profile_gdb::{End, Sampled};
 
 use super::filter_args::FilterArgs;
 use super::session_args::{LaunchArgs, SamplingArgs};
@@ -37,6 +39,8 @@ Examples:
   kern-profile record --attach unix:/tmp/gdb.sock --duration 10 --kernel kernel.elf
       a QEMU already running with -gdb unix:/tmp/gdb.sock,server=on,wait=off (any
       version from 7.2, any accelerator), sampled through its gdbstub; it runs on
+  kern-profile record --gdb -- qemu-system-x86_64 -accel kvm -kernel kernel.elf ...
+      QEMU started with a gdbstub of its own and sampled through it: any accelerator
   kern-profile record --window run_benchmark --open -- qemu-system-i386 ...
       sample only inside run_benchmark, then open the flamegraph
 
@@ -95,13 +99,19 @@ pub struct AttachArgs {
     #[arg(long, value_name = "ADDR", conflicts_with_all = ["delay", "period", "trigger", "window", "exact"])]
     attach: Option<String>,
 
+    /// Start the QEMU command as `record` does, but sample it through a gdbstub on a private
+    /// socket instead of the plugin: any QEMU from 7.2, any accelerator (`-accel kvm`, HVF,
+    /// WHPX). Each look stops the whole VM and samples every vCPU, at --rate (default 100)
+    #[arg(long, conflicts_with_all = ["attach", "delay", "period", "trigger", "window", "exact", "plugin"])]
+    gdb: bool,
+
     /// With --attach: stop after SECS seconds (default: at Ctrl-C, or when QEMU exits)
     #[arg(long, value_name = "SECS", requires = "attach")]
     duration: Option<f64>,
 
-    /// With --attach: looks a second (default 100). Fewer where the guest would otherwise
-    /// spend more than 5% of the time stopped, and the summary says so
-    #[arg(long, value_name = "HZ", requires = "attach",
+    /// With --attach or --gdb: looks a second (default 100). Fewer where the guest would
+    /// otherwise spend more than 5% of the time stopped, and the summary says so
+    #[arg(long, value_name = "HZ",
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     rate: Option<u32>,
 }
@@ -109,6 +119,12 @@ pub struct AttachArgs {
 pub fn run(a: RecordArgs) -> Result<ExitCode> {
     if let Some(addr) = a.attach.attach.clone() {
         return run_attach(a, addr);
+    }
+    if a.attach.gdb {
+        return run_gdb(a);
+    }
+    if a.attach.rate.is_some() {
+        bail!("--rate goes with --attach or --gdb (the plugin's rate is --delay or --period)");
     }
     let spec = a.launch.spec(
         "record",
@@ -233,9 +249,25 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
             .map_or(String::new(), |d| format!(", for {:.1} s", d.as_secs_f64()))
     );
     let done = record_attach(&spec, &stop)?;
-    let run = &done.run;
+    say_sampled(&done.run, "detached, the guest runs on");
+    let opts = a.filter.options();
+    draw(
+        &done.raw,
+        &done.out.path,
+        &done.sources,
+        &opts,
+        false,
+        a.top,
+        a.open,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The summary of a sampling run through the gdbstub; `finished` says how a run that was not
+/// cut short ended.
+fn say_sampled(run: &Sampled, finished: &str) {
     let ended = match &run.end {
-        End::Duration | End::Stopped => "detached, the guest runs on".to_string(),
+        End::Duration | End::Stopped => finished.to_string(),
         End::Gone(why) => format!("the gdbstub went away ({why})"),
     };
     eprintln!(
@@ -255,6 +287,77 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
         run.median_stopped().as_secs_f64() * 1e6,
         100.0 * run.stopped_share(),
     );
+}
+
+/// `record --gdb -- QEMU...`: QEMU started with a gdbstub on a private socket and sampled
+/// through it until it exits; then drawn as `record` draws.
+fn run_gdb(a: RecordArgs) -> Result<ExitCode> {
+    let mut qemu = QemuCommand::check_for_gdbstub(&a.launch.qemu, "record")?;
+    let target = AttachTarget::prepare(
+        a.launch.kernel.as_deref(),
+        &a.launch.symbols,
+        qemu.kernel().as_deref(),
+        &a.launch.output,
+    )?;
+    if target.linux && qemu.kernel().is_some() {
+        if let Some(n) = qemu.disable_kaslr() {
+            eprintln!("kern-profile: note: {n}");
+        }
+    }
+    let sock = std::env::temp_dir().join(format!("kern-profile-{}.gdb", std::process::id()));
+    let _ = std::fs::remove_file(&sock);
+    let mut cmd = std::process::Command::new(&qemu.path);
+    cmd.args(&qemu.args)
+        .arg("-gdb")
+        .arg(format!("unix:{},server=on,wait=off", sock.display()));
+    let rate = a.attach.rate.unwrap_or(100);
+    eprintln!(
+        "kern-profile: QEMU {} sampled through its gdbstub ({}), {rate} looks a second",
+        qemu.version,
+        sock.display()
+    );
+    let mut guest = Guest::spawn(cmd, &Console::Inherit, &qemu.name())?;
+    // The stub listens once QEMU has set the machine up.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sock.exists() {
+        if let Some(status) = guest.try_wait()? {
+            bail!(
+                "QEMU exited ({}) before its gdbstub listened; nothing was recorded",
+                describe_status(&status)
+            );
+        }
+        if Instant::now() > deadline {
+            guest.interrupt();
+            guest.wait()?;
+            bail!(
+                "QEMU's gdbstub did not listen on {} within 30 s",
+                sock.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let depth = a.sampling.depth.unwrap_or(64) as usize;
+    let never = AtomicBool::new(false);
+    // Ctrl-C goes to QEMU (Guest forwards it), which exits: the stub goes away, the run ends.
+    let sampled = target.sample(
+        &format!("unix:{}", sock.display()),
+        rate,
+        None,
+        depth,
+        &never,
+    );
+    let status = guest.wait()?;
+    let _ = std::fs::remove_file(&sock);
+    let done = sampled?;
+    // QEMU's exit is this run's normal end.
+    let run = Sampled {
+        end: match &done.run.end {
+            End::Gone(_) => End::Stopped,
+            e => e.clone(),
+        },
+        ..done.run.clone()
+    };
+    say_sampled(&run, &format!("QEMU exited ({})", describe_status(&status)));
     let opts = a.filter.options();
     draw(
         &done.raw,
@@ -265,5 +368,5 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
         a.top,
         a.open,
     )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitCode::from(exit_code(&status)))
 }

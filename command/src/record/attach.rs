@@ -16,6 +16,7 @@ use kern_profile_format::{
 };
 use kern_profile_gdb::{sample, Limits, SampleOptions, Sampled, StackOptions, VcpuStack};
 use kern_profile_unwind::tables::load_kernel_tables;
+use kern_profile_unwind::UnwindTables;
 
 use super::kernel::symbol_sources;
 use super::outdir::OutputDir;
@@ -48,101 +49,145 @@ pub struct Attached {
 /// Samples the guest behind `spec.addr` until `spec.duration`, `stop` (Ctrl-C) or the end of
 /// QEMU, and keeps the recording.
 pub fn record_attach(spec: &AttachSpec, stop: &AtomicBool) -> Result<Attached, RecordError> {
-    if spec.kernel.is_none() && spec.symbols.is_empty() {
-        return Err(RecordError::AttachNoKernel);
-    }
-    let kernel = symbol_sources(spec.kernel.as_deref(), &spec.symbols, None)?;
-    let arch = kernel
-        .loaded
-        .as_ref()
-        .and_then(|k| k.elf.as_ref())
-        .and_then(|e| e.arch);
-    let tables = match (&spec.kernel, arch) {
-        (Some(path), Some(arch)) => load_kernel_tables(path, arch)
-            .map_err(|e| RecordError::KernelArg {
-                path: path.clone(),
-                why: e.to_string(),
-            })?
-            .map(Arc::new),
-        _ => None,
-    };
-    let sources = kernel.sources;
-    let out = OutputDir::prepare(&spec.out_dir)?;
-    let partial = out.raw_partial();
-    let io = |what: &Path| {
-        let what = what.display().to_string();
-        move |source| RecordError::Io {
-            what: what.clone(),
-            source,
+    let target = AttachTarget::prepare(spec.kernel.as_deref(), &spec.symbols, None, &spec.out_dir)?;
+    target.sample(&spec.addr, spec.rate_hz, spec.duration, spec.depth, stop)
+}
+
+/// What sampling through a gdbstub needs before it connects: the kernel's names and unwind
+/// tables, and the output directory.
+pub struct AttachTarget {
+    pub sources: SymbolSources,
+    /// The kernel is Linux (`record --gdb` then boots it with nokaslr).
+    pub linux: bool,
+    tables: Option<Arc<UnwindTables>>,
+    out: OutputDir,
+}
+
+impl AttachTarget {
+    /// The kernel: `kernel` (`--kernel`), else `qemu_kernel` (QEMU's `-kernel`, when `record`
+    /// starts QEMU itself); `symbols` besides. Prepares `out_dir`.
+    pub fn prepare(
+        kernel: Option<&Path>,
+        symbols: &[PathBuf],
+        qemu_kernel: Option<&Path>,
+        out_dir: &Path,
+    ) -> Result<Self, RecordError> {
+        if kernel.is_none() && qemu_kernel.is_none() && symbols.is_empty() {
+            return Err(RecordError::AttachNoKernel);
         }
-    };
-    let file = std::fs::File::create(&partial).map_err(io(&partial))?;
-    let raw_out = RefCell::new(RawOut {
-        w: std::io::BufWriter::new(file),
-        buf: Vec::new(),
-        ptr_width: 8,
-        stops: [0; StopReason::ALL.len()],
-        samples: 0,
-    });
-    let opts = SampleOptions {
-        rate_hz: spec.rate_hz,
-        duration: spec.duration,
-        stack: StackOptions {
-            depth: spec.depth,
+        let choice = symbol_sources(kernel, symbols, qemu_kernel)?;
+        let linux = choice.is_linux();
+        let arch = choice
+            .loaded
+            .as_ref()
+            .and_then(|k| k.elf.as_ref())
+            .and_then(|e| e.arch);
+        let tables = match (&choice.sources.elf, arch) {
+            (Some(path), Some(arch)) => load_kernel_tables(path, arch)
+                .map_err(|e| RecordError::KernelArg {
+                    path: path.clone(),
+                    why: e.to_string(),
+                })?
+                .map(Arc::new),
+            _ => None,
+        };
+        Ok(AttachTarget {
+            sources: choice.sources,
+            linux,
             tables,
-            ..StackOptions::default()
-        },
-        ..SampleOptions::default()
-    };
-    let started = unix_now_ns();
-    let run = sample(
-        &spec.addr,
-        Limits::default(),
-        &opts,
-        stop,
-        |arch, vcpus| {
-            let header = Header {
-                arch,
-                sampling: SamplingMode::DelayMicros(1_000_000 / u64::from(spec.rate_hz.max(1))),
-                exact: false,
-                markers: true,
-                at_interrupts: false,
-                gdbstub: true,
-                vcpus,
-                max_depth: spec.depth as u32,
-                start_unix_ns: started,
-                qemu_version: String::new(),
-            };
-            raw_out.borrow_mut().header(&header)
-        },
-        |time_ns, vcpus| raw_out.borrow_mut().look(time_ns, vcpus),
-    )
-    .map_err(RecordError::Gdb);
-    let mut raw_out = raw_out.into_inner();
-    let samples = raw_out.samples;
-    let run = match run.and_then(|r| raw_out.finish().map(|()| r).map_err(io(&partial))) {
-        Ok(r) => r,
-        Err(e) => {
-            out.discard();
-            return Err(e);
-        }
-    };
-    if samples == 0 {
-        out.discard();
-        return Err(RecordError::AttachNoSamples {
-            addr: spec.addr.clone(),
-            end: format!("{:?}", run.end),
-        });
+            out: OutputDir::prepare(out_dir)?,
+        })
     }
-    let raw = out.raw();
-    std::fs::rename(&partial, &raw).map_err(io(&raw))?;
-    Ok(Attached {
-        sources,
-        out,
-        raw,
-        run,
-        samples,
-    })
+
+    /// Samples the stub at `addr`, `rate_hz` looks a second, until `duration`, `stop` or the
+    /// end of QEMU, into `DIR/cpu.raw`.
+    pub fn sample(
+        self,
+        addr: &str,
+        rate_hz: u32,
+        duration: Option<Duration>,
+        depth: usize,
+        stop: &AtomicBool,
+    ) -> Result<Attached, RecordError> {
+        let out = self.out;
+        let partial = out.raw_partial();
+        let file = std::fs::File::create(&partial).map_err(io(&partial))?;
+        let raw_out = RefCell::new(RawOut {
+            w: std::io::BufWriter::new(file),
+            buf: Vec::new(),
+            ptr_width: 8,
+            stops: [0; StopReason::ALL.len()],
+            samples: 0,
+        });
+        let opts = SampleOptions {
+            rate_hz,
+            duration,
+            stack: StackOptions {
+                depth,
+                tables: self.tables,
+                ..StackOptions::default()
+            },
+            ..SampleOptions::default()
+        };
+        let started = unix_now_ns();
+        let run = sample(
+            addr,
+            Limits::default(),
+            &opts,
+            stop,
+            |arch, vcpus| {
+                let header = Header {
+                    arch,
+                    sampling: SamplingMode::DelayMicros(1_000_000 / u64::from(rate_hz.max(1))),
+                    exact: false,
+                    markers: true,
+                    at_interrupts: false,
+                    gdbstub: true,
+                    vcpus,
+                    max_depth: depth as u32,
+                    start_unix_ns: started,
+                    qemu_version: String::new(),
+                };
+                raw_out.borrow_mut().header(&header)
+            },
+            |time_ns, vcpus| raw_out.borrow_mut().look(time_ns, vcpus),
+        )
+        .map_err(RecordError::Gdb);
+        let mut raw_out = raw_out.into_inner();
+        let samples = raw_out.samples;
+        let run = match run.and_then(|r| raw_out.finish().map(|()| r).map_err(io(&partial))) {
+            Ok(r) => r,
+            Err(e) => {
+                out.discard();
+                return Err(e);
+            }
+        };
+        if samples == 0 {
+            out.discard();
+            return Err(RecordError::AttachNoSamples {
+                addr: addr.to_string(),
+                end: format!("{:?}", run.end),
+            });
+        }
+        let raw = out.raw();
+        std::fs::rename(&partial, &raw).map_err(io(&raw))?;
+        Ok(Attached {
+            sources: self.sources,
+            out,
+            raw,
+            run,
+            samples,
+        })
+    }
+}
+
+/// An I/O error about `what`.
+fn io(what: &Path) -> impl Fn(std::io::Error) -> RecordError {
+    let what = what.display().to_string();
+    move |source| RecordError::Io {
+        what: what.clone(),
+        source,
+    }
 }
 
 /// The recording being written.

@@ -20,8 +20,9 @@ pub struct QemuCommand {
     pub args: Vec<OsString>,
     /// `X.Y.Z` from `--version`.
     pub version: String,
-    /// The plugin build this QEMU loads.
-    pub build: &'static Build,
+    /// The plugin build this QEMU loads; `None` for a QEMU checked for its gdbstub only
+    /// ([`QemuCommand::check_for_gdbstub`]) that loads none.
+    pub build: Option<&'static Build>,
 }
 
 impl QemuCommand {
@@ -29,6 +30,23 @@ impl QemuCommand {
     /// one of the plugin builds loads on (`qemu-version.txt`), by name, before anything runs;
     /// the build it loads is [`QemuCommand::build`]. `command` names the subcommand for messages.
     pub fn check(argv: &[OsString], command: &'static str) -> Result<Self, RecordError> {
+        Self::checked(argv, command, true)
+    }
+
+    /// As [`QemuCommand::check`], for a QEMU sampled through its gdbstub (`record --gdb`):
+    /// any version, no plugin build needed.
+    pub fn check_for_gdbstub(
+        argv: &[OsString],
+        command: &'static str,
+    ) -> Result<Self, RecordError> {
+        Self::checked(argv, command, false)
+    }
+
+    fn checked(
+        argv: &[OsString],
+        command: &'static str,
+        plugin: bool,
+    ) -> Result<Self, RecordError> {
         let (program, args) = argv.split_first().ok_or(RecordError::NoCommand(command))?;
         let name = program.to_string_lossy().into_owned();
         let path = find_program(program).ok_or_else(|| RecordError::QemuNotFound {
@@ -62,11 +80,17 @@ impl QemuCommand {
                 min: min_qemu_version(),
             })?
             .to_string();
-        let build = build_for_qemu(&version).map_err(|e| RecordError::QemuTooOld {
-            program: name,
-            found: e.found,
-            min: e.min,
-        })?;
+        let build = match build_for_qemu(&version) {
+            Ok(b) => Some(b),
+            Err(_) if !plugin => None,
+            Err(e) => {
+                return Err(RecordError::QemuTooOld {
+                    program: name,
+                    found: e.found,
+                    min: e.min,
+                })
+            }
+        };
         let cmd = QemuCommand {
             program: program.clone(),
             path,
@@ -191,7 +215,7 @@ mod tests {
             path: "/usr/bin/qemu-system-i386".into(),
             args: args.iter().map(OsString::from).collect(),
             version: "10.0.2".into(),
-            build: &kern_profile_format::qemu::BUILDS[0],
+            build: Some(&kern_profile_format::qemu::BUILDS[0]),
         }
     }
 

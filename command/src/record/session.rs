@@ -107,7 +107,12 @@ impl Session {
         }
         let sources = kernel.sources;
         let out = OutputDir::prepare(&spec.out_dir)?;
-        let plugin = plugin::locate(spec.plugin.as_deref(), qemu.build, &qemu.version)
+        let build = qemu.build.ok_or_else(|| RecordError::QemuTooOld {
+            program: qemu.name(),
+            found: qemu.version.clone(),
+            min: kern_profile_format::qemu::min_qemu_version(),
+        })?;
+        let plugin = plugin::locate(spec.plugin.as_deref(), build, &qemu.version)
             .inspect_err(|_| out.discard())?;
         let plugin_args = plugin_args(
             &out.raw_partial(),

@@ -1,0 +1,135 @@
+"""Workload 10, the cost of a whole sample walked by the kernel's unwind tables against one
+walked by frame pointers (issue 28: a CFI / ORC sample at most 2x a frame-pointer one), in
+QEMU: each example kernel's frame-pointer build against its build without frame pointers
+(target/examples/nofp/, scripts/guests/build-kernel.sh --no-frame-pointers) run with `elf=`
+(its .eh_frame walks the stacks). The two run the same workload with the same stacks.
+
+A sample's cost is the plugin's marginal cost: period=10000 against period=100000 of the same
+kernel (the same per-block counting, ten times the samples), paired by round, (wall
+difference) / (samples difference): QEMU's register and memory reads, the walk, the record and
+the writer. The four configurations of an architecture run round-robin; the ratio is each
+round's CFI cost over that round's frame-pointer cost.
+"""
+
+import os
+import shutil
+
+from common import (KERNELS, BenchError, fmt_spread, format_table, judge, marginal_cost,
+                    qemu_command, round_robin, say, spread)
+from overhead import cpu_rounds, unavailable
+
+NAME = "sample_cost"
+ARCHES = ["i386", "x86_64", "riscv64", "aarch64"]
+TARGET_RATIO = 2.0
+TARGETS = {"sample_cost_ratio_max": TARGET_RATIO}
+LO, HI = "period=100000", "period=10000"
+
+
+def nofp_kernel(b, arch):
+    return os.path.join(b.root, "target/examples/nofp", KERNELS[arch][0])
+
+
+def argv_for(b, arch, kernel, append, pargs, tag):
+    args = ["--kernel", kernel, "--com1", os.path.join(b.data, f"{tag}-com1.txt"),
+            "--memtrace", "none", "-append", append,
+            "--plugin", f"{b.plugin},out={os.path.join(b.data, tag + '.raw')},{pargs}"]
+    argv = qemu_command(arch, *args)
+    if not argv or shutil.which(argv[0]) is None:
+        raise BenchError(f"unexpected QEMU command line from run-kernel.sh: {argv}")
+    return argv
+
+
+def measure_arch(b, arch, rounds, how):
+    append = f"rounds={rounds} {KERNELS[arch][2]}".strip()
+    fp, nofp = b.kernels[arch], nofp_kernel(b, arch)
+    configs = [(f"fp {LO}", LO), (f"fp {HI}", HI), (f"cfi {LO}", LO), (f"cfi {HI}", HI)]
+    kernels = [fp, fp, nofp, nofp]
+    extra = ["", "", f",elf={nofp}", f",elf={nofp}"]
+    argvs = [argv_for(b, arch, k, append, p + e, f"sample-cost-{arch}-{i}")
+             for i, ((_, p), k, e) in enumerate(zip(configs, kernels, extra))]
+    say(f"sample cost, {arch}: 4 configurations x {b.runs} runs, round-robin ({append})")
+
+    def run_one(i):
+        wall, user, sys_, rss, err = b.run_qemu(argvs[i], f"sample-cost-{arch}-{i}", 600,
+                                                KERNELS[arch][3])
+        samples, dropped = b.parse_summary(err, f"{arch} {configs[i][0]}")
+        return {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss,
+                "samples": samples, "dropped": dropped}
+
+    per, orders = round_robin(configs, b.runs, run_one, arch)
+    fp_cost = marginal_cost(per, f"fp {LO}", f"fp {HI}")
+    cfi_cost = marginal_cost(per, f"cfi {LO}", f"cfi {HI}")
+
+    def by_round(k):
+        out = []
+        for r in range(b.runs):
+            def cost(kind):
+                th, tl = per[f"{kind} {HI}"][f"{k}_s"][r], per[f"{kind} {LO}"][f"{k}_s"][r]
+                sh, sl = per[f"{kind} {HI}"]["samples"][r], per[f"{kind} {LO}"]["samples"][r]
+                return (th - tl) / (sh - sl) if sh > sl else None
+            f, c = cost("fp"), cost("cfi")
+            if f and c and f > 0:
+                out.append(c / f)
+        return spread(out)
+
+    return {"kernel": fp, "nofp_kernel": nofp, "append": append, "rounds": rounds,
+            "rounds_from": how, "orders": orders, "runs": per,
+            "fp_us": fp_cost, "cfi_us": cfi_cost,
+            "ratio": {"wall": by_round("wall"), "cpu": by_round("cpu")}}
+
+
+def measure(b):
+    res = {"archs": {}, "skipped": {}}
+    b.results[NAME] = res
+    for arch in ARCHES:
+        why = unavailable(b, arch)
+        if why is None and not os.path.isfile(nofp_kernel(b, arch)):
+            why = (f"{nofp_kernel(b, arch)} is not built (scripts/guests/build-kernel.sh "
+                   f"--arch {arch} --no-frame-pointers)")
+        if why is not None:
+            say(f"sample cost, {arch}: skipped: {why}")
+            res["skipped"][arch] = why
+            continue
+        res["archs"][arch] = measure_arch(b, arch, *cpu_rounds(b, arch))
+
+
+def table(b):
+    res = b.results[NAME]
+    rows, checks = [], []
+    for arch, a in res["archs"].items():
+        fail = []
+        ratio = a["ratio"]["wall"]
+        if not ratio or ratio["median"] > TARGET_RATIO:
+            fail.append("ratio")
+        result = judge([f"≤{TARGET_RATIO:g}x"], fail)
+        checks.append((f"sample_cost {arch}", result))
+        fp, cfi = a["fp_us"]["wall"], a["cfi_us"]["wall"]
+        rows.append((arch, f"{fp['median']:.3f} µs" if fp else "-",
+                     f"{cfi['median']:.3f} µs" if cfi else "-",
+                     fmt_spread(ratio, "x") if ratio else "-",
+                     fmt_spread(a["ratio"]["cpu"], "x") if a["ratio"]["cpu"] else "-",
+                     f"≤{TARGET_RATIO:g}x", result))
+    if not rows:
+        return "sample cost: no architecture could be measured (see the notes)", checks
+    head = ("kernel", "frame-pointer sample", "CFI sample", "ratio wall min/med/max",
+            "ratio CPU min/med/max", "target", "result")
+    text = format_table(head, [(f"{b.runs} runs of each, period=10000 against period=100000",
+                                rows)], {1, 2, 3, 4})
+    return ("Sample cost, example kernels: a sample walked by CFI (the build without frame "
+            "pointers, elf=) against one walked by frame pointers, µs of wall time:\n" + text,
+            checks)
+
+
+def notes(b):
+    res = b.results[NAME]
+    n = [f"sample cost: each kernel's frame-pointer build and its build without frame "
+         f"pointers with elf=, each at {LO} and {HI}, round-robin; a sample's cost = ({HI} - "
+         f"{LO}) / their samples' difference, by round (wall, and CPU of all QEMU threads); "
+         f"ratio = each round's CFI cost / its frame-pointer cost, min/median/max"]
+    for arch, a in res["archs"].items():
+        n.append(f"  {arch}: rounds={a['rounds']} ({a['rounds_from']}); frame pointers "
+                 f"{fmt_spread(a['fp_us']['wall'], ' µs')}, CFI "
+                 f"{fmt_spread(a['cfi_us']['wall'], ' µs')} a sample (wall)")
+    for arch, why in res["skipped"].items():
+        n.append(f"  {arch} skipped: {why}")
+    return n
