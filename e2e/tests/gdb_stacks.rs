@@ -70,7 +70,7 @@ fn a_kernel_without_frame_pointers_walked_by_its_cfi() {
 /// `_start` through `kmain`, the workload's functions found; with `other_arch`, an ELF of
 /// another architecture is refused. The guest runs on and exits with success.
 fn named_while_running(kernel: &Path, name: &str, other_arch: bool) {
-    let (_, attach, guest) = boot_with_gdbstub(kernel, name);
+    let (_, attach, guest) = boot_with_gdbstub(kernel, name, false, ROUNDS);
     let kernel = kernel.to_path_buf();
     let workload: Vec<String> = expected_functions().into_iter().map(|f| f.symbol).collect();
     let mut in_workload = 0;
@@ -130,62 +130,79 @@ fn record_attach_samples_the_running_kernel() {
     if skip_i386() {
         return;
     }
-    let kernel = kernel();
-    let (dir, attach, guest) = boot_with_gdbstub(&kernel, "gdb-record");
-    let out_dir = dir.join("out");
-    let mut c = std::process::Command::new(bin());
-    c.args([
-        "record",
-        "--attach",
-        &attach,
-        "--duration",
-        "2",
-        "--rate",
-        "200",
-        "-o",
-    ])
-    .arg(&out_dir)
-    .arg("--kernel")
-    .arg(&kernel);
-    let out = output_with_timeout(c, Duration::from_secs(60));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(err.contains("detached, the guest runs on"), "{err}");
-    println!("{err}");
-    let raw = out_dir.join("cpu.raw");
-    for f in ["cpu.svg", "report.txt", "profile.json"] {
-        assert!(out_dir.join(f).exists(), "no {f}: {err}");
-    }
-    let folded = folded_of(&raw, &kernel, &[]);
-    let total: u64 = folded.iter().map(|(_, n)| n).sum();
-    assert!(total >= 100, "{total} samples: {err}");
-    for (stack, n) in &folded {
-        assert!(
-            stack.len() >= 2 && stack[0] == "_start" && stack[1] == "kmain",
-            "{n} samples not under _start;kmain: {stack:?}"
+    // Host time: a second emulator on the same cores slows every stop.
+    alone(|| {
+        let kernel = kernel();
+        let (dir, attach, guest) = boot_with_gdbstub(&kernel, "gdb-record", true, "400000");
+        // A loaded host stops a vCPU slowly, and the 5% budget then spaces the looks: longer
+        // runs until 100 samples.
+        let mut attempt = 0;
+        let (out_dir, err) = loop {
+            attempt += 1;
+            let seconds = ["2", "4", "8", "12"][attempt - 1];
+            let out_dir = dir.join(format!("out{attempt}"));
+            let mut c = std::process::Command::new(bin());
+            c.args([
+                "record",
+                "--attach",
+                &attach,
+                "--duration",
+                seconds,
+                "--rate",
+                "200",
+            ])
+            .arg("-o")
+            .arg(&out_dir)
+            .arg("--kernel")
+            .arg(&kernel);
+            let out = output_with_timeout(c, Duration::from_secs(60));
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{err}");
+            assert!(err.contains("detached, the guest runs on"), "{err}");
+            println!("{err}");
+            let n: u64 = folded_of(&out_dir.join("cpu.raw"), &kernel, &[])
+                .iter()
+                .map(|(_, n)| n)
+                .sum();
+            if n >= 100 || attempt == 4 {
+                break (out_dir, err);
+            }
+        };
+        let raw = out_dir.join("cpu.raw");
+        for f in ["cpu.svg", "report.txt", "profile.json"] {
+            assert!(out_dir.join(f).exists(), "no {f}: {err}");
+        }
+        let folded = folded_of(&raw, &kernel, &[]);
+        let total: u64 = folded.iter().map(|(_, n)| n).sum();
+        assert!(total >= 100, "{total} samples: {err}");
+        for (stack, n) in &folded {
+            assert!(
+                stack.len() >= 2 && stack[0] == "_start" && stack[1] == "kmain",
+                "{n} samples not under _start;kmain: {stack:?}"
+            );
+        }
+        // By real function: under TCG the stub stops a vCPU between translated blocks, so the pc
+        // is a block's first instruction and code inlined mid-block (mix_inlined, in blend) is
+        // never the one stopped at (under KVM the pc is exact).
+        let counts = self_counts(&folded_of(&raw, &kernel, &["--no-inline"]));
+        let functions = expected()["cpu"]["function"].as_array().unwrap().clone();
+        for f in functions {
+            let symbol = f["symbol"].as_str().unwrap();
+            let want = f["self_share"].as_float().unwrap();
+            let got = share(&counts, symbol);
+            assert!(
+                (got - want).abs() < 0.10,
+                "{symbol}: {got:.3} sampled, {want:.3} by exact counts"
+            );
+        }
+        let run = guest.join().unwrap();
+        assert_eq!(
+            run.status.code(),
+            Some(33),
+            "the kernel did not finish after the recording: {}",
+            String::from_utf8_lossy(&run.stderr)
         );
-    }
-    // By real function: under TCG the stub stops a vCPU between translated blocks, so the pc
-    // is a block's first instruction and code inlined mid-block (mix_inlined, in blend) is
-    // never the one stopped at (under KVM the pc is exact).
-    let counts = self_counts(&folded_of(&raw, &kernel, &["--no-inline"]));
-    let functions = expected()["cpu"]["function"].as_array().unwrap().clone();
-    for f in functions {
-        let symbol = f["symbol"].as_str().unwrap();
-        let want = f["self_share"].as_float().unwrap();
-        let got = share(&counts, symbol);
-        assert!(
-            (got - want).abs() < 0.10,
-            "{symbol}: {got:.3} sampled, {want:.3} by exact counts"
-        );
-    }
-    let run = guest.join().unwrap();
-    assert_eq!(
-        run.status.code(),
-        Some(33),
-        "the kernel did not finish after the recording: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    })
 }
 
 /// `record --gdb -- QEMU...`: record starts QEMU with a private gdbstub, samples it until the
@@ -196,70 +213,174 @@ fn record_gdb_starts_qemu_and_samples_it() {
     if skip_i386() {
         return;
     }
-    let kernel = kernel();
-    let dir = scratch("gdb-record-start");
-    let args: Vec<String> = [
-        "--arch",
-        "i386",
-        "--kernel",
-        &kernel.display().to_string(),
-        "--com1",
-        &dir.join("com1").display().to_string(),
-        "--memtrace",
-        "none",
-        "--rounds",
-        "60000",
-        "--alloc-rounds",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let qemu = run_kernel_command(&args);
-    let out_dir = dir.join("out");
-    let mut c = std::process::Command::new(bin());
-    c.args(["record", "--gdb", "--rate", "200", "-o"])
-        .arg(&out_dir)
-        .arg("--")
-        .arg(qemu.get_program())
-        .args(qemu.get_args());
-    let out = output_with_timeout(c, Duration::from_secs(300));
-    let err = String::from_utf8_lossy(&out.stderr);
-    println!("{err}");
-    assert_eq!(out.status.code(), Some(33), "QEMU's status: {err}");
-    assert!(err.contains("QEMU exited (status 33)"), "{err}");
-    let raw = out_dir.join("cpu.raw");
-    let folded = folded_of(&raw, &kernel, &["--no-inline"]);
-    let workload: Vec<(Vec<String>, u64)> = folded
-        .into_iter()
-        .filter(|(s, _)| s.len() > 2 && s[2].ends_with("run_workload"))
-        .collect();
-    let n: u64 = workload.iter().map(|(_, c)| c).sum();
-    assert!(n >= 50, "{n} workload samples: {err}");
-    for (stack, c) in &workload {
-        assert!(
-            stack[0] == "_start" && stack[1] == "kmain",
-            "{c} at {stack:?}"
-        );
+    // Host time: a second emulator on the same cores slows every stop.
+    alone(|| {
+        let kernel = kernel();
+        // A loaded host stops a vCPU slowly and the 5% budget spaces the looks: a longer run
+        // when too few looks landed in the workload.
+        let (workload, n, err) = with_enough_samples(50, |rounds| {
+            let dir = scratch("gdb-record-start");
+            let args: Vec<String> = [
+                "--arch",
+                "i386",
+                "--kernel",
+                &kernel.display().to_string(),
+                "--com1",
+                &dir.join("com1").display().to_string(),
+                "--memtrace",
+                "none",
+                "--rounds",
+                &(rounds * 6).to_string(),
+                "--alloc-rounds",
+                "0",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let qemu = run_kernel_command(&args);
+            let out_dir = dir.join("out");
+            let mut c = std::process::Command::new(bin());
+            c.args(["record", "--gdb", "--rate", "200", "-o"])
+                .arg(&out_dir)
+                .arg("--")
+                .arg(qemu.get_program())
+                .args(qemu.get_args());
+            let out = output_with_timeout(c, Duration::from_secs(600));
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            println!("{err}");
+            assert_eq!(out.status.code(), Some(33), "QEMU's status: {err}");
+            assert!(err.contains("QEMU exited (status 33)"), "{err}");
+            let folded = folded_of(&out_dir.join("cpu.raw"), &kernel, &["--no-inline"]);
+            let workload: Vec<(Vec<String>, u64)> = folded
+                .into_iter()
+                .filter(|(s, _)| s.len() > 2 && s[2].ends_with("run_workload"))
+                .collect();
+            let n: u64 = workload.iter().map(|(_, c)| c).sum();
+            ((workload, n, err), n)
+        })
+        .0;
+        assert!(n >= 50, "{n} workload samples: {err}");
+        for (stack, c) in &workload {
+            assert!(
+                stack[0] == "_start" && stack[1] == "kmain",
+                "{c} at {stack:?}"
+            );
+        }
+        let counts = self_counts(&workload);
+        let functions = expected()["cpu"]["function"].as_array().unwrap().clone();
+        for f in functions {
+            let symbol = f["symbol"].as_str().unwrap();
+            let want = f["self_share"].as_float().unwrap();
+            let got = share(&counts, symbol);
+            assert!(
+                (got - want).abs() < 0.12,
+                "{symbol}: {got:.3} sampled, {want:.3} by exact counts ({n} samples)"
+            );
+        }
+    })
+}
+
+/// A 2-vCPU guest (`smp=on`: each CPU its own function) through `record --gdb`: every look
+/// samples both vCPUs, the boot CPU's stacks rooted at `_start`, the AP's at `ap_start32`,
+/// each vCPU mostly in its own `cpu_work_N`.
+#[test]
+fn record_gdb_samples_every_vcpu_of_an_smp_guest() {
+    if skip_i386() {
+        return;
     }
-    let counts = self_counts(&workload);
-    let functions = expected()["cpu"]["function"].as_array().unwrap().clone();
-    for f in functions {
-        let symbol = f["symbol"].as_str().unwrap();
-        let want = f["self_share"].as_float().unwrap();
-        let got = share(&counts, symbol);
-        assert!(
-            (got - want).abs() < 0.12,
-            "{symbol}: {got:.3} sampled, {want:.3} by exact counts ({n} samples)"
-        );
-    }
+    // Host time: a second emulator on the same cores slows every stop.
+    alone(|| {
+        let kernel = kernel();
+        let in_smp = |folded: &[(Vec<String>, u64)], cpu: &str| -> u64 {
+            folded
+                .iter()
+                .filter(|(s, _)| s[0] == cpu && s.iter().any(|f| f == "kernel::smp::smp_round"))
+                .map(|(_, c)| c)
+                .sum()
+        };
+        // A loaded host stops a vCPU slowly and the 5% budget spaces the looks: a longer run
+        // when too few looks landed in the smp rounds.
+        let folded = with_enough_samples(10, |rounds| {
+            let dir = scratch("gdb-record-smp");
+            let args: Vec<String> = [
+                "--arch",
+                "i386",
+                "--kernel",
+                &kernel.display().to_string(),
+                "--com1",
+                &dir.join("com1").display().to_string(),
+                "--memtrace",
+                "none",
+                "--smp",
+                "2",
+                "--rounds",
+                &(rounds * 10).to_string(),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            let qemu = run_kernel_command(&args);
+            let out_dir = dir.join("out");
+            let mut c = std::process::Command::new(bin());
+            c.args(["record", "--gdb", "--rate", "200", "-o"])
+                .arg(&out_dir)
+                .arg("--")
+                .arg(qemu.get_program())
+                .args(qemu.get_args());
+            let out = output_with_timeout(c, Duration::from_secs(600));
+            let err = String::from_utf8_lossy(&out.stderr);
+            println!("{err}");
+            assert_eq!(out.status.code(), Some(33), "QEMU's status: {err}");
+            assert!(err.contains("of 2 vCPU(s)"), "{err}");
+            let folded = folded_of(
+                &out_dir.join("cpu.raw"),
+                &kernel,
+                &["--per-cpu", "--no-inline"],
+            );
+            let least = in_smp(&folded, "cpu 0").min(in_smp(&folded, "cpu 1"));
+            (folded, least)
+        })
+        .0;
+        for (cpu, root) in [("cpu 0", "_start"), ("cpu 1", "ap_start32")] {
+            let own = format!("kernel::smp::cpu_work_{}", &cpu[4..]);
+            let mine: Vec<&(Vec<String>, u64)> =
+                folded.iter().filter(|(s, _)| s[0] == cpu).collect();
+            let n: u64 = mine.iter().map(|(_, c)| c).sum();
+            let in_smp: u64 = mine
+                .iter()
+                .filter(|(s, _)| s.iter().any(|f| f == "kernel::smp::smp_round"))
+                .map(|(_, c)| c)
+                .sum();
+            let rooted: u64 = mine
+                .iter()
+                .filter(|(s, _)| s.iter().any(|f| f == "kernel::smp::smp_round") && s[1] == root)
+                .map(|(_, c)| c)
+                .sum();
+            let in_own: u64 = mine
+                .iter()
+                .filter(|(s, _)| s.last() == Some(&own))
+                .map(|(_, c)| c)
+                .sum();
+            // A loaded host makes stops slow (a vCPU thread waits for a CPU to stop on), and
+            // the 5% budget then spaces the looks: a few dozen looks at least.
+            assert!(
+                in_smp >= 10,
+                "{cpu}: {in_smp} of {n} samples in the smp rounds"
+            );
+            assert_eq!(rooted, in_smp, "{cpu}: smp stacks not rooted at {root}");
+            assert!(2 * in_own > in_smp, "{cpu}: {in_own} of {in_smp} in {own}");
+        }
+    })
 }
 
 /// Boots `kernel` (i386) with a gdbstub on a Unix socket in a fresh scratch directory, and
-/// waits for its CPU phase: the directory, the stub's address and the guest's thread.
+/// waits for its CPU phase: the directory, the stub's address and the guest's thread
+/// (`alone`: for a test that runs [`alone`]).
 fn boot_with_gdbstub(
     kernel: &Path,
     name: &str,
+    alone: bool,
+    rounds: &str,
 ) -> (std::path::PathBuf, String, thread::JoinHandle<Output>) {
     let dir = scratch(name);
     let sock = dir.join("gdb.sock");
@@ -273,7 +394,7 @@ fn boot_with_gdbstub(
         "--memtrace",
         "none",
         "--rounds",
-        ROUNDS,
+        rounds,
         "--alloc-rounds",
         "0",
         "-gdb",
@@ -283,7 +404,11 @@ fn boot_with_gdbstub(
     .map(|s| s.to_string())
     .collect();
     let qemu = run_kernel_command(&args);
-    let guest = thread::spawn(move || output_with_timeout(qemu, Duration::from_secs(300)));
+    let limit = Duration::from_secs(300);
+    let guest = thread::spawn(move || match alone {
+        true => output_of_alone_test(qemu, limit),
+        false => output_with_timeout(qemu, limit),
+    });
     wait_for_cpu_phase(&dir.join("com1"));
     let attach = format!("unix:{}", sock.display());
     (dir, attach, guest)

@@ -1,8 +1,8 @@
 //! Sampling through the gdbstub: one connection, then looks at a steady rate. Each look stops
 //! the whole VM (the stub is all-stop: a 0x03 byte stops every vCPU), reads every vCPU's
 //! registers and stack, and resumes it. The time the guest spends stopped is measured and
-//! kept under a budget (5% by default) by spacing the looks, as the plugin's host timer keeps
-//! its own cost down; the report says when that slowed the rate asked for.
+//! kept under a budget (5% of the run by default) by spacing the looks, as the plugin's host
+//! timer keeps its own cost down; the report says when that slowed the rate asked for.
 //!
 //! A stub that goes away mid-run (QEMU exited) ends the sampling, not the recording: what was
 //! looked at is kept, and the report says why it ended.
@@ -61,6 +61,9 @@ pub struct Sampled {
     pub stopped: Vec<Duration>,
     /// From connecting to the end.
     pub elapsed: Duration,
+    /// Connecting and learning the target (the guest stopped meanwhile), before the first
+    /// look; not in `stopped`, nor in the budget (it happens once).
+    pub setup: Duration,
     /// Looks taken later than the rate asked, to keep the stopped share under its budget.
     pub slowed: u64,
     pub end: End,
@@ -111,10 +114,12 @@ pub fn sample(
         looks: 0,
         stopped: Vec::new(),
         elapsed: Duration::ZERO,
+        setup: t0.elapsed(),
         slowed: 0,
         end: End::Stopped,
     };
-    let mut stopped_at = t0;
+    let opened = Instant::now();
+    let mut stopped_at = opened;
     let end = loop {
         let vcpus = match target.look(&mut c, &opts.stack) {
             Ok(v) => v,
@@ -128,10 +133,13 @@ pub fn sample(
         let stopped = stopped_at.elapsed();
         run.stopped.push(stopped);
         run.looks += 1;
-        // The next look: after the interval, or later where the stops would take more than
-        // the budget's share of the time.
+        // The next look: after the interval, or later where the stops so far would take
+        // more than the budget's share of the run (over the whole run, so that one slow stop,
+        // a vCPU thread the host did not schedule, spreads its cost over the next looks).
+        let total: Duration = run.stopped.iter().sum();
+        let since = opened.elapsed();
         let wait = interval.saturating_sub(stopped);
-        let floor = stopped.mul_f64(1.0 / budget - 1.0);
+        let floor = total.div_f64(budget).saturating_sub(since);
         if floor > wait {
             run.slowed += 1;
         }

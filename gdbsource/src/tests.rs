@@ -213,6 +213,8 @@ fn sampling_looks_at_a_steady_rate_then_detaches() {
     let opts = SampleOptions {
         rate_hz: 200,
         duration: Some(Duration::from_millis(150)),
+        // The rate alone: a loaded host must not make the fake's stops look costly.
+        stopped_budget: 1.0,
         ..SampleOptions::default()
     };
     let mut header = None;
