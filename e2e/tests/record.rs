@@ -205,18 +205,25 @@ fn stop_record_with(name: &str, kill_args: impl Fn(u32) -> [String; 2]) {
         &["record", "-o", "out"],
         &qemu_argv("rounds=100000000"),
     )
-    .stdout(Stdio::null())
+    .stdout(std::fs::File::create(dir.join("console.txt")).unwrap())
     .stderr(Stdio::piped())
     .process_group(0)
     .spawn()
     .unwrap();
-    // Wait for samples in the file (not for a time).
+    // Wait for the workload (the console says so: a loaded host can keep the guest in its
+    // firmware for a while) and for samples in the file, not for a time.
     let partial = dir.join("out/cpu.raw.recording");
     let start = Instant::now();
-    while std::fs::metadata(&partial).map_or(0, |m| m.len()) < 64 * 1024 {
+    let in_workload = || {
+        std::fs::read_to_string(dir.join("console.txt"))
+            .is_ok_and(|s| s.contains("phase cpu: start"))
+    };
+    while !in_workload() || std::fs::metadata(&partial).map_or(0, |m| m.len()) < 64 * 1024 {
         assert!(start.elapsed() < LIMIT, "{name}: no samples came");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // A moment of the workload, for the table's hottest function.
+    std::thread::sleep(Duration::from_millis(500));
     let [signal, target] = kill_args(child.id());
     // `--`: procps' kill takes a bare `-PGID` for an option.
     let killed = Command::new("kill")
