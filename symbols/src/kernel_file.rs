@@ -18,6 +18,9 @@ pub struct KernelFile {
     pub elf: Option<ElfImage>,
     /// Names from the image's kallsyms tables, when the ELF has none or there is no ELF.
     pub kallsyms: Option<KallsymsNames>,
+    /// The ELF's bytes (the vmlinux unpacked from a Linux image), for a caller that reads more
+    /// of it (its unwind tables) without reading and unpacking the file again.
+    pub vmlinux: Option<Vec<u8>>,
 }
 
 /// The code symbols of a Linux image's kallsyms tables.
@@ -46,30 +49,35 @@ impl KernelFile {
                     return Ok(KernelFile {
                         elf: Some(elf),
                         kallsyms: None,
+                        vmlinux: Some(data),
                     });
                 }
                 // A stripped ELF that is no Linux names nothing by itself: the caller says
                 // so, unless symbol maps name it.
-                let kallsyms = image::parse(path, data, &image::Options::default())
-                    .ok()
-                    .and_then(|image| kallsyms_names(&image).ok());
+                let image = image::parse(path, data, &image::Options::default()).ok();
+                let kallsyms = image.as_ref().and_then(|i| kallsyms_names(i).ok());
                 return Ok(KernelFile {
                     elf: Some(elf),
                     kallsyms,
+                    vmlinux: image.map(|i| i.bytes),
                 });
             }
             ElfInput::NotElf(first) => image::open(path, &image::Options::default())
                 .map_err(|e| not_an_image(e, &first, path))?,
         };
         let kallsyms = kallsyms_names(&image)?;
-        let elf = if image.is_elf() {
-            Some(ElfImage::parse(&image.bytes, path)?)
+        let (elf, vmlinux) = if image.is_elf() {
+            (
+                Some(ElfImage::parse(&image.bytes, path)?),
+                Some(image.bytes),
+            )
         } else {
-            None
+            (None, None)
         };
         Ok(KernelFile {
             elf,
             kallsyms: Some(kallsyms),
+            vmlinux,
         })
     }
 

@@ -433,10 +433,21 @@ impl Symbolizer {
     /// Loads `elf` and/or the `--symbols` sources `symbols`: each a text map (nm,
     /// System.map, /proc/kallsyms) or an ELF, whose symbol table is used, told by its magic.
     pub fn load(elf: Option<&Path>, symbols: &[PathBuf]) -> Result<Self, SymbolError> {
+        let kernel = elf
+            .map(|p| KernelFile::load(p).map(|k| (k, p)))
+            .transpose()?;
+        Self::with_kernel(kernel, symbols)
+    }
+
+    /// As [`Symbolizer::load`], over a kernel already loaded from `path` (a caller that reads
+    /// its unwind tables too loads it once).
+    pub fn with_kernel(
+        kernel: Option<(KernelFile, &Path)>,
+        symbols: &[PathBuf],
+    ) -> Result<Self, SymbolError> {
         let mut sources = Vec::new();
-        let elf = match elf {
-            Some(path) => {
-                let kernel = KernelFile::load(path)?;
+        let elf = match kernel {
+            Some((kernel, path)) => {
                 sources.extend(kernel.kallsyms.map(|k| SymbolSource::kallsyms(k, path)));
                 kernel.elf
             }

@@ -13,12 +13,12 @@ use kern_profile::boundary;
 use kern_profile::filter::SampleFilter;
 use kern_profile::input::Sample;
 use kern_profile::stacks::{short_path, KeyBuilder};
-use kern_profile::symbolize::Symbolizer;
+use kern_profile::symbolize::{KernelFile, Symbolizer};
 use kern_profile::unnamed::CpuState;
 use kern_profile::Options;
 use kern_profile_format::{Arch, Privilege};
 use kern_profile_gdb::{Limits, Snapshot, StackOptions, VcpuStack};
-use kern_profile_unwind::tables::load_kernel_tables;
+use kern_profile_unwind::tables::kernel_tables_of_elf;
 
 const STACKS_EXAMPLES: &str = "\
 Examples:
@@ -72,21 +72,35 @@ pub fn run(a: StacksArgs) -> Result<ExitCode> {
     }
     let elf = a.elf.or(a.kernel);
     // Symbols first: the guest stops only once they are ready.
-    let mut sym = match (&elf, a.symbols.is_empty()) {
+    let kernel = elf.as_deref().map(KernelFile::load).transpose()?;
+    // The kernel's unwind tables (ORC, DWARF CFI), from the kernel read once: whole stacks
+    // without frame pointers.
+    let arch = kernel
+        .as_ref()
+        .and_then(|k| k.elf.as_ref())
+        .and_then(|e| e.arch);
+    let tables = match (
+        &elf,
+        kernel.as_ref().and_then(|k| k.vmlinux.as_deref()),
+        arch,
+    ) {
+        (Some(path), Some(bytes), Some(arch)) => {
+            kernel_tables_of_elf(path, bytes, arch)?.map(Arc::new)
+        }
+        _ => None,
+    };
+    let mut sym = match (kernel, a.symbols.is_empty()) {
         (None, true) => None,
-        _ => Some(Symbolizer::load(elf.as_deref(), &a.symbols)?),
+        (kernel, _) => Some(Symbolizer::with_kernel(
+            kernel.zip(elf.as_deref()),
+            &a.symbols,
+        )?),
     };
     let timeout = Duration::from_secs_f64(a.timeout);
     let limits = Limits {
         reply_timeout: timeout,
         hello_timeout: timeout.min(Duration::from_secs(3)),
         ..Limits::default()
-    };
-    // The kernel's unwind tables (ORC, DWARF CFI): whole stacks without frame pointers.
-    let arch = sym.as_ref().and_then(|s| s.elf()).and_then(|e| e.arch);
-    let tables = match (&elf, arch) {
-        (Some(path), Some(arch)) => load_kernel_tables(path, arch)?.map(Arc::new),
-        _ => None,
     };
     let opts = StackOptions {
         depth: a.depth,

@@ -15,7 +15,7 @@ use kern_profile_format::{
     StopReason, VERSION_2,
 };
 use kern_profile_gdb::{sample, Limits, SampleOptions, Sampled, StackOptions, VcpuStack};
-use kern_profile_unwind::tables::load_kernel_tables;
+use kern_profile_unwind::tables::kernel_tables_of_elf;
 use kern_profile_unwind::UnwindTables;
 
 use super::kernel::symbol_sources;
@@ -77,13 +77,12 @@ impl AttachTarget {
         }
         let choice = symbol_sources(kernel, symbols, qemu_kernel)?;
         let linux = choice.is_linux();
-        let arch = choice
-            .loaded
-            .as_ref()
-            .and_then(|k| k.elf.as_ref())
-            .and_then(|e| e.arch);
-        let tables = match (&choice.sources.elf, arch) {
-            (Some(path), Some(arch)) => load_kernel_tables(path, arch)
+        // The tables from the kernel already read, not from the file again.
+        let loaded = choice.loaded.as_ref();
+        let arch = loaded.and_then(|k| k.elf.as_ref()).and_then(|e| e.arch);
+        let vmlinux = loaded.and_then(|k| k.vmlinux.as_deref());
+        let tables = match (&choice.sources.elf, vmlinux, arch) {
+            (Some(path), Some(elf), Some(arch)) => kernel_tables_of_elf(path, elf, arch)
                 .map_err(|e| RecordError::KernelArg {
                     path: path.clone(),
                     why: e.to_string(),

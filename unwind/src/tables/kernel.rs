@@ -35,7 +35,17 @@ pub fn load_kernel_tables(
     if !image.is_elf() {
         return Ok(None);
     }
-    let tables = UnwindTables::from_elf(&image.bytes, Limits::default()).map_err(|source| {
+    kernel_tables_of_elf(path, &image.bytes, arch)
+}
+
+/// As [`load_kernel_tables`], from the kernel's ELF bytes already read (`path` names it in
+/// errors).
+pub fn kernel_tables_of_elf(
+    path: &Path,
+    elf: &[u8],
+    arch: Arch,
+) -> Result<Option<UnwindTables>, KernelTablesError> {
+    let tables = UnwindTables::from_elf(elf, Limits::default()).map_err(|source| {
         KernelTablesError::Tables {
             path: path.to_path_buf(),
             source,

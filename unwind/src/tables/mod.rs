@@ -14,7 +14,7 @@ pub mod orc;
 pub mod walk;
 
 pub use cfi::{CfaBase, CfiRow, CfiTable, Rule};
-pub use kernel::{load_kernel_tables, KernelTablesError};
+pub use kernel::{kernel_tables_of_elf, load_kernel_tables, KernelTablesError};
 pub use orc::{OrcEntry, OrcKind, OrcLayout, OrcTable};
 
 /// What is wrong with a kernel's unwind tables.
