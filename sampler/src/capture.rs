@@ -169,49 +169,40 @@ impl Capture {
             let read = |addr: u64, out: &mut [u8]| window.read(addr, out, &mut mem);
             walk_tables(t, start, frames.len(), crossings, read, frames)
         });
-        if let Some(walk) = by_tables {
-            let stop = stop_of(walk.stop, window);
-            stops.add(stop);
-            let rec = SampleRecord {
-                vcpu: site.vcpu,
-                user,
-                stop,
-                time_ns: site.time_ns,
-                icount: site.icount,
-                pc: site.pc,
-                sp,
-                sp_word,
-                frames: &frames[..walk.frames],
-                entry_resolved: true,
-            };
-            return (rec, extras);
-        }
-        let mut read_word = |addr: u64| {
-            window
-                .read(addr, &mut word[..w], &mut mem)
-                .then(|| width.word(&word))
+        // Frames kept, and whether the sampled function's caller was found despite a missing
+        // frame record (the tables always find it).
+        let (stop, kept, entry_resolved) = match by_tables {
+            Some(walk) => (walk.stop, walk.frames, true),
+            None => {
+                let mut read_word = |addr: u64| {
+                    window
+                        .read(addr, &mut word[..w], &mut mem)
+                        .then(|| width.word(&word))
+                };
+                // A block entered without its own frame record: the caller's return address
+                // is on the stack, and the walk from FP starts at the caller's caller.
+                let caller = site.entry.caller_offset(width).and_then(|off| match off {
+                    0 => sp_word,
+                    off => read_word(sp.wrapping_add(off)),
+                });
+                let skip = caller.is_some() as usize;
+                if let Some(ret) = caller {
+                    frames[0] = ret;
+                }
+                let depth = frames.len() - skip;
+                let walk = walk_guest(
+                    arch,
+                    sp,
+                    fp,
+                    depth,
+                    crossings,
+                    |addr, out| window.read(addr, out, &mut mem),
+                    &mut frames[skip..],
+                );
+                (walk.stop, skip + walk.frames, caller.is_some())
+            }
         };
-        // A block entered without its own frame record: the caller's return address is on
-        // the stack, and the walk from FP starts at the caller's caller.
-        let caller = site.entry.caller_offset(width).and_then(|off| match off {
-            0 => sp_word,
-            off => read_word(sp.wrapping_add(off)),
-        });
-        let skip = caller.is_some() as usize;
-        if let Some(ret) = caller {
-            frames[0] = ret;
-        }
-        let depth = frames.len() - skip;
-        let walk = walk_guest(
-            arch,
-            sp,
-            fp,
-            depth,
-            crossings,
-            |addr, out| window.read(addr, out, &mut mem),
-            &mut frames[skip..],
-        );
-        let stop = stop_of(walk.stop, window);
+        let stop = stop_of(stop, window);
         stops.add(stop);
         let rec = SampleRecord {
             vcpu: site.vcpu,
@@ -222,8 +213,8 @@ impl Capture {
             pc: site.pc,
             sp,
             sp_word,
-            frames: &frames[..skip + walk.frames],
-            entry_resolved: caller.is_some(),
+            frames: &frames[..kept],
+            entry_resolved,
         };
         (rec, extras)
     }
