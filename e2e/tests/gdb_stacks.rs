@@ -185,17 +185,7 @@ fn record_attach_samples_the_running_kernel() {
         // By real function: under TCG the stub stops a vCPU between translated blocks, so the pc
         // is a block's first instruction and code inlined mid-block (mix_inlined, in blend) is
         // never the one stopped at (under KVM the pc is exact).
-        let counts = self_counts(&folded_of(&raw, &kernel, &["--no-inline"]));
-        let functions = expected()["cpu"]["function"].as_array().unwrap().clone();
-        for f in functions {
-            let symbol = f["symbol"].as_str().unwrap();
-            let want = f["self_share"].as_float().unwrap();
-            let got = share(&counts, symbol);
-            assert!(
-                (got - want).abs() < 0.12,
-                "{symbol}: {got:.3} sampled, {want:.3} by exact counts"
-            );
-        }
+        assert_real_function_shares(&self_counts(&folded_of(&raw, &kernel, &["--no-inline"])));
         let run = guest.join().unwrap();
         assert_eq!(
             run.status.code(),
@@ -220,36 +210,10 @@ fn record_gdb_starts_qemu_and_samples_it() {
         // A loaded host stops a vCPU slowly and the 5% budget spaces the looks: a longer run
         // when too few looks landed in the workload.
         let (workload, n, err) = with_enough_samples(50, |rounds| {
-            let dir = scratch("gdb-record-start");
-            let args: Vec<String> = [
-                "--arch",
-                "i386",
-                "--kernel",
-                &kernel.display().to_string(),
-                "--com1",
-                &dir.join("com1").display().to_string(),
-                "--memtrace",
-                "none",
-                "--rounds",
-                &(rounds * 6).to_string(),
-                "--alloc-rounds",
-                "0",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            let qemu = run_kernel_command(&args);
-            let out_dir = dir.join("out");
-            let mut c = std::process::Command::new(bin());
-            c.args(["record", "--gdb", "--rate", "200", "-o"])
-                .arg(&out_dir)
-                .arg("--")
-                .arg(qemu.get_program())
-                .args(qemu.get_args());
-            let out = output_with_timeout(c, Duration::from_secs(600));
-            let err = String::from_utf8_lossy(&out.stderr).into_owned();
-            println!("{err}");
-            assert_eq!(out.status.code(), Some(33), "QEMU's status: {err}");
+            let (out_dir, err) = record_gdb(
+                "gdb-record-start",
+                &["--rounds", &(rounds * 6).to_string(), "--alloc-rounds", "0"],
+            );
             assert!(err.contains("QEMU exited (status 33)"), "{err}");
             let folded = folded_of(&out_dir.join("cpu.raw"), &kernel, &["--no-inline"]);
             let workload: Vec<(Vec<String>, u64)> = folded
@@ -267,17 +231,7 @@ fn record_gdb_starts_qemu_and_samples_it() {
                 "{c} at {stack:?}"
             );
         }
-        let counts = self_counts(&workload);
-        let functions = expected()["cpu"]["function"].as_array().unwrap().clone();
-        for f in functions {
-            let symbol = f["symbol"].as_str().unwrap();
-            let want = f["self_share"].as_float().unwrap();
-            let got = share(&counts, symbol);
-            assert!(
-                (got - want).abs() < 0.12,
-                "{symbol}: {got:.3} sampled, {want:.3} by exact counts ({n} samples)"
-            );
-        }
+        assert_real_function_shares(&self_counts(&workload));
     })
 }
 
@@ -302,36 +256,10 @@ fn record_gdb_samples_every_vcpu_of_an_smp_guest() {
         // A loaded host stops a vCPU slowly and the 5% budget spaces the looks: a longer run
         // when too few looks landed in the smp rounds.
         let folded = with_enough_samples(10, |rounds| {
-            let dir = scratch("gdb-record-smp");
-            let args: Vec<String> = [
-                "--arch",
-                "i386",
-                "--kernel",
-                &kernel.display().to_string(),
-                "--com1",
-                &dir.join("com1").display().to_string(),
-                "--memtrace",
-                "none",
-                "--smp",
-                "2",
-                "--rounds",
-                &(rounds * 10).to_string(),
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            let qemu = run_kernel_command(&args);
-            let out_dir = dir.join("out");
-            let mut c = std::process::Command::new(bin());
-            c.args(["record", "--gdb", "--rate", "200", "-o"])
-                .arg(&out_dir)
-                .arg("--")
-                .arg(qemu.get_program())
-                .args(qemu.get_args());
-            let out = output_with_timeout(c, Duration::from_secs(600));
-            let err = String::from_utf8_lossy(&out.stderr);
-            println!("{err}");
-            assert_eq!(out.status.code(), Some(33), "QEMU's status: {err}");
+            let (out_dir, err) = record_gdb(
+                "gdb-record-smp",
+                &["--smp", "2", "--rounds", &(rounds * 10).to_string()],
+            );
             assert!(err.contains("of 2 vCPU(s)"), "{err}");
             let folded = folded_of(
                 &out_dir.join("cpu.raw"),
@@ -372,6 +300,56 @@ fn record_gdb_samples_every_vcpu_of_an_smp_guest() {
             assert!(2 * in_own > in_smp, "{cpu}: {in_own} of {in_smp} in {own}");
         }
     })
+}
+
+/// `kern-profile record --gdb --rate 200` of the i386 example kernel booted by
+/// run-kernel.sh with `args` in a fresh scratch directory `name`; asserts QEMU's status
+/// (the kernel's success) came back. The output directory and record's stderr.
+fn record_gdb(name: &str, args: &[&str]) -> (std::path::PathBuf, String) {
+    let dir = scratch(name);
+    let kernel = kernel().display().to_string();
+    let com1 = dir.join("com1").display().to_string();
+    let mut all = vec![
+        "--arch",
+        "i386",
+        "--kernel",
+        &kernel,
+        "--com1",
+        &com1,
+        "--memtrace",
+        "none",
+    ];
+    all.extend_from_slice(args);
+    let all: Vec<String> = all.iter().map(|s| s.to_string()).collect();
+    let qemu = run_kernel_command(&all);
+    let out_dir = dir.join("out");
+    let mut c = std::process::Command::new(bin());
+    c.args(["record", "--gdb", "--rate", "200", "-o"])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(qemu.get_program())
+        .args(qemu.get_args());
+    let out = output_with_timeout(c, Duration::from_secs(600));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    println!("{err}");
+    assert_eq!(out.status.code(), Some(33), "QEMU's status: {err}");
+    (out_dir, err)
+}
+
+/// Each documented function's self share in `counts` (by real function: under TCG a stop
+/// lands at a block boundary, never in code inlined mid-block) within 12 points of its exact
+/// share.
+fn assert_real_function_shares(counts: &std::collections::BTreeMap<String, u64>) {
+    let total: u64 = counts.values().sum();
+    for f in expected()["cpu"]["function"].as_array().unwrap() {
+        let symbol = f["symbol"].as_str().unwrap();
+        let want = f["self_share"].as_float().unwrap();
+        let got = share(counts, symbol);
+        assert!(
+            (got - want).abs() < 0.12,
+            "{symbol}: {got:.3} sampled, {want:.3} by exact counts ({total} samples)"
+        );
+    }
 }
 
 /// Boots `kernel` (i386) with a gdbstub on a Unix socket in a fresh scratch directory, and
