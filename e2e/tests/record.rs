@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use kern_profile_e2e::{
-    bin, census, hottest, kern_profile, kernel, output_with_timeout, parse_folded,
+    alone, bin, census, hottest, kern_profile, kernel, output_with_timeout, parse_folded,
     plugin_build_file, run_kernel_command, scratch, skip_i386,
 };
 
@@ -298,6 +298,61 @@ fn top_prints_tables_and_keeps_the_recording() {
         "text",
     ]);
     assert!(report.contains(&hottest()));
+}
+
+/// `top --gdb`: QEMU started with a private gdbstub and sampled through it; the tables come
+/// as the samples do and the last one, once QEMU exited, has the hottest function first; the
+/// recording is kept for `report`.
+#[test]
+fn top_gdb_samples_through_the_gdbstub() {
+    if skip_i386() {
+        return;
+    }
+    // Host time: a second emulator on the same cores slows every stop.
+    alone(|| {
+        let dir = scratch("top-gdb");
+        let out = output_with_timeout(
+            kp_session(
+                &bin(),
+                &dir,
+                &["top", "--gdb", "--rows", "8", "-o", "t"],
+                &qemu_argv("rounds=100000"),
+            ),
+            LIMIT,
+        );
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(out.status.code(), Some(33), "{stderr}");
+        assert!(stderr.contains("sampled through its gdbstub"), "{stderr}");
+        let tables = stdout.matches("kern-profile top:").count();
+        assert!(tables >= 2, "{tables} tables: {stdout}");
+        let last = stdout.rsplit("kern-profile top:").next().expect("a table");
+        assert!(last.contains("QEMU exited, status 33"), "{stdout}");
+        let first = last
+            .lines()
+            .skip_while(|l| !l.contains("Function"))
+            .skip(1)
+            .map(|r| r.split_whitespace().nth(3).unwrap_or(""))
+            .find(|f| !f.starts_with('['));
+        assert_eq!(first, Some(hottest().as_str()), "{last}");
+        let raw = dir.join("t/cpu.raw");
+        assert!(stderr.contains("recording kept"), "{stderr}");
+        let report = kern_profile(&[
+            "report",
+            raw.to_str().unwrap(),
+            kernel().to_str().unwrap(),
+            "-f",
+            "text",
+        ]);
+        assert!(report.contains(&hottest()));
+        // --rate goes with --gdb only (a usage error).
+        let out = output_with_timeout(
+            kp_session(&bin(), &dir, &["top", "--rate", "50"], &qemu_argv("")),
+            LIMIT,
+        );
+        let e = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{e}");
+        assert!(e.contains("--gdb"), "{e}");
+    })
 }
 
 #[test]

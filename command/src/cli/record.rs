@@ -5,17 +5,17 @@ use std::process::ExitCode;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use kern_profile::job::SymbolSources;
 use kern_profile::record::aggregate::{aggregate, write_top};
-use kern_profile::record::attach::{record_attach, AttachSpec, AttachTarget};
+use kern_profile::record::attach::{record_attach, AttachSpec};
+use kern_profile::record::gdb_launch::{GdbLaunch, GdbSpec};
+use kern_profile::record::launch::Console;
 use kern_profile::record::launch::{describe_status, exit_code};
-use kern_profile::record::launch::{Console, Guest};
 use kern_profile::record::plugin::PluginSource;
-use kern_profile::record::qemu::QemuCommand;
 use kern_profile::record::{ConsoleSpec, Session};
 use kern_profile::Options;
 use kern_profile_gdb::{End, Sampled};
@@ -265,7 +265,7 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
 
 /// The summary of a sampling run through the gdbstub; `finished` says how a run that was not
 /// cut short ended.
-fn say_sampled(run: &Sampled, finished: &str) {
+pub(super) fn say_sampled(run: &Sampled, finished: &str) {
     let ended = match &run.end {
         End::Duration | End::Stopped => finished.to_string(),
         End::Gone(why) => format!("the gdbstub went away ({why})"),
@@ -289,75 +289,48 @@ fn say_sampled(run: &Sampled, finished: &str) {
     );
 }
 
-/// `record --gdb -- QEMU...`: QEMU started with a gdbstub on a private socket and sampled
-/// through it until it exits; then drawn as `record` draws.
-fn run_gdb(a: RecordArgs) -> Result<ExitCode> {
-    let mut qemu = QemuCommand::check_for_gdbstub(&a.launch.qemu, "record")?;
-    let target = AttachTarget::prepare(
-        a.launch.kernel.as_deref(),
-        &a.launch.symbols,
-        qemu.kernel().as_deref(),
-        &a.launch.output,
-    )?;
-    if target.linux && qemu.kernel().is_some() {
-        if let Some(n) = qemu.disable_kaslr() {
-            eprintln!("kern-profile: note: {n}");
-        }
+/// What `--gdb` says before QEMU starts: the notes on its command, the stub, the rate.
+pub(super) fn announce_gdb(launch: &GdbLaunch, rate: u32) {
+    for n in &launch.notes {
+        eprintln!("kern-profile: note: {n}");
     }
-    let sock = std::env::temp_dir().join(format!("kern-profile-{}.gdb", std::process::id()));
-    let _ = std::fs::remove_file(&sock);
-    let mut cmd = std::process::Command::new(&qemu.path);
-    cmd.args(&qemu.args)
-        .arg("-gdb")
-        .arg(format!("unix:{},server=on,wait=off", sock.display()));
-    let rate = a.attach.rate.unwrap_or(100);
     eprintln!(
         "kern-profile: QEMU {} sampled through its gdbstub ({}), {rate} looks a second",
-        qemu.version,
-        sock.display()
+        launch.qemu.version,
+        launch.socket().display()
     );
-    let mut guest = Guest::spawn(cmd, &Console::Inherit, &qemu.name())?;
-    // The stub listens once QEMU has set the machine up.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !sock.exists() {
-        if let Some(status) = guest.try_wait()? {
-            bail!(
-                "QEMU exited ({}) before its gdbstub listened; nothing was recorded",
-                describe_status(&status)
-            );
-        }
-        if Instant::now() > deadline {
-            guest.interrupt();
-            guest.wait()?;
-            bail!(
-                "QEMU's gdbstub did not listen on {} within 30 s",
-                sock.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let depth = a.sampling.depth.unwrap_or(64) as usize;
-    let never = AtomicBool::new(false);
-    // Ctrl-C goes to QEMU (Guest forwards it), which exits: the stub goes away, the run ends.
-    let sampled = target.sample(
-        &format!("unix:{}", sock.display()),
-        rate,
-        None,
-        depth,
-        &never,
-    );
-    let status = guest.wait()?;
-    let _ = std::fs::remove_file(&sock);
-    let done = sampled?;
-    // QEMU's exit is this run's normal end.
-    let run = Sampled {
-        end: match &done.run.end {
+}
+
+/// A `--gdb` run as [`say_sampled`] tells it: QEMU's exit (the stub going away) is its
+/// normal end.
+pub(super) fn gdb_run_ended(run: &Sampled) -> Sampled {
+    Sampled {
+        end: match &run.end {
             End::Gone(_) => End::Stopped,
             e => e.clone(),
         },
-        ..done.run.clone()
-    };
-    say_sampled(&run, &format!("QEMU exited ({})", describe_status(&status)));
+        ..run.clone()
+    }
+}
+
+/// `record --gdb -- QEMU...`: QEMU started with a gdbstub on a private socket and sampled
+/// through it until it exits; then drawn as `record` draws.
+fn run_gdb(a: RecordArgs) -> Result<ExitCode> {
+    let launch = GdbLaunch::prepare(&GdbSpec {
+        qemu: a.launch.qemu.clone(),
+        kernel: a.launch.kernel.clone(),
+        symbols: a.launch.symbols.clone(),
+        out_dir: a.launch.output.clone(),
+        rate_hz: a.attach.rate.unwrap_or(100),
+        depth: a.sampling.depth.unwrap_or(64) as usize,
+        command: "record",
+    })?;
+    announce_gdb(&launch, a.attach.rate.unwrap_or(100));
+    let (done, status) = launch.start(&Console::Inherit)?.finish()?;
+    say_sampled(
+        &gdb_run_ended(&done.run),
+        &format!("QEMU exited ({})", describe_status(&status)),
+    );
     let opts = a.filter.options();
     draw(
         &done.raw,

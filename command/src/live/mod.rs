@@ -3,7 +3,8 @@
 //! names them ([`profile`]), shown about once a second ([`view`]). On a terminal the table redraws in place (keys: `c` next
 //! vCPU, `s` self/total, `q` or Ctrl-C stops QEMU); otherwise (a pipe, a log, a test) a
 //! table is printed every interval. Either way the recording is kept for `kern-profile
-//! report`, and the last table is printed when QEMU exits.
+//! report`, and the last table is printed when QEMU exits. The recording comes from the
+//! plugin, or from the gdbstub sampler of `top --gdb`: the same file either way ([`LiveRun`]).
 
 pub mod profile;
 pub mod tail;
@@ -15,9 +16,13 @@ use std::time::{Duration, Instant};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, queue, terminal};
 
+use std::path::PathBuf;
+
 use crate::filter::SampleFilter;
-use crate::record::launch::describe_status;
-use crate::record::{RecordError, Recorded, Running};
+use crate::job::SymbolSources;
+use crate::record::gdb_launch::GdbRunning;
+use crate::record::launch::{describe_status, Guest};
+use crate::record::{RecordError, Running};
 use crate::stacks::{KeyBuilder, NameStyle, StackNamer};
 
 use profile::LiveProfile;
@@ -37,14 +42,46 @@ pub struct TopOptions {
     pub style: NameStyle,
 }
 
-/// Runs the live view until QEMU exits, writing tables to `out` (the final one too), and
-/// returns the kept recording.
+/// A running QEMU whose recording grows as it runs.
+pub trait LiveRun {
+    fn guest(&mut self) -> &mut Guest;
+    fn sources(&self) -> &SymbolSources;
+    /// The recording being written.
+    fn raw_partial(&self) -> PathBuf;
+}
+
+impl LiveRun for Running {
+    fn guest(&mut self) -> &mut Guest {
+        &mut self.guest
+    }
+    fn sources(&self) -> &SymbolSources {
+        &self.session.sources
+    }
+    fn raw_partial(&self) -> PathBuf {
+        Running::raw_partial(self)
+    }
+}
+
+impl LiveRun for GdbRunning {
+    fn guest(&mut self) -> &mut Guest {
+        &mut self.guest
+    }
+    fn sources(&self) -> &SymbolSources {
+        &self.sources
+    }
+    fn raw_partial(&self) -> PathBuf {
+        GdbRunning::raw_partial(self)
+    }
+}
+
+/// Runs the live view until QEMU exits, writing tables to `out` (the final one too); the
+/// caller then finishes `running` (keeps its recording).
 pub fn run_top(
-    mut running: Running,
+    running: &mut dyn LiveRun,
     opts: &TopOptions,
     out: &mut dyn Write,
-) -> Result<Recorded, RecordError> {
-    let mut sym = running.session.sources.load()?;
+) -> Result<(), RecordError> {
+    let mut sym = running.sources().load()?;
     let mut namer = StackNamer::new(&mut sym, opts.style);
     let keys = KeyBuilder::new(&opts.filter).with_markers(true);
     let mut live = LiveProfile::default();
@@ -60,7 +97,7 @@ pub fn run_top(
     let mut deadline = start + opts.interval;
     loop {
         if exited.is_none() {
-            exited = running.guest.try_wait()?;
+            exited = running.guest().try_wait()?;
         }
         // A bad record (not a torn one) ends the live view; the recording is still kept.
         let _ = tail.poll(|s| live.add(s, &keys, namer.symbolizer()));
@@ -80,7 +117,7 @@ pub fn run_top(
                 let lines = render(&table, view, &status, opts.rows, size);
                 sc.draw(&lines).map_err(io_err("cannot draw"))?;
                 match sc.key_until(deadline).map_err(io_err("cannot read keys"))? {
-                    Some(Key::Quit) => running.guest.interrupt(),
+                    Some(Key::Quit) => running.guest().interrupt(),
                     Some(Key::NextVcpu) => view.next_vcpu(&table.vcpus()),
                     Some(Key::Order) => view.by_total = !view.by_total,
                     None => deadline += opts.interval,
@@ -89,7 +126,7 @@ pub fn run_top(
             None => {
                 let lines = render(&table, view, &status, opts.rows, (0, 0));
                 write_lines(out, &lines).map_err(io_err("cannot write"))?;
-                wait_until(&mut running, deadline)?;
+                wait_until(running, deadline)?;
                 deadline += opts.interval;
             }
         }
@@ -106,14 +143,13 @@ pub fn run_top(
     };
     let table = live.table(&mut namer, &opts.filter.names);
     let lines = render(&table, view, &status, opts.rows, (0, 0));
-    write_lines(out, &lines).map_err(io_err("cannot write"))?;
-    running.finish()
+    write_lines(out, &lines).map_err(io_err("cannot write"))
 }
 
 /// Sleeps until `deadline`, waking early when QEMU exits.
-fn wait_until(running: &mut Running, deadline: Instant) -> Result<(), RecordError> {
+fn wait_until(running: &mut dyn LiveRun, deadline: Instant) -> Result<(), RecordError> {
     while Instant::now() < deadline {
-        if running.guest.try_wait()?.is_some() {
+        if running.guest().try_wait()?.is_some() {
             break;
         }
         std::thread::sleep(Duration::from_millis(50).min(deadline - Instant::now()));

@@ -98,6 +98,11 @@ impl AttachTarget {
         })
     }
 
+    /// The recording [`Self::sample`] writes while it samples.
+    pub fn raw_partial(&self) -> PathBuf {
+        self.out.raw_partial()
+    }
+
     /// Samples the stub at `addr`, `rate_hz` looks a second, until `duration`, `stop` or the
     /// end of QEMU, into `DIR/cpu.raw`.
     pub fn sample(
@@ -214,7 +219,9 @@ impl RawOut {
             self.stops[v.stop as usize] += 1;
             self.samples += 1;
         }
-        self.w.write_all(&self.buf)
+        self.w.write_all(&self.buf)?;
+        // Out at once: `top --gdb` reads the file as it grows (a write a look, 100 a second).
+        self.w.flush()
     }
 
     /// The statistics record, then everything to the file.

@@ -90,6 +90,8 @@ pub enum RecordError {
     Gdb(#[from] kern_profile_gdb::GdbError),
     #[error("{addr}: not a single sample was taken ({end}); nothing was kept")]
     AttachNoSamples { addr: String, end: String },
+    #[error("{why}; nothing was recorded")]
+    GdbNotListening { why: String },
 }
 
 fn list(items: &[String]) -> String {

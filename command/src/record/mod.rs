@@ -3,11 +3,12 @@
 //! its version ([`qemu`]), the kernel's symbols ([`kernel`]), the plugin ([`plugin`]) and the
 //! output directory ([`outdir`]); signals passed on to QEMU ([`launch`]); and the recording
 //! drawn into the usual outputs ([`aggregate`]). A running QEMU sampled through its gdbstub
-//! instead is [`attach`]. The live view of `top` is [`crate::live`].
+//! instead is [`attach`]; one started with a gdbstub of its own, [`gdb_launch`]. The live view of `top` is [`crate::live`].
 
 pub mod aggregate;
 pub mod attach;
 mod error;
+pub mod gdb_launch;
 pub mod kernel;
 pub mod launch;
 pub mod outdir;
