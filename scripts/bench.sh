@@ -10,7 +10,7 @@
 #
 #   --only LIST        run only these workloads (comma-separated): overhead, linux,
 #                      aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind,
-#                      sample_cost (default: all nine), bringup (needs --linux-bringup); `--only unwind` alone
+#                      sample_cost, gdbstub (default: all ten), bringup (needs --linux-bringup); `--only unwind` alone
 #                      builds only its example (no QEMU, no plugin)
 #   --runs N           runs of each example-kernel configuration (default 5; --quick 2)
 #   --quick            smoke test: 1-2 runs, smaller inputs (numbers not comparable to targets)
@@ -66,7 +66,11 @@
 #   - sample_cost: a whole sample walked by CFI against one walked by frame pointers, in QEMU:
 #     each example kernel's build without frame pointers (elf=) against its frame-pointer
 #     build, the marginal cost of a sample (period=10000 against period=100000), the ratio
-#     min/median/max by round.
+#     min/median/max by round;
+#   - gdbstub: each example kernel's CPU workload bare and sampled by `record --attach`
+#     through QEMU's gdbstub at 100 (the default) and 1,000 looks a second, round-robin:
+#     QEMU's wall and CPU ratios to the same round's bare run, the sampler's CPU, and the
+#     looks a second, median stop and stopped share record reports (scripts/bench/gdbstub.py).
 # The load average at the start and end and the CPU time other processes used are printed;
 # the notes warn when other jobs competed (load average > 1.5) and ratios are not trustworthy.
 # The binaries and kernels are copied to $KP_OUT/bench-data/bin first and measured from
@@ -88,8 +92,8 @@ while [ $# -gt 0 ]; do
             args+=("$1" "$2"); shift 2 ;;
         --only)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
-            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost))*$ ]] ||
-                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind, sample_cost"
+            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost|gdbstub)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost|gdbstub))*$ ]] ||
+                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind, sample_cost, gdbstub"
             only="$2"; args+=("$1" "$2"); shift 2 ;;
         --linux-arch)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"

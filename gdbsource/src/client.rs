@@ -39,6 +39,12 @@ pub struct ThreadId {
 }
 
 impl ThreadId {
+    /// The same thread, however its ids were spelled (`p01.01`, `p1.1`).
+    pub fn same(&self, other: &ThreadId) -> bool {
+        self.tid == other.tid
+            && (self.pid.is_none() || other.pid.is_none() || self.pid == other.pid)
+    }
+
     fn parse(s: &[u8]) -> Option<Self> {
         let raw = std::str::from_utf8(s).ok()?.to_string();
         let (pid, tid) = match s.strip_prefix(b"p") {
@@ -51,6 +57,14 @@ impl ThreadId {
         };
         Some(ThreadId { raw, pid, tid })
     }
+}
+
+/// The thread a stop reply names (`thread:ID;`).
+pub(crate) fn stop_thread(reply: &[u8]) -> Option<ThreadId> {
+    let at = reply.windows(7).position(|w| w == b"thread:")? + 7;
+    let rest = &reply[at..];
+    let end = rest.iter().position(|&b| b == b';').unwrap_or(rest.len());
+    ThreadId::parse(&rest[..end])
 }
 
 /// `T` or `S` and a signal number in hex.
@@ -79,6 +93,9 @@ pub struct Client {
     last: Vec<u8>,
     /// Packets sent.
     requests: u32,
+    /// The thread `g`, `p` and `m` read, when known: set by `Hg`, and by a stop (QEMU
+    /// selects the thread its stop reply names).
+    selected: Option<ThreadId>,
 }
 
 impl Client {
@@ -103,6 +120,7 @@ impl Client {
             packet_size: 4096,
             last: Vec::new(),
             requests: 0,
+            selected: None,
         }
     }
 
@@ -168,15 +186,67 @@ impl Client {
 
     /// Stops a running guest (a 0x03 byte) and returns the stop reply.
     pub fn interrupt(&mut self) -> Result<Vec<u8>, GdbError> {
-        self.write_all(&[0x03], "interrupt")?;
+        Ok(self.interrupt_with(&[])?.0)
+    }
+
+    /// Stops a running guest and sends `reqs` in the same write: the stop reply, then each
+    /// request's reply, in one round trip. QEMU's stub stops every vCPU (`vm_stop`, which
+    /// returns once they are stopped) at the 0x03 byte, before it reads the packets after it.
+    pub fn interrupt_with(&mut self, reqs: &[String]) -> Result<(Vec<u8>, Vec<Vec<u8>>), GdbError> {
+        self.selected = None;
+        let mut bytes = vec![0x03];
+        let chosen = self.frame_all(reqs, &mut bytes);
+        self.write_all(&bytes, "interrupt")?;
         let reply = self.recv("interrupt")?;
-        self.stop_reply(reply, "interrupt")
+        let stop = self.stop_reply(reply, "interrupt")?;
+        self.selected = chosen.or_else(|| stop_thread(&stop));
+        let replies = self.recv_all(reqs)?;
+        Ok((stop, replies))
+    }
+
+    /// Sends every request in one write and returns their replies in order: one round trip
+    /// for all (the stub answers packets in the order it reads them). The socket is
+    /// reliable: a retransmission request (`-`) resends only the last.
+    pub fn pipeline(&mut self, reqs: &[String]) -> Result<Vec<Vec<u8>>, GdbError> {
+        let mut bytes = Vec::new();
+        if let Some(t) = self.frame_all(reqs, &mut bytes) {
+            self.selected = Some(t);
+        }
+        let what = reqs.first().map_or("", String::as_str);
+        self.write_all(&bytes, what)?;
+        self.recv_all(reqs)
+    }
+
+    /// Frames `reqs` into `bytes`; the thread the last `Hg` among them selects.
+    fn frame_all(&mut self, reqs: &[String], bytes: &mut Vec<u8>) -> Option<ThreadId> {
+        let mut chosen = None;
+        for r in reqs {
+            let framed = packet::encode(r.as_bytes());
+            bytes.extend_from_slice(&framed);
+            self.last = framed;
+            self.requests += 1;
+            if let Some(t) = r.strip_prefix("Hg") {
+                chosen = ThreadId::parse(t.as_bytes());
+            }
+        }
+        chosen
+    }
+
+    fn recv_all(&mut self, reqs: &[String]) -> Result<Vec<Vec<u8>>, GdbError> {
+        reqs.iter().map(|r| self.recv(r)).collect()
+    }
+
+    /// The thread `g`, `p` and `m` read now, when known.
+    pub fn selected(&self) -> Option<&ThreadId> {
+        self.selected.as_ref()
     }
 
     /// The reason the guest is stopped (`?`): `T..` or `S..`.
     pub fn halt_reason(&mut self) -> Result<Vec<u8>, GdbError> {
         let reply = self.request("?")?;
-        self.stop_reply(reply, "?")
+        let stop = self.stop_reply(reply, "?")?;
+        self.selected = stop_thread(&stop);
+        Ok(stop)
     }
 
     fn stop_reply(&self, reply: Vec<u8>, request: &str) -> Result<Vec<u8>, GdbError> {
@@ -214,11 +284,22 @@ impl Client {
         Ok(out)
     }
 
-    /// Makes `t` the thread that `g`, `p` and `m` read.
+    /// Makes `t` the thread that `g`, `p` and `m` read (nothing to send when it already is).
     pub fn select(&mut self, t: &ThreadId) -> Result<(), GdbError> {
+        if self.selected.as_ref().is_some_and(|s| s.same(t)) {
+            return Ok(());
+        }
         let req = format!("Hg{}", t.raw);
         let reply = self.request(&req)?;
-        self.expect_ok(&req, &reply)
+        self.selected = None;
+        self.expect_ok(&req, &reply)?;
+        self.selected = Some(t.clone());
+        Ok(())
+    }
+
+    /// The reply to `Hg`: `OK`.
+    pub fn select_reply(&self, t: &ThreadId, reply: &[u8]) -> Result<(), GdbError> {
+        self.expect_ok(&format!("Hg{}", t.raw), reply)
     }
 
     /// The selected thread's `g` registers, as raw target-order bytes.
@@ -230,12 +311,17 @@ impl Client {
     pub fn register(&mut self, n: u32) -> Result<Option<Vec<u8>>, GdbError> {
         let req = format!("p{n:x}");
         let reply = self.request(&req)?;
+        self.register_reply(&req, &reply)
+    }
+
+    /// The reply to `p`: `None` when the stub has no such register.
+    pub fn register_reply(&self, req: &str, reply: &[u8]) -> Result<Option<Vec<u8>>, GdbError> {
         if reply.is_empty() || reply.first() == Some(&b'E') {
             return Ok(None);
         }
-        packet::from_hex(&reply)
+        packet::from_hex(reply)
             .map(Some)
-            .ok_or_else(|| self.malformed(&req, &reply, "not hex"))
+            .ok_or_else(|| self.malformed(req, reply, "not hex"))
     }
 
     /// The most bytes one `m` asks for: its hex reply must fit the stub's packet size.
@@ -243,25 +329,55 @@ impl Client {
         (self.packet_size.saturating_sub(16) / 2).max(16)
     }
 
-    /// Reads `len` bytes of guest virtual memory at `addr` through the selected vCPU, in as
-    /// few `m` requests as the packet size allows. An `E` reply is [`GdbError::Refused`].
+    /// The `m` requests that read `len` bytes at `addr`: as few as the packet size allows.
+    pub fn memory_requests(&self, addr: u64, len: usize) -> Vec<String> {
+        let step = self.max_read();
+        (0..len)
+            .step_by(step)
+            .map(|off| {
+                let n = (len - off).min(step);
+                format!("m{:x},{n:x}", addr.wrapping_add(off as u64))
+            })
+            .collect()
+    }
+
+    /// Reads `len` bytes of guest virtual memory at `addr` through the selected vCPU, its
+    /// `m` requests in one round trip. An `E` reply is [`GdbError::Refused`].
     pub fn read_memory(&mut self, addr: u64, len: usize) -> Result<Vec<u8>, GdbError> {
+        let reqs = self.memory_requests(addr, len);
+        let replies = self.pipeline(&reqs)?;
         let mut out = Vec::with_capacity(len);
-        while out.len() < len {
-            let at = addr.wrapping_add(out.len() as u64);
-            let n = (len - out.len()).min(self.max_read());
-            let bytes = self.hex_request(&format!("m{at:x},{n:x}"))?;
-            // A short reply (the stub's buffer) is fine; an empty one ends nothing.
-            if bytes.is_empty() || bytes.len() > n {
-                return Err(self.malformed(&format!("m{at:x},{n:x}"), &bytes, "wrong length"));
-            }
+        for (req, reply) in reqs.iter().zip(&replies) {
+            let bytes = self.memory_reply(req, reply)?;
+            // A short reply (the stub's buffer) ends the bytes that follow on.
+            let asked = req
+                .rsplit(',')
+                .next()
+                .and_then(|n| usize::from_str_radix(n, 16).ok());
             out.extend_from_slice(&bytes);
+            if Some(bytes.len()) != asked {
+                break;
+            }
         }
         Ok(out)
     }
 
+    /// The bytes of an `m` reply: an `E` is [`GdbError::Refused`].
+    pub fn memory_reply(&self, req: &str, reply: &[u8]) -> Result<Vec<u8>, GdbError> {
+        let bytes = self.hex_reply(req, reply)?;
+        let asked = req
+            .rsplit(',')
+            .next()
+            .and_then(|n| usize::from_str_radix(n, 16).ok());
+        if bytes.is_empty() || asked.is_some_and(|n| bytes.len() > n) {
+            return Err(self.malformed(req, &bytes, "wrong length"));
+        }
+        Ok(bytes)
+    }
+
     /// Resumes the guest (`c`); its stop reply comes with the next [`Client::interrupt`].
     pub fn resume(&mut self) -> Result<(), GdbError> {
+        self.selected = None;
         self.send("c")?;
         if self.acks {
             // The stub acknowledges `c` at once; its reply comes at the next stop.
@@ -282,10 +398,15 @@ impl Client {
 
     fn hex_request(&mut self, req: &str) -> Result<Vec<u8>, GdbError> {
         let reply = self.request(req)?;
+        self.hex_reply(req, &reply)
+    }
+
+    /// A reply of hex bytes (`g`, `m`): `E..` or nothing is [`GdbError::Refused`].
+    pub fn hex_reply(&self, req: &str, reply: &[u8]) -> Result<Vec<u8>, GdbError> {
         if reply.first() == Some(&b'E') || reply.is_empty() {
-            return Err(self.refused_or_malformed(req, &reply));
+            return Err(self.refused_or_malformed(req, reply));
         }
-        packet::from_hex(&reply).ok_or_else(|| self.malformed(req, &reply, "not hex"))
+        packet::from_hex(reply).ok_or_else(|| self.malformed(req, reply, "not hex"))
     }
 
     fn expect_ok(&self, req: &str, reply: &[u8]) -> Result<(), GdbError> {

@@ -83,6 +83,8 @@ pub fn serve(stub: Stub) -> (String, JoinHandle<Seen>) {
                 if buf.first() == Some(&0x03) {
                     buf.remove(0);
                     seen.requests.push("interrupt".into());
+                    // QEMU selects the thread its stop reply names.
+                    cur = 0;
                     s.write_all(&packet::encode(b"T02thread:p01.01;")).unwrap();
                     continue;
                 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use kern_profile_format::Arch;
 
 use crate::client::{Client, Limits};
-use crate::stacks::{StackOptions, Target, VcpuStack};
+use crate::stacks::{StackOptions, Stop, Target, VcpuStack};
 use crate::GdbError;
 
 /// How to sample.
@@ -99,7 +99,7 @@ pub fn sample(
     let t0 = Instant::now();
     // Connecting stops the guest.
     let mut c = Client::connect(addr, limits)?;
-    let target = Target::open(&mut c)?;
+    let mut target = Target::open(&mut c)?;
     let io = |e: std::io::Error| GdbError::Io {
         addr: addr.to_string(),
         request: "writing the samples".into(),
@@ -120,19 +120,23 @@ pub fn sample(
     };
     let opened = Instant::now();
     let mut stopped_at = opened;
+    // Connecting stopped the guest; each later look stops it itself.
+    let mut how = Stop::Already;
     let end = loop {
-        let vcpus = match target.look(&mut c, &opts.stack) {
+        let vcpus = match target.look(&mut c, &opts.stack, how) {
             Ok(v) => v,
             Err(e) => break End::Gone(e.to_string()),
         };
         let at = stopped_at.duration_since(t0).as_nanos() as u64;
-        sink(at, &vcpus).map_err(io)?;
-        if let Err(e) = c.resume() {
-            break End::Gone(e.to_string());
-        }
+        // The guest runs again before the look is written out.
+        let resumed = c.resume();
         let stopped = stopped_at.elapsed();
+        sink(at, &vcpus).map_err(io)?;
         run.stopped.push(stopped);
         run.looks += 1;
+        if let Err(e) = resumed {
+            break End::Gone(e.to_string());
+        }
         // The next look: after the interval, or later where the stops so far would take
         // more than the budget's share of the run (over the whole run, so that one slow stop,
         // a vCPU thread the host did not schedule, spreads its cost over the next looks).
@@ -147,9 +151,7 @@ pub fn sample(
             break e;
         }
         stopped_at = Instant::now();
-        if let Err(e) = c.interrupt() {
-            break End::Gone(e.to_string());
-        }
+        how = Stop::Interrupt;
     };
     run.elapsed = t0.elapsed();
     if !matches!(end, End::Gone(_)) {

@@ -11,7 +11,7 @@ use kern_profile_arch::{guest, CoreRegs};
 use kern_profile_format::{Arch, Privilege, StopReason};
 use kern_profile_unwind::{walk_guest, walk_tables, Crossings, PtrWidth, StartRegs, UnwindTables};
 
-use crate::client::{Client, Limits, ThreadId};
+use crate::client::{stop_thread, Client, Limits, ThreadId};
 use crate::{target, GdbError};
 
 /// How much one look may read, and how it walks.
@@ -96,8 +96,8 @@ fn take(c: &mut Client, opts: &StackOptions, pid: &mut Option<u64>) -> Result<Sn
     let (stop_pid, threads) = Target::stopped(c)?;
     // Known before the rest can fail: the detach names it.
     *pid = stop_pid;
-    let target = Target::describe(c, stop_pid, threads)?;
-    let vcpus = target.look(c, opts)?;
+    let mut target = Target::describe(c, stop_pid, threads)?;
+    let vcpus = target.look(c, opts, Stop::Already)?;
     Ok(Snapshot {
         arch: target.arch,
         vcpus,
@@ -116,6 +116,32 @@ pub struct Target {
     pub pid: Option<u64>,
     priv_reg: Option<u32>,
     base_reg: Option<u32>,
+    /// Per vCPU, the stack its last walk read (lowest address, end): the next look reads
+    /// it ahead, in the write that stops the guest, as the stack mostly stays put.
+    spans: Vec<Option<(u64, u64)>>,
+    /// The vCPU the stub's last stop reply named: it selects that one at a stop.
+    stopped_vcpu: usize,
+}
+
+/// The most bytes a look reads ahead of its walk, per vCPU.
+const MAX_AHEAD: u64 = 16 << 10;
+/// Bytes read ahead below the last walk's lowest address: the stack may be deeper now.
+const AHEAD_BELOW: u64 = 256;
+
+/// Whether a look stops the guest itself, or finds it stopped (just connected).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Already,
+    Interrupt,
+}
+
+/// What one vCPU's part of a look asks, in order.
+struct Plan {
+    vcpu: usize,
+    /// `Hg` first (the stub has another thread selected).
+    select: bool,
+    /// `m` requests of the stack read ahead.
+    ahead: Vec<String>,
 }
 
 impl Target {
@@ -151,22 +177,117 @@ impl Target {
             (None, None) => desc,
             _ => target::read(c, true)?,
         };
+        let stopped_vcpu = c
+            .selected()
+            .and_then(|s| threads.iter().position(|t| t.same(s)))
+            .unwrap_or(0);
         Ok(Target {
             arch,
+            spans: vec![None; threads.len()],
             threads,
             pid,
             priv_reg: priv_name.and_then(|n| desc.regnum(n)),
             base_reg: base_name.and_then(|n| desc.regnum(n)),
+            stopped_vcpu,
         })
     }
 
-    /// Every vCPU's registers and stack, the guest stopped.
-    pub fn look(&self, c: &mut Client, opts: &StackOptions) -> Result<Vec<VcpuStack>, GdbError> {
+    /// Every vCPU's registers and stack. The requests of every vCPU (its registers, and the
+    /// stack its last walk read) go in one write, after the 0x03 that stops the guest with
+    /// `Stop::Interrupt`: one round trip, and more only where a walk leaves what was read.
+    pub fn look(
+        &mut self,
+        c: &mut Client,
+        opts: &StackOptions,
+        stop: Stop,
+    ) -> Result<Vec<VcpuStack>, GdbError> {
+        // The stub selects the thread it names at a stop: that vCPU first, without `Hg`.
+        let first = match stop {
+            Stop::Interrupt => self.stopped_vcpu,
+            Stop::Already => c
+                .selected()
+                .and_then(|s| self.threads.iter().position(|t| t.same(s)))
+                .unwrap_or(usize::MAX),
+        };
+        let (plans, reqs) = self.batch(c, first);
+        let replies = match stop {
+            Stop::Interrupt => {
+                let (stopped, replies) = c.interrupt_with(&reqs)?;
+                let named = stop_thread(&stopped);
+                match named
+                    .as_ref()
+                    .and_then(|s| self.threads.iter().position(|t| t.same(s)))
+                {
+                    Some(v) if v == first => replies,
+                    // Another vCPU was named (and read): ask again, selecting each.
+                    other => {
+                        self.stopped_vcpu = other.unwrap_or(usize::MAX);
+                        let (again, reqs) = self.batch(c, usize::MAX);
+                        return self.finish_look(c, opts, again, &reqs, None);
+                    }
+                }
+            }
+            Stop::Already => c.pipeline(&reqs)?,
+        };
+        self.finish_look(c, opts, plans, &reqs, Some(replies))
+    }
+
+    /// The requests of a look, `first` (the stub's selected vCPU) first without `Hg`.
+    fn batch(&self, c: &Client, first: usize) -> (Vec<Plan>, Vec<String>) {
+        let mut order: Vec<usize> = (0..self.threads.len()).collect();
+        if first < order.len() {
+            order.remove(first);
+            order.insert(0, first);
+        }
+        let mut reqs = Vec::new();
+        let plans: Vec<Plan> = order
+            .into_iter()
+            .map(|v| {
+                let select = v != first;
+                if select {
+                    reqs.push(format!("Hg{}", self.threads[v].raw));
+                }
+                reqs.push("g".into());
+                reqs.extend(self.priv_reg.map(|n| format!("p{n:x}")));
+                reqs.extend(self.base_reg.map(|n| format!("p{n:x}")));
+                let ahead = self.spans[v].map_or(Vec::new(), |span| ahead_requests(c, span));
+                reqs.extend(ahead.iter().cloned());
+                Plan {
+                    vcpu: v,
+                    select,
+                    ahead,
+                }
+            })
+            .collect();
+        (plans, reqs)
+    }
+
+    /// Reads the replies of `plans` (`replies`, or sends `reqs` first when `None`), then
+    /// walks each vCPU's stack over what was read ahead, reading the rest.
+    fn finish_look(
+        &mut self,
+        c: &mut Client,
+        opts: &StackOptions,
+        plans: Vec<Plan>,
+        reqs: &[String],
+        replies: Option<Vec<Vec<u8>>>,
+    ) -> Result<Vec<VcpuStack>, GdbError> {
+        let replies = match replies {
+            Some(r) => r,
+            None => c.pipeline(reqs)?,
+        };
         let arch = self.arch;
-        let mut vcpus = Vec::with_capacity(self.threads.len());
-        for t in &self.threads {
-            c.select(t)?;
-            let g = c.registers()?;
+        let mut replies = reqs.iter().zip(replies);
+        let mut next = || replies.next().expect("a reply for every request");
+        let mut read = Vec::with_capacity(plans.len());
+        for p in plans {
+            let t = &self.threads[p.vcpu];
+            if p.select {
+                let (_, r) = next();
+                c.select_reply(t, &r)?;
+            }
+            let (req, g) = next();
+            let g = c.hex_reply(req, &g)?;
             let mut regs = guest(arch)
                 .gdb_core_regs(&g)
                 .ok_or_else(|| GdbError::Malformed {
@@ -178,16 +299,59 @@ impl Target {
                         arch.name()
                     ),
                 })?;
-            if let Some(n) = self.priv_reg {
-                regs.privilege = c.register(n)?.map(|b| le_bytes(&b));
+            if self.priv_reg.is_some() {
+                let (req, r) = next();
+                regs.privilege = c.register_reply(req, &r)?.map(|b| le_bytes(&b));
             }
-            if let Some(n) = self.base_reg {
-                regs.page_table_base = c.register(n)?.map(|b| le_bytes(&b));
+            if self.base_reg.is_some() {
+                let (req, r) = next();
+                regs.page_table_base = c.register_reply(req, &r)?.map(|b| le_bytes(&b));
             }
-            vcpus.push(walk_vcpu(c, arch, t.clone(), regs, opts)?);
+            let mut windows: Vec<(u64, Vec<u8>)> = Vec::new();
+            for _ in &p.ahead {
+                let (req, r) = next();
+                // Read ahead: a page the stub refuses now is read (or not) by the walk.
+                let Ok(bytes) = c.memory_reply(req, &r) else {
+                    continue;
+                };
+                let at = req[1..]
+                    .split(',')
+                    .next()
+                    .and_then(|a| u64::from_str_radix(a, 16).ok())
+                    .unwrap_or(0);
+                match windows.last_mut() {
+                    Some((b, w)) if b.wrapping_add(w.len() as u64) == at => w.extend(bytes),
+                    _ => windows.push((at, bytes)),
+                }
+            }
+            read.push((p.vcpu, regs, windows));
         }
-        Ok(vcpus)
+        let mut vcpus = Vec::with_capacity(read.len());
+        for (v, regs, windows) in read {
+            let t = self.threads[v].clone();
+            let (stack, span) = walk_vcpu(c, arch, t, regs, opts, windows)?;
+            self.spans[v] = span;
+            vcpus.push((v, stack));
+        }
+        // In the threads' order, whatever order they were read in.
+        vcpus.sort_by_key(|(v, _)| *v);
+        Ok(vcpus.into_iter().map(|(_, s)| s).collect())
     }
+}
+
+/// The `m` requests that read `span` (and a little below it) again: a page at a time (the
+/// stub refuses a read that crosses into an unmapped page), at most [`MAX_AHEAD`] bytes.
+fn ahead_requests(c: &Client, (lo, end): (u64, u64)) -> Vec<String> {
+    let start = lo.saturating_sub(AHEAD_BELOW) & !0xf;
+    let end = end.min(start.saturating_add(MAX_AHEAD));
+    let mut reqs = Vec::new();
+    let mut at = start;
+    while at < end {
+        let page_end = (at | 0xfff).saturating_add(1).min(end);
+        reqs.extend(c.memory_requests(at, (page_end - at) as usize));
+        at = page_end;
+    }
+    reqs
 }
 
 /// The pid in a stop reply's `thread:pPID.TID;`.
@@ -205,27 +369,52 @@ fn le_bytes(b: &[u8]) -> u64 {
     u64::from_le_bytes(w)
 }
 
-/// A window of guest memory read by one `m`, and the reads' outcome.
+/// The stack read so far (windows of guest memory, read ahead or by the walk), and the
+/// reads' outcome.
 struct Reader<'c> {
     c: &'c mut Client,
-    base: u64,
-    bytes: Vec<u8>,
+    thread: &'c ThreadId,
+    windows: Vec<(u64, Vec<u8>)>,
     window: usize,
     reads: u32,
     max_reads: u32,
     refused: Option<(u64, String)>,
     /// A failure of the connection itself: the walk stops, the look fails.
     fatal: Option<GdbError>,
+    /// The lowest address read and the end of the highest: what the next look reads ahead.
+    span: Option<(u64, u64)>,
 }
 
 impl Reader<'_> {
     fn read(&mut self, addr: u64, out: &mut [u8]) -> bool {
-        let off = addr.wrapping_sub(self.base);
-        if off < self.bytes.len() as u64 && off as usize + out.len() <= self.bytes.len() {
-            out.copy_from_slice(&self.bytes[off as usize..off as usize + out.len()]);
-            return true;
+        let ok = self.read_from_windows(addr, out) || self.read_from_stub(addr, out);
+        if ok {
+            let end = addr.saturating_add(out.len() as u64);
+            self.span = Some(match self.span {
+                Some((lo, hi)) => (lo.min(addr), hi.max(end)),
+                None => (addr, end),
+            });
         }
+        ok
+    }
+
+    fn read_from_windows(&self, addr: u64, out: &mut [u8]) -> bool {
+        for (base, bytes) in &self.windows {
+            let off = addr.wrapping_sub(*base);
+            if off < bytes.len() as u64 && off as usize + out.len() <= bytes.len() {
+                out.copy_from_slice(&bytes[off as usize..off as usize + out.len()]);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn read_from_stub(&mut self, addr: u64, out: &mut [u8]) -> bool {
         if self.fatal.is_some() || self.reads >= self.max_reads {
+            return false;
+        }
+        if let Err(e) = self.c.select(self.thread) {
+            self.fatal = Some(e);
             return false;
         }
         // To the end of the page: the next page may be unmapped, and then the stub refuses
@@ -237,8 +426,8 @@ impl Reader<'_> {
             match self.c.read_memory(addr, len) {
                 Ok(b) if b.len() >= out.len() => {
                     out.copy_from_slice(&b[..out.len()]);
-                    self.base = addr;
-                    self.bytes = b;
+                    // The newest window first: the walk goes on from it.
+                    self.windows.insert(0, (addr, b));
                     return true;
                 }
                 Ok(_) => return false,
@@ -258,13 +447,16 @@ impl Reader<'_> {
     }
 }
 
+/// Walks one vCPU's stack over `windows` (read ahead) and what it reads itself; also returns
+/// the span of stack it read.
 fn walk_vcpu(
     c: &mut Client,
     arch: Arch,
     thread: ThreadId,
     regs: CoreRegs,
     opts: &StackOptions,
-) -> Result<VcpuStack, GdbError> {
+    windows: Vec<(u64, Vec<u8>)>,
+) -> Result<(VcpuStack, Option<(u64, u64)>), GdbError> {
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
     let mask = width.max_addr();
     let (sp, fp) = (regs.sp & mask, regs.fp & mask);
@@ -279,13 +471,14 @@ fn walk_vcpu(
     };
     let mut r = Reader {
         c,
-        base: 0,
-        bytes: Vec::new(),
+        thread: &thread,
+        windows,
         window: opts.window.max(16),
         reads: 0,
         max_reads: opts.max_reads.max(2),
         refused: None,
         fatal: None,
+        span: None,
     };
     let mut word = [0u8; 8];
     let sp_word = r
@@ -333,22 +526,26 @@ fn walk_vcpu(
         }
         s => s,
     };
-    Ok(VcpuStack {
-        thread,
-        regs,
-        privilege,
-        page_table_base: regs.page_table_base,
-        sp_word: sp_word.filter(|_| !tabled),
-        return_register: regs
-            .ra
-            .filter(|_| !tabled)
-            .map(|ra| clean_return_address(arch, ra & mask)),
-        frames,
-        by_tables: tabled,
-        stop,
-        refused: r.refused,
-        reads: r.reads,
-    })
+    let (span, refused, reads) = (r.span, r.refused, r.reads);
+    Ok((
+        VcpuStack {
+            thread,
+            regs,
+            privilege,
+            page_table_base: regs.page_table_base,
+            sp_word: sp_word.filter(|_| !tabled),
+            return_register: regs
+                .ra
+                .filter(|_| !tabled)
+                .map(|ra| clean_return_address(arch, ra & mask)),
+            frames,
+            by_tables: tabled,
+            stop,
+            refused,
+            reads,
+        },
+        span,
+    ))
 }
 
 #[cfg(test)]

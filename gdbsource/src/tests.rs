@@ -259,6 +259,24 @@ fn sampling_looks_at_a_steady_rate_then_detaches() {
         "{:?}",
         seen.requests
     );
+    // A look after the first asks, in the write that stops the guest, for the vCPU the stop
+    // selects (no `Hg`) and then the other, each one's registers and the stack its last walk
+    // read: nothing more, as the stacks stayed put.
+    let looks_after: Vec<&[String]> = seen
+        .requests
+        .split(|r| r == "interrupt")
+        .skip(1)
+        .map(|l| l.split(|r| r == "c").next().unwrap())
+        .filter(|l| !l.is_empty() && !l[0].starts_with('D'))
+        .collect();
+    assert!(!looks_after.is_empty());
+    for l in looks_after {
+        let shape: Vec<&str> = l.iter().map(|r| &r[..1]).collect();
+        assert_eq!(shape, ["g", "m", "H", "g", "m"], "{l:?}");
+        assert_eq!(l[2], "Hgp1.2");
+        // From a little below the lowest word read to the end of the highest.
+        assert_eq!(l[1], "m10e00,158", "{l:?}");
+    }
 }
 
 #[test]

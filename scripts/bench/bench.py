@@ -9,7 +9,8 @@ architecture; linux.py: the same on the Linux guest; bringup.py: Linux's CPU bri
 with --linux-bringup; aggregator.py: raw -> folded/svg; memtrace.py: --alloc; alloc_hooks.py:
 the plugin's allocator hooks on the allocation phase; hostile.py: a guest with hostile frame
 chains; interrupt.py: trigger=interrupt on sid's QEMU 11.1; sample_cost.py: a whole sample walked by
-CFI against one walked by frame pointers, in QEMU; unwind.py: a walk by the kernel's unwind
+CFI against one walked by frame pointers, in QEMU; gdbstub.py: sampling through QEMU's gdbstub;
+unwind.py: a walk by the kernel's unwind
 tables against a frame-pointer walk, without QEMU), each with its
 measurement, its table and its notes; common.py is the runner they share (measuring, QEMU
 runs, with/without comparisons, recorded inputs, formatting, the machine's load).
@@ -32,6 +33,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import aggregator  # noqa: E402
 import alloc_hooks  # noqa: E402
 import bringup  # noqa: E402
+import gdbstub  # noqa: E402
 import hostile  # noqa: E402
 import interrupt  # noqa: E402
 import linux  # noqa: E402
@@ -44,7 +46,7 @@ from common import (BenchError, LoadMeter, Runner, calibrate_floor, git_info,  #
 
 # The workloads, in the order they run and appear in the tables and the notes.
 WORKLOADS = [overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt,
-             unwind, sample_cost]
+             unwind, sample_cost, gdbstub]
 # Those that need neither QEMU nor the plugin: alone, scripts/bench.sh builds only what they
 # run.
 STANDALONE = [unwind]

@@ -1,0 +1,155 @@
+"""Workload 11, sampling through QEMU's gdbstub (issue 29): each example kernel's CPU workload
+run bare and with `kern-profile record --attach` sampling it through its gdbstub at the
+default rate (100 looks a second) and at 1,000, round-robin. QEMU's own wall and CPU time
+(measure.py, wait4) against the same round's bare run; the sampler's own CPU beside it; and
+what `record` says of each run: looks a second, the median time the guest was stopped a look,
+the share of the run it was stopped.
+
+The sampler attaches once the stub listens (QEMU started with `-gdb unix:SOCK,server=on,
+wait=off`), so the run's wall time holds the attach (connecting stops the guest while the
+target is read) and every look, as a user who runs `record --gdb` would see them.
+"""
+
+import os
+import re
+import threading
+import time
+
+from common import (KERNELS, BenchError, compare, fmt_spread, format_table, judge,
+                    qemu_command, round_robin, run_measured, say, spread, tail)
+from overhead import cpu_rounds, unavailable
+
+NAME = "gdbstub"
+ARCHES = ["i386", "x86_64", "riscv64", "aarch64"]
+DEFAULT_RATE = 100
+CONFIGS = [("bare", None), (f"gdb rate={DEFAULT_RATE}", DEFAULT_RATE), ("gdb rate=1000", 1000)]
+TARGET_RATIO = 1.05
+TARGET_STOP_US = 100
+TARGETS = {"gdbstub_wall_ratio_max": TARGET_RATIO, "gdbstub_median_stop_us_max": TARGET_STOP_US}
+SUMMARY_RE = re.compile(
+    r"(\d+) looks of (\d+) vCPU\(s\) in ([\d.]+) s \((\d+) a second.*?stopped (\d+) µs per look "
+    r"\(median\), ([\d.]+)% of the time")
+
+
+def attach_and_record(b, sock, rate, kernel, tag, result):
+    """Waits for the stub's socket, then samples it with `record --attach` until QEMU exits;
+    `result` gets the sampler's times and summary."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sock):
+        if time.monotonic() > deadline:
+            result["error"] = f"{sock} never appeared"
+            return
+        time.sleep(0.005)
+    out = os.path.join(b.data, f"{tag}-out")
+    se = os.path.join(b.data, f"{tag}-attach.stderr")
+    cmd = [b.kp, "record", "--attach", f"unix:{sock}", "--rate", str(rate), "-o", out,
+           "--kernel", kernel]
+    status, wall, user, sys_, _ = run_measured(cmd, os.devnull, se, 600, cwd=b.root)
+    err = open(se, encoding="utf-8", errors="replace").read()
+    m = SUMMARY_RE.search(err)
+    if status != 0 or not m:
+        result["error"] = f"record --attach exited {status}:\n{tail(se)}"
+        return
+    result.update({"sampler_cpu_s": user + sys_, "looks": int(m.group(1)),
+                   "looks_per_s": int(m.group(4)), "median_stop_us": int(m.group(5)),
+                   "stopped_pct": float(m.group(6))})
+
+
+def measure_arch(b, arch, rounds, how):
+    append = f"rounds={rounds} {KERNELS[arch][2]}".strip()
+    kernel = b.kernels[arch]
+    say(f"gdbstub, {arch}: {len(CONFIGS)} configurations x {b.runs} runs, round-robin ({append})")
+
+    def run_one(i):
+        name, rate = CONFIGS[i]
+        tag = f"gdbstub-{arch}-{i}"
+        sock = os.path.join(b.data, f"{tag}.sock")
+        if os.path.exists(sock):
+            os.unlink(sock)
+        args = ["--kernel", kernel, "--com1", os.path.join(b.data, f"{tag}-com1.txt"),
+                "--memtrace", "none", "-append", append]
+        if rate is not None:
+            args += ["-gdb", f"unix:{sock},server=on,wait=off"]
+        argv = qemu_command(arch, *args)
+        sampler = {}
+        t = None
+        if rate is not None:
+            t = threading.Thread(target=attach_and_record,
+                                 args=(b, sock, rate, kernel, tag, sampler))
+            t.start()
+        wall, user, sys_, rss, _ = b.run_qemu(argv, tag, 600, KERNELS[arch][3])
+        if t is not None:
+            t.join()
+            if "error" in sampler:
+                raise BenchError(f"gdbstub {arch} {name}: {sampler['error']}")
+        fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
+        fig.update(sampler)
+        return fig
+
+    per, orders = round_robin(CONFIGS, b.runs, run_one, f"gdbstub {arch}")
+    return {"kernel": kernel, "append": append, "rounds": rounds, "rounds_from": how,
+            "orders": orders, "configs": compare(per, CONFIGS), "runs": per}
+
+
+def measure(b):
+    res = {"archs": {}, "skipped": {}}
+    b.results[NAME] = res
+    for arch in ARCHES:
+        why = unavailable(b, arch)
+        if why is not None:
+            say(f"gdbstub, {arch}: skipped: {why}")
+            res["skipped"][arch] = why
+            continue
+        res["archs"][arch] = measure_arch(b, arch, *cpu_rounds(b, arch))
+
+
+def table(b):
+    res = b.results[NAME]
+    groups, checks = [], []
+    for arch, a in res["archs"].items():
+        rows = []
+        for name, rate in CONFIGS:
+            r = a["configs"][name]
+            d = a["runs"][name]
+            targets, fails = [], []
+            if rate == DEFAULT_RATE:
+                targets += [f"≤{TARGET_RATIO:g}x wall", f"≤{TARGET_STOP_US} µs stop"]
+                if r["wall_ratio"]["median"] > TARGET_RATIO:
+                    fails.append("ratio")
+            stop = spread(d["median_stop_us"]) if rate else None
+            if rate == DEFAULT_RATE and stop["median"] > TARGET_STOP_US:
+                fails.append("stop")
+            result = judge(targets, fails)
+            if targets:
+                checks.append((f"gdbstub {arch} {name}", result))
+            rows.append((name, fmt_spread(r["wall_ratio"]), fmt_spread(r["cpu_ratio"]),
+                         fmt_spread(spread(d["sampler_cpu_s"]), " s", 2) if rate else "-",
+                         f"{spread(d['looks_per_s'])['median']:.0f}" if rate else "-",
+                         fmt_spread(stop, " µs", 0) if rate else "-",
+                         f"{spread(d['stopped_pct'])['median']:.1f}%" if rate else "-",
+                         ", ".join(targets) or "-", result))
+        groups.append((f"{arch}: {os.path.basename(a['kernel'])}, {a['append']}, "
+                       f"{b.runs} run(s) of each", rows))
+    if not groups:
+        return "gdbstub: no architecture could be measured (see the notes)", checks
+    head = ("configuration", "QEMU wall ratio min/med/max", "QEMU CPU ratio min/med/max",
+            "sampler CPU", "looks/s", "median stop min/med/max", "stopped", "target", "result")
+    text = format_table(head, groups, {1, 2, 3, 4, 5, 6})
+    return ("Sampling through QEMU's gdbstub (record --attach), example kernels, one vCPU, TCG:\n"
+            + text, checks)
+
+
+def notes(b):
+    res = b.results[NAME]
+    n = ["gdbstub: per architecture, bare QEMU and QEMU sampled by `record --attach` "
+         "through its gdbstub at each rate, round-robin; QEMU wall and CPU (user+sys, all "
+         "its threads) / that round's bare run, min/median/max; sampler CPU = record's "
+         "user+sys, its drawing after QEMU exits included; looks/s, the median stop and the "
+         "stopped share as record prints them (median over the runs; the median stop "
+         "min/med/max over the runs)"]
+    for arch, a in res["archs"].items():
+        n.append(f"  {arch}: rounds={a['rounds']} ({a['rounds_from']}); bare wall "
+                 f"{fmt_spread(a['configs']['bare']['wall_s'], ' s', 2)}")
+    for arch, why in res["skipped"].items():
+        n.append(f"  {arch} skipped: {why}")
+    return n
