@@ -113,7 +113,7 @@ install_system_roms() {
 make_root() {
     if [ -d "$ROOT" ]; then
         root_complete "$ROOT" || die "$ROOT exists but lacks QEMU 7.2's binaries ($QEMU_72_PROGS), modules or ROMs: remove it and run this script again"
-        say "QEMU 7.2 already unpacked: $ROOT ($(cat "$ROOT/kp-versions" 2>/dev/null | tr '\n' ' '))"
+        say "QEMU 7.2 already unpacked: $ROOT ($(paste -sd ' ' "$ROOT/kp-versions" 2>/dev/null))"
         return
     fi
     need_debian12 "Unpack Debian 12's qemu-system-x86, qemu-system-common and qemu-system-data 7.2 by hand (dpkg-deb -x) and point KP_QEMU_72_ROOT at the directory."
@@ -137,12 +137,15 @@ make_root() {
     start=$SECONDS
     $SUDO rm -rf --one-file-system "$tmp"
     $SUDO mkdir -p "$tmp"
+    # qemu-system-misc holds 19 emulators (200 MB unpacked): take the two RISC-V ones, while
+    # the others unpack (decompressing it all is half the time).
+    dpkg-deb --fsys-tarfile "$dl/qemu-system-misc_"*.deb |
+        $SUDO tar -x -C "$tmp" ./usr/bin/qemu-system-riscv64 ./usr/bin/qemu-system-riscv32 &
+    local misc=$!
     for p in qemu-system-x86 qemu-system-common qemu-system-arm qemu-system-data; do
         $SUDO dpkg-deb -x "$dl/${p}_"*.deb "$tmp"
     done
-    # qemu-system-misc holds 19 emulators (200 MB unpacked): take the two RISC-V ones.
-    dpkg-deb --fsys-tarfile "$dl/qemu-system-misc_"*.deb |
-        $SUDO tar -x -C "$tmp" ./usr/bin/qemu-system-riscv64 ./usr/bin/qemu-system-riscv32
+    wait "$misc" || die "unpacking qemu-system-misc's RISC-V binaries failed"
     printf '%s\n' "${debs[@]}" | $SUDO tee "$tmp/kp-versions" >/dev/null
     root_complete "$tmp" || { $SUDO rm -rf --one-file-system "$tmp"; die "the unpacked packages lack a binary ($QEMU_72_PROGS), the TCG modules or the ROMs"; }
     $SUDO mv "$tmp" "$ROOT"
