@@ -66,6 +66,26 @@ qemu_sid_ready() {
     done
 }
 
+# The directory scripts/setup/qemu-7.2.sh unpacks Debian 12's QEMU 7.2 into (too old for the
+# plugin; its gdbstub serves `record --gdb` and `--attach`).
+qemu_72_root() { printf '%s\n' "${KP_QEMU_72_ROOT:-/var/cache/kern-profile/qemu-7.2}"; }
+
+# The programs that script wraps in qemu_72_bin_dir.
+QEMU_72_PROGS="qemu-system-i386 qemu-system-x86_64 qemu-system-riscv64 qemu-system-aarch64 qemu-system-riscv32 qemu-system-arm"
+
+# The directory of its wrappers (QEMU_72_PROGS): put it first on PATH to run everything on
+# QEMU 7.2 (no root needed). Printed even when not made yet: check with qemu_72_ready.
+qemu_72_bin_dir() { printf '%s/kp-bin\n' "$(qemu_72_root)"; }
+
+# Succeeds when the QEMU 7.2 wrappers exist (scripts/setup/qemu-7.2.sh ran to the end).
+qemu_72_ready() {
+    local d p
+    d="$(qemu_72_bin_dir)"
+    for p in $QEMU_72_PROGS; do
+        [ -x "$d/$p" ] || return 1
+    done
+}
+
 # Debian's rustc (the guest-kernel compiler; rustup's rustc has no i686 core here).
 GUEST_RUSTC=/usr/bin/rustc
 GUEST_RUSTLIB_I686=/usr/lib/rustlib/i686-unknown-linux-gnu/lib

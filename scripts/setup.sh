@@ -8,7 +8,9 @@
 #   - the Linux guest (Debian's kernels and busybox, scripts/setup/linux.sh), only with
 #     --with-linux;
 #   - Debian sid's QEMU 11.1 (plugin API 7) in a debootstrap root beside the system's, for a
-#     second pass of the tests (scripts/setup/qemu-sid.sh), only with --with-qemu-sid.
+#     second pass of the tests (scripts/setup/qemu-sid.sh), only with --with-qemu-sid;
+#   - Debian 12's own QEMU 7.2 unpacked beside the system's, for a pass of the gdbstub tests
+#     on a QEMU too old for the plugin (scripts/setup/qemu-7.2.sh), only with --with-qemu-7.2.
 # Idempotent: a second run checks and installs nothing.
 . "$(dirname "$0")/lib.sh"
 . "$KP_ROOT/scripts/setup/lib.sh"
@@ -16,11 +18,13 @@
 with_chromium=0
 with_linux=0
 with_qemu_sid=0
+with_qemu_72=0
 for a in "$@"; do
     case "$a" in
         --with-chromium) with_chromium=1 ;;
         --with-linux) with_linux=1 ;;
         --with-qemu-sid) with_qemu_sid=1 ;;
+        --with-qemu-7.2) with_qemu_72=1 ;;
         -h|--help) usage; exit 0 ;;
         *) die "unknown argument '$a' (see --help)" ;;
     esac
@@ -102,4 +106,5 @@ bash "$KP_ROOT/scripts/setup/virt.sh"  # riscv64 and aarch64 guests: QEMU, rust-
 [ "$with_chromium" = 0 ] || install_chromium
 [ "$with_linux" = 0 ] || bash "$KP_ROOT/scripts/setup/linux.sh"  # Linux guest: kernels, busybox, initramfs
 [ "$with_qemu_sid" = 0 ] || bash "$KP_ROOT/scripts/setup/qemu-sid.sh"  # QEMU 11.1 in a sid root
+[ "$with_qemu_72" = 0 ] || bash "$KP_ROOT/scripts/setup/qemu-7.2.sh"  # QEMU 7.2 unpacked
 say "setup complete"

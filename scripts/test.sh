@@ -2,14 +2,15 @@
 # All tests: set up what is missing, then formatting, lints, the API docs, unit tests, the end-to-end
 # tests that boot the example kernels (i386, x86_64, riscv64, aarch64: scripts/build.sh builds
 # them) in a real QEMU with the real plugin, on the system's QEMU (plugin API 4) and again on
-# Debian sid's (11.1, plugin API 7), the fuzz targets' seed corpus replayed and a short
+# Debian sid's (11.1, plugin API 7), the gdbstub end-to-end tests once more on Debian 12's
+# own QEMU 7.2 (too old for the plugin), the fuzz targets' seed corpus replayed and a short
 # libFuzzer smoke run of each target.
 . "$(dirname "$0")/lib.sh"
 # Nothing here reads stdin; cargo's rustc probe would (and cache what it read).
 exec </dev/null
 cd "$KP_ROOT"
 forget_rustc_probes
-bash scripts/setup.sh --with-chromium --with-linux --with-qemu-sid
+bash scripts/setup.sh --with-chromium --with-linux --with-qemu-sid --with-qemu-7.2
 say "cargo fmt --check"
 cargo fmt --all --check
 cargo fmt --manifest-path fuzz/Cargo.toml --all --check
@@ -47,6 +48,21 @@ KP_PLUGIN="$KP_ROOT/target/release/kern-profile-api7.so" \
 KP_KERNEL="$KP_ROOT/target/examples/kernel.elf" \
 KP_BIN="$KP_ROOT/target/release/kern-profile" \
     cargo test --locked --no-fail-fast --release -p kern-profile-e2e 2>&1 | tee -a "$KP_ROOT/target/test.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+# The gdbstub end-to-end tests on QEMU 7.2, which loads no plugin build (9.2 and later): its
+# wrappers first on PATH, so that every QEMU the tests and `record --gdb` start is 7.2;
+# old_qemu checks what `record` says of a QEMU too old for the plugin (KP_QEMU_72_BIN: the
+# wrappers, by path).
+q72_bin="$(qemu_72_bin_dir)"
+gdb_tests=(--test gdb_stacks --test old_qemu)
+[ ! -f e2e/tests/gdb_guests.rs ] || gdb_tests+=(--test gdb_guests)
+say "gdbstub end-to-end tests again on Debian 12's QEMU $(PATH="$q72_bin:$PATH" qemu_version qemu-system-i386) (${gdb_tests[*]})"
+PATH="$q72_bin:$PATH" \
+KP_E2E=required \
+KP_QEMU_72_BIN="$q72_bin" \
+KP_KERNEL="$KP_ROOT/target/examples/kernel.elf" \
+KP_BIN="$KP_ROOT/target/release/kern-profile" \
+    cargo test --locked --no-fail-fast --release -p kern-profile-e2e "${gdb_tests[@]}" 2>&1 | tee -a "$KP_ROOT/target/test.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 # The fuzz targets' smoke run: every seed of fuzz/corpus/ (real files and what fuzzing found)
 # through its target, heap meter and overflow checks on; plain cargo test, no libFuzzer

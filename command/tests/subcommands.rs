@@ -138,6 +138,16 @@ fn record_refuses_bad_input_before_the_guest_runs() {
         e.contains("is QEMU 8.2.0, but kern-profile's plugin needs QEMU 9.2 or newer"),
         "{e}"
     );
+    // The gdbstub works on any QEMU: the way out is named, for the subcommand given.
+    assert!(
+        e.contains(&format!("`kern-profile record --gdb -- {old} ...`")),
+        "{e}"
+    );
+    let (_, e) = run(&["top", "--", old, "-kernel", "k"]);
+    assert!(
+        e.contains(&format!("`kern-profile top --gdb -- {old} ...`")),
+        "{e}"
+    );
     // A version that is no version.
     let odd = fake_qemu(&dir, "eleven");
     let (code, e) = run(&["record", "--", odd.to_str().unwrap(), "-kernel", "k"]);

@@ -30,11 +30,13 @@ pub enum RecordError {
         said: String,
         min: &'static str,
     },
-    #[error("`{program}` is QEMU {found}, but kern-profile's plugin needs QEMU {min} or newer (plugin API 4 arrived in 9.2; qemu-version.txt): install a newer QEMU (Debian 12: scripts/setup.sh, from bookworm-backports)")]
+    #[error("`{program}` is QEMU {found}, but kern-profile's plugin needs QEMU {min} or newer (plugin API 4 arrived in 9.2; qemu-version.txt): sample through QEMU's gdbstub instead, which works on any QEMU (`kern-profile {command} --gdb -- {program} ...`), or install a newer QEMU (Debian 12: scripts/setup.sh, from bookworm-backports)")]
     QemuTooOld {
         program: String,
         found: String,
         min: &'static str,
+        /// The subcommand (`record`, `top`), for the `--gdb` hint.
+        command: &'static str,
     },
     #[error("--trigger interrupt needs QEMU {min} or newer (its discontinuity callback), and `{program}` is QEMU {found}: drop --trigger (sampling at block entries), or use a newer QEMU")]
     NoInterruptTrigger {

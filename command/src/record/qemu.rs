@@ -88,6 +88,7 @@ impl QemuCommand {
                     program: name,
                     found: e.found,
                     min: e.min,
+                    command,
                 })
             }
         };

@@ -111,6 +111,7 @@ impl Session {
             program: qemu.name(),
             found: qemu.version.clone(),
             min: kern_profile_format::qemu::min_qemu_version(),
+            command: spec.command,
         })?;
         let plugin = plugin::locate(spec.plugin.as_deref(), build, &qemu.version)
             .inspect_err(|_| out.discard())?;
