@@ -26,6 +26,8 @@ pub struct Stub {
     pub packet_size: usize,
     /// Send a stop reply on connection, as QEMU 7.2 does.
     pub hello_stop: bool,
+    /// The vCPU (from 0) an interrupt's stop reply names and selects.
+    pub interrupt_vcpu: usize,
 }
 
 /// What the fake saw: requests in order, and acknowledgements received.
@@ -84,8 +86,9 @@ pub fn serve(stub: Stub) -> (String, JoinHandle<Seen>) {
                     buf.remove(0);
                     seen.requests.push("interrupt".into());
                     // QEMU selects the thread its stop reply names.
-                    cur = 0;
-                    s.write_all(&packet::encode(b"T02thread:p01.01;")).unwrap();
+                    cur = stub.interrupt_vcpu;
+                    let reply = format!("T02thread:p01.{:02x};", cur + 1);
+                    s.write_all(&packet::encode(reply.as_bytes())).unwrap();
                     continue;
                 }
                 if let Some(h) = buf.iter().position(|&b| b == b'#') {

@@ -213,19 +213,18 @@ impl Target {
         let replies = match stop {
             Stop::Interrupt => {
                 let (stopped, replies) = c.interrupt_with(&reqs)?;
-                let named = stop_thread(&stopped);
-                match named
-                    .as_ref()
-                    .and_then(|s| self.threads.iter().position(|t| t.same(s)))
-                {
-                    Some(v) if v == first => replies,
-                    // Another vCPU was named (and read): ask again, selecting each.
-                    other => {
-                        self.stopped_vcpu = other.unwrap_or(usize::MAX);
-                        let (again, reqs) = self.batch(c, usize::MAX);
-                        return self.finish_look(c, opts, again, &reqs, None);
-                    }
+                let named = stop_thread(&stopped)
+                    .and_then(|s| self.threads.iter().position(|t| t.same(&s)));
+                if let Some(v) = named {
+                    self.stopped_vcpu = v;
                 }
+                if first < self.threads.len() && named != Some(first) {
+                    // The first vCPU's requests went, without `Hg`, to another one: ask
+                    // again, selecting each.
+                    let (again, reqs) = self.batch(c, usize::MAX);
+                    return self.finish_look(c, opts, again, &reqs, None);
+                }
+                replies
             }
             Stop::Already => c.pipeline(&reqs)?,
         };

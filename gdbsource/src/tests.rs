@@ -279,6 +279,56 @@ fn sampling_looks_at_a_steady_rate_then_detaches() {
     }
 }
 
+/// A stop that names another vCPU than the last one: the look asks again, selecting each, and
+/// every vCPU's registers stay its own; the next looks start from the vCPU named.
+#[test]
+fn a_stop_naming_another_vcpu_reads_each_vcpu_its_own_registers() {
+    use std::sync::atomic::AtomicBool;
+
+    use crate::sampling::{sample, SampleOptions};
+    let (addr, h) = fake::serve(Stub {
+        interrupt_vcpu: 1,
+        ..i386_stub()
+    });
+    let opts = SampleOptions {
+        rate_hz: 200,
+        duration: Some(Duration::from_millis(100)),
+        stopped_budget: 1.0,
+        ..SampleOptions::default()
+    };
+    let mut pcs = Vec::new();
+    sample(
+        &addr,
+        quick(),
+        &opts,
+        &AtomicBool::new(false),
+        |_, _| Ok(()),
+        |_, stacks| {
+            pcs.push(stacks.iter().map(|v| v.regs.pc).collect::<Vec<_>>());
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert!(pcs.len() >= 3, "{pcs:?}");
+    assert!(pcs.iter().all(|p| p[..] == [0x100010, 0x100020]), "{pcs:?}");
+    let seen = h.join().unwrap();
+    let looks: Vec<&[String]> = seen
+        .requests
+        .split(|r| r == "interrupt")
+        .skip(1)
+        .map(|l| l.split(|r| r == "c").next().unwrap())
+        .filter(|l| !l.is_empty() && !l[0].starts_with('D'))
+        .collect();
+    // The first interrupted look read vCPU 0 without `Hg`, and asked again.
+    assert_eq!(looks[0].iter().filter(|r| *r == "g").count(), 4, "{:?}", looks[0]);
+    // Later ones start from vCPU 1, which the stop selects.
+    for l in &looks[1..] {
+        let shape: Vec<&str> = l.iter().map(|r| &r[..1]).collect();
+        assert_eq!(shape, ["g", "m", "H", "g", "m"], "{l:?}");
+        assert_eq!(l[2], "Hgp1.1");
+    }
+}
+
 #[test]
 fn a_stub_that_goes_away_ends_the_sampling_and_keeps_what_was_seen() {
     use std::sync::atomic::AtomicBool;

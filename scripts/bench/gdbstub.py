@@ -12,6 +12,8 @@ target is read) and every look, as a user who runs `record --gdb` would see them
 
 import os
 import re
+import socket
+import statistics
 import threading
 import time
 
@@ -55,6 +57,76 @@ def attach_and_record(b, sock, rate, kernel, tag, result):
                    "stopped_pct": float(m.group(6))})
 
 
+def packet(body):
+    return b"$" + body + b"#" + b"%02x" % (sum(body) & 0xff)
+
+
+def stop_floor(sock, looks, rate, result):
+    """QEMU's own cost of a stop, for comparison: a bare client that only stops the guest
+    (0x03) and resumes it (`c`, until its acknowledgement) at `rate`, no registers or memory
+    read; the median and p90 in µs."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sock):
+        if time.monotonic() > deadline:
+            result["error"] = f"{sock} never appeared"
+            return
+        time.sleep(0.005)
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(sock)
+    buf = bytearray()
+
+    def reply():
+        nonlocal buf
+        while True:
+            while buf[:1] == b"+":
+                del buf[:1]
+            end = buf.find(b"#")
+            if buf[:1] == b"$" and end >= 0 and len(buf) >= end + 3:
+                body = bytes(buf[1:end])
+                del buf[:end + 3]
+                s.sendall(b"+")
+                return body
+            chunk = s.recv(65536)
+            if not chunk:
+                raise OSError("QEMU closed the stub")
+            buf += chunk
+
+    def ack():
+        nonlocal buf
+        while b"+" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise OSError("QEMU closed the stub")
+            buf += chunk
+        del buf[:buf.index(b"+") + 1]
+
+    times = []
+    try:
+        s.sendall(packet(b"qSupported:multiprocess+"))
+        reply()
+        s.sendall(packet(b"c"))
+        ack()
+        for _ in range(looks):
+            time.sleep(1 / rate)
+            t0 = time.perf_counter()
+            s.sendall(b"\x03")
+            reply()
+            s.sendall(packet(b"c"))
+            ack()
+            times.append(time.perf_counter() - t0)
+    except OSError:
+        pass  # QEMU exited: the stops so far count
+    finally:
+        s.close()
+    if not times:
+        result["error"] = "no stop"
+        return
+    times.sort()
+    result.update({"floor_median_us": statistics.median(times) * 1e6,
+                   "floor_p90_us": times[int(len(times) * 0.9)] * 1e6, "floor_stops": len(times)})
+
+
 def measure_arch(b, arch, rounds, how):
     append = f"rounds={rounds} {KERNELS[arch][2]}".strip()
     kernel = b.kernels[arch]
@@ -87,8 +159,25 @@ def measure_arch(b, arch, rounds, how):
         return fig
 
     per, orders = round_robin(CONFIGS, b.runs, run_one, f"gdbstub {arch}")
+    # QEMU's own stop and resume, for comparison: one run at the default rate.
+    tag = f"gdbstub-{arch}-floor"
+    sock = os.path.join(b.data, f"{tag}.sock")
+    if os.path.exists(sock):
+        os.unlink(sock)
+    argv = qemu_command(arch, "--kernel", kernel, "--com1",
+                        os.path.join(b.data, f"{tag}-com1.txt"), "--memtrace", "none",
+                        "-append", append, "-gdb", f"unix:{sock},server=on,wait=off")
+    floor = {}
+    t = threading.Thread(target=stop_floor, args=(sock, 100000, DEFAULT_RATE, floor))
+    t.start()
+    b.run_qemu(argv, tag, 600, KERNELS[arch][3])
+    t.join()
+    if "error" in floor:
+        raise BenchError(f"gdbstub {arch}, the bare stops: {floor['error']}")
+    say(f"  gdbstub {arch}: QEMU's own stop and resume, {floor['floor_stops']} at "
+        f"{DEFAULT_RATE}/s: median {floor['floor_median_us']:.0f} µs")
     return {"kernel": kernel, "append": append, "rounds": rounds, "rounds_from": how,
-            "orders": orders, "configs": compare(per, CONFIGS), "runs": per}
+            "orders": orders, "configs": compare(per, CONFIGS), "runs": per, "floor": floor}
 
 
 def measure(b):
@@ -128,6 +217,11 @@ def table(b):
                          fmt_spread(stop, " µs", 0) if rate else "-",
                          f"{spread(d['stopped_pct'])['median']:.1f}%" if rate else "-",
                          ", ".join(targets) or "-", result))
+        f = a["floor"]
+        rows.append((f"QEMU's own stop (0x03, c) at {DEFAULT_RATE}/s", "-", "-", "-",
+                     "-",
+                     f"{f['floor_median_us']:.0f} µs (p90 {f['floor_p90_us']:.0f})", "-", "-",
+                     "-"))
         groups.append((f"{arch}: {os.path.basename(a['kernel'])}, {a['append']}, "
                        f"{b.runs} run(s) of each", rows))
     if not groups:
@@ -146,7 +240,9 @@ def notes(b):
          "its threads) / that round's bare run, min/median/max; sampler CPU = record's "
          "user+sys, its drawing after QEMU exits included; looks/s, the median stop and the "
          "stopped share as record prints them (median over the runs; the median stop "
-         "min/med/max over the runs)"]
+         "min/med/max over the runs); QEMU's own stop: a bare client that only sends 0x03 "
+         "and `c` (until its acknowledgement) at the default rate through one run, no "
+         "registers or memory: the floor under any gdbstub sampler"]
     for arch, a in res["archs"].items():
         n.append(f"  {arch}: rounds={a['rounds']} ({a['rounds_from']}); bare wall "
                  f"{fmt_spread(a['configs']['bare']['wall_s'], ' s', 2)}")
