@@ -156,3 +156,36 @@ fn stacks_of_a_two_vcpu_guest() {
     assert!(com1.contains("smp: cpu 1 checksum"), "{com1}");
     println!("2-vCPU stacks: {:?}", t.elapsed());
 }
+
+/// `record --gdb` of the i386 kernel's `procs=on` phase (two programs, each in its own page
+/// directory): the samples carry each vCPU's `cr3` from the stub's `g` reply, so
+/// `--per-process` roots them in both programs' address spaces, the ones the console names.
+#[test]
+fn record_gdb_keeps_two_address_spaces_apart() {
+    if skip_gdb("i386") {
+        return;
+    }
+    let cr3_of = |com1: &str, program: &str| -> String {
+        let line = com1
+            .lines()
+            .find(|l| l.starts_with(&format!("procs: {program} at ")))
+            .unwrap_or_else(|| panic!("no address space of {program}:\n{com1}"));
+        line.rsplit("cr3 ").next().unwrap().trim().to_string()
+    };
+    let (out_dir, err) = record_gdb(
+        "i386",
+        "gdb-record-procs",
+        &["-append", "procs=on rounds=30000 alloc_rounds=0"],
+    );
+    let com1 = std::fs::read_to_string(out_dir.parent().unwrap().join("com1")).unwrap();
+    let folded = folded_of(&out_dir.join("cpu.raw"), &kernel(), &["--per-process"]);
+    for program in ["user.elf", "user-b.elf"] {
+        let root = format!("[as cr3 {}]", cr3_of(&com1, program));
+        let n: u64 = folded
+            .iter()
+            .filter(|(s, _)| s[0] == root)
+            .map(|(_, n)| n)
+            .sum();
+        assert!(n >= 10, "{n} samples under {root}: {err}\n{folded:?}");
+    }
+}
