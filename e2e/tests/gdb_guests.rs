@@ -2,9 +2,10 @@
 //! the x86_64, riscv64 and aarch64 kernels (each its `g` layout, its stack walk, its exit)
 //! returns QEMU's status, every workload sample is rooted at `_start;kmain` with the
 //! documented callers, and the documented functions' shares are within [`SHARE_BOUND`] of
-//! exact counts; and `stacks --attach` of a 2-vCPU i386 guest names both vCPUs, the boot
-//! CPU's stack and the AP's each down to its own root, and detaches from a guest that runs
-//! on to its success.
+//! exact counts; `stacks --attach` of a 2-vCPU i386 guest names both vCPUs, the boot CPU's
+//! stack and the AP's each down to its own root, and detaches from a guest that runs on to
+//! its success; and the i386 kernel's two processes are kept apart by the `cr3` the stub
+//! gives.
 
 use std::time::{Duration, Instant};
 
