@@ -12,9 +12,7 @@ pub struct CoreRegs {
     pub ra: Option<u64>,
     /// x86 `cs`, aarch64 `cpsr` (riscv's `priv` is not in `g`).
     pub privilege: Option<u64>,
-    /// riscv `satp`, aarch64 `TTBR0_EL1` (read with `p`). x86 `cr3` is not read yet:
-    /// QEMU 10's x86_64 `g` reply holds zeros where its description puts the control
-    /// registers.
+    /// x86 `cr3` (in `g`), riscv `satp`, aarch64 `TTBR0_EL1` (read with `p`).
     pub page_table_base: Option<u64>,
 }
 
@@ -47,6 +45,33 @@ mod tests {
         assert_eq!((r.sp, r.fp, r.pc), (0x122e50, 0x122e58, 0x100190));
         assert_eq!(r.privilege, Some(8));
         assert!(guest(Arch::I386).gdb_core_regs(&g[..20]).is_none());
+    }
+
+    #[test]
+    fn x86_cr3_is_in_the_reply() {
+        // QEMU 10.0.2, the i386 kernel's procs=on phase: ring 3 (cs 0x1b), paging on, program
+        // B's page directory (its console: "cr3 0x110000"); the same bytes on 7.2 and 11.1.
+        let hex = "78ce2f2488130000b30900000000000088ffff0488ffff04d43000009009000060020004\
+                   020000001b00000023000000230000002300000023000000230000000000000000000000\
+                   0000000013000080000000000000110010060000000000000000000000000000";
+        let mut g = from_hex(hex);
+        g.resize(344, 0);
+        let r = guest(Arch::I386).gdb_core_regs(&g).unwrap();
+        assert_eq!((r.pc, r.privilege), (0x4000260, Some(0x1b)));
+        assert_eq!(r.page_table_base, Some(0x110000));
+        // QEMU 10.0.2, the x86_64 kernel in long mode: its boot page tables at 0x101000.
+        let hex = "6e5161230153c66aa0860100000000000d05000000000000250e000000000000cd8c55ed\
+                   d7af51ff7dc953750253c66a900e1280ffffffff900e1280ffffffff3300000000000000\
+                   0300000000000000a086010000000000000000000000000000000000000000003b101200\
+                   00000000362c000000000000200000000000000080711080ffffffff0200000008000000\
+                   100000001000000010000000000000000000000000000000000000000000000000000000\
+                   000000000000000013000080000000000000000000000000001010000000000020060000\
+                   0000000000000000000000000005000000000000";
+        let mut g = from_hex(hex);
+        g.resize(608, 0);
+        let r = guest(Arch::X86_64).gdb_core_regs(&g).unwrap();
+        assert_eq!((r.pc, r.privilege), (0xffffffff80107180, Some(8)));
+        assert_eq!(r.page_table_base, Some(0x101000));
     }
 
     #[test]

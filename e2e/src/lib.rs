@@ -16,12 +16,17 @@ use std::time::Duration;
 
 use wait_timeout::ChildExt;
 
+mod gdb;
 mod inputs;
 mod irq;
 mod kernels;
 mod old_qemu;
 mod user_roots;
 mod virt;
+pub use gdb::{
+    assert_real_function_shares, boot_with_gdbstub, exit_success, frames_of, record_gdb, skip_gdb,
+    stacks, wait_for_console, SHARE_BOUND,
+};
 pub use inputs::{built_kernel, skip_unless, Need};
 pub use irq::check_handler_stacks;
 pub use kernels::{boot_kernel, example_kernel, expected_of, nofp_kernel, ARCHES};

@@ -11,43 +11,13 @@ use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::process::Output;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kern_profile_e2e::*;
 
 /// Enough CPU rounds to run for a few seconds, time for the looks.
 const ROUNDS: &str = "200000";
 const LOOKS: usize = 3;
-
-fn stacks(args: &[&str]) -> Output {
-    let mut c = std::process::Command::new(bin());
-    c.arg("stacks").args(args);
-    output_with_timeout(c, Duration::from_secs(60))
-}
-
-/// The frame names of one vCPU's block of `stacks` output, innermost first.
-fn frames_of(block: &str) -> Vec<String> {
-    block
-        .lines()
-        .filter(|l| l.starts_with('#'))
-        .map(|l| {
-            let name = l.split_once(" in ").map_or("", |(_, n)| n);
-            name.split(" (").next().unwrap_or("").trim().to_string()
-        })
-        .collect()
-}
-
-/// Waits until `com1` says the CPU phase began (before it, the firmware runs).
-fn wait_for_cpu_phase(com1: &Path) {
-    let t = Instant::now();
-    while !std::fs::read_to_string(com1).is_ok_and(|s| s.contains("phase cpu: start")) {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the kernel did not start"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn every_vcpu_named_while_the_kernel_runs() {
@@ -70,7 +40,7 @@ fn a_kernel_without_frame_pointers_walked_by_its_cfi() {
 /// `_start` through `kmain`, the workload's functions found; with `other_arch`, an ELF of
 /// another architecture is refused. The guest runs on and exits with success.
 fn named_while_running(kernel: &Path, name: &str, other_arch: bool) {
-    let (_, attach, guest) = boot_with_gdbstub(kernel, name, false, ROUNDS);
+    let (_, attach, guest) = boot_i386(kernel, name, false, ROUNDS);
     let kernel = kernel.to_path_buf();
     let workload: Vec<String> = expected_functions().into_iter().map(|f| f.symbol).collect();
     let mut in_workload = 0;
@@ -134,7 +104,7 @@ fn record_attach_samples_the_running_kernel() {
     // Host time: a second emulator on the same cores slows every stop.
     alone(|| {
         let kernel = kernel();
-        let (dir, attach, guest) = boot_with_gdbstub(&kernel, "gdb-record", true, "400000");
+        let (dir, attach, guest) = boot_i386(&kernel, "gdb-record", true, "400000");
         // A loaded host stops a vCPU slowly, and the 5% budget then spaces the looks: longer
         // runs until 100 samples.
         let mut attempt = 0;
@@ -185,7 +155,10 @@ fn record_attach_samples_the_running_kernel() {
         // By real function: under TCG the stub stops a vCPU between translated blocks, so the pc
         // is a block's first instruction and code inlined mid-block (mix_inlined, in blend) is
         // never the one stopped at (under KVM the pc is exact).
-        assert_real_function_shares(&self_counts(&folded_of(&raw, &kernel, &["--no-inline"])));
+        assert_real_function_shares(
+            "i386",
+            &self_counts(&folded_of(&raw, &kernel, &["--no-inline"])),
+        );
         let run = guest.join().unwrap();
         assert_eq!(
             run.status.code(),
@@ -211,10 +184,10 @@ fn record_gdb_starts_qemu_and_samples_it() {
         // when too few looks landed in the workload.
         let (workload, n, err) = with_enough_samples(50, |rounds| {
             let (out_dir, err) = record_gdb(
+                "i386",
                 "gdb-record-start",
                 &["--rounds", &(rounds * 6).to_string(), "--alloc-rounds", "0"],
             );
-            assert!(err.contains("QEMU exited (status 33)"), "{err}");
             let folded = folded_of(&out_dir.join("cpu.raw"), &kernel, &["--no-inline"]);
             let workload: Vec<(Vec<String>, u64)> = folded
                 .into_iter()
@@ -231,7 +204,7 @@ fn record_gdb_starts_qemu_and_samples_it() {
                 "{c} at {stack:?}"
             );
         }
-        assert_real_function_shares(&self_counts(&workload));
+        assert_real_function_shares("i386", &self_counts(&workload));
     })
 }
 
@@ -257,6 +230,7 @@ fn record_gdb_samples_every_vcpu_of_an_smp_guest() {
         // when too few looks landed in the smp rounds.
         let folded = with_enough_samples(10, |rounds| {
             let (out_dir, err) = record_gdb(
+                "i386",
                 "gdb-record-smp",
                 &["--smp", "2", "--rounds", &(rounds * 10).to_string()],
             );
@@ -302,95 +276,16 @@ fn record_gdb_samples_every_vcpu_of_an_smp_guest() {
     })
 }
 
-/// `kern-profile record --gdb --rate 200` of the i386 example kernel booted by
-/// run-kernel.sh with `args` in a fresh scratch directory `name`; asserts QEMU's status
-/// (the kernel's success) came back. The output directory and record's stderr.
-fn record_gdb(name: &str, args: &[&str]) -> (std::path::PathBuf, String) {
-    let dir = scratch(name);
-    let kernel = kernel().display().to_string();
-    let com1 = dir.join("com1").display().to_string();
-    let mut all = vec![
-        "--arch",
-        "i386",
-        "--kernel",
-        &kernel,
-        "--com1",
-        &com1,
-        "--memtrace",
-        "none",
-    ];
-    all.extend_from_slice(args);
-    let all: Vec<String> = all.iter().map(|s| s.to_string()).collect();
-    let qemu = run_kernel_command(&all);
-    let out_dir = dir.join("out");
-    let mut c = std::process::Command::new(bin());
-    c.args(["record", "--gdb", "--rate", "200", "-o"])
-        .arg(&out_dir)
-        .arg("--")
-        .arg(qemu.get_program())
-        .args(qemu.get_args());
-    let out = output_with_timeout(c, Duration::from_secs(600));
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    println!("{err}");
-    assert_eq!(out.status.code(), Some(33), "QEMU's status: {err}");
-    (out_dir, err)
-}
-
-/// Each documented function's self share in `counts` (by real function: under TCG a stop
-/// lands at a block boundary, never in code inlined mid-block) within 12 points of its exact
-/// share.
-fn assert_real_function_shares(counts: &std::collections::BTreeMap<String, u64>) {
-    let total: u64 = counts.values().sum();
-    for f in expected()["cpu"]["function"].as_array().unwrap() {
-        let symbol = f["symbol"].as_str().unwrap();
-        let want = f["self_share"].as_float().unwrap();
-        let got = share(counts, symbol);
-        assert!(
-            (got - want).abs() < 0.12,
-            "{symbol}: {got:.3} sampled, {want:.3} by exact counts ({total} samples)"
-        );
-    }
-}
-
-/// Boots `kernel` (i386) with a gdbstub on a Unix socket in a fresh scratch directory, and
-/// waits for its CPU phase: the directory, the stub's address and the guest's thread
-/// (`alone`: for a test that runs [`alone`]).
-fn boot_with_gdbstub(
+/// Boots `kernel` (i386) with a gdbstub and `rounds` CPU rounds, no allocation rounds, and
+/// waits for its CPU phase (before it, the firmware runs).
+fn boot_i386(
     kernel: &Path,
     name: &str,
     alone: bool,
     rounds: &str,
 ) -> (std::path::PathBuf, String, thread::JoinHandle<Output>) {
-    let dir = scratch(name);
-    let sock = dir.join("gdb.sock");
-    let args: Vec<String> = [
-        "--arch",
-        "i386",
-        "--kernel",
-        &kernel.display().to_string(),
-        "--com1",
-        &dir.join("com1").display().to_string(),
-        "--memtrace",
-        "none",
-        "--rounds",
-        rounds,
-        "--alloc-rounds",
-        "0",
-        "-gdb",
-        &format!("unix:{},server=on,wait=off", sock.display()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let qemu = run_kernel_command(&args);
-    let limit = Duration::from_secs(300);
-    let guest = thread::spawn(move || match alone {
-        true => output_of_alone_test(qemu, limit),
-        false => output_with_timeout(qemu, limit),
-    });
-    wait_for_cpu_phase(&dir.join("com1"));
-    let attach = format!("unix:{}", sock.display());
-    (dir, attach, guest)
+    let args = ["--rounds", rounds, "--alloc-rounds", "0"];
+    boot_with_gdbstub("i386", kernel, name, alone, &args, "phase cpu: start")
 }
 
 #[test]

@@ -54,7 +54,7 @@ pub fn read(c: &mut Client, registers: bool) -> Result<Description, GdbError> {
         files.push(read_file(c, &href)?);
     }
     for f in &files {
-        for reg in tags(f, "reg") {
+        for reg in tags(&without_comments(f), "reg") {
             let Some(name) = attribute(reg, "name") else {
                 continue;
             };
@@ -99,6 +99,21 @@ fn read_file(c: &mut Client, name: &str) -> Result<String, GdbError> {
         }
     }
     Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `xml` without its `<!-- -->` comments: QEMU's x86_64 description comments out
+/// `<reg>` lines (`ss_base`, `ds_base`, `es_base`), which are no registers.
+fn without_comments(xml: &str) -> String {
+    let mut out = String::with_capacity(xml.len());
+    let mut rest = xml;
+    while let Some(start) = rest.find("<!--") {
+        out.push_str(&rest[..start]);
+        rest = rest[start + 4..]
+            .find("-->")
+            .map_or("", |end| &rest[start + 4 + end + 3..]);
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The text of the first `<name>...</name>`.
@@ -156,5 +171,23 @@ mod tests {
         assert_eq!(attribute(t[0], "name").unwrap(), "satp");
         assert_eq!(arch_of("i386:x86-64"), Some(Arch::X86_64));
         assert_eq!(arch_of("arm"), None);
+    }
+
+    #[test]
+    fn commented_out_registers_are_none() {
+        // QEMU 10.0.2's i386-64bit.xml, shortened.
+        let xml = r#"<reg name="gs" bitsize="32" type="int32"/>
+  <!-- Segment descriptor caches and TLS base MSRs -->
+  <!--reg name="cs_base" bitsize="64" type="int64"/>
+  <reg name="ss_base" bitsize="64" type="int64"/>
+  <reg name="es_base" bitsize="64" type="int64"/-->
+  <reg name="fs_base" bitsize="64" type="int64"/>"#;
+        let clean = without_comments(xml);
+        let names: Vec<String> = tags(&clean, "reg")
+            .into_iter()
+            .filter_map(|t| attribute(t, "name"))
+            .collect();
+        assert_eq!(names, ["gs", "fs_base"]);
+        assert_eq!(without_comments("a<!-- b"), "a");
     }
 }

@@ -200,8 +200,9 @@ impl Guest for I386 {
         insn::is_ret(code)
     }
 
-    /// eax ecx edx ebx esp ebp esi edi eip eflags cs ss ds es fs gs (4 bytes each), the x87
-    /// and SSE state and more: 344 bytes.
+    /// eax ecx edx ebx esp ebp esi edi eip eflags cs ss ds es fs gs, fs_base gs_base
+    /// k_gs_base, cr0 cr2 cr3 cr4 cr8 efer (4 bytes each), the x87 and SSE state: 344 bytes
+    /// (QEMU 7.2 to 11.1, in the target description's order).
     fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs> {
         Some(CoreRegs {
             sp: le(g, 4 * 4, 4)?,
@@ -209,7 +210,7 @@ impl Guest for I386 {
             pc: le(g, 8 * 4, 4)?,
             ra: None,
             privilege: le(g, 10 * 4, 4),
-            page_table_base: None,
+            page_table_base: le(g, 21 * 4, 4),
         })
     }
 }

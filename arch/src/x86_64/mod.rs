@@ -117,15 +117,18 @@ impl Guest for X86_64 {
     }
 
     /// rax rbx rcx rdx rsi rdi rbp rsp r8-r15 rip (8 bytes), eflags cs ss ds es fs gs (4),
-    /// x87, SSE and more: 608 bytes.
+    /// fs_base gs_base k_gs_base, cr0 cr2 cr3 cr4 cr8 efer (8, in every CPU mode), x87 and
+    /// SSE state: 608 bytes (QEMU 7.2 to 11.1).
     fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs> {
+        // cr3: after rip, eflags, the six selectors, the three bases, cr0 and cr2.
+        const CR3: usize = 17 * 8 + 4 + 6 * 4 + 5 * 8;
         Some(CoreRegs {
             fp: le(g, 6 * 8, 8)?,
             sp: le(g, 7 * 8, 8)?,
             pc: le(g, 16 * 8, 8)?,
             ra: None,
             privilege: le(g, 16 * 8 + 12, 4),
-            page_table_base: None,
+            page_table_base: le(g, CR3, 8),
         })
     }
 }
