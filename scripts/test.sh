@@ -54,8 +54,7 @@ KP_BIN="$KP_ROOT/target/release/kern-profile" \
 # old_qemu checks what `record` says of a QEMU too old for the plugin (KP_QEMU_72_BIN: the
 # wrappers, by path).
 q72_bin="$(qemu_72_bin_dir)"
-gdb_tests=(--test gdb_stacks --test old_qemu)
-[ ! -f e2e/tests/gdb_guests.rs ] || gdb_tests+=(--test gdb_guests)
+gdb_tests=(--test gdb_stacks --test gdb_guests --test old_qemu)
 say "gdbstub end-to-end tests again on Debian 12's QEMU $(PATH="$q72_bin:$PATH" qemu_version qemu-system-i386) (${gdb_tests[*]})"
 PATH="$q72_bin:$PATH" \
 KP_E2E=required \

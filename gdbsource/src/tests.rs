@@ -320,7 +320,12 @@ fn a_stop_naming_another_vcpu_reads_each_vcpu_its_own_registers() {
         .filter(|l| !l.is_empty() && !l[0].starts_with('D'))
         .collect();
     // The first interrupted look read vCPU 0 without `Hg`, and asked again.
-    assert_eq!(looks[0].iter().filter(|r| *r == "g").count(), 4, "{:?}", looks[0]);
+    assert_eq!(
+        looks[0].iter().filter(|r| *r == "g").count(),
+        4,
+        "{:?}",
+        looks[0]
+    );
     // Later ones start from vCPU 1, which the stop selects.
     for l in &looks[1..] {
         let shape: Vec<&str> = l.iter().map(|r| &r[..1]).collect();
