@@ -14,6 +14,9 @@ pub struct CoreRegs {
     pub privilege: Option<u64>,
     /// x86 `cr3` (in `g`), riscv `satp`, aarch64 `TTBR0_EL1` (read with `p`).
     pub page_table_base: Option<u64>,
+    /// x86 `cr0` and `efer` (in `g`): the CPU mode ([`crate::registers::cpu_mode`]).
+    pub control: Option<u64>,
+    pub extended: Option<u64>,
 }
 
 /// A little-endian value of `len` bytes at `at`, if the reply holds it.
@@ -59,6 +62,12 @@ mod tests {
         let r = guest(Arch::I386).gdb_core_regs(&g).unwrap();
         assert_eq!((r.pc, r.privilege), (0x4000260, Some(0x1b)));
         assert_eq!(r.page_table_base, Some(0x110000));
+        // cr0 0x80000013: protected mode, paging on.
+        assert_eq!(r.control, Some(0x8000_0013));
+        assert_eq!(
+            crate::registers::cpu_mode(Arch::I386, r.control, r.extended),
+            crate::CpuMode::Paging
+        );
         // QEMU 10.0.2, the x86_64 kernel in long mode: its boot page tables at 0x101000.
         let hex = "6e5161230153c66aa0860100000000000d05000000000000250e000000000000cd8c55ed\
                    d7af51ff7dc953750253c66a900e1280ffffffff900e1280ffffffff3300000000000000\
@@ -72,6 +81,12 @@ mod tests {
         let r = guest(Arch::X86_64).gdb_core_regs(&g).unwrap();
         assert_eq!((r.pc, r.privilege), (0xffffffff80107180, Some(8)));
         assert_eq!(r.page_table_base, Some(0x101000));
+        // efer 0x500: LME and LMA, long mode.
+        assert_eq!(r.extended, Some(0x500));
+        assert_eq!(
+            crate::registers::cpu_mode(Arch::X86_64, r.control, r.extended),
+            crate::CpuMode::Long
+        );
     }
 
     #[test]

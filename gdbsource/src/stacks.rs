@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kern_profile_arch::registers::{clean_return_address, privilege};
+use kern_profile_arch::registers::{clean_return_address, cpu_mode, privilege};
 use kern_profile_arch::{guest, CoreRegs};
-use kern_profile_format::{Arch, Privilege, StopReason};
+use kern_profile_format::{Arch, CpuMode, Privilege, StopReason};
 use kern_profile_unwind::{walk_guest, walk_tables, Crossings, PtrWidth, StartRegs, UnwindTables};
 
 use crate::client::{stop_thread, Client, Limits, ThreadId};
@@ -45,6 +45,8 @@ pub struct VcpuStack {
     pub thread: ThreadId,
     pub regs: CoreRegs,
     pub privilege: Privilege,
+    /// From x86 `cr0`/`efer` or riscv `satp`; unknown on aarch64.
+    pub mode: CpuMode,
     /// x86 `cr3`, riscv `satp`, aarch64 `TTBR0_EL1`, when the stub has it.
     pub page_table_base: Option<u64>,
     /// The word at the stack pointer: the caller, where a function has no frame yet.
@@ -463,6 +465,11 @@ fn walk_vcpu(
         .privilege
         .map_or(Privilege::Unknown, |v| privilege(arch, v));
     let kernel_cs = regs.privilege.and_then(|v| guest(arch).kernel_selector(v));
+    // riscv's mode register is its page-table register, read with `p`.
+    let mode = match arch {
+        Arch::Riscv64 => cpu_mode(arch, regs.page_table_base, None),
+        _ => cpu_mode(arch, regs.control, regs.extended),
+    };
     let crossings = Crossings {
         kernel_cs: kernel_cs.unwrap_or(0) as u16,
         user_mode: privilege == Privilege::User,
@@ -531,6 +538,7 @@ fn walk_vcpu(
             thread,
             regs,
             privilege,
+            mode,
             page_table_base: regs.page_table_base,
             sp_word: sp_word.filter(|_| !tabled),
             return_register: regs

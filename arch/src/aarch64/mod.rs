@@ -178,6 +178,8 @@ impl Guest for Aarch64 {
             pc: le(g, 32 * 8, 8)?,
             privilege: le(g, 33 * 8, 4),
             page_table_base: None,
+            control: None,
+            extended: None,
         })
     }
 

@@ -155,6 +155,8 @@ impl Guest for Riscv64 {
             pc: le(g, 32 * 8, 8)?,
             privilege: None,
             page_table_base: None,
+            control: None,
+            extended: None,
         })
     }
 

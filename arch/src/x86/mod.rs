@@ -210,7 +210,10 @@ impl Guest for I386 {
             pc: le(g, 8 * 4, 4)?,
             ra: None,
             privilege: le(g, 10 * 4, 4),
+            // After the segment bases: cr0, cr2, cr3, cr4, cr8, efer.
+            control: le(g, 19 * 4, 4),
             page_table_base: le(g, 21 * 4, 4),
+            extended: le(g, 24 * 4, 4),
         })
     }
 }

@@ -120,8 +120,11 @@ impl Guest for X86_64 {
     /// fs_base gs_base k_gs_base, cr0 cr2 cr3 cr4 cr8 efer (8, in every CPU mode), x87 and
     /// SSE state: 608 bytes (QEMU 7.2 to 11.1).
     fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs> {
-        // cr3: after rip, eflags, the six selectors, the three bases, cr0 and cr2.
-        const CR3: usize = 17 * 8 + 4 + 6 * 4 + 5 * 8;
+        // cr0: after rip, eflags, the six selectors and the three bases; then cr2, cr3, cr4,
+        // cr8, efer.
+        const CR0: usize = 17 * 8 + 4 + 6 * 4 + 3 * 8;
+        const CR3: usize = CR0 + 2 * 8;
+        const EFER: usize = CR0 + 5 * 8;
         Some(CoreRegs {
             fp: le(g, 6 * 8, 8)?,
             sp: le(g, 7 * 8, 8)?,
@@ -129,6 +132,8 @@ impl Guest for X86_64 {
             ra: None,
             privilege: le(g, 16 * 8 + 12, 4),
             page_table_base: le(g, CR3, 8),
+            control: le(g, CR0, 8),
+            extended: le(g, EFER, 8),
         })
     }
 }

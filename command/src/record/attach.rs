@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kern_profile_format::{
-    encode_sample_v2, encode_stats, CpuMode, Header, SampleExtras, SampleRecord, SamplingMode,
-    StopReason, VERSION_2,
+    encode_sample_v2, encode_stats, Header, SampleExtras, SampleRecord, SamplingMode, StopReason,
+    VERSION_2,
 };
 use kern_profile_gdb::{sample, Limits, SampleOptions, Sampled, StackOptions, VcpuStack};
 use kern_profile_unwind::tables::kernel_tables_of_elf;
@@ -248,7 +248,7 @@ fn encode(buf: &mut Vec<u8>, ptr_width: usize, vcpu: u32, time_ns: u64, v: &Vcpu
         entry_resolved: v.by_tables,
     };
     let extras = SampleExtras {
-        mode: CpuMode::Unknown,
+        mode: v.mode,
         privilege: v.privilege,
         return_register: v.return_register,
         page_table_base: v.page_table_base,
