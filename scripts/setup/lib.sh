@@ -63,3 +63,25 @@ enable_arch() {
     $SUDO dpkg --add-architecture "$1"
     apt_updated=0
 }
+
+# write_wrappers BIN "PROGS": the wrapper of each program in BIN, from the calling script's
+# `wrapper_text PROG`; rewrites only those whose text changed, atomically.
+write_wrappers() {
+    local bin="$1" progs="$2" p f changed=0
+    $SUDO mkdir -p "$bin"
+    for p in $progs; do
+        f="$bin/$p"
+        if [ -x "$f" ] && [ "$(cat "$f")" = "$(wrapper_text "$p")" ]; then
+            continue
+        fi
+        wrapper_text "$p" | $SUDO tee "$f.tmp" >/dev/null
+        $SUDO chmod 0755 "$f.tmp"
+        $SUDO mv "$f.tmp" "$f"
+        changed=1
+    done
+    if [ "$changed" = 1 ]; then
+        say "wrote the wrappers $bin/{${progs// /,}}"
+    else
+        say "wrappers already in place: $bin"
+    fi
+}

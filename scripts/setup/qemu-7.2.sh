@@ -165,26 +165,6 @@ exec '$(binary_of "$1" "$ROOT")' -L '$ROOT/usr/share/qemu' -L /usr/share/seabios
 EOF
 }
 
-make_wrappers() {
-    local p f changed=0
-    $SUDO mkdir -p "$BIN"
-    for p in $QEMU_72_PROGS; do
-        f="$BIN/$p"
-        if [ -x "$f" ] && [ "$(cat "$f")" = "$(wrapper_text "$p")" ]; then
-            continue
-        fi
-        wrapper_text "$p" | $SUDO tee "$f.tmp" >/dev/null
-        $SUDO chmod 0755 "$f.tmp"
-        $SUDO mv "$f.tmp" "$f"
-        changed=1
-    done
-    if [ "$changed" = 1 ]; then
-        say "wrote the wrappers $BIN/{${QEMU_72_PROGS// /,}}"
-    else
-        say "wrappers already in place: $BIN"
-    fi
-}
-
 check_wrappers() {
     local p v
     for p in $QEMU_72_PROGS; do
@@ -199,5 +179,5 @@ check_wrappers() {
 
 install_system_roms
 make_root
-make_wrappers
+write_wrappers "$BIN" "$QEMU_72_PROGS"
 check_wrappers

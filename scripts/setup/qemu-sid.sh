@@ -178,26 +178,6 @@ exec unshare --root="$root" --wd="$cwd" "/usr/bin/$prog" "$@"
 EOF
 }
 
-make_wrappers() {
-    local p f changed=0
-    $SUDO mkdir -p "$BIN"
-    for p in $PROGS; do
-        f="$BIN/$p"
-        if [ -x "$f" ] && [ "$(cat "$f")" = "$(wrapper_text "$p")" ]; then
-            continue
-        fi
-        wrapper_text "$p" | $SUDO tee "$f.tmp" >/dev/null
-        $SUDO chmod 0755 "$f.tmp"
-        $SUDO mv "$f.tmp" "$f"
-        changed=1
-    done
-    if [ "$changed" = 1 ]; then
-        say "wrote the wrappers $BIN/{${PROGS// /,}}"
-    else
-        say "wrappers already in place: $BIN"
-    fi
-}
-
 check_wrappers() {
     [ "$(id -u)" = 0 ] || { say "not root: skipping the wrapper check (the wrappers need root)"; return; }
     local p v
@@ -209,5 +189,5 @@ check_wrappers() {
 }
 
 make_root
-make_wrappers
+write_wrappers "$BIN" "$PROGS"
 check_wrappers
