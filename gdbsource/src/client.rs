@@ -348,31 +348,34 @@ impl Client {
         let replies = self.pipeline(&reqs)?;
         let mut out = Vec::with_capacity(len);
         for (req, reply) in reqs.iter().zip(&replies) {
-            let bytes = self.memory_reply(req, reply)?;
-            // A short reply (the stub's buffer) ends the bytes that follow on.
-            let asked = req
-                .rsplit(',')
-                .next()
-                .and_then(|n| usize::from_str_radix(n, 16).ok());
+            let (_, asked, bytes) = self.memory_reply(req, reply)?;
             out.extend_from_slice(&bytes);
-            if Some(bytes.len()) != asked {
+            // A short reply (the stub's buffer) ends the bytes that follow on.
+            if bytes.len() != asked {
                 break;
             }
         }
         Ok(out)
     }
 
-    /// The bytes of an `m` reply: an `E` is [`GdbError::Refused`].
-    pub fn memory_reply(&self, req: &str, reply: &[u8]) -> Result<Vec<u8>, GdbError> {
+    /// An `m` request's reply: the address and length asked, and the bytes (an `E` is
+    /// [`GdbError::Refused`]).
+    pub fn memory_reply(&self, req: &str, reply: &[u8]) -> Result<(u64, usize, Vec<u8>), GdbError> {
         let bytes = self.hex_reply(req, reply)?;
-        let asked = req
-            .rsplit(',')
-            .next()
-            .and_then(|n| usize::from_str_radix(n, 16).ok());
-        if bytes.is_empty() || asked.is_some_and(|n| bytes.len() > n) {
+        let (addr, asked) = req
+            .strip_prefix('m')
+            .and_then(|r| r.split_once(','))
+            .and_then(|(a, n)| {
+                Some((
+                    u64::from_str_radix(a, 16).ok()?,
+                    usize::from_str_radix(n, 16).ok()?,
+                ))
+            })
+            .ok_or_else(|| self.malformed(req, b"", "not an m request"))?;
+        if bytes.is_empty() || bytes.len() > asked {
             return Err(self.malformed(req, &bytes, "wrong length"));
         }
-        Ok(bytes)
+        Ok((addr, asked, bytes))
     }
 
     /// Resumes the guest (`c`); its stop reply comes with the next [`Client::interrupt`].

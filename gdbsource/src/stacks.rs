@@ -179,10 +179,7 @@ impl Target {
             (None, None) => desc,
             _ => target::read(c, true)?,
         };
-        let stopped_vcpu = c
-            .selected()
-            .and_then(|s| threads.iter().position(|t| t.same(s)))
-            .unwrap_or(0);
+        let stopped_vcpu = vcpu_of(&threads, c.selected()).unwrap_or(0);
         Ok(Target {
             arch,
             spans: vec![None; threads.len()],
@@ -206,17 +203,13 @@ impl Target {
         // The stub selects the thread it names at a stop: that vCPU first, without `Hg`.
         let first = match stop {
             Stop::Interrupt => self.stopped_vcpu,
-            Stop::Already => c
-                .selected()
-                .and_then(|s| self.threads.iter().position(|t| t.same(s)))
-                .unwrap_or(usize::MAX),
+            Stop::Already => vcpu_of(&self.threads, c.selected()).unwrap_or(usize::MAX),
         };
         let (plans, reqs) = self.batch(c, first);
         let replies = match stop {
             Stop::Interrupt => {
                 let (stopped, replies) = c.interrupt_with(&reqs)?;
-                let named = stop_thread(&stopped)
-                    .and_then(|s| self.threads.iter().position(|t| t.same(&s)));
+                let named = vcpu_of(&self.threads, stop_thread(&stopped).as_ref());
                 if let Some(v) = named {
                     self.stopped_vcpu = v;
                 }
@@ -312,14 +305,9 @@ impl Target {
             for _ in &p.ahead {
                 let (req, r) = next();
                 // Read ahead: a page the stub refuses now is read (or not) by the walk.
-                let Ok(bytes) = c.memory_reply(req, &r) else {
+                let Ok((at, _, bytes)) = c.memory_reply(req, &r) else {
                     continue;
                 };
-                let at = req[1..]
-                    .split(',')
-                    .next()
-                    .and_then(|a| u64::from_str_radix(a, 16).ok())
-                    .unwrap_or(0);
                 match windows.last_mut() {
                     Some((b, w)) if b.wrapping_add(w.len() as u64) == at => w.extend(bytes),
                     _ => windows.push((at, bytes)),
@@ -353,6 +341,11 @@ fn ahead_requests(c: &Client, (lo, end): (u64, u64)) -> Vec<String> {
         at = page_end;
     }
     reqs
+}
+
+/// The index in `threads` of thread `t`.
+fn vcpu_of(threads: &[ThreadId], t: Option<&ThreadId>) -> Option<usize> {
+    threads.iter().position(|x| t.is_some_and(|t| x.same(t)))
 }
 
 /// The pid in a stop reply's `thread:pPID.TID;`.

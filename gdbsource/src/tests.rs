@@ -262,13 +262,7 @@ fn sampling_looks_at_a_steady_rate_then_detaches() {
     // A look after the first asks, in the write that stops the guest, for the vCPU the stop
     // selects (no `Hg`) and then the other, each one's registers and the stack its last walk
     // read: nothing more, as the stacks stayed put.
-    let looks_after: Vec<&[String]> = seen
-        .requests
-        .split(|r| r == "interrupt")
-        .skip(1)
-        .map(|l| l.split(|r| r == "c").next().unwrap())
-        .filter(|l| !l.is_empty() && !l[0].starts_with('D'))
-        .collect();
+    let looks_after = interrupted_looks(&seen.requests);
     assert!(!looks_after.is_empty());
     for l in looks_after {
         let shape: Vec<&str> = l.iter().map(|r| &r[..1]).collect();
@@ -277,6 +271,17 @@ fn sampling_looks_at_a_steady_rate_then_detaches() {
         // From a little below the lowest word read to the end of the highest.
         assert_eq!(l[1], "m10e00,158", "{l:?}");
     }
+}
+
+/// The requests of each look that began with an interrupt, up to its `c` (the last one, which
+/// only detaches, left out).
+fn interrupted_looks(requests: &[String]) -> Vec<&[String]> {
+    requests
+        .split(|r| r == "interrupt")
+        .skip(1)
+        .map(|l| l.split(|r| r == "c").next().unwrap())
+        .filter(|l| !l.is_empty() && !l[0].starts_with('D'))
+        .collect()
 }
 
 /// A stop that names another vCPU than the last one: the look asks again, selecting each, and
@@ -312,13 +317,7 @@ fn a_stop_naming_another_vcpu_reads_each_vcpu_its_own_registers() {
     assert!(pcs.len() >= 3, "{pcs:?}");
     assert!(pcs.iter().all(|p| p[..] == [0x100010, 0x100020]), "{pcs:?}");
     let seen = h.join().unwrap();
-    let looks: Vec<&[String]> = seen
-        .requests
-        .split(|r| r == "interrupt")
-        .skip(1)
-        .map(|l| l.split(|r| r == "c").next().unwrap())
-        .filter(|l| !l.is_empty() && !l[0].starts_with('D'))
-        .collect();
+    let looks = interrupted_looks(&seen.requests);
     // The first interrupted look read vCPU 0 without `Hg`, and asked again.
     assert_eq!(
         looks[0].iter().filter(|r| *r == "g").count(),
