@@ -168,3 +168,13 @@ pub fn assert_real_function_shares(arch: &str, counts: &BTreeMap<String, u64>) {
         );
     }
 }
+
+/// The stacks of the workload (`_start;kmain;…run_workload;…`) in `folded`, and their samples.
+pub fn workload_of(folded: Vec<(Vec<String>, u64)>) -> (Vec<(Vec<String>, u64)>, u64) {
+    let workload: Vec<(Vec<String>, u64)> = folded
+        .into_iter()
+        .filter(|(s, _)| s.len() > 2 && s[2].ends_with("run_workload"))
+        .collect();
+    let n = workload.iter().map(|(_, c)| c).sum();
+    (workload, n)
+}

@@ -25,7 +25,7 @@ mod user_roots;
 mod virt;
 pub use gdb::{
     assert_real_function_shares, boot_with_gdbstub, exit_success, frames_of, record_gdb, skip_gdb,
-    stacks, wait_for_console, SHARE_BOUND,
+    stacks, wait_for_console, workload_of, SHARE_BOUND,
 };
 pub use inputs::{built_kernel, skip_unless, Need};
 pub use irq::check_handler_stacks;

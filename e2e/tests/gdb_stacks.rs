@@ -189,11 +189,7 @@ fn record_gdb_starts_qemu_and_samples_it() {
                 &["--rounds", &(rounds * 6).to_string(), "--alloc-rounds", "0"],
             );
             let folded = folded_of(&out_dir.join("cpu.raw"), &kernel, &["--no-inline"]);
-            let workload: Vec<(Vec<String>, u64)> = folded
-                .into_iter()
-                .filter(|(s, _)| s.len() > 2 && s[2].ends_with("run_workload"))
-                .collect();
-            let n: u64 = workload.iter().map(|(_, c)| c).sum();
+            let (workload, n) = workload_of(folded);
             ((workload, n, err), n)
         })
         .0;

@@ -104,11 +104,7 @@ fn record_gdb_samples_the_kernel_on_qemu_7_2() {
             assert!(err.contains("QEMU exited (status 33)"), "{err}");
             assert!(err.contains("QEMU 7.2."), "not QEMU 7.2: {err}");
             let folded = folded_of(&out_dir.join("cpu.raw"), &kernel, &["--no-inline"]);
-            let workload: Vec<(Vec<String>, u64)> = folded
-                .into_iter()
-                .filter(|(s, _)| s.len() > 2 && s[2].ends_with("run_workload"))
-                .collect();
-            let n: u64 = workload.iter().map(|(_, c)| c).sum();
+            let (workload, n) = workload_of(folded);
             ((workload, n, err), n)
         })
         .0;
