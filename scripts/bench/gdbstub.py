@@ -33,15 +33,36 @@ SUMMARY_RE = re.compile(
     r"\(median\), ([\d.]+)% of the time")
 
 
-def attach_and_record(b, sock, rate, kernel, tag, result):
-    """Waits for the stub's socket, then samples it with `record --attach` until QEMU exits;
-    `result` gets the sampler's times and summary."""
+def wait_for_socket(sock, result):
+    """Waits up to 60 s for QEMU's stub to listen on `sock`; False (and result["error"]) if
+    it never does."""
     deadline = time.monotonic() + 60
     while not os.path.exists(sock):
         if time.monotonic() > deadline:
             result["error"] = f"{sock} never appeared"
-            return
+            return False
         time.sleep(0.005)
+    return True
+
+
+def qemu_argv(b, arch, kernel, append, tag, stub):
+    """The example kernel's QEMU command (run-kernel.sh), with a gdbstub on a fresh socket
+    when `stub`; and the socket's path."""
+    sock = os.path.join(b.data, f"{tag}.sock")
+    if os.path.exists(sock):
+        os.unlink(sock)
+    args = ["--kernel", kernel, "--com1", os.path.join(b.data, f"{tag}-com1.txt"),
+            "--memtrace", "none", "-append", append]
+    if stub:
+        args += ["-gdb", f"unix:{sock},server=on,wait=off"]
+    return qemu_command(arch, *args), sock
+
+
+def attach_and_record(b, sock, rate, kernel, tag, result):
+    """Waits for the stub's socket, then samples it with `record --attach` until QEMU exits;
+    `result` gets the sampler's times and summary."""
+    if not wait_for_socket(sock, result):
+        return
     out = os.path.join(b.data, f"{tag}-out")
     se = os.path.join(b.data, f"{tag}-attach.stderr")
     cmd = [b.kp, "record", "--attach", f"unix:{sock}", "--rate", str(rate), "-o", out,
@@ -65,12 +86,8 @@ def stop_floor(sock, looks, rate, result):
     """QEMU's own cost of a stop, for comparison: a bare client that only stops the guest
     (0x03) and resumes it (`c`, until its acknowledgement) at `rate`, no registers or memory
     read; the median and p90 in µs."""
-    deadline = time.monotonic() + 60
-    while not os.path.exists(sock):
-        if time.monotonic() > deadline:
-            result["error"] = f"{sock} never appeared"
-            return
-        time.sleep(0.005)
+    if not wait_for_socket(sock, result):
+        return
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(10)
     s.connect(sock)
@@ -135,14 +152,7 @@ def measure_arch(b, arch, rounds, how):
     def run_one(i):
         name, rate = CONFIGS[i]
         tag = f"gdbstub-{arch}-{i}"
-        sock = os.path.join(b.data, f"{tag}.sock")
-        if os.path.exists(sock):
-            os.unlink(sock)
-        args = ["--kernel", kernel, "--com1", os.path.join(b.data, f"{tag}-com1.txt"),
-                "--memtrace", "none", "-append", append]
-        if rate is not None:
-            args += ["-gdb", f"unix:{sock},server=on,wait=off"]
-        argv = qemu_command(arch, *args)
+        argv, sock = qemu_argv(b, arch, kernel, append, tag, rate is not None)
         sampler = {}
         t = None
         if rate is not None:
@@ -161,12 +171,7 @@ def measure_arch(b, arch, rounds, how):
     per, orders = round_robin(CONFIGS, b.runs, run_one, f"gdbstub {arch}")
     # QEMU's own stop and resume, for comparison: one run at the default rate.
     tag = f"gdbstub-{arch}-floor"
-    sock = os.path.join(b.data, f"{tag}.sock")
-    if os.path.exists(sock):
-        os.unlink(sock)
-    argv = qemu_command(arch, "--kernel", kernel, "--com1",
-                        os.path.join(b.data, f"{tag}-com1.txt"), "--memtrace", "none",
-                        "-append", append, "-gdb", f"unix:{sock},server=on,wait=off")
+    argv, sock = qemu_argv(b, arch, kernel, append, tag, True)
     floor = {}
     t = threading.Thread(target=stop_floor, args=(sock, 100000, DEFAULT_RATE, floor))
     t.start()
