@@ -45,8 +45,21 @@ pub fn expected_of(arch: &str) -> toml::Table {
 /// Boots `kernel` (an example kernel of `arch`) with the plugin (`plugin_args` after `out=`)
 /// and `append` on its command line, no memtrace, and waits for its success.
 pub fn boot_kernel(arch: &str, kernel: &Path, name: &str, plugin_args: &str, append: &str) -> Run {
+    boot_kernel_with(arch, kernel, name, plugin_args, append, &[])
+}
+
+/// [`boot_kernel`] with `extra` arguments for QEMU.
+pub fn boot_kernel_with(
+    arch: &str,
+    kernel: &Path,
+    name: &str,
+    plugin_args: &str,
+    append: &str,
+    extra: &[&str],
+) -> Run {
     let dir = scratch(&format!("{arch}-{name}"));
-    let c = qemu_command(arch, kernel, false, &dir, Some(plugin_args), append);
+    let mut c = qemu_command(arch, kernel, false, &dir, Some(plugin_args), append);
+    c.args(extra);
     // isa-debug-exit's success on the PCs; QEMU's own 0 on the `virt` boards.
     let success = match arch {
         "i386" | "x86_64" => 33,

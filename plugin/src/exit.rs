@@ -65,7 +65,11 @@ pub fn finish() {
     }
     stderr_line(&summary_line(&stats, exact_blocks, &p.cfg.out));
     if let (Some((t, wake_cost_ns)), Some(timed)) = (&timer, &p.timed) {
-        stderr_line(&timer_line(t, timed.interval_ns, *wake_cost_ns));
+        let mut line = timer_line(t, timed.interval_ns, *wake_cost_ns);
+        if p.cfg.at_interrupts && p.icount {
+            line.push_str(" (-icount: each at the interrupted instruction, by instructions)");
+        }
+        stderr_line(&line);
     }
     if let (Some(a), Some(s)) = (&p.alloc, alloc_stats) {
         stderr_line(&alloc_line(&s, a.set.hooks.len(), &calls, &a.set.skipped));

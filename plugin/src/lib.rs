@@ -131,6 +131,9 @@ struct Plugin {
     window: Option<window::Window>,
     /// `elf=`: the kernel's unwind tables, for its stacks without frame pointers.
     tables: Option<Arc<UnwindTables>>,
+    /// QEMU runs with `-icount`: `trigger=interrupt` samples the interrupted instruction as
+    /// it is (see [`vcpu::at_interrupt`]).
+    icount: bool,
 }
 
 impl Plugin {
@@ -275,14 +278,22 @@ unsafe fn install(
     let writer = open_output(&cfg.out, &header, version, table)?;
     let mut plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
     plugin.tables = tables;
+    plugin.icount = qemu_args::counts_instructions(
+        &qemu_args::split_cmdline(&cmdline)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
     }
     api.register_callbacks(id);
     let p = PLUGIN.get().ok_or("the plugin state is gone")?;
     if p.cfg.at_interrupts {
-        if let Ok(mut b) = p.blocks.lock() {
-            b.track_starts();
+        if !p.icount {
+            if let Ok(mut b) = p.blocks.lock() {
+                b.track_starts();
+            }
         }
         api.register_discon(id);
     }
@@ -386,6 +397,7 @@ impl Plugin {
             vcpu_threads: Mutex::new(Vec::new()),
             window,
             tables: None,
+            icount: false,
         })
     }
 }

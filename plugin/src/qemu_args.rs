@@ -7,22 +7,25 @@
 //! go to the wrong vCPU, and guests were seen to crash (an AP started by SeaBIOS ran
 //! garbage). Multi-threaded TCG, QEMU's default for x86 guests, is not affected.
 
+/// An argument's option name without its dashes, and its inline `=value`; `None` for a
+/// value (no leading dash).
+fn option(a: &str) -> Option<(&str, Option<&str>)> {
+    let (name, inline) = match a.split_once('=') {
+        Some((n, v)) if n.starts_with('-') => (n, Some(v)),
+        _ => (a, None),
+    };
+    let name = name.strip_prefix("--").or_else(|| name.strip_prefix('-'))?;
+    Some((name, inline))
+}
+
 /// The option that makes QEMU run all vCPUs on one thread, if any.
 pub fn single_threaded_tcg<'a>(args: &[&'a str]) -> Option<&'a str> {
     let mut it = args.iter().copied().peekable();
     while let Some(a) = it.next() {
-        let (name, inline) = match a.split_once('=') {
-            Some((n, v)) if n.starts_with('-') => (n, Some(v)),
-            _ => (a, None),
-        };
-        let name = name.strip_prefix("--").or_else(|| name.strip_prefix('-'));
-        match name {
-            Some("icount") => return Some(a),
-            Some("accel") => {
-                let value = match inline {
-                    Some(v) => Some(v),
-                    None => it.peek().copied(),
-                };
+        match option(a) {
+            Some(("icount", _)) => return Some(a),
+            Some(("accel", inline)) => {
+                let value = inline.or_else(|| it.peek().copied());
                 if value.is_some_and(|v| v.split(',').any(|o| o == "thread=single")) {
                     return Some(value.unwrap_or(a));
                 }
@@ -31,6 +34,13 @@ pub fn single_threaded_tcg<'a>(args: &[&'a str]) -> Option<&'a str> {
         }
     }
     None
+}
+
+/// Whether QEMU runs with `-icount`: its virtual clock, and so the guest's timer, then
+/// follows the instructions executed, and an interrupt that the instruction budget brings is
+/// taken at the instruction where the budget ran out, not at the next block.
+pub fn counts_instructions(args: &[&str]) -> bool {
+    args.iter().any(|a| matches!(option(a), Some(("icount", _))))
 }
 
 /// Splits `/proc/self/cmdline` into arguments.
@@ -75,6 +85,15 @@ mod tests {
         // A kernel command line that merely mentions it is not an option.
         assert_eq!(check("qemu -append thread=single"), None);
         assert_eq!(check("qemu -accel"), None);
+    }
+
+    #[test]
+    fn detects_icount() {
+        let on = |cmd: &str| counts_instructions(&cmd.split(' ').collect::<Vec<_>>());
+        assert!(on("qemu -icount shift=0 -kernel k"));
+        assert!(on("qemu --icount=shift=auto,sleep=off"));
+        assert!(!on("qemu -kernel k -append icount"));
+        assert!(!on("qemu -accel tcg,thread=single"));
     }
 
     #[test]

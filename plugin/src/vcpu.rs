@@ -370,7 +370,14 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
     // As `delay=` does, a random one of its instructions is sampled, with the registers of
     // its entry, so that code in the middle of blocks gets its share. Where no block or
     // several different ones start there (other address spaces), `from_pc` is taken as is.
-    let block = p.blocks.lock().ok().and_then(|b| b.starting_at(from_pc));
+    // So it is under `-icount`: the guest's timer follows instructions, and QEMU ends a block
+    // where the instruction budget runs out to take the interrupt right there, so `from_pc`
+    // is the interrupted instruction and the samples fall by instructions, as exact counts
+    // do (a random pick would move them forward in the block).
+    let block = match p.icount {
+        true => None,
+        false => p.blocks.lock().ok().and_then(|b| b.starting_at(from_pc)),
+    };
     let (pc, entry) = match block {
         Some(b) => (b.pc(v.rng.usize(..b.insns.len().max(1))), Some(b.entry)),
         None => (from_pc, None),

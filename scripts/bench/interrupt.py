@@ -4,7 +4,8 @@ wrappers first on PATH, the API-7 plugin build), against bare sid QEMU, round-ro
 example kernels of every architecture with their 1 kHz timer on (`irq=on`) and the Linux
 guest; wall and CPU ratios, the samples and the rate they came at, and, on the example
 kernels, the documented functions' self shares against their exact instruction shares
-(expected.toml, `self_share_inline`).
+(expected.toml, `self_share_inline`). The example kernels also run under QEMU's -icount
+(against bare QEMU under the same -icount), where the samples fall by instructions.
 """
 
 import os
@@ -23,6 +24,14 @@ CONFIGS = [
     ("trigger=interrupt,delay=1000", "trigger=interrupt,delay=1000"),
     # The block-entry trigger on the same QEMU and guest, for comparison.
     ("delay=10", "delay=10"),
+]
+# Under QEMU's -icount the guest's timer follows instructions and each sample is the
+# interrupted instruction: shares by instructions. QEMU is then several times slower itself,
+# so the ratio is against bare QEMU under the same -icount.
+ICOUNT = ["-icount", "shift=0"]
+ICOUNT_CONFIGS = [
+    ("bare -icount", None),
+    ("trigger=interrupt -icount", "trigger=interrupt"),
 ]
 LINUX_CONFIGS = [("bare", None), ("trigger=interrupt", "trigger=interrupt"),
                  ("trigger=interrupt,delay=1000", "trigger=interrupt,delay=1000")]
@@ -81,15 +90,17 @@ def measure_arch(b, arch):
     rounds, how = overhead.cpu_rounds(b, arch)
     append = f"rounds={rounds} irq=on alloc_rounds=0"
     com1 = os.path.join(b.data, f"interrupt-{arch}-com1.txt")
-    raws = [os.path.join(b.data, f"interrupt-{arch}-{i}.raw") for i in range(len(CONFIGS))]
+    every = CONFIGS + ICOUNT_CONFIGS
+    raws = [os.path.join(b.data, f"interrupt-{arch}-{i}.raw") for i in range(len(every))]
     argvs = [b.qemu_cmd(com1, "none", append, p and f"out={raws[i]},{p}", arch)
-             for i, (_, p) in enumerate(CONFIGS)]
-    say(f"trigger=interrupt, {arch}: {len(CONFIGS)} configurations x {b.runs} runs on sid's "
+             + (ICOUNT if (name, p) in ICOUNT_CONFIGS else [])
+             for i, (name, p) in enumerate(every)]
+    say(f"trigger=interrupt, {arch}: {len(every)} configurations x {b.runs} runs on sid's "
         f"QEMU, round-robin ({append})")
-    summed = [{} for _ in CONFIGS]
+    summed = [{} for _ in every]
 
     def run_one(i):
-        name, pargs = CONFIGS[i]
+        name, pargs = every[i]
         wall, user, sys_, rss, err = b.run_qemu(argvs[i], f"interrupt-{arch}-{i}", 600,
                                                 KERNELS[arch][3])
         fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
@@ -99,10 +110,11 @@ def measure_arch(b, arch):
                 summed[i][f] = summed[i].get(f, 0) + n
         return fig
 
-    per, orders = round_robin(CONFIGS, b.runs, run_one, f"interrupt {arch}")
-    rows = compare(per, CONFIGS)
+    per, orders = round_robin(every, b.runs, run_one, f"interrupt {arch}")
+    # Each group against its own bare QEMU.
+    rows = {**compare(per, CONFIGS), **compare(per, ICOUNT_CONFIGS)}
     doc = documented(b, arch)
-    for i, (name, pargs) in enumerate(CONFIGS):
+    for i, (name, pargs) in enumerate(every):
         if pargs is None:
             continue
         total = sum(summed[i].values()) or 1
@@ -182,7 +194,7 @@ def table(b):
     groups, checks = [], []
     for arch, a in res["archs"].items():
         groups.append((f"{arch}: {a['append']}, {a['runs_per_config']} run(s) of each",
-                       judged_rows(arch, CONFIGS, a, TARGET_RATIO, checks)))
+                       judged_rows(arch, CONFIGS + ICOUNT_CONFIGS, a, TARGET_RATIO, checks)))
     l = res["linux"]
     if l:
         groups.append((f"Linux i386: -smp {l['vcpus']}, {l['runs_per_config']} run(s) of each",
@@ -203,7 +215,9 @@ def notes(b):
                  "timer; alloc_rounds=0), bare and each configuration round-robin; rate = "
                  "median samples / median wall; share error = the largest |sampled - exact| "
                  "self share of the documented functions over 1% (expected.toml's "
-                 "self_share_inline), over kernel samples of all runs of the configuration.")
+                 "self_share_inline), over kernel samples of all runs of the configuration. "
+                 "The -icount rows run QEMU with -icount shift=0, against bare QEMU under the "
+                 "same -icount.")
     for arch, a in res["archs"].items():
         for name, r in a["configs"].items():
             if "shares" in r:
