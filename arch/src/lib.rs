@@ -147,11 +147,23 @@ pub trait Guest: Sync {
     /// The registers a stack needs from the gdbstub's `g` reply; `None` when it is too short.
     fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs>;
 
-    /// The registers read with `p` (outside `g`), by name in the target description:
-    /// (privilege, page-table base).
-    fn gdb_extra_registers(&self) -> (Option<&'static str>, Option<&'static str>) {
-        (None, None)
+    /// The registers read with `p` (outside `g`), by name in the target description.
+    fn gdb_extra_registers(&self) -> GdbExtraRegisters {
+        GdbExtraRegisters::default()
     }
+}
+
+/// Registers a stack needs that the gdbstub's `g` reply lacks, read with `p`: each by the
+/// names QEMU's versions give it in the target description, the first one found taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GdbExtraRegisters {
+    /// The privilege level (riscv `priv`).
+    pub privilege: &'static [&'static str],
+    /// The page-table base (riscv `satp`, aarch64 `TTBR0_EL1`).
+    pub page_table_base: &'static [&'static str],
+    /// The control register the CPU mode comes from (aarch64 `SCTLR_EL1`: QEMU 11.1 calls
+    /// it so, 7.2 to 10.0 `SCTLR`).
+    pub control: &'static [&'static str],
 }
 
 /// The registry: the facts of `arch`.

@@ -27,6 +27,16 @@
 //! # Ok::<(), kern_profile::ProfileError>(())
 //! ```
 
+/// `eprintln!` that never panics: with stderr closed (`kern-profile record ... 2>&1 | head`)
+/// a message is lost, not the recording, and QEMU is still stopped in order.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod alloc_cmd;
 pub mod atomic_file;
 pub mod job;

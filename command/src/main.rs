@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use kern_profile::alloc_cmd::{self, AllocFormat, AllocOptions, AllocView};
 use kern_profile::atomic_file::AtomicFile;
+use kern_profile::say;
 use kern_profile::{CpuList, ModeFilter, Options, OutputFormat};
 
 const EXAMPLES: &str = "\
@@ -332,7 +333,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("kern-profile: error: {}", error_text(&e));
+            say!("kern-profile: error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }
@@ -404,10 +405,10 @@ fn run(args: ReportArgs) -> Result<()> {
     out.finish()
         .with_context(|| format!("cannot write {}", LazyOutput::describe(target.as_deref())))?;
     for w in &report.warnings {
-        eprintln!("kern-profile: warning: {w}");
+        say!("kern-profile: warning: {w}");
     }
     if let Some(t) = &target {
-        eprintln!("kern-profile: wrote {}: {}", t.display(), report.summary);
+        say!("kern-profile: wrote {}: {}", t.display(), report.summary);
     }
     Ok(())
 }
@@ -459,10 +460,10 @@ fn run_alloc(args: ReportArgs) -> Result<()> {
         None => alloc_cmd::run_alloc(&raw, elf.as_deref(), Path::new("."), &opts)?,
     };
     for w in &report.warnings {
-        eprintln!("kern-profile: warning: {w}");
+        say!("kern-profile: warning: {w}");
     }
     for f in &report.files {
-        eprintln!("kern-profile: wrote {}", f.display());
+        say!("kern-profile: wrote {}", f.display());
     }
     Ok(())
 }

@@ -102,6 +102,27 @@ fn default_run_writes_cpu_svg() {
     assert!(folded.lines().all(|l| l.starts_with("cpu 1;")), "{folded}");
 }
 
+/// A closed stderr (`kern-profile ... 2>&1 | head -1` once `head` is gone) loses the
+/// messages, not the output: no panic (exit 101), the file written.
+#[test]
+fn a_closed_stderr_loses_only_the_messages() {
+    let dir = common::temp_dir("cli-closed-stderr");
+    common::write(&dir, "raw-data", &common::synthetic_raw(false));
+    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
+        .args(["raw-data", "kernel.elf", "-o", "closed.svg"])
+        .current_dir(&dir)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The read end closed before the command writes: its messages meet EPIPE.
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let svg = std::fs::read_to_string(dir.join("closed.svg")).unwrap();
+    assert!(svg.contains("kernel.elf: 45 samples"));
+}
+
 #[test]
 fn errors_exit_non_zero_and_leave_no_output() {
     let dir = common::temp_dir("cli-errors");

@@ -45,7 +45,7 @@ pub struct VcpuStack {
     pub thread: ThreadId,
     pub regs: CoreRegs,
     pub privilege: Privilege,
-    /// From x86 `cr0`/`efer` or riscv `satp`; unknown on aarch64.
+    /// From x86 `cr0`/`efer`, riscv `satp` or aarch64 `SCTLR_EL1`.
     pub mode: CpuMode,
     /// x86 `cr3`, riscv `satp`, aarch64 `TTBR0_EL1`, when the stub has it.
     pub page_table_base: Option<u64>,
@@ -118,6 +118,8 @@ pub struct Target {
     pub pid: Option<u64>,
     priv_reg: Option<u32>,
     base_reg: Option<u32>,
+    /// aarch64 `SCTLR_EL1`: the CPU mode.
+    ctrl_reg: Option<u32>,
     /// Per vCPU, the stack its last walk read (lowest address, end): the next look reads
     /// it ahead, in the write that stops the guest, as the stack mostly stays put.
     spans: Vec<Option<(u64, u64)>>,
@@ -174,19 +176,21 @@ impl Target {
                 addr: c.addr().to_string(),
                 arch: desc.architecture.clone(),
             })?;
-        let (priv_name, base_name) = guest(arch).gdb_extra_registers();
-        let desc = match (priv_name, base_name) {
-            (None, None) => desc,
-            _ => target::read(c, true)?,
+        let extra = guest(arch).gdb_extra_registers();
+        let desc = match extra == Default::default() {
+            true => desc,
+            false => target::read(c, true)?,
         };
+        let regnum = |names: &[&str]| names.iter().find_map(|n| desc.regnum(n));
         let stopped_vcpu = vcpu_of(&threads, c.selected()).unwrap_or(0);
         Ok(Target {
             arch,
             spans: vec![None; threads.len()],
             threads,
             pid,
-            priv_reg: priv_name.and_then(|n| desc.regnum(n)),
-            base_reg: base_name.and_then(|n| desc.regnum(n)),
+            priv_reg: regnum(extra.privilege),
+            base_reg: regnum(extra.page_table_base),
+            ctrl_reg: regnum(extra.control),
             stopped_vcpu,
         })
     }
@@ -244,6 +248,7 @@ impl Target {
                 reqs.push("g".into());
                 reqs.extend(self.priv_reg.map(|n| format!("p{n:x}")));
                 reqs.extend(self.base_reg.map(|n| format!("p{n:x}")));
+                reqs.extend(self.ctrl_reg.map(|n| format!("p{n:x}")));
                 let ahead = self.spans[v].map_or(Vec::new(), |span| ahead_requests(c, span));
                 reqs.extend(ahead.iter().cloned());
                 Plan {
@@ -300,6 +305,10 @@ impl Target {
             if self.base_reg.is_some() {
                 let (req, r) = next();
                 regs.page_table_base = c.register_reply(req, &r)?.map(|b| le_bytes(&b));
+            }
+            if self.ctrl_reg.is_some() {
+                let (req, r) = next();
+                regs.control = c.register_reply(req, &r)?.map(|b| le_bytes(&b));
             }
             let mut windows: Vec<(u64, Vec<u8>)> = Vec::new();
             for _ in &p.ahead {

@@ -183,7 +183,12 @@ impl Guest for Aarch64 {
         })
     }
 
-    fn gdb_extra_registers(&self) -> (Option<&'static str>, Option<&'static str>) {
-        (None, Some("TTBR0_EL1"))
+    fn gdb_extra_registers(&self) -> crate::GdbExtraRegisters {
+        // The privilege is in `g` (`cpsr`); the MMU's state in SCTLR_EL1's bit 0.
+        crate::GdbExtraRegisters {
+            privilege: &[],
+            page_table_base: &["TTBR0_EL1"],
+            control: &["SCTLR_EL1", "SCTLR"],
+        }
     }
 }

@@ -160,7 +160,11 @@ impl Guest for Riscv64 {
         })
     }
 
-    fn gdb_extra_registers(&self) -> (Option<&'static str>, Option<&'static str>) {
-        (Some("priv"), Some("satp"))
+    fn gdb_extra_registers(&self) -> crate::GdbExtraRegisters {
+        crate::GdbExtraRegisters {
+            privilege: &["priv"],
+            page_table_base: &["satp"],
+            control: &[],
+        }
     }
 }

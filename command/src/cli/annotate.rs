@@ -11,6 +11,7 @@ use kern_profile::collect::Run;
 use kern_profile::job::CpuJob;
 use kern_profile::output::annotate::annotate;
 use kern_profile::{Options, OutputFormat};
+use kern_profile::say;
 
 const ANNOTATE_EXAMPLES: &str = "\
 Examples:
@@ -69,7 +70,7 @@ pub fn run(args: AnnotateArgs) -> Result<ExitCode> {
     );
     let annotation = annotate(&mut run, &args.function, args.exact)?;
     for w in &run.warnings {
-        eprintln!("kern-profile: warning: {w}");
+        say!("kern-profile: warning: {w}");
     }
     let mut out = io::stdout().lock();
     annotation

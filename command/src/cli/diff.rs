@@ -10,6 +10,7 @@ use kern_profile::collect::Run;
 use kern_profile::job::CpuJob;
 use kern_profile::output::gate::{run_gate, Gate};
 use kern_profile::{Options, OutputFormat};
+use kern_profile::say;
 
 const DIFF_EXAMPLES: &str = "\
 Examples:
@@ -120,14 +121,14 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
             );
             let verdict = run_gate(&mut run, &args.base, Some(&mut base_run), gate);
             for w in &base_run.warnings {
-                eprintln!("kern-profile: warning: {w}");
+                say!("kern-profile: warning: {w}");
             }
             verdict?
         }
         None => run_gate(&mut run, &args.base, None, gate)?,
     };
     for w in &run.warnings {
-        eprintln!("kern-profile: warning: {w}");
+        say!("kern-profile: warning: {w}");
     }
     let mut out = io::stdout().lock();
     verdict
@@ -135,7 +136,7 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
         .and_then(|()| out.flush())
         .context("cannot write standard output")?;
     if verdict.failed().next().is_some() {
-        eprintln!(
+        say!(
             "kern-profile: diff: grew past the tolerance: {}",
             verdict.failed_list()
         );

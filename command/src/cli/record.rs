@@ -22,6 +22,7 @@ use kern_profile_gdb::{End, Sampled};
 
 use super::filter_args::FilterArgs;
 use super::session_args::{LaunchArgs, SamplingArgs};
+use kern_profile::say;
 
 const RECORD_EXAMPLES: &str = "\
 Examples:
@@ -135,7 +136,7 @@ pub fn run(a: RecordArgs) -> Result<ExitCode> {
     announce(&session);
     let recorded = session.start()?.finish()?;
     let dir = recorded.session.out.path.clone();
-    eprintln!(
+    say!(
         "kern-profile: QEMU exited ({}){}; drawing {}",
         describe_status(&recorded.status),
         if recorded.interrupted {
@@ -169,14 +170,14 @@ fn draw(
         )
     })?;
     for w in &done.warnings {
-        eprintln!("kern-profile: warning: {w}");
+        say!("kern-profile: warning: {w}");
     }
-    eprintln!("kern-profile: hottest functions ({} samples):", done.total);
+    say!("kern-profile: hottest functions ({} samples):", done.total);
     write_top(&done.top, done.total, std::io::stderr())?;
     for f in &done.files {
-        eprintln!("kern-profile: wrote {}", f.display());
+        say!("kern-profile: wrote {}", f.display());
     }
-    eprintln!("kern-profile: recording: {}", raw.display());
+    say!("kern-profile: recording: {}", raw.display());
     if open_svg {
         open(&dir.join("cpu.svg"));
     }
@@ -186,14 +187,14 @@ fn draw(
 /// Says what is about to run.
 pub fn announce(s: &Session) {
     for n in s.plugin.notes.iter().chain(&s.notes) {
-        eprintln!("kern-profile: note: {n}");
+        say!("kern-profile: note: {n}");
     }
     let from = match s.plugin.source {
         PluginSource::Given => "",
         PluginSource::Installed => " (installed)",
         PluginSource::Embedded => " (built in)",
     };
-    eprintln!(
+    say!(
         "kern-profile: QEMU {} with plugin {}{from}: {}",
         s.qemu.version,
         s.plugin.path.display(),
@@ -209,7 +210,7 @@ fn open(file: &Path) {
         .stdin(std::process::Stdio::null())
         .spawn();
     if let Err(e) = r {
-        eprintln!(
+        say!(
             "kern-profile: cannot open {} with {} ({e}); open it in a browser",
             file.display(),
             opener.to_string_lossy()
@@ -241,7 +242,7 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    eprintln!(
+    say!(
         "kern-profile: sampling {} through its gdbstub, {} looks a second{}; Ctrl-C stops",
         spec.addr,
         spec.rate_hz,
@@ -270,7 +271,7 @@ pub(super) fn say_sampled(run: &Sampled, finished: &str) {
         End::Duration | End::Stopped => finished.to_string(),
         End::Gone(why) => format!("the gdbstub went away ({why})"),
     };
-    eprintln!(
+    say!(
         "kern-profile: {} looks of {} vCPU(s) in {:.1} s ({:.0} a second{}): the guest was stopped {:.0} µs per look (median), {:.1}% of the time; {ended}",
         run.looks,
         run.vcpus,
@@ -292,9 +293,9 @@ pub(super) fn say_sampled(run: &Sampled, finished: &str) {
 /// What `--gdb` says before QEMU starts: the notes on its command, the stub, the rate.
 pub(super) fn announce_gdb(launch: &GdbLaunch, rate: u32) {
     for n in &launch.notes {
-        eprintln!("kern-profile: note: {n}");
+        say!("kern-profile: note: {n}");
     }
-    eprintln!(
+    say!(
         "kern-profile: QEMU {} sampled through its gdbstub ({}), {rate} looks a second",
         launch.qemu.version,
         launch.socket().display()

@@ -36,7 +36,10 @@ pub struct SamplingArgs {
     /// cannot land where interrupts are masked: such code is sampled where it unmasks, and
     /// the report says how long samples waited. The guest must take interrupts (a timer);
     /// --delay then defaults to 1000 (ticks faster than the guest's timer only cost host
-    /// CPU); not with --period
+    /// CPU); not with --period. Samples weigh code by host time, as --delay does; under
+    /// QEMU's -icount (one vCPU) the guest's timer follows instructions and each sample is
+    /// the interrupted instruction, so shares are the exact counts' (QEMU itself runs
+    /// slower under -icount: --period is the cheaper way to instruction shares)
     #[arg(long, value_name = "WHERE", value_parser = ["block", "interrupt"], conflicts_with = "period")]
     pub trigger: Option<String>,
 

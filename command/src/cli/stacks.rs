@@ -19,6 +19,7 @@ use kern_profile::Options;
 use kern_profile_format::{Arch, Privilege};
 use kern_profile_gdb::{Limits, Snapshot, StackOptions, VcpuStack};
 use kern_profile_unwind::tables::kernel_tables_of_elf;
+use kern_profile::say;
 
 const STACKS_EXAMPLES: &str = "\
 Examples:
@@ -120,7 +121,7 @@ pub fn run(a: StacksArgs) -> Result<ExitCode> {
         print_vcpu(&mut out, i as u32, v, snap.arch, sym.as_mut());
     }
     print!("{out}");
-    eprintln!("{}", summary(&snap));
+    say!("{}", summary(&snap));
     Ok(ExitCode::SUCCESS)
 }
 

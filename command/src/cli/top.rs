@@ -18,6 +18,7 @@ use kern_profile::stacks::NameStyle;
 use super::filter_args::FilterArgs;
 use super::record::{announce, announce_gdb, gdb_run_ended, say_sampled};
 use super::session_args::{LaunchArgs, SamplingArgs};
+use kern_profile::say;
 
 const TOP_EXAMPLES: &str = "\
 Examples:
@@ -153,7 +154,7 @@ fn say_kept(raw: &Path, sources: &SymbolSources, console: &Path) {
         elf.push(format!("--symbols {}", files.join(",")));
     }
     let elf = elf.join(" ");
-    eprintln!(
+    say!(
         "kern-profile: recording kept: {} (draw it: kern-profile report {} {elf}); QEMU's console: {}",
         raw.display(),
         raw.display(),
