@@ -134,6 +134,19 @@ pub trait Guest: Sync {
         None
     }
 
+    /// The addresses of the instructions of code `bytes` at `start` up to the first one that
+    /// does not pass control to the next (a jump, call, return or trap), which is included:
+    /// the block TCG translates from `start`, as far as `bytes` go. Into `out`, cleared first.
+    fn block_at(&self, start: u64, bytes: &[u8], out: &mut Vec<u64>) {
+        out.clear();
+        for i in self.decode(start, bytes).unwrap_or_default() {
+            out.push(i.addr);
+            if i.flow != insn::Flow::Next {
+                break;
+            }
+        }
+    }
+
     /// Whether a call ends right at `ret`, given the (up to 8) code bytes `before` that end
     /// there: `Some(target)` when one does, `None` when `ret` is no return address (or the
     /// architecture's code is not decoded).
@@ -276,5 +289,33 @@ mod tests {
         assert_eq!(from_elf(A::Aarch64), Some(Arch::Aarch64));
         assert_eq!(from_elf(A::Riscv32), None);
         assert_eq!(from_elf(A::Arm), None);
+    }
+
+    /// A block ends at its first jump, call, return or trap, which it includes; an
+    /// instruction cut off at the end of the bytes is not one.
+    #[test]
+    fn blocks_end_where_control_leaves() {
+        let block = |arch: Arch, bytes: &[u8]| {
+            let mut out = vec![1];
+            guest(arch).block_at(0x1000, bytes, &mut out);
+            out
+        };
+        // mov eax, 1; add eax, ebx; jmp $; nop
+        let i386 = [0xb8, 1, 0, 0, 0, 0x01, 0xd8, 0xeb, 0xfe, 0x90];
+        assert_eq!(block(Arch::I386, &i386), [0x1000, 0x1005, 0x1007]);
+        assert_eq!(block(Arch::I386, &i386[..8]), [0x1000, 0x1005]);
+        // push rbp; mov rbp, rsp; call +0; nop
+        let x86_64 = [0x55, 0x48, 0x89, 0xe5, 0xe8, 0, 0, 0, 0, 0x90];
+        assert_eq!(block(Arch::X86_64, &x86_64), [0x1000, 0x1001, 0x1004]);
+        // addi a0, a0, 1; c.nop; c.jr ra; addi a0, a0, 1
+        let riscv = [
+            0x13, 0x05, 0x15, 0x00, 0x01, 0x00, 0x82, 0x80, 0x13, 0x05, 0x15, 0x00,
+        ];
+        assert_eq!(block(Arch::Riscv64, &riscv), [0x1000, 0x1004, 0x1006]);
+        // nop; add x0, x0, #1; ret; nop
+        let words: [u32; 4] = [0xd503201f, 0x91000400, 0xd65f03c0, 0xd503201f];
+        let aarch64: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(block(Arch::Aarch64, &aarch64), [0x1000, 0x1004, 0x1008]);
+        assert!(block(Arch::Aarch64, &[]).is_empty());
     }
 }

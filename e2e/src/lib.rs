@@ -29,7 +29,9 @@ pub use gdb::{
 };
 pub use inputs::{built_kernel, skip_unless, Need};
 pub use irq::check_handler_stacks;
-pub use kernels::{boot_kernel, boot_kernel_with, example_kernel, expected_of, nofp_kernel, ARCHES};
+pub use kernels::{
+    boot_kernel, boot_kernel_with, example_kernel, expected_of, nofp_kernel, ARCHES,
+};
 pub use old_qemu::qemu_72_bin;
 pub use user_roots::{elf_names, syscall_roots, user_part_end_of, SyscallRoots, BOUNDARIES};
 pub use virt::{boot_virt, expected_virt, qemu_virt, skip_virt, virt_kernel, virt_user_elf};

@@ -138,9 +138,11 @@ fn stacks_of_a_two_vcpu_guest() {
                 frames.iter().all(|f| f != "??"),
                 "an unnamed frame:\n{block}"
             );
-            let rooted: Vec<String> = frames.iter().rev().take(chain.len()).cloned().collect();
+            // From the root: the whole chain, or (a vCPU stopped between two rounds) the
+            // chain but its last function, with nothing deeper.
+            let from_root: Vec<String> = frames.iter().rev().cloned().collect();
             assert!(
-                rooted == *chain,
+                from_root.starts_with(chain) || from_root == chain[..chain.len() - 1],
                 "look {look}, vCPU {cpu}: not {chain:?} from its root:\n{block}"
             );
         }

@@ -39,14 +39,15 @@ impl Api {
         Build::for_api(self.level()).expect("every Api has a build")
     }
 
-    /// Registers the plugin's lifetime callbacks (vCPU init, idle, resume, translation, exit).
+    /// Registers the plugin's lifetime callbacks (vCPU init, idle, resume, exit) and, with
+    /// `translate`, the translation callback.
     ///
     /// # Safety
     /// From `qemu_plugin_install`, with this plugin's id, on a QEMU of this ABI.
-    pub unsafe fn register_callbacks(self, id: sys::qemu_plugin_id_t) {
+    pub unsafe fn register_callbacks(self, id: sys::qemu_plugin_id_t, translate: bool) {
         match self {
-            Api::V4 => v4::register(id),
-            Api::V7 => v7::register(id),
+            Api::V4 => v4::register(id, translate),
+            Api::V7 => v7::register(id, translate),
         }
     }
 

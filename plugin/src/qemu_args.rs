@@ -40,7 +40,8 @@ pub fn single_threaded_tcg<'a>(args: &[&'a str]) -> Option<&'a str> {
 /// follows the instructions executed, and an interrupt that the instruction budget brings is
 /// taken at the instruction where the budget ran out, not at the next block.
 pub fn counts_instructions(args: &[&str]) -> bool {
-    args.iter().any(|a| matches!(option(a), Some(("icount", _))))
+    args.iter()
+        .any(|a| matches!(option(a), Some(("icount", _))))
 }
 
 /// Splits `/proc/self/cmdline` into arguments.

@@ -40,6 +40,8 @@ pub struct Vcpu {
     pub rng: fastrand::Rng,
     /// `trigger=interrupt`: how long the vCPU's samples waited for their interrupt.
     pub waits: InterruptWaits,
+    /// `trigger=interrupt` without translation: the interrupted block's instructions.
+    pub block: Vec<u64>,
 }
 
 impl Vcpu {
@@ -59,6 +61,7 @@ impl Vcpu {
             hooks: None,
             watch: Default::default(),
             waits: InterruptWaits::default(),
+            block: Vec::new(),
         }
     }
 
@@ -374,13 +377,16 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
     // where the instruction budget runs out to take the interrupt right there, so `from_pc`
     // is the interrupted instruction and the samples fall by instructions, as exact counts
     // do (a random pick would move them forward in the block).
+    // Without a translation callback (`trigger=interrupt` alone), the block is decoded from
+    // guest memory: its instructions up to the first jump, call, return or trap.
     let block = match p.icount {
         true => None,
         false => p.blocks.lock().ok().and_then(|b| b.starting_at(from_pc)),
     };
     let (pc, entry) = match block {
         Some(b) => (b.pc(v.rng.usize(..b.insns.len().max(1))), Some(b.entry)),
-        None => (from_pc, None),
+        None if p.icount => (from_pc, None),
+        None => (decoded_pick(p, &mut v, from_pc), None),
     };
     let site = SampleSite {
         vcpu: idx,
@@ -392,6 +398,29 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
     };
     take_sample(p, &mut v, &site, Some((from_pc, entry.is_none())));
     t.slots.charge(idx as usize, p.now_ns().saturating_sub(now));
+}
+
+/// Code bytes read at an interrupted block's start: TCG's blocks average a few
+/// instructions, x86's longest is 15 bytes.
+const BLOCK_BYTES: usize = 64;
+
+/// A random instruction of the block at `from_pc`, decoded from the guest's code (its bytes
+/// up to [`BLOCK_BYTES`], not past `from_pc`'s page); `from_pc` where they cannot be read.
+fn decoded_pick(p: &Plugin, v: &mut Vcpu, from_pc: u64) -> u64 {
+    let Some(m) = v.machine.as_mut() else {
+        return from_pc;
+    };
+    let in_page = (4096 - (from_pc & 0xfff)) as usize;
+    let mut code = [0u8; BLOCK_BYTES];
+    let code = &mut code[..BLOCK_BYTES.min(in_page)];
+    if !m.membuf.read_memory(from_pc, code) {
+        return from_pc;
+    }
+    kern_profile_arch::guest(p.arch).block_at(from_pc, code, &mut v.block);
+    match v.block.len() {
+        0 => from_pc,
+        n => v.block[v.rng.usize(..n)],
+    }
 }
 
 /// Captures the sample through QEMU's register and memory reads and queues it, after the

@@ -75,6 +75,24 @@ pub fn call_before(before: &[u8], ret: u64, width: u8) -> Option<Option<u64>> {
         .then_some(None)
 }
 
+/// [`crate::Guest::block_at`] for x86 code of `bitness` (32 or 64).
+pub(crate) fn block_at(bitness: u32, start: u64, bytes: &[u8], out: &mut Vec<u64>) {
+    use iced_x86::{Code, Decoder, DecoderOptions, FlowControl};
+    out.clear();
+    let mut d = Decoder::with_ip(bitness, bytes, start, DecoderOptions::NONE);
+    while d.can_decode() {
+        let i = d.decode();
+        // Invalid bytes, or an instruction cut off at the end of `bytes`.
+        if i.code() == Code::INVALID {
+            break;
+        }
+        out.push(i.ip());
+        if i.flow_control() != FlowControl::Next {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -200,6 +200,10 @@ impl Guest for I386 {
         insn::is_ret(code)
     }
 
+    fn block_at(&self, start: u64, bytes: &[u8], out: &mut Vec<u64>) {
+        insn::block_at(32, start, bytes, out)
+    }
+
     /// eax ecx edx ebx esp ebp esi edi eip eflags cs ss ds es fs gs, fs_base gs_base
     /// k_gs_base, cr0 cr2 cr3 cr4 cr8 efer (4 bytes each), the x87 and SSE state: 344 bytes
     /// (QEMU 7.2 to 11.1, in the target description's order).

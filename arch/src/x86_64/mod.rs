@@ -116,6 +116,10 @@ impl Guest for X86_64 {
         insn::is_ret(code)
     }
 
+    fn block_at(&self, start: u64, bytes: &[u8], out: &mut Vec<u64>) {
+        insn::block_at(64, start, bytes, out)
+    }
+
     /// rax rbx rcx rdx rsi rdi rbp rsp r8-r15 rip (8 bytes), eflags cs ss ds es fs gs (4),
     /// fs_base gs_base k_gs_base, cr0 cr2 cr3 cr4 cr8 efer (8, in every CPU mode), x87 and
     /// SSE state: 608 bytes (QEMU 7.2 to 11.1).

@@ -10,8 +10,8 @@ use clap::Args;
 use kern_profile::collect::Run;
 use kern_profile::job::CpuJob;
 use kern_profile::output::annotate::annotate;
-use kern_profile::{Options, OutputFormat};
 use kern_profile::say;
+use kern_profile::{Options, OutputFormat};
 
 const ANNOTATE_EXAMPLES: &str = "\
 Examples:

@@ -9,8 +9,8 @@ use clap::Args;
 use kern_profile::collect::Run;
 use kern_profile::job::CpuJob;
 use kern_profile::output::gate::{run_gate, Gate};
-use kern_profile::{Options, OutputFormat};
 use kern_profile::say;
+use kern_profile::{Options, OutputFormat};
 
 const DIFF_EXAMPLES: &str = "\
 Examples:

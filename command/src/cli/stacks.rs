@@ -12,6 +12,7 @@ use clap::Args;
 use kern_profile::boundary;
 use kern_profile::filter::SampleFilter;
 use kern_profile::input::Sample;
+use kern_profile::say;
 use kern_profile::stacks::{short_path, KeyBuilder};
 use kern_profile::symbolize::{KernelFile, Symbolizer};
 use kern_profile::unnamed::CpuState;
@@ -19,7 +20,6 @@ use kern_profile::Options;
 use kern_profile_format::{Arch, Privilege};
 use kern_profile_gdb::{Limits, Snapshot, StackOptions, VcpuStack};
 use kern_profile_unwind::tables::kernel_tables_of_elf;
-use kern_profile::say;
 
 const STACKS_EXAMPLES: &str = "\
 Examples:

@@ -55,10 +55,12 @@ pub unsafe fn register_discon(id: sys::qemu_plugin_id_t, f: *mut c_void) {
 
 /// # Safety
 /// See [`super::Api::register_callbacks`].
-pub unsafe fn register(id: sys::qemu_plugin_id_t) {
+pub unsafe fn register(id: sys::qemu_plugin_id_t, translate: bool) {
     sys::qemu_plugin_register_vcpu_init_cb(id, Some(vcpu_init));
     sys::qemu_plugin_register_vcpu_idle_cb(id, Some(vcpu_idle));
     sys::qemu_plugin_register_vcpu_resume_cb(id, Some(vcpu_resume));
-    sys::qemu_plugin_register_vcpu_tb_trans_cb(id, Some(tb_trans));
+    if translate {
+        sys::qemu_plugin_register_vcpu_tb_trans_cb(id, Some(tb_trans));
+    }
     sys::qemu_plugin_register_atexit_cb(id, Some(exit), std::ptr::null_mut());
 }

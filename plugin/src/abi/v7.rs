@@ -76,11 +76,13 @@ pub unsafe fn register_discon(id: sys::qemu_plugin_id_t, f: *mut c_void) {
 
 /// # Safety
 /// See [`super::Api::register_callbacks`].
-pub unsafe fn register(id: sys::qemu_plugin_id_t) {
+pub unsafe fn register(id: sys::qemu_plugin_id_t, translate: bool) {
     let none = std::ptr::null_mut();
     register_vcpu_init_cb(id, vcpu_init, none);
     register_vcpu_idle_cb(id, vcpu_idle, none);
     register_vcpu_resume_cb(id, vcpu_resume, none);
-    register_vcpu_tb_trans_cb(id, tb_trans, none);
+    if translate {
+        register_vcpu_tb_trans_cb(id, tb_trans, none);
+    }
     register_atexit_cb(id, exit, none);
 }
