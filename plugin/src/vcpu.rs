@@ -370,15 +370,14 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
     v.waits.add(waited);
     let from_pc = from_pc & p.width.max_addr();
     // TCG takes interrupts between blocks: `from_pc` starts the block that was about to run.
-    // As `delay=` does, a random one of its instructions is sampled, with the registers of
-    // its entry, so that code in the middle of blocks gets its share. Where no block or
-    // several different ones start there (other address spaces), `from_pc` is taken as is.
-    // So it is under `-icount`: the guest's timer follows instructions, and QEMU ends a block
-    // where the instruction budget runs out to take the interrupt right there, so `from_pc`
-    // is the interrupted instruction and the samples fall by instructions, as exact counts
-    // do (a random pick would move them forward in the block).
-    // Without a translation callback (`trigger=interrupt` alone), the block is decoded from
-    // guest memory: its instructions up to the first jump, call, return or trap.
+    // As `delay=` does, a random one of its instructions is sampled, so that code in the
+    // middle of blocks gets its share: from the block seen at translation (with its entry's
+    // frame state) where the plugin translates and one block starts there, else from the
+    // block decoded from guest memory (`trigger=interrupt` alone registers no translation
+    // callback). Not under `-icount`: the guest's timer follows instructions, and QEMU ends a
+    // block where the instruction budget runs out to take the interrupt right there, so
+    // `from_pc` is the interrupted instruction and the samples fall by instructions, as exact
+    // counts do (a random pick would move them forward in the block).
     let block = match p.icount {
         true => None,
         false => p.blocks.lock().ok().and_then(|b| b.starting_at(from_pc)),
