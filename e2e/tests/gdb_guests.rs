@@ -85,8 +85,10 @@ fn record_gdb_samples(arch: &'static str) {
     })
 }
 
-/// Rounds of the 2-vCPU run: ~5 s of TCG here (20,000 took 1 s), the looks ~1.5 s.
-const SMP_ROUNDS: &str = "100000";
+/// Rounds of the 2-vCPU run, which must outlast the looks (~1.5 s): 100,000 took 5 s on one
+/// machine and 1.5 s on another, where the guest was gone by the second look; 400,000 take
+/// 6 s on the faster.
+const SMP_ROUNDS: &str = "400000";
 const LOOKS: usize = 3;
 
 /// `stacks --attach` of the i386 kernel under `-smp 2` (`smp=on`: each CPU runs its own
