@@ -240,7 +240,9 @@ unsafe fn install(
     let arch = guest_arch(info.system_emulation, &target_name(info)).map_err(|e| e.to_string())?;
     let smp = info.__bindgen_anon_1.system.smp_vcpus.max(1) as usize;
     let max = (info.__bindgen_anon_1.system.max_vcpus.max(0) as usize).clamp(smp, 4096);
-    let cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    let cmdline =
+        qemu_args::split_cmdline(&std::fs::read("/proc/self/cmdline").unwrap_or_default());
+    let cmdline: Vec<&str> = cmdline.iter().map(String::as_str).collect();
     check_threading(smp, &cmdline).map_err(|e| e.to_string())?;
     let header = Header {
         arch,
@@ -278,12 +280,7 @@ unsafe fn install(
     let writer = open_output(&cfg.out, &header, version, table)?;
     let mut plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
     plugin.tables = tables;
-    plugin.icount = qemu_args::counts_instructions(
-        &qemu_args::split_cmdline(&cmdline)
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-    );
+    plugin.icount = qemu_args::counts_instructions(&cmdline);
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
     }

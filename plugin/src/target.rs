@@ -3,7 +3,7 @@
 
 use kern_profile_format::Arch;
 
-use crate::qemu_args::{single_threaded_tcg, split_cmdline};
+use crate::qemu_args::single_threaded_tcg;
 
 /// A QEMU the plugin refuses to run in.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -25,14 +25,12 @@ pub fn guest_arch(system_emulation: bool, target_name: &str) -> Result<Arch, Tar
         .ok_or_else(|| TargetError::Unsupported(target_name.to_string()))
 }
 
-/// Refuses several vCPUs on one host thread; `cmdline` is QEMU's `/proc/self/cmdline`.
-pub fn check_threading(smp: usize, cmdline: &[u8]) -> Result<(), TargetError> {
+/// Refuses several vCPUs on one host thread; `args` are QEMU's own (`/proc/self/cmdline`).
+pub fn check_threading(smp: usize, args: &[&str]) -> Result<(), TargetError> {
     if smp <= 1 {
         return Ok(());
     }
-    let args = split_cmdline(cmdline);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match single_threaded_tcg(&args) {
+    match single_threaded_tcg(args) {
         Some(opt) => Err(TargetError::SingleThreadedSmp {
             smp,
             option: opt.to_string(),
@@ -62,13 +60,13 @@ mod tests {
 
     #[test]
     fn threading() {
-        let single = b"qemu\0-smp\x004\0-accel\0tcg,thread=single\0";
+        let single = &["qemu", "-smp", "4", "-accel", "tcg,thread=single"];
         assert_eq!(check_threading(1, single), Ok(()));
         let e = check_threading(4, single).unwrap_err().to_string();
         assert!(
             e.starts_with("-smp 4 with 'tcg,thread=single' runs all vCPUs on one host thread"),
             "{e}"
         );
-        assert_eq!(check_threading(4, b"qemu\0-smp\x004\0"), Ok(()));
+        assert_eq!(check_threading(4, &["qemu", "-smp", "4"]), Ok(()));
     }
 }

@@ -378,14 +378,13 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
     // block where the instruction budget runs out to take the interrupt right there, so
     // `from_pc` is the interrupted instruction and the samples fall by instructions, as exact
     // counts do (a random pick would move them forward in the block).
-    let block = match p.icount {
-        true => None,
-        false => p.blocks.lock().ok().and_then(|b| b.starting_at(from_pc)),
-    };
-    let (pc, entry) = match block {
-        Some(b) => (b.pc(v.rng.usize(..b.insns.len().max(1))), Some(b.entry)),
-        None if p.icount => (from_pc, None),
-        None => (decoded_pick(p, &mut v, from_pc), None),
+    let seen = || p.blocks.lock().ok().and_then(|b| b.starting_at(from_pc));
+    let (pc, entry) = match p.icount {
+        true => (from_pc, None),
+        false => match seen() {
+            Some(b) => (b.pc(v.rng.usize(..b.insns.len().max(1))), Some(b.entry)),
+            None => (decoded_pick(p, &mut v, from_pc), None),
+        },
     };
     let site = SampleSite {
         vcpu: idx,

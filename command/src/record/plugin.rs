@@ -318,7 +318,7 @@ mod tests {
     #[test]
     fn the_embedded_plugins_are_this_version_and_their_builds() {
         if !has_embedded() {
-            say!("built without embedded plugins (KP_EMBED_PLUGIN=0)");
+            eprintln!("built without embedded plugins (KP_EMBED_PLUGIN=0)");
             return;
         }
         for (b, bytes) in BUILDS.iter().zip(EMBEDDED) {
