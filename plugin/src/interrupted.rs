@@ -117,6 +117,23 @@ mod tests {
         assert_eq!(i.read(Reg::Privilege), Some(0x1b));
     }
 
+    /// Linux's entry stacks: a user-mode interrupt's five words end the stack's page, and
+    /// nothing above them is readable (every word of the 686 kernel's user samples was lost
+    /// when the frame was read six words at a time).
+    #[test]
+    fn a_frame_at_the_top_of_its_stack_is_read_without_the_word_above() {
+        let mut r = regs(&[(Reg::StackPointer, 0x2fec), (Reg::Privilege, 0x60)]);
+        let mem = memory(0x2fec, &[0x0804_9b43, 0x73, 0x246, 0xbfff_f000, 0x7b], 4);
+        let mut i = Interrupted::new(Arch::I386, 0x0804_9b43, &mut r, mem);
+        assert_eq!(i.read(Reg::StackPointer), Some(0xbfff_f000));
+        assert_eq!(i.read(Reg::Privilege), Some(0x73));
+        let mut r = regs(&[(Reg::StackPointer, 0x2fd8), (Reg::Privilege, 0x10)]);
+        let mem = memory(0x2fd8, &[0x40_1000, 0x33, 0x246, 0x7fff_0000, 0x2b], 8);
+        let mut i = Interrupted::new(Arch::X86_64, 0x40_1000, &mut r, mem);
+        assert_eq!(i.read(Reg::StackPointer), Some(0x7fff_0000));
+        assert_eq!(i.read(Reg::Privilege), Some(0x33));
+    }
+
     #[test]
     fn an_error_code_and_a_trap_are_found() {
         // A page fault: error code first.

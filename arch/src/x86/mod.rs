@@ -65,26 +65,27 @@ pub(crate) fn interrupted_frame(
     let (Some(sp), Some(cs_now)) = (regs(Role::StackPointer), regs(Role::Privilege)) else {
         return (None, None);
     };
-    let mut buf = [0u8; 48];
-    let frame = &mut buf[..6 * w];
-    if !mem(sp, frame) {
-        return (None, None);
-    }
-    let word = |i: usize| {
+    // Word by word, never past the frame: an interrupt from user mode pushes its five words
+    // at the very top of the kernel's entry stack (Linux: the entry trampoline's page), and
+    // the word above may be unmapped.
+    let mut word = |i: usize| {
         let mut b = [0u8; 8];
-        b[..w].copy_from_slice(&frame[i * w..(i + 1) * w]);
-        u64::from_le_bytes(b)
+        let at = sp.wrapping_add((i * w) as u64);
+        mem(at, &mut b[..w]).then(|| u64::from_le_bytes(b))
     };
-    let Some(k) = (0..2).find(|&k| {
-        let ip = word(k);
-        let cs = word(k + 1);
-        ip.wrapping_sub(from_pc) < 16 && cs != 0 && cs <= 0xffff
-    }) else {
+    let mut frame_at = |k: usize| {
+        let ip = word(k)?;
+        let cs = word(k + 1)?;
+        (ip.wrapping_sub(from_pc) < 16 && cs != 0 && cs <= 0xffff).then_some(cs)
+    };
+    let Some((k, cs)) = (0..2).find_map(|k| frame_at(k).map(|cs| (k, cs))) else {
         return (None, None);
     };
-    let cs = word(k + 1);
     let sp_then = if w == 8 || cs & 3 != cs_now & 3 {
-        word(k + 3)
+        match word(k + 3) {
+            Some(v) => v,
+            None => return (None, None),
+        }
     } else {
         sp.wrapping_add(((k + 3) * w) as u64)
     };
