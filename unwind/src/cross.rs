@@ -179,6 +179,59 @@ where
     plausible.then_some(r)
 }
 
+/// The user context saved right above the frame record at `fp`, where Linux's entry code
+/// saved it without encoding a pointer to it: i386's `entry_SYSENTER_32` pushes `pt_regs`
+/// and calls `do_SYSENTER_32(regs = esp)`, whose record (saved frame pointer, return
+/// address) lies just below them, its saved frame pointer the user's `ebp` at `sysenter`.
+/// The vDSO had set that to its stack pointer, which the kernel copies into `pt_regs->sp`
+/// (and then reloads `pt_regs->bp` from the user stack), so the registers are taken when
+/// they say so: a user code selector, a nonzero ip, and `bp` or `sp` equal to the record's
+/// saved frame pointer.
+fn pt_regs_above_record<R>(fp: u64, saved_fp: u64, width: PtrWidth, read: &mut R) -> Option<PtRegs>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let (bp_at, ip_at, cs_at, sp_at) = match width {
+        PtrWidth::W4 => (20, 48, 52, 60),
+        PtrWidth::W8 => (32, 128, 136, 152),
+    };
+    let w = width.bytes();
+    let regs = fp.checked_add(2 * w as u64)?;
+    let mut word = |at: u64| {
+        let mut b = [0u8; 8];
+        read(regs.checked_add(at)?, &mut b[..w]).then(|| width.word(&b))
+    };
+    let cs = word(cs_at)?;
+    let user_cs = cs <= 0xffff && cs & 3 == 3 && cs & !3 != 0;
+    if !user_cs {
+        return None;
+    }
+    let r = PtRegs {
+        bp: word(bp_at)?,
+        ip: word(ip_at)?,
+        cs,
+        sp: word(sp_at)?,
+    };
+    let linked = r.bp == saved_fp || r.sp == saved_fp;
+    (linked && r.ip != 0 && r.sp != 0).then_some(r)
+}
+
+/// i386 Linux's vDSO entry, `__kernel_vsyscall`: `push ecx; push edx; push ebp; mov ebp,
+/// esp; sysenter`, so the kernel's record kept the user stack pointer as its saved frame
+/// pointer, and the words `[ebp, edx, ecx, return address]` lie there. The first user frame
+/// is then the vDSO's caller, 3 words up, and the chain goes on at the saved `ebp`: a plain
+/// walk would take `edx` (a system call's argument) for a return address.
+fn vsyscall_frame<R>(r: &PtRegs, saved_fp: u64, width: PtrWidth, read: &mut R) -> Option<(u64, u64)>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    if width != PtrWidth::W4 || r.sp != saved_fp {
+        return None;
+    }
+    let mut b = [0u8; 16];
+    read(r.sp, &mut b).then(|| (width.word(&b[..4]), width.word(&b[12..])))
+}
+
 /// Where a stack's span ends when its walk began at `start` (`span` 0: no bound): nothing
 /// is read at or beyond it. Shared by the x86 and the frame-record walks.
 pub(crate) fn span_end(span: u64, start: u64) -> u64 {
@@ -394,6 +447,33 @@ where
             && entries < MAX_ENTRIES
             && saved_fp > fp
             && kernel_interrupt_frame(fp, width, crossings.kernel_cs, &mut read);
+        // i386 Linux's SYSENTER path: the user's registers right above this record.
+        let sysenter = (crossings.linux_pt_regs
+            && !in_user
+            && entries < MAX_ENTRIES
+            && (saved_fp < lowest || saved_fp == 0))
+            .then(|| pt_regs_above_record(fp, saved_fp, width, &mut read))
+            .flatten();
+        if let Some(r) = sysenter {
+            entries += 1;
+            if !frames.push(ret) || !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(r.ip) {
+                break StopReason::DepthLimit;
+            }
+            lowest = r.sp;
+            seg_start = r.sp;
+            in_user = true;
+            fp = match vsyscall_frame(&r, saved_fp, width, &mut read) {
+                Some((saved, caller)) if caller != 0 => {
+                    if !frames.push(caller) {
+                        break StopReason::DepthLimit;
+                    }
+                    lowest = r.sp + 16;
+                    saved
+                }
+                _ => r.bp,
+            };
+            continue;
+        }
         if from_user || from_kernel {
             entries += 1;
             // The interrupted ip as is; user space gets a guard of its own.

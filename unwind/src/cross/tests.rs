@@ -169,6 +169,59 @@ fn a_jump_down_to_the_user_stack_is_a_stack_switch() {
     assert_eq!(stop, StopReason::NotIncreasing);
 }
 
+/// i386 Linux's SYSENTER path (Debian's 686 kernel): `entry_SYSENTER_32` saves `pt_regs`
+/// without encoding a pointer to them and calls `do_SYSENTER_32`, whose record keeps the
+/// user's `ebp` at `sysenter`: the user stack pointer, as the vDSO's `__kernel_vsyscall` set
+/// it over `[ebp, edx, ecx, return]`. The kernel copies it into `pt_regs->sp` and reloads
+/// `pt_regs->bp` from it. The user part is the landing pad, then the vDSO's caller, never
+/// `edx` (a read's count, which the walk took for a return address before).
+#[test]
+fn i386_linux_sysenter_crosses_into_the_vdso_caller() {
+    let mut m = Mem::new(PtrWidth::W4);
+    let kstack = 0xc2a0_1f00u64;
+    let rec = kstack + 0x20; // do_SYSENTER_32's record
+    let regs = rec + 8;
+    let user_sp = 0xbfff_f000u64;
+    let user_bp = 0xbfff_f100u64;
+    m.frame(kstack, rec, 0xc10d_0100); // ksys_read <- ...
+    m.frame(rec, user_sp, 0xc191_a0a8); // the return into entry_SYSENTER_32
+    m.put(regs + 20, user_bp); // bp, reloaded from the user stack
+    m.put(regs + 48, 0xb7ff_0429); // ip: the vDSO's landing pad
+    m.put(regs + 52, 0x73); // cs: user
+    m.put(regs + 60, user_sp); // sp
+    m.put(user_sp, user_bp); // the pushed ebp
+    m.put(user_sp + 4, 0x1_0000); // edx: the read's count
+    m.put(user_sp + 8, 3); // ecx
+    m.put(user_sp + 12, 0x0805_1234); // the return into the caller of __kernel_vsyscall
+    m.frame(user_bp, 0, 0x0804_9000);
+    let (frames, stop) = m.walk(kstack - 8, kstack, Crossings::ALL);
+    assert_eq!(
+        frames,
+        [
+            0xc10d_0100,
+            0xc191_a0a8,
+            KE,
+            0xb7ff_0429,
+            0x0805_1234,
+            0x0804_9000
+        ]
+    );
+    assert_eq!(stop, StopReason::NullFramePointer);
+    // A stub that kept the user's own frame pointer (bp is the record's, sp elsewhere):
+    // the user chain goes on at bp.
+    m.frame(rec, user_bp, 0xc191_a0a8);
+    m.put(regs + 60, user_sp - 0x40);
+    let (frames, _) = m.walk(kstack - 8, kstack, Crossings::ALL);
+    assert_eq!(
+        frames,
+        [0xc10d_0100, 0xc191_a0a8, KE, 0xb7ff_0429, 0x0804_9000]
+    );
+    // Registers that hold neither are no pt_regs: a stack switch, as before.
+    m.put(regs + 20, user_bp + 4);
+    let (frames, _) = m.walk(kstack - 8, kstack, Crossings::ALL);
+    assert_eq!(frames[..3], [0xc10d_0100, 0xc191_a0a8, SW]);
+}
+
 /// A non-Linux kernel's system-call stub that starts with `push ebp; mov ebp, esp` right
 /// below the CPU's interrupt frame (the example kernel's `syscall_entry`): the record's
 /// "return address" is the interrupted user ip, so the walk marks a kernel entry there and
