@@ -199,7 +199,10 @@ pub fn annotate(
     let elf = run.sym.elf().ok_or_else(|| {
         ProfileError::Unsupported("annotate needs the kernel ELF (its code and DWARF)".into())
     })?;
-    let sym = find_function(elf.symbols.symbols(), function)?.clone();
+    // The ELF's own symbols, or a Linux image's kallsyms (a vmlinux extracted from a vmlinuz
+    // has no symbol table).
+    let symbols: Vec<&Symbol> = run.sym.kernel_symbols().collect();
+    let sym = find_function(&symbols, function)?.clone();
     let arch = elf.arch;
     let code = elf
         .code_at(sym.start, (sym.end - sym.start) as usize)
@@ -275,13 +278,19 @@ pub fn annotate(
     })
 }
 
-/// The symbol named `name` (full, or its tail after `::`); an error suggesting close names.
-pub fn find_function<'a>(symbols: &'a [Symbol], name: &str) -> Result<&'a Symbol, ProfileError> {
+/// The symbol named `name` (full, or its tail after `::`; the first of several with the same
+/// full name, as kallsyms lists static functions of different files); an error suggesting
+/// close names.
+pub fn find_function<'a>(symbols: &[&'a Symbol], name: &str) -> Result<&'a Symbol, ProfileError> {
     let tail = |s: &str| s.rsplit("::").next().unwrap_or(s).to_string();
     if let Some(s) = symbols.iter().find(|s| &*s.name == name) {
         return Ok(s);
     }
-    let by_tail: Vec<&Symbol> = symbols.iter().filter(|s| tail(&s.name) == name).collect();
+    let by_tail: Vec<&Symbol> = symbols
+        .iter()
+        .copied()
+        .filter(|s| tail(&s.name) == name)
+        .collect();
     match by_tail.as_slice() {
         [one] => return Ok(one),
         [] => {}
@@ -310,7 +319,7 @@ pub fn find_function<'a>(symbols: &'a [Symbol], name: &str) -> Result<&'a Symbol
         format!("; did you mean {}?", names.join(", "))
     };
     Err(ProfileError::Unsupported(format!(
-        "no function `{name}` in the ELF's symbol table{hint}"
+        "no function `{name}` in the kernel's symbols{hint}"
     )))
 }
 
@@ -344,12 +353,17 @@ mod tests {
 
     #[test]
     fn names_full_or_by_tail_else_suggestions() {
-        let syms = [
+        let owned = [
             sym("kernel::workload::hot_leaf", 0x10),
             sym("kernel::workload::cold_leaf", 0x20),
             sym("a::new", 0x30),
             sym("b::new", 0x40),
+            // kallsyms: two static functions of one name; the first is taken.
+            sym("show_state", 0x50),
+            sym("show_state", 0x60),
         ];
+        let syms: Vec<&Symbol> = owned.iter().collect();
+        assert_eq!(find_function(&syms, "show_state").unwrap().start, 0x50);
         assert_eq!(find_function(&syms, "hot_leaf").unwrap().start, 0x10);
         assert_eq!(
             find_function(&syms, "kernel::workload::cold_leaf")

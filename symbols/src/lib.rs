@@ -463,6 +463,13 @@ impl Symbolizer {
         self.elf.as_ref()
     }
 
+    /// The kernel's symbols, in lookup order: the ELF's symbol table, then the other sources'
+    /// (a Linux image's kallsyms, `--symbols` maps).
+    pub fn kernel_symbols(&self) -> impl Iterator<Item = &Symbol> + '_ {
+        let elf = self.elf.iter().flat_map(|e| e.symbols.symbols());
+        elf.chain(self.maps.iter().flat_map(|m| m.symbols()))
+    }
+
     /// Warnings from loading (e.g. unreadable DWARF), the user programs' included.
     pub fn warnings(&self) -> Vec<SymbolWarning> {
         let mut w = self.elf.as_ref().map_or(Vec::new(), |e| e.warnings.clone());

@@ -34,7 +34,8 @@ pub struct AnnotateArgs {
     #[arg(value_name = "RAW")]
     raw: PathBuf,
 
-    /// The kernel ELF that ran (its code, symbols and DWARF)
+    /// The kernel ELF that ran (its code, symbols and DWARF), or a Linux image (vmlinuz,
+    /// Image.gz) named by its own kallsyms
     #[arg(value_name = "ELF")]
     elf: PathBuf,
 
