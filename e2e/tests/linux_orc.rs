@@ -243,3 +243,125 @@ fn debian_6_1_amd64_recorded_through_its_gdbstub() {
     let total: u64 = folded.iter().map(|(_, c)| c).sum();
     assert!(unknown * 20 < total, "{unknown} of {total} samples unnamed");
 }
+
+/// A Linux guest already running, as a developer's own script starts it (`-gdb` on a socket,
+/// `nokaslr` on its command line; issue 29's `--attach`): `stacks --attach` prints a named
+/// stack for each of its two vCPUs in the kernel, `record --attach --duration 2` samples it
+/// through the stub for its 2 s and names it from the image alone, and both leave it running:
+/// the guest finishes its boot and workload and powers off.
+#[test]
+fn debian_6_1_amd64_attached_while_it_runs() {
+    let Some(vmlinuz) = guest("x86_64") else {
+        return;
+    };
+    alone(|| {
+        let out = scratch("linux-attach");
+        let o = Command::new("bash")
+            .arg(root().join("scripts/guests/run-linux.sh"))
+            .args(["--arch", "x86_64", "--print0", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let sock = out.join("gdb.sock");
+        let mut qemu: Vec<String> = String::from_utf8(o.stdout)
+            .unwrap()
+            .split_terminator('\0')
+            .map(String::from)
+            .collect();
+        qemu.extend([
+            "-gdb".to_string(),
+            format!("unix:{},server=on,wait=off", sock.display()),
+        ]);
+        let mut c = Command::new(&qemu[0]);
+        c.args(&qemu[1..]);
+        let guest = std::thread::spawn(move || output_of_alone_test(c, Duration::from_secs(1300)));
+        let console = out.join("console.log");
+        // Attached during the boot, which outlasts the looks (the workload takes 3 s).
+        wait_for_console(&console, "smp: Brought up");
+        let attach = format!("unix:{}", sock.display());
+        let image = vmlinuz.display().to_string();
+
+        let o = stacks(&["--attach", &attach, &image]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "stacks --attach: {err}\n{text}");
+        println!("stacks --attach:\n{text}");
+        let blocks: Vec<&str> = text
+            .split("\n\n")
+            .filter(|b| !b.trim().is_empty())
+            .collect();
+        assert_eq!(blocks.len(), 2, "two vCPUs:\n{text}");
+        for (cpu, block) in blocks.iter().enumerate() {
+            assert!(block.starts_with(&format!("vCPU {cpu} ")), "{block}");
+            // A vCPU in a user program (busybox, no frame pointers) shows its pc alone.
+            if block
+                .lines()
+                .next()
+                .is_some_and(|l| l.contains("): user, pc 0x"))
+            {
+                continue;
+            }
+            let frames = frames_of(block);
+            assert!(!frames.is_empty(), "no frame:\n{block}");
+            assert!(
+                frames.iter().all(|f| !f.is_empty() && f != "??"),
+                "an unnamed frame:\n{block}"
+            );
+        }
+
+        let dir = out.join("record");
+        let mut c = Command::new(bin());
+        c.args([
+            "record",
+            "--attach",
+            &attach,
+            "--duration",
+            "2",
+            "--kernel",
+            &image,
+            "-o",
+        ])
+        .arg(&dir);
+        let o = output_with_timeout(c, Duration::from_secs(120));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        println!("record --attach:\n{stderr}");
+        assert!(o.status.success(), "record --attach: {stderr}");
+        assert!(
+            !stderr.contains("went away"),
+            "record ended before its 2 s: {stderr}"
+        );
+        let raw = dir.join("cpu.raw");
+        let folded = parse_folded(&kern_profile(&[
+            raw.to_str().unwrap(),
+            &image,
+            "-f",
+            "folded",
+            "-o",
+            "-",
+        ]));
+        let (n, mean, rooted) = kernel_stacks(&folded);
+        println!("attached: {n} kernel samples, mean depth {mean:.2}, {rooted} at a root");
+        assert!(n >= 50, "only {n} kernel samples in 2 s");
+        assert!(rooted * 10 >= n * 9, "{rooted} of {n} at a root");
+        let unnamed: u64 = folded
+            .iter()
+            .filter(|(s, _)| s.iter().any(|f| f.starts_with("0xffffffff")))
+            .map(|(_, c)| c)
+            .sum();
+        assert!(
+            unnamed * 100 <= n,
+            "{unnamed} samples with unnamed kernel frames"
+        );
+
+        let run = guest.join().unwrap();
+        let text = std::fs::read_to_string(&console).unwrap_or_default();
+        assert!(
+            run.status.success()
+                && text.contains("workload done")
+                && text.contains("reboot: Power down"),
+            "the guest did not finish after the looks: {}\n{text}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    });
+}
