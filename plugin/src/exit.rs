@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
+use crate::sample_costs::SampleCosts;
 use crate::summary::{alloc_line, summary_line, timer_line};
 use kern_profile_format::{InterruptWaits, SamplingMode, Stats, StopCounts};
 use kern_profile_sampler::alloc_hooks::CallCounts;
@@ -18,7 +19,7 @@ pub fn finish() {
         return;
     }
     let mut timer = timer::stop(p);
-    let (stops, mut vcpu_instructions, calls, waits) = drain_vcpus(p);
+    let (stops, mut vcpu_instructions, calls, waits, costs) = drain_vcpus(p);
     if let Some((t, _)) = timer.as_mut().filter(|_| p.cfg.at_interrupts) {
         t.interrupts = Some(waits);
     }
@@ -69,6 +70,10 @@ pub fn finish() {
         if p.cfg.at_interrupts && p.icount {
             line.push_str(" (-icount: each at the interrupted instruction, by instructions)");
         }
+        if let Some(c) = costs.line() {
+            line.push_str("; ");
+            line.push_str(&c);
+        }
         stderr_line(&line);
     }
     if let (Some(a), Some(s)) = (&p.alloc, alloc_stats) {
@@ -79,7 +84,15 @@ pub fn finish() {
 /// Hands every vCPU's last batch to the writer (with `alloc=`, after its pending calls as
 /// calls that never returned); returns the unwind stops of all vCPUs, each one's instruction
 /// count, what the hooked calls did, and how long `trigger=interrupt` samples waited.
-fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>, CallCounts, InterruptWaits) {
+fn drain_vcpus(
+    p: &Plugin,
+) -> (
+    StopCounts,
+    Vec<u64>,
+    CallCounts,
+    InterruptWaits,
+    SampleCosts,
+) {
     // vCPUs may still run (the guest wrote isa-debug-exit from one of them): each vCPU's
     // lock orders its last callback before what is read here.
     let mut stops = StopCounts::default();
@@ -87,6 +100,7 @@ fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>, CallCounts, InterruptWaits)
     let mut busy = Vec::new();
     let mut calls = CallCounts::default();
     let mut waits = InterruptWaits::default();
+    let mut costs = SampleCosts::default();
     for (i, slot) in p.vcpus.iter().enumerate() {
         let Some(mut v) = lock_within(&slot.0, EXIT_LOCK_WAIT) else {
             busy.push(i);
@@ -101,6 +115,7 @@ fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>, CallCounts, InterruptWaits)
         icounts[i] = v.counter.instructions(p.acc.get(i as u32));
         stops.merge(v.capture.stops());
         waits.merge(&v.waits);
+        costs.merge(&v.costs);
         crate::alloc::finish_vcpu(p, i as u32, &mut v);
         if let Some(c) = v.hooks.as_ref().map(|h| h.counts()) {
             calls.events += c.events;
@@ -117,5 +132,5 @@ fn drain_vcpus(p: &Plugin) -> (StopCounts, Vec<u64>, CallCounts, InterruptWaits)
             "kern-profile: vCPUs {busy:?} were busy at exit; their last samples are lost"
         ));
     }
-    (stops, icounts, calls, waits)
+    (stops, icounts, calls, waits, costs)
 }

@@ -43,6 +43,7 @@ pub mod host_timer;
 pub mod interrupted;
 pub mod kernel_tables;
 pub mod qemu_args;
+pub mod sample_costs;
 pub mod summary;
 pub mod target;
 pub mod trigger;

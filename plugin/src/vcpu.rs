@@ -42,6 +42,8 @@ pub struct Vcpu {
     pub waits: InterruptWaits,
     /// `trigger=interrupt` without translation: the interrupted block's instructions.
     pub block: Vec<u64>,
+    /// `delay=`: what each sample cost in the plugin, by mode.
+    pub costs: crate::sample_costs::SampleCosts,
 }
 
 impl Vcpu {
@@ -62,6 +64,7 @@ impl Vcpu {
             watch: Default::default(),
             waits: InterruptWaits::default(),
             block: Vec::new(),
+            costs: Default::default(),
         }
     }
 
@@ -344,8 +347,10 @@ fn sample_armed(p: &Plugin, t: &timer::Timed, idx: u32, v: &mut Vcpu, block: &Bl
         icount: 0,
         time_ns: now,
     };
-    take_sample(p, v, &site, None);
-    t.slots.charge(idx as usize, p.now_ns().saturating_sub(now));
+    let (user, frames) = take_sample(p, v, &site, None);
+    let cost = p.now_ns().saturating_sub(now);
+    v.costs.add(user, cost, frames);
+    t.slots.charge(idx as usize, cost);
 }
 
 /// `trigger=interrupt`: QEMU's discontinuity callback (an interrupt is being
@@ -394,8 +399,10 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
         icount: 0,
         time_ns: now,
     };
-    take_sample(p, &mut v, &site, Some((from_pc, entry.is_none())));
-    t.slots.charge(idx as usize, p.now_ns().saturating_sub(now));
+    let (user, frames) = take_sample(p, &mut v, &site, Some((from_pc, entry.is_none())));
+    let cost = p.now_ns().saturating_sub(now);
+    v.costs.add(user, cost, frames);
+    t.slots.charge(idx as usize, cost);
 }
 
 /// Code bytes read at an interrupted block's start: TCG's blocks average a few
@@ -428,7 +435,13 @@ fn decoded_pick(p: &Plugin, v: &mut Vcpu, from_pc: u64) -> u64 {
 /// instruction and the sample is of the code interrupted at `from_pc` ([`Interrupted`]);
 /// `classify`: its frame state is read from the interrupted instruction's bytes (no block of
 /// its told it).
-fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite, interrupted: Option<(u64, bool)>) {
+/// Returns whether the sample was of user mode, and its return addresses (markers included).
+fn take_sample(
+    p: &Plugin,
+    v: &mut Vcpu,
+    site: &SampleSite,
+    interrupted: Option<(u64, bool)>,
+) -> (bool, usize) {
     let Vcpu {
         machine,
         capture,
@@ -468,7 +481,9 @@ fn take_sample(p: &Plugin, v: &mut Vcpu, site: &SampleSite, interrupted: Option<
             SampleExtras::default(),
         ),
     };
+    let taken = (rec.user, rec.frames.len());
     if buffer.push(p.width.bytes(), &rec, &extras) {
         send(p, buffer);
     }
+    taken
 }

@@ -9,14 +9,26 @@ kernel (the same per-block counting, ten times the samples), paired by round, (w
 difference) / (samples difference): QEMU's register and memory reads, the walk, the record and
 the writer. The four configurations of an architecture run round-robin; the ratio is each
 round's CFI cost over that round's frame-pointer cost.
+
+Linux (issue 28's ORC row): Debian's amd64 6.1 kernel has no frame-pointer build, so its
+samples' cost comes from the plugin itself. With `delay=` the plugin times every sample from
+its tick's callback to the record queued (QEMU's dispatch before the callback excepted) and
+says at exit what a kernel-mode sample took (median) over how many frames. Three
+configurations round-robin, `delay=100` on run-linux.sh's workload: the amd64 kernel walked
+by its ORC table (`elf=` its vmlinuz), the same kernel walked by frame pointers (it has none:
+one or two frames, a sample's floor), and the i386 686 kernel of the same release walked by
+its frame pointers (a whole stack). The ratio is each round's ORC kernel sample over its i386
+frame-pointer one, and per frame.
 """
 
 import os
+import re
 import shutil
 
 from common import (KERNELS, BenchError, fmt_spread, format_table, judge, marginal_cost,
                     qemu_command, round_robin, say, spread)
 from overhead import cpu_rounds, unavailable
+import linux
 
 NAME = "sample_cost"
 ARCHES = ["i386", "x86_64", "riscv64", "aarch64"]
@@ -80,9 +92,59 @@ def measure_arch(b, arch, rounds, how):
             "ratio": {"wall": by_round("wall"), "cpu": by_round("cpu")}}
 
 
+# (name, Linux guest, plugin arguments; {vmlinuz}: that guest's image)
+LINUX_CONFIGS = [
+    ("amd64 ORC", "x86_64", "delay=100,elf={vmlinuz}"),
+    ("amd64 frame pointers", "x86_64", "delay=100"),
+    ("i386 frame pointers", "i386", "delay=100"),
+]
+COST_RE = re.compile(r"kernel-mode ([0-9.]+) µs, ([0-9.]+) frames")
+
+
+def measure_linux(b):
+    """The plugin's own time per kernel-mode sample on Debian's Linux guests."""
+    why = next((w for w in (linux.unavailable(b, a) for a in ("x86_64", "i386")) if w), None)
+    if why:
+        return {"skipped": why}
+    argvs = []
+    for i, (name, arch, pargs) in enumerate(LINUX_CONFIGS):
+        outdir = os.path.join(b.data, f"sample-cost-linux-{i}")
+        os.makedirs(outdir, exist_ok=True)
+        vmlinuz = os.path.join(b.root, "target/linux", arch, "vmlinuz")
+        pargs = pargs.format(vmlinuz=vmlinuz)
+        argvs.append((linux.argv_for(b, arch, outdir, pargs), outdir, pargs))
+    say(f"sample cost, Linux: {len(argvs)} configurations x {b.linux_runs} runs, round-robin")
+
+    def run_one(i):
+        argv, outdir, pargs = argvs[i]
+        tag = f"sample-cost-linux-{i}"
+        fig = linux.run_once(b, argv, outdir, tag, pargs)
+        err = open(os.path.join(b.data, f"{tag}.stderr"), errors="replace").read()
+        m = COST_RE.search(err)
+        if not m:
+            raise BenchError(f"{tag}: the plugin printed no sample cost ({LINUX_CONFIGS[i][0]})")
+        fig["kernel_us"], fig["kernel_frames"] = float(m.group(1)), float(m.group(2))
+        return fig
+
+    configs = [(name, pargs) for name, _, pargs in LINUX_CONFIGS]
+    per, orders = round_robin(configs, b.linux_runs, run_one, "sample cost, Linux")
+    orc, fp = per["amd64 ORC"], per["i386 frame pointers"]
+    ratio = [o / f for o, f in zip(orc["kernel_us"], fp["kernel_us"]) if f > 0]
+    per_frame = [(o / of) / (f / ff) for o, of, f, ff in
+                 zip(orc["kernel_us"], orc["kernel_frames"], fp["kernel_us"],
+                     fp["kernel_frames"]) if f > 0 and of > 0 and ff > 0]
+    return {"orders": orders, "runs": per,
+            "us": {name: spread(per[name]["kernel_us"]) for name, _ in configs},
+            "frames": {name: spread(per[name]["kernel_frames"]) for name, _ in configs},
+            "ratio": spread(ratio), "ratio_per_frame": spread(per_frame)}
+
+
 def measure(b):
     res = {"archs": {}, "skipped": {}}
     b.results[NAME] = res
+    res["linux"] = measure_linux(b)
+    if "skipped" in res["linux"]:
+        say(f"sample cost, Linux: skipped: {res['linux']['skipped']}")
     for arch in ARCHES:
         why = unavailable(b, arch)
         if why is None and not os.path.isfile(nofp_kernel(b, arch)):
@@ -114,15 +176,33 @@ def table(b):
                      fmt_spread(ratio, "x") if ratio else "-",
                      fmt_spread(a["ratio"]["cpu"], "x") if a["ratio"]["cpu"] else "-",
                      f"≤{TARGET_RATIO:g}x", result))
+    text_linux = ""
+    lx = res.get("linux", {})
+    if "ratio" in lx:
+        fail = [] if lx["ratio"] and lx["ratio"]["median"] <= TARGET_RATIO else ["ratio"]
+        result = judge([f"≤{TARGET_RATIO:g}x"], fail)
+        checks.append(("sample_cost Linux ORC", result))
+        lrows = [(name, fmt_spread(lx["us"][name], " µs"),
+                  f"{lx['frames'][name]['median']:.1f}") for name, _, _ in LINUX_CONFIGS]
+        text_linux = (
+            "\nSample cost, Linux (the plugin's own time per kernel-mode sample, median of "
+            f"each run; {b.linux_runs} runs of each, delay=100):\n"
+            + format_table(("configuration", "kernel-mode sample min/med/max", "frames"),
+                           [("", lrows)], {1, 2})
+            + f"\nORC against i386 frame pointers: {fmt_spread(lx['ratio'], 'x')} a sample, "
+            f"{fmt_spread(lx['ratio_per_frame'], 'x')} a frame (target ≤{TARGET_RATIO:g}x a "
+            f"sample): {result}\n")
     if not rows:
+        if text_linux:
+            return text_linux, checks
         return "sample cost: no architecture could be measured (see the notes)", checks
     head = ("kernel", "frame-pointer sample", "CFI sample", "ratio wall min/med/max",
             "ratio CPU min/med/max", "target", "result")
     text = format_table(head, [(f"{b.runs} runs of each, {HI} against {LO}",
                                 rows)], {1, 2, 3, 4})
     return ("Sample cost, example kernels: a sample walked by CFI (the build without frame "
-            "pointers, elf=) against one walked by frame pointers, µs of wall time:\n" + text,
-            checks)
+            "pointers, elf=) against one walked by frame pointers, µs of wall time:\n" + text
+            + text_linux, checks)
 
 
 def notes(b):
@@ -137,4 +217,11 @@ def notes(b):
                  f"{fmt_spread(a['cfi_us']['wall'], ' µs')} a sample (wall)")
     for arch, why in res["skipped"].items():
         n.append(f"  {arch} skipped: {why}")
+    lx = res.get("linux", {})
+    if "skipped" in lx:
+        n.append(f"  Linux skipped: {lx['skipped']}")
+    elif lx:
+        n.append("  Linux: " + "; ".join(f"{name}: {LINUX_CONFIGS[i][2]}" for i, (name, _, _)
+                                         in enumerate(LINUX_CONFIGS))
+                 + " (run-linux.sh's command; the plugin's exit line 'a sample took ...')")
     return n
