@@ -8,7 +8,7 @@ use crate::options::Options;
 use crate::output::formats::{self, renderer};
 use crate::output::CpuRenderer;
 use crate::stacks::NameStyle;
-use crate::symbolize::Symbolizer;
+use crate::symbolize::{KernelFile, Symbolizer};
 use crate::ProfileError;
 
 /// Where names come from: the kernel ELF and/or further symbol sources (`--symbols`: text
@@ -23,7 +23,17 @@ pub struct SymbolSources {
 impl SymbolSources {
     /// Loads every source.
     pub fn load(&self) -> Result<Symbolizer, ProfileError> {
-        let mut sym = Symbolizer::load(self.elf.as_deref(), &self.symbols)?;
+        self.load_with(None)
+    }
+
+    /// Loads every source, the kernel from `kernel` when the caller already read it from
+    /// [`Self::elf`] (`record` checks it before QEMU starts: a Linux image is not unpacked
+    /// twice).
+    pub fn load_with(&self, kernel: Option<KernelFile>) -> Result<Symbolizer, ProfileError> {
+        let mut sym = match (kernel, self.elf.as_deref()) {
+            (Some(k), Some(path)) => Symbolizer::with_kernel(Some((k, path)), &self.symbols)?,
+            _ => Symbolizer::load(self.elf.as_deref(), &self.symbols)?,
+        };
         for u in &self.user_binaries {
             sym.add_user_binary(u)?;
         }

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use kern_profile::job::SymbolSources;
 use kern_profile::record::aggregate::aggregate;
+use kern_profile::symbolize::KernelFile;
 use kern_profile::Options;
 
 /// Counts the opens of watched files (inotify `IN_OPEN`).
@@ -86,7 +87,7 @@ fn every_output_of_a_recording_comes_from_one_read_of_it_and_of_the_elf() {
     };
     let counter = OpenCounter::new();
     let (raw_wd, elf_wd) = (counter.watch(&raw), counter.watch(&elf));
-    let done = aggregate(&raw, &dir, &sources, &Options::default(), true, 10).unwrap();
+    let done = aggregate(&raw, &dir, &sources, None, &Options::default(), true, 10).unwrap();
     let names: Vec<_> = done
         .files
         .iter()
@@ -109,4 +110,34 @@ fn every_output_of_a_recording_comes_from_one_read_of_it_and_of_the_elf() {
     let count = |wd| opened.iter().filter(|&&w| w == wd).count();
     assert_eq!(count(raw_wd), 1, "opens of the recording");
     assert_eq!(count(elf_wd), 1, "opens of the kernel ELF");
+}
+
+/// `record` reads the kernel before QEMU starts (to check it) and hands what it read to the
+/// drawing: a Linux image is not unpacked a second time, nor the ELF opened again.
+#[test]
+fn a_kernel_already_read_is_not_read_again() {
+    let dir = common::temp_dir("preloaded");
+    let raw = common::write(&dir, "cpu.raw", &common::synthetic_raw(false));
+    let elf = dir.join("tiny.elf");
+    std::fs::copy(common::tiny_elf(), &elf).unwrap();
+    let sources = SymbolSources {
+        elf: Some(elf.clone()),
+        ..SymbolSources::default()
+    };
+    let kernel = KernelFile::load(&elf).unwrap();
+    let counter = OpenCounter::new();
+    let elf_wd = counter.watch(&elf);
+    let done = aggregate(
+        &raw,
+        &dir,
+        &sources,
+        Some(kernel),
+        &Options::default(),
+        false,
+        10,
+    );
+    let done = done.unwrap();
+    assert!(!done.top.is_empty());
+    let opened = counter.opens();
+    assert_eq!(opened.iter().filter(|&&w| w == elf_wd).count(), 0);
 }

@@ -23,6 +23,19 @@ pub struct KernelFile {
     pub vmlinux: Option<Vec<u8>>,
 }
 
+impl std::fmt::Debug for KernelFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelFile")
+            .field("elf", &self.elf.as_ref().map(|e| e.path.clone()))
+            .field(
+                "kallsyms",
+                &self.kallsyms.as_ref().map(|k| k.table.symbols().len()),
+            )
+            .field("vmlinux", &self.vmlinux.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
 /// The code symbols of a Linux image's kallsyms tables.
 pub struct KallsymsNames {
     pub table: SymbolTable,

@@ -17,6 +17,7 @@ use kern_profile::record::launch::Console;
 use kern_profile::record::launch::{describe_status, exit_code};
 use kern_profile::record::plugin::PluginSource;
 use kern_profile::record::{ConsoleSpec, Session};
+use kern_profile::symbolize::KernelFile;
 use kern_profile::Options;
 use kern_profile_gdb::{End, Sampled};
 
@@ -134,7 +135,7 @@ pub fn run(a: RecordArgs) -> Result<ExitCode> {
     );
     let session = Session::prepare(&spec)?;
     announce(&session);
-    let recorded = session.start()?.finish()?;
+    let mut recorded = session.start()?.finish()?;
     let dir = recorded.session.out.path.clone();
     say!(
         "kern-profile: QEMU exited ({}){}; drawing {}",
@@ -146,10 +147,25 @@ pub fn run(a: RecordArgs) -> Result<ExitCode> {
         },
         recorded.raw.display()
     );
+    let kernel = recorded.session.kernel.take();
     let sources = &recorded.session.sources;
     let opts = a.filter.options();
-    draw(&recorded.raw, &dir, sources, &opts, a.exact, a.top, a.open)?;
+    let show = Show {
+        exact: a.exact,
+        top: a.top,
+        open: a.open,
+    };
+    draw(&recorded.raw, &dir, sources, kernel, &opts, show)?;
     Ok(ExitCode::from(exit_code(&recorded.status)))
+}
+
+/// What `draw` shows besides the outputs: exact counts' outputs too, the table's rows, the
+/// flamegraph opened.
+#[derive(Debug, Clone, Copy)]
+struct Show {
+    exact: bool,
+    top: usize,
+    open: bool,
 }
 
 /// Draws the recording `raw` into `dir`'s outputs, prints the hottest functions and what was
@@ -158,12 +174,16 @@ fn draw(
     raw: &Path,
     dir: &Path,
     sources: &SymbolSources,
+    kernel: Option<KernelFile>,
     opts: &Options,
-    exact: bool,
-    top: usize,
-    open_svg: bool,
+    show: Show,
 ) -> Result<()> {
-    let done = aggregate(raw, dir, sources, opts, exact, top).with_context(|| {
+    let Show {
+        exact,
+        top,
+        open: open_svg,
+    } = show;
+    let done = aggregate(raw, dir, sources, kernel, opts, exact, top).with_context(|| {
         format!(
             "the recording is kept in {}; `kern-profile report` can draw it",
             raw.display()
@@ -249,17 +269,21 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
         spec.duration
             .map_or(String::new(), |d| format!(", for {:.1} s", d.as_secs_f64()))
     );
-    let done = record_attach(&spec, &stop)?;
+    let (done, kernel) = record_attach(&spec, &stop)?;
     say_sampled(&done.run, "detached, the guest runs on");
     let opts = a.filter.options();
+    let show = Show {
+        exact: false,
+        top: a.top,
+        open: a.open,
+    };
     draw(
         &done.raw,
         &done.out.path,
         &done.sources,
+        kernel,
         &opts,
-        false,
-        a.top,
-        a.open,
+        show,
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -327,20 +351,24 @@ fn run_gdb(a: RecordArgs) -> Result<ExitCode> {
         command: "record",
     })?;
     announce_gdb(&launch, a.attach.rate.unwrap_or(100));
-    let (done, status) = launch.start(&Console::Inherit)?.finish()?;
+    let (done, status, kernel) = launch.start(&Console::Inherit)?.finish()?;
     say_sampled(
         &gdb_run_ended(&done.run),
         &format!("QEMU exited ({})", describe_status(&status)),
     );
     let opts = a.filter.options();
+    let show = Show {
+        exact: false,
+        top: a.top,
+        open: a.open,
+    };
     draw(
         &done.raw,
         &done.out.path,
         &done.sources,
+        kernel,
         &opts,
-        false,
-        a.top,
-        a.open,
+        show,
     )?;
     Ok(ExitCode::from(exit_code(&status)))
 }

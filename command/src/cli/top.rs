@@ -111,7 +111,7 @@ pub fn run(a: TopArgs) -> Result<ExitCode> {
         let console = a.launch.output.join("console.log");
         let mut running = launch.start(&Console::Log(console.clone()))?;
         let shown = run_top(&mut running, &top, stdout);
-        let (done, status) = running.finish()?;
+        let (done, status, _) = running.finish()?;
         shown?;
         say_sampled(
             &gdb_run_ended(&done.run),

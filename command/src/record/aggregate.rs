@@ -16,7 +16,7 @@ use crate::output::formats::record_outputs;
 use crate::output::text::{function_rows, FunctionRow};
 use crate::output::{Collected, Needs};
 use crate::profile::SampleSink;
-use crate::symbolize::Symbolizer;
+use crate::symbolize::{KernelFile, Symbolizer};
 use crate::timed::TimedSamples;
 use crate::warning::Warning;
 use crate::ProfileError;
@@ -35,11 +35,13 @@ pub struct Aggregated {
 
 /// Writes the outputs of `raw` into `dir`, shaped by `base` (filters, naming; its format,
 /// output and symbol fields are set here), and finds the `top` hottest functions. The
-/// symbols are loaded once and the recording read once, every output drawn from that pass.
+/// symbols are loaded once (the kernel taken from `kernel` when given, as read from
+/// `sources.elf` already) and the recording read once, every output drawn from that pass.
 pub fn aggregate(
     raw: &Path,
     dir: &Path,
     sources: &SymbolSources,
+    kernel: Option<KernelFile>,
     base: &Options,
     exact: bool,
     top: usize,
@@ -69,7 +71,7 @@ pub fn aggregate(
     };
     let table = CpuJob::resolve(raw, sources.elf.as_deref(), &opts)?;
 
-    let mut sym = table.sources.load()?;
+    let mut sym = table.sources.load_with(kernel)?;
     let mut pass = run_of(&table, &mut sym);
     let input = pass.open(raw)?;
     let exact_only = input

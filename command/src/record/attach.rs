@@ -16,6 +16,8 @@ use kern_profile_format::{
 };
 use kern_profile_gdb::{sample, Limits, SampleOptions, Sampled, StackOptions, VcpuStack};
 use kern_profile_unwind::tables::kernel_tables_of_elf;
+
+use crate::symbolize::KernelFile;
 use kern_profile_unwind::UnwindTables;
 
 use super::kernel::symbol_sources;
@@ -48,9 +50,14 @@ pub struct Attached {
 
 /// Samples the guest behind `spec.addr` until `spec.duration`, `stop` (Ctrl-C) or the end of
 /// QEMU, and keeps the recording.
-pub fn record_attach(spec: &AttachSpec, stop: &AtomicBool) -> Result<Attached, RecordError> {
-    let target = AttachTarget::prepare(spec.kernel.as_deref(), &spec.symbols, None, &spec.out_dir)?;
-    target.sample(&spec.addr, spec.rate_hz, spec.duration, spec.depth, stop)
+pub fn record_attach(
+    spec: &AttachSpec,
+    stop: &AtomicBool,
+) -> Result<(Attached, Option<KernelFile>), RecordError> {
+    let (target, kernel) =
+        AttachTarget::prepare(spec.kernel.as_deref(), &spec.symbols, None, &spec.out_dir)?;
+    let done = target.sample(&spec.addr, spec.rate_hz, spec.duration, spec.depth, stop)?;
+    Ok((done, kernel))
 }
 
 /// What sampling through a gdbstub needs before it connects: the kernel's names and unwind
@@ -65,13 +72,14 @@ pub struct AttachTarget {
 
 impl AttachTarget {
     /// The kernel: `kernel` (`--kernel`), else `qemu_kernel` (QEMU's `-kernel`, when `record`
-    /// starts QEMU itself); `symbols` besides. Prepares `out_dir`.
+    /// starts QEMU itself); `symbols` besides. Prepares `out_dir`. Returns the kernel as read
+    /// too, for the drawing.
     pub fn prepare(
         kernel: Option<&Path>,
         symbols: &[PathBuf],
         qemu_kernel: Option<&Path>,
         out_dir: &Path,
-    ) -> Result<Self, RecordError> {
+    ) -> Result<(Self, Option<KernelFile>), RecordError> {
         if kernel.is_none() && qemu_kernel.is_none() && symbols.is_empty() {
             return Err(RecordError::AttachNoKernel);
         }
@@ -90,12 +98,16 @@ impl AttachTarget {
                 .map(Arc::new),
             _ => None,
         };
-        Ok(AttachTarget {
+        // Kept for the drawing (not `Send`: the sampling thread goes without it), its
+        // unpacked vmlinux dropped now that the tables are built.
+        let kernel = choice.loaded.map(|k| KernelFile { vmlinux: None, ..k });
+        let target = AttachTarget {
             sources: choice.sources,
             linux,
             tables,
             out: OutputDir::prepare(out_dir)?,
-        })
+        };
+        Ok((target, kernel))
     }
 
     /// The recording [`Self::sample`] writes while it samples.

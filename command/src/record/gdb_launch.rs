@@ -15,6 +15,7 @@ use super::launch::{describe_status, Console, Guest};
 use super::qemu::QemuCommand;
 use super::RecordError;
 use crate::job::SymbolSources;
+use crate::symbolize::KernelFile;
 
 /// What `--gdb` was asked.
 #[derive(Debug, Clone)]
@@ -37,6 +38,7 @@ pub struct GdbLaunch {
     /// What was changed in the user's command, and why (for the user).
     pub notes: Vec<String>,
     target: AttachTarget,
+    kernel: Option<KernelFile>,
     spec: GdbSpec,
 }
 
@@ -44,6 +46,8 @@ pub struct GdbLaunch {
 pub struct GdbRunning {
     pub guest: Guest,
     pub sources: SymbolSources,
+    /// The kernel as read before QEMU started, for the drawing.
+    kernel: Option<KernelFile>,
     partial: PathBuf,
     sock: PathBuf,
     sampler: JoinHandle<Result<Attached, RecordError>>,
@@ -54,7 +58,7 @@ impl GdbLaunch {
     /// directory; a Linux kernel is booted with `nokaslr`.
     pub fn prepare(spec: &GdbSpec) -> Result<Self, RecordError> {
         let mut qemu = QemuCommand::check_for_gdbstub(&spec.qemu, spec.command)?;
-        let target = AttachTarget::prepare(
+        let (target, kernel) = AttachTarget::prepare(
             spec.kernel.as_deref(),
             &spec.symbols,
             qemu.kernel().as_deref(),
@@ -68,6 +72,7 @@ impl GdbLaunch {
             qemu,
             notes,
             target,
+            kernel,
             spec: spec.clone(),
         })
     }
@@ -92,7 +97,7 @@ impl GdbLaunch {
         }
         let sources = self.target.sources.clone();
         let partial = self.target.raw_partial();
-        let (target, spec) = (self.target, self.spec);
+        let (target, spec, kernel) = (self.target, self.spec, self.kernel);
         let addr = format!("unix:{}", sock.display());
         let sampler = std::thread::Builder::new()
             .name("kp-gdb-sampler".into())
@@ -108,6 +113,7 @@ impl GdbLaunch {
         Ok(GdbRunning {
             guest,
             sources,
+            kernel,
             partial,
             sock,
             sampler,
@@ -121,15 +127,16 @@ impl GdbRunning {
         self.partial.clone()
     }
 
-    /// Waits for QEMU and the sampler: the kept recording and QEMU's status.
-    pub fn finish(mut self) -> Result<(Attached, ExitStatus), RecordError> {
+    /// Waits for QEMU and the sampler: the kept recording, QEMU's status and the kernel as
+    /// read before QEMU started.
+    pub fn finish(mut self) -> Result<(Attached, ExitStatus, Option<KernelFile>), RecordError> {
         let status = self.guest.wait()?;
         let _ = std::fs::remove_file(&self.sock);
         let done = self.sampler.join().map_err(|_| RecordError::Io {
             what: "the sampling thread".into(),
             source: std::io::Error::other("it panicked"),
         })??;
-        Ok((done, status))
+        Ok((done, status, self.kernel.take()))
     }
 }
 

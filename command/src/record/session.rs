@@ -16,6 +16,7 @@ use super::plugin::{self, Plugin};
 use super::qemu::QemuCommand;
 use super::RecordError;
 use crate::job::SymbolSources;
+use crate::symbolize::KernelFile;
 use kern_profile_format::qemu::{discon_qemu_version, version_at_least};
 
 /// How the plugin samples (its `-plugin` arguments but `out=`).
@@ -70,6 +71,9 @@ pub struct Session {
     /// What was changed in the user's command, and why (for the user).
     pub notes: Vec<String>,
     pub sources: SymbolSources,
+    /// The kernel as read to check it, for the drawing after the run (its unpacked vmlinux
+    /// dropped: the plugin reads the tables itself).
+    pub kernel: Option<KernelFile>,
     pub window: Option<Range<u64>>,
     pub out: OutputDir,
     plugin_args: String,
@@ -106,6 +110,7 @@ impl Session {
             notes.extend(qemu.disable_kaslr());
         }
         let sources = kernel.sources;
+        let loaded = kernel.loaded.map(|k| KernelFile { vmlinux: None, ..k });
         let out = OutputDir::prepare(&spec.out_dir)?;
         let build = qemu.build.ok_or_else(|| RecordError::QemuTooOld {
             program: qemu.name(),
@@ -130,6 +135,7 @@ impl Session {
             plugin,
             notes,
             sources,
+            kernel: loaded,
             window,
             out,
             plugin_args,
