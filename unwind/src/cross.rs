@@ -451,7 +451,8 @@ where
         let sysenter = (crossings.linux_pt_regs
             && !in_user
             && entries < MAX_ENTRIES
-            && (saved_fp < lowest || saved_fp == 0))
+            && saved_fp != 0
+            && saved_fp < lowest)
             .then(|| pt_regs_above_record(fp, saved_fp, width, &mut read))
             .flatten();
         if let Some(r) = sysenter {
