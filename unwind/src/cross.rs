@@ -468,7 +468,7 @@ where
                     if !frames.push(caller) {
                         break StopReason::DepthLimit;
                     }
-                    lowest = r.sp + 16;
+                    lowest = r.sp.saturating_add(16);
                     saved
                 }
                 _ => r.bp,
