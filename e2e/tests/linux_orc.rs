@@ -8,8 +8,8 @@
 //! The 6.1 kernel runs as a new user would run it: `kern-profile record -- qemu-system-x86_64
 //! -kernel vmlinuz ...`, the distribution's image alone, without `nokaslr` (record adds it),
 //! named from the image's kallsyms and walked by its ORC table. The 6.12 kernel runs under
-//! the plugin by hand, named from the booted guest's /proc/kallsyms, and once more without
-//! `elf=`: its self shares by function are the same within a point.
+//! the plugin by hand on one vCPU, named from the booted guest's /proc/kallsyms, and once
+//! more without `elf=`: its self shares by function are the same within a point.
 //!
 //! Through QEMU's gdbstub (`record --gdb`), the 6.1 image alone gives the same stacks.
 //!
@@ -60,8 +60,11 @@ fn orc_run(dir: &str) -> Option<Vec<(Vec<String>, u64)>> {
     run_with(dir, true)
 }
 
-/// Boots `dir`'s kernel under the plugin at `period=100000`, walked by its ORC table (`elf=`
-/// its image) or by frame pointers; the collapsed stacks, named from the guest's kallsyms.
+/// Boots `dir`'s kernel on one vCPU under the plugin at `period=100000`, walked by its ORC
+/// table (`elf=` its image) or by frame pointers; the collapsed stacks, named from the guest's
+/// kallsyms. One vCPU: on two, a slower sample holds up a vCPU that holds a lock, and the
+/// other spins longer (`native_queued_spin_lock_slowpath` took 1.8% of one run with ORC
+/// against 0.1% without), which is the profiler's cost, not where the walk puts samples.
 fn run_with(dir: &str, orc: bool) -> Option<Vec<(Vec<String>, u64)>> {
     let vmlinuz = guest(dir)?;
     let out = scratch(&format!("linux-orc-{dir}-{orc}"));
@@ -71,7 +74,15 @@ fn run_with(dir: &str, orc: bool) -> Option<Vec<(Vec<String>, u64)>> {
     }
     let mut c = Command::new("bash");
     c.arg(root().join("scripts/guests/run-linux.sh"))
-        .args(["--arch", "x86_64", "--timeout", "1200", "--kernel"])
+        .args([
+            "--arch",
+            "x86_64",
+            "--smp",
+            "1",
+            "--timeout",
+            "1200",
+            "--kernel",
+        ])
         .arg(&vmlinuz)
         .arg("--out")
         .arg(&out)
@@ -219,9 +230,8 @@ fn debian_6_1_amd64_recorded_from_its_vmlinuz_alone() {
 }
 
 /// Stacks reach a root, and the ORC walk changes stacks, not where samples fall: the same
-/// workload's self shares by kernel function with `elf=` and without, within 1.5 points
-/// (0.58 at most here, run beside the other tests; `period=` counts instructions, so the
-/// runs sample alike). `[user]` and `[boot]` are left out: run beside other tests, the guest's
+/// workload's self shares by kernel function with `elf=` and without, within a point (0.10
+/// at most in two runs here; `period=` counts instructions, so the runs sample alike). `[user]` and `[boot]` are left out: run beside other tests, the guest's
 /// split between user and kernel time moves by a point or more from run to run, whatever
 /// walks its stacks.
 #[test]
@@ -250,7 +260,7 @@ fn debian_6_12_amd64_stacks_reach_a_root_with_self_shares_unchanged() {
         let y = b.get(f).copied().unwrap_or(0.0);
         println!("{f}: {:.2}% with ORC, {:.2}% without", 100.0 * x, 100.0 * y);
         assert!(
-            (x - y).abs() <= 0.015,
+            (x - y).abs() <= 0.01,
             "{f}: {x:.4} with ORC, {y:.4} without"
         );
         compared += 1;
