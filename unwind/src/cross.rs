@@ -131,6 +131,42 @@ struct PtRegs {
     sp: u64,
 }
 
+/// Where each width's `struct pt_regs` keeps the registers the walk reads (byte offsets).
+struct PtRegsLayout {
+    bp: u64,
+    ip: u64,
+    cs: u64,
+    sp: u64,
+}
+
+impl PtRegsLayout {
+    fn of(width: PtrWidth) -> Self {
+        match width {
+            PtrWidth::W4 => PtRegsLayout {
+                bp: 20,
+                ip: 48,
+                cs: 52,
+                sp: 60,
+            },
+            PtrWidth::W8 => PtRegsLayout {
+                bp: 32,
+                ip: 128,
+                cs: 136,
+                sp: 152,
+            },
+        }
+    }
+}
+
+/// The word `at` bytes into the `pt_regs` at `regs`.
+fn regs_word<R>(regs: u64, at: u64, width: PtrWidth, read: &mut R) -> Option<u64>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let mut b = [0u8; 8];
+    read(regs.checked_add(at)?, &mut b[..width.bytes()]).then(|| width.word(&b))
+}
+
 /// The registers an encoded frame pointer `fp` points to, if it is one and they look right:
 /// they lie on the stack being walked (at or above `lowest`) and hold a code selector.
 fn decode_pt_regs<R>(
@@ -143,34 +179,30 @@ fn decode_pt_regs<R>(
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    // (pt_regs address, offsets of bp, ip, cs) for each width's struct pt_regs.
-    // i386 Linux runs in the upper half (PAGE_OFFSET 0xC0000000, or 0x80000000): a walk of
-    // a lower-half stack is not Linux's, and its every frame pointer has the top bit clear.
-    let (regs, bp_at, ip_at, cs_at) = match width {
-        PtrWidth::W8 if fp & 1 == 1 => (fp & !1, 32, 128, 136),
-        PtrWidth::W4 if fp & I386_TOP == 0 && lowest > I386_TOP => (fp | I386_TOP, 20, 48, 52),
+    // The pt_regs address. i386 Linux runs in the upper half (PAGE_OFFSET 0xC0000000, or
+    // 0x80000000): a walk of a lower-half stack is not Linux's, and its every frame pointer
+    // has the top bit clear.
+    let regs = match width {
+        PtrWidth::W8 if fp & 1 == 1 => fp & !1,
+        PtrWidth::W4 if fp & I386_TOP == 0 && lowest > I386_TOP => fp | I386_TOP,
         _ => return None,
     };
     if regs < lowest || regs >= seg_end {
         return None;
     }
-    let w = width.bytes();
-    let mut word = |at: u64| {
-        let mut b = [0u8; 8];
-        let addr = regs.checked_add(at)?;
-        read(addr, &mut b[..w]).then(|| width.word(&b))
-    };
-    let cs = word(cs_at)? & 0xffff;
-    // x86_64 always saves sp (offset 152); i386 only on entry from ring 3 (offset 60): an
-    // interrupted i386 kernel context's stack goes on right above the saved registers.
+    let at = PtRegsLayout::of(width);
+    let mut word = |off: u64| regs_word(regs, off, width, read);
+    let cs = word(at.cs)? & 0xffff;
+    // x86_64 always saves sp; i386 only on entry from ring 3: an interrupted i386 kernel
+    // context's stack goes on right above the saved registers.
     let sp = match width {
-        PtrWidth::W8 => word(152)?,
-        PtrWidth::W4 if cs & 3 == 3 => word(60)?,
-        PtrWidth::W4 => regs + 60,
+        PtrWidth::W8 => word(at.sp)?,
+        PtrWidth::W4 if cs & 3 == 3 => word(at.sp)?,
+        PtrWidth::W4 => regs + at.sp,
     };
     let r = PtRegs {
-        bp: word(bp_at)?,
-        ip: word(ip_at)?,
+        bp: word(at.bp)?,
+        ip: word(at.ip)?,
         cs,
         sp,
     };
@@ -191,26 +223,19 @@ fn pt_regs_above_record<R>(fp: u64, saved_fp: u64, width: PtrWidth, read: &mut R
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    let (bp_at, ip_at, cs_at, sp_at) = match width {
-        PtrWidth::W4 => (20, 48, 52, 60),
-        PtrWidth::W8 => (32, 128, 136, 152),
-    };
-    let w = width.bytes();
-    let regs = fp.checked_add(2 * w as u64)?;
-    let mut word = |at: u64| {
-        let mut b = [0u8; 8];
-        read(regs.checked_add(at)?, &mut b[..w]).then(|| width.word(&b))
-    };
-    let cs = word(cs_at)?;
+    let regs = fp.checked_add(2 * width.bytes() as u64)?;
+    let at = PtRegsLayout::of(width);
+    let mut word = |off: u64| regs_word(regs, off, width, read);
+    let cs = word(at.cs)?;
     let user_cs = cs <= 0xffff && cs & 3 == 3 && cs & !3 != 0;
     if !user_cs {
         return None;
     }
     let r = PtRegs {
-        bp: word(bp_at)?,
-        ip: word(ip_at)?,
+        bp: word(at.bp)?,
+        ip: word(at.ip)?,
         cs,
-        sp: word(sp_at)?,
+        sp: word(at.sp)?,
     };
     let linked = r.bp == saved_fp || r.sp == saved_fp;
     (linked && r.ip != 0 && r.sp != 0).then_some(r)
