@@ -59,10 +59,6 @@ impl CostHistogram {
         self.frames += other.frames;
     }
 
-    pub fn samples(&self) -> u64 {
-        self.samples
-    }
-
     /// The median cost in ns (the middle of its bucket), if any sample was timed.
     pub fn median_ns(&self) -> Option<f64> {
         let half = self.samples.div_ceil(2);

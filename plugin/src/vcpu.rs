@@ -347,10 +347,8 @@ fn sample_armed(p: &Plugin, t: &timer::Timed, idx: u32, v: &mut Vcpu, block: &Bl
         icount: 0,
         time_ns: now,
     };
-    let (user, frames) = take_sample(p, v, &site, None);
-    let cost = p.now_ns().saturating_sub(now);
-    v.costs.add(user, cost, frames);
-    t.slots.charge(idx as usize, cost);
+    let taken = take_sample(p, v, &site, None);
+    account(p, t, v, &site, taken);
 }
 
 /// `trigger=interrupt`: QEMU's discontinuity callback (an interrupt is being
@@ -399,10 +397,18 @@ pub fn at_interrupt(idx: u32, from_pc: u64) {
         icount: 0,
         time_ns: now,
     };
-    let (user, frames) = take_sample(p, &mut v, &site, Some((from_pc, entry.is_none())));
-    let cost = p.now_ns().saturating_sub(now);
+    let taken = take_sample(p, &mut v, &site, Some((from_pc, entry.is_none())));
+    account(p, t, &mut v, &site, taken);
+}
+
+/// A timed sample's cost, from `site.time_ns` to now: kept by mode in the vCPU's costs, and
+/// charged to it, which skips ticks when sampling grows too costly. `taken`: what
+/// [`take_sample`] returned.
+fn account(p: &Plugin, t: &timer::Timed, v: &mut Vcpu, site: &SampleSite, taken: (bool, usize)) {
+    let cost = p.now_ns().saturating_sub(site.time_ns);
+    let (user, frames) = taken;
     v.costs.add(user, cost, frames);
-    t.slots.charge(idx as usize, cost);
+    t.slots.charge(site.vcpu as usize, cost);
 }
 
 /// Code bytes read at an interrupted block's start: TCG's blocks average a few
