@@ -6,7 +6,7 @@ mod common;
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use kern_profile::job::SymbolSources;
 use kern_profile::record::aggregate::aggregate;
@@ -75,16 +75,23 @@ impl Drop for OpenCounter {
     }
 }
 
-#[test]
-fn every_output_of_a_recording_comes_from_one_read_of_it_and_of_the_elf() {
-    let dir = common::temp_dir("one-pass");
-    let raw = common::write(&dir, "cpu.raw", &common::synthetic_raw(true));
+/// A synthetic recording (`exact`: with exact counts) and a copy of the tiny ELF in a fresh
+/// directory `name`, and the sources that name it.
+fn recording(name: &str, exact: bool) -> (PathBuf, PathBuf, PathBuf, SymbolSources) {
+    let dir = common::temp_dir(name);
+    let raw = common::write(&dir, "cpu.raw", &common::synthetic_raw(exact));
     let elf = dir.join("tiny.elf");
     std::fs::copy(common::tiny_elf(), &elf).unwrap();
     let sources = SymbolSources {
         elf: Some(elf.clone()),
         ..SymbolSources::default()
     };
+    (dir, raw, elf, sources)
+}
+
+#[test]
+fn every_output_of_a_recording_comes_from_one_read_of_it_and_of_the_elf() {
+    let (dir, raw, elf, sources) = recording("one-pass", true);
     let counter = OpenCounter::new();
     let (raw_wd, elf_wd) = (counter.watch(&raw), counter.watch(&elf));
     let done = aggregate(&raw, &dir, &sources, None, &Options::default(), true, 10).unwrap();
@@ -116,14 +123,7 @@ fn every_output_of_a_recording_comes_from_one_read_of_it_and_of_the_elf() {
 /// drawing: a Linux image is not unpacked a second time, nor the ELF opened again.
 #[test]
 fn a_kernel_already_read_is_not_read_again() {
-    let dir = common::temp_dir("preloaded");
-    let raw = common::write(&dir, "cpu.raw", &common::synthetic_raw(false));
-    let elf = dir.join("tiny.elf");
-    std::fs::copy(common::tiny_elf(), &elf).unwrap();
-    let sources = SymbolSources {
-        elf: Some(elf.clone()),
-        ..SymbolSources::default()
-    };
+    let (dir, raw, elf, sources) = recording("preloaded", false);
     let kernel = KernelFile::load(&elf).unwrap();
     let counter = OpenCounter::new();
     let elf_wd = counter.watch(&elf);

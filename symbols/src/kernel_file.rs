@@ -103,6 +103,15 @@ impl KernelFile {
         }
     }
 
+    /// The kernel without its unpacked image's bytes: what naming needs, for a caller that
+    /// keeps it while something else reads the tables (the plugin, or tables already built).
+    pub fn without_vmlinux(self) -> Self {
+        KernelFile {
+            vmlinux: None,
+            ..self
+        }
+    }
+
     /// True for a Linux kernel: one named from its kallsyms, or an ELF with `start_kernel`.
     pub fn is_linux(&self) -> bool {
         self.kallsyms.is_some()

@@ -100,7 +100,7 @@ impl AttachTarget {
         };
         // Kept for the drawing (not `Send`: the sampling thread goes without it), its
         // unpacked vmlinux dropped now that the tables are built.
-        let kernel = choice.loaded.map(|k| KernelFile { vmlinux: None, ..k });
+        let kernel = choice.loaded.map(KernelFile::without_vmlinux);
         let target = AttachTarget {
             sources: choice.sources,
             linux,

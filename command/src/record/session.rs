@@ -110,7 +110,7 @@ impl Session {
             notes.extend(qemu.disable_kaslr());
         }
         let sources = kernel.sources;
-        let loaded = kernel.loaded.map(|k| KernelFile { vmlinux: None, ..k });
+        let loaded = kernel.loaded.map(KernelFile::without_vmlinux);
         let out = OutputDir::prepare(&spec.out_dir)?;
         let build = qemu.build.ok_or_else(|| RecordError::QemuTooOld {
             program: qemu.name(),
