@@ -45,6 +45,21 @@ def say(msg):
           file=sys.stderr, flush=True)
 
 
+def leaf_counts(b, raw, elf, *extra):
+    """Self samples per leaf frame of `raw` named by `elf` (and `extra` report arguments, such
+    as `--user PROG`), the inline marker removed: every leaf, `[user]` and the like too."""
+    out = subprocess.run([b.kp, raw, elf, *extra, "-f", "folded", "-o", "-"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise BenchError(f"kern-profile {raw} failed:\n{out.stderr.strip()[-2000:]}")
+    counts = {}
+    for line in out.stdout.splitlines():
+        stack, _, n = line.rpartition(" ")
+        leaf = stack.split(";")[-1].removesuffix("_[i]")
+        counts[leaf] = counts.get(leaf, 0) + int(n)
+    return counts
+
+
 def tail(path, n=15):
     try:
         with open(path, "rb") as f:

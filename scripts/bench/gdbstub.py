@@ -20,13 +20,12 @@ import os
 import re
 import socket
 import statistics
-import subprocess
 import threading
 import time
 import tomllib
 
 from common import (KERNELS, BenchError, compare, fmt_spread, format_table, judge,
-                    qemu_command, round_robin, run_measured, say, spread, tail)
+                    leaf_counts, qemu_command, round_robin, run_measured, say, spread, tail)
 from overhead import cpu_rounds, unavailable
 
 NAME = "gdbstub"
@@ -199,17 +198,9 @@ SKEW_RATE = 1000
 
 
 def self_shares(b, raw, kernel, user_elf):
-    """Self share of each function in `raw` (collapsed stacks' last frames)."""
-    out = subprocess.run([b.kp, raw, kernel, "--user", user_elf, "-f", "folded", "-o", "-",
-                          "--no-progress"], capture_output=True, text=True, cwd=b.root)
-    if out.returncode != 0:
-        raise BenchError(f"kern-profile {raw}: {out.stderr[-2000:]}")
-    counts, total = {}, 0
-    for line in out.stdout.splitlines():
-        stack, n = line.rsplit(" ", 1)
-        leaf = stack.split(";")[-1].removesuffix("_[i]")
-        counts[leaf] = counts.get(leaf, 0) + int(n)
-        total += int(n)
+    """Self share of each of SKEW_FUNCTIONS in `raw`, and its samples."""
+    counts = leaf_counts(b, raw, kernel, "--user", user_elf)
+    total = sum(counts.values())
     return {f: counts.get(f, 0) / max(total, 1) for f in SKEW_FUNCTIONS}, total
 
 

@@ -14,7 +14,7 @@ import subprocess
 import linux
 import overhead
 from common import (KERNELS, BenchError, compare, fmt_int, fmt_s, fmt_spread, format_table,
-                    judge, read_toml, round_robin, say)
+                    judge, leaf_counts, read_toml, round_robin, say)
 
 NAME = "interrupt"
 CONFIGS = [
@@ -69,19 +69,9 @@ def documented(b, arch):
             if f["self_share_inline"] > 0.01]
 
 
-def leaf_counts(b, raw, elf):
+def kernel_leaf_counts(b, raw, elf):
     """Self samples per leaf function (inline marker removed), kernel functions only."""
-    out = subprocess.run([b.kp, raw, elf, "-f", "folded", "-o", "-"], capture_output=True,
-                         text=True)
-    if out.returncode != 0:
-        raise BenchError(f"kern-profile {raw} failed:\n{out.stderr.strip()[-2000:]}")
-    counts = {}
-    for line in out.stdout.splitlines():
-        stack, _, n = line.rpartition(" ")
-        leaf = stack.split(";")[-1].removesuffix("_[i]")
-        if not leaf.startswith("["):
-            counts[leaf] = counts.get(leaf, 0) + int(n)
-    return counts
+    return {f: n for f, n in leaf_counts(b, raw, elf).items() if not f.startswith("[")}
 
 
 def measure_arch(b, arch):
@@ -104,7 +94,7 @@ def measure_arch(b, arch):
         fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
         if pargs is not None:
             fig["samples"], fig["dropped"] = b.parse_summary(err, f"{arch} {name}")
-            for f, n in leaf_counts(b, raws[i], b.kernels[arch]).items():
+            for f, n in kernel_leaf_counts(b, raws[i], b.kernels[arch]).items():
                 summed[i][f] = summed[i].get(f, 0) + n
         return fig
 
