@@ -93,6 +93,15 @@ fn samples_with(folded: &[(Vec<String>, u64)], pred: impl Fn(&str) -> bool) -> u
         .sum()
 }
 
+/// Samples whose leaf (the frame they were taken in) is `pred`-true.
+fn samples_ending(folded: &[(Vec<String>, u64)], pred: impl Fn(&str) -> bool) -> u64 {
+    folded
+        .iter()
+        .filter(|(s, _)| s.last().is_some_and(|f| pred(f)))
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// The kernel functions a user expects in a dd | md5sum, gzip workload: the read and write
 /// system-call paths, pipes, copies to and from user space, and /dev/urandom. Debian's amd64
 /// kernel has no frame pointers (ORC): its stacks are mostly the sampled function alone, so
@@ -179,20 +188,10 @@ fn profile(arch: &str, mode: &str) -> Option<Vec<(Vec<String>, u64)>> {
         unknown * 200 <= total,
         "{name}: [unknown] in {unknown} of {total} samples (over 0.5%)"
     );
-    let leaf = |want: &str| -> u64 {
-        folded
-            .iter()
-            .filter(|(s, _)| s.last().is_some_and(|f| f == want))
-            .map(|(_, n)| n)
-            .sum()
-    };
+    let leaf = |want: &str| samples_ending(&folded, |f| f == want);
     let (boot_off, firmware) = (leaf("[boot, paging off]"), leaf("[firmware]"));
     println!("{name}: [boot, paging off] {boot_off}, [firmware] {firmware} samples");
-    let named_kernel: u64 = folded
-        .iter()
-        .filter(|(s, _)| s.last().is_some_and(|f| !f.starts_with('[')))
-        .map(|(_, n)| n)
-        .sum();
+    let named_kernel = samples_ending(&folded, |f| !f.starts_with('['));
     assert!(
         named_kernel * 10 > total,
         "{name}: only {named_kernel} of {total} samples end in a named kernel function"
@@ -525,15 +524,8 @@ fn trigger_interrupt(arch: &str, syscall_entries: &[&str], with_elf: bool) {
         let n = samples_with(&folded, |f| names.contains(&f));
         assert!(n > 0, "{name}: no sample in the {group} ({names:?})");
     }
-    let leaf_counts = |pred: &dyn Fn(&str) -> bool| -> u64 {
-        folded
-            .iter()
-            .filter(|(s, _)| s.last().is_some_and(|f| pred(f)))
-            .map(|(_, n)| n)
-            .sum()
-    };
-    let boot = leaf_counts(&|f| f == "[boot]");
-    let user = leaf_counts(&|f| f == "[user]");
+    let boot = samples_ending(&folded, |f| f == "[boot]");
+    let user = samples_ending(&folded, |f| f == "[user]");
     let unknown = samples_with(&folded, |f| f == "[unknown]");
     println!("{name}: {total} samples; [user] {user}, [boot] {boot}, [unknown] {unknown}");
     assert!(boot * 100 <= total, "{name}: {boot} of {total} at [boot]");
