@@ -56,7 +56,7 @@
 #     and trigger=interrupt: the same ratios, the samples and their rate, and the documented
 #     functions' self shares against their exact instruction shares;
 #   - unwind: the cost of a stack walk by the kernel's unwind tables against a frame-pointer
-#     walk of the same depth, without QEMU (unwind/examples/walk_cost, stacks in memory): ORC
+#     walk of the same depth, without QEMU (common/unwind/examples/walk_cost, stacks in memory): ORC
 #     on Debian's amd64 6.1 kernel (target/linux/x86_64; skipped without it), CFI on the x86_64
 #     example kernel's .eh_frame; ns a walk, the ratio min/median/max over alternated rounds,
 #     with 64 stacks (the lookup cache holds their addresses) and 4096 (beyond it), and the

@@ -10,7 +10,7 @@ use std::path::Path;
 use kern_profile_e2e::*;
 use kern_profile_format::{RawReader, Record, StopReason};
 
-/// The plugin's per-sample fetch budget (sampler/src/window.rs): one frame per page can
+/// The plugin's per-sample fetch budget (plugin/sampler/src/window.rs): one frame per page can
 /// give at most this many frames.
 const FETCH_BUDGET: usize = 32;
 const PERIOD: u64 = 10_000;

@@ -399,7 +399,7 @@ fn aarch64_bare_brings_up_both_cpus() {
 /// kernel name. An address space is identified by the code bytes the plugin records at
 /// user-mode samples and, for a process never sampled in user mode (a `dd` reading
 /// /dev/urandom spends nearly all its time in the kernel), at the user addresses past its
-/// system calls' entries (sampler/src/code_sampler.rs).
+/// system calls' entries (plugin/sampler/src/code_sampler.rs).
 #[test]
 fn i386_busybox_system_calls_are_rooted_at_busybox() {
     if !linux_present("i386") {

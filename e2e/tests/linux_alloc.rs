@@ -179,7 +179,7 @@ fn linux_6_12_noprof_names_through_the_preset() {
     let Some((line, report)) = hooked_run("x86_64", Kernel::Debian612, "x86_64-6.12") else {
         return;
     };
-    const PRESET: &str = include_str!("../../sampler/src/alloc_hooks/presets/linux.spec");
+    const PRESET: &str = include_str!("../../plugin/sampler/src/alloc_hooks/presets/linux.spec");
     let absent = line.split("not in the kernel: ").nth(1).unwrap_or("");
     for f in [
         "__kmalloc_noprof",

@@ -1,6 +1,6 @@
 """Workload 9, the cost of a stack walk by the kernel's unwind tables against a frame-pointer
 walk of the same depth (issue 28: a CFI / ORC sample at most 2x a frame-pointer one), without
-QEMU: unwind/examples/walk_cost walks stacks in memory, the unwinders' own cost, the reads of
+QEMU: common/unwind/examples/walk_cost walks stacks in memory, the unwinders' own cost, the reads of
 guest memory a copy from a buffer. ORC: Debian's amd64 6.1 kernel (target/linux/x86_64,
 scripts/setup.sh --with-linux); CFI: the x86_64 example kernel's .eh_frame (built with frame
 pointers, so one stack of frame records serves both walks). Each run of walk_cost times the
@@ -169,7 +169,7 @@ def notes(b):
         recorded = (f"; recorded stacks: {RECORDING}'s {st['walked']} of {st['kernel']} kernel "
                     f"samples rebuilt for the ORC walk, {st['kept_frames']} of "
                     f"{st['recorded_frames']} kernel return addresses placed")
-    return ["unwind: walks of stacks in memory by unwind/examples/walk_cost (no QEMU: the "
+    return ["unwind: walks of stacks in memory by common/unwind/examples/walk_cost (no QEMU: the "
             "unwinders' own cost; a sample adds QEMU's register and memory reads, the same "
             "for both walks); ratio = each round's table walk / that round's frame-pointer "
             "walk of the same depth, min/median/max over all rounds; 'per frame' = (table - "

@@ -100,14 +100,14 @@ PY
 cp "$corpus"/raw/* "$corpus"/legacy/* "$corpus/cpu_e2e/"
 
 # ELFs and symbol maps.
-tiny="$KP_ROOT/command/tests/data/tiny.elf"
+tiny="$KP_ROOT/aggregator/command/tests/data/tiny.elf"
 cp "$tiny" "$corpus/elf/tiny.elf"
 objcopy --compress-debug-sections=zlib "$tiny" "$corpus/elf/tiny-zlib.elf"
 objcopy --compress-debug-sections=zstd "$tiny" "$corpus/elf/tiny-zstd.elf"
 strip -o "$corpus/elf/tiny-stripped.elf" "$tiny"
 cp "$ex/user.embed.elf" "$corpus/elf/user-embed.elf"
 # riscv64 with call-frame information (.eh_frame) and without.
-cp command/tests/data/tiny-riscv64.elf command/tests/data/tiny-riscv64-nocfi.elf "$corpus/elf/"
+cp aggregator/command/tests/data/tiny-riscv64.elf aggregator/command/tests/data/tiny-riscv64-nocfi.elf "$corpus/elf/"
 strip -o "$corpus/elf/user-stripped.elf" "$ex/user.elf"
 nm "$tiny" >"$corpus/symbol_map/tiny.nm"
 nm -S -C "$ex/user.elf" >"$corpus/symbol_map/user.nm-S-C"
@@ -150,7 +150,7 @@ def debug_frame():
 d = corpus / "unwind_cfi"
 (d / "debug-frame").write_bytes(debug_frame())
 PY
-cp "$tiny" command/tests/data/tiny-riscv64.elf "$corpus/unwind_cfi/"
+cp "$tiny" aggregator/command/tests/data/tiny-riscv64.elf "$corpus/unwind_cfi/"
 
 # Plugin arguments as QEMU passes them (comma-separated) and command lines as
 # /proc/self/cmdline holds them (NUL-separated).
@@ -166,7 +166,7 @@ printf 'qemu-system-i386\0-smp\0002\0-accel\0tcg\0-plugin\0kern-profile.so,out=x
 
 # Allocator SPECs: the presets, the example kernels' file, and that file with the kernel's
 # symbol map after a NUL (the target resolves the SPEC against it).
-for p in sampler/src/alloc_hooks/presets/*.spec; do
+for p in plugin/sampler/src/alloc_hooks/presets/*.spec; do
     cp "$p" "$corpus/alloc_spec/preset-$(basename "$p")"
 done
 cp examples/kernel-common/alloc.spec "$corpus/alloc_spec/kernel.spec"

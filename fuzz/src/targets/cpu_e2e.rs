@@ -1,5 +1,5 @@
 //! The aggregator's whole CPU path on any sample file (raw or legacy) against the committed
-//! test ELF `command/tests/data/tiny.elf`: folded stacks, the text report, a Firefox
+//! test ELF `aggregator/command/tests/data/tiny.elf`: folded stacks, the text report, a Firefox
 //! profile, a pprof profile and a trace, each as `run_cpu` writes it.
 
 use std::hint::black_box;
@@ -14,7 +14,7 @@ fn tiny_elf() -> &'static Path {
     ELF.get_or_init(|| {
         scratch_file(
             "tiny.elf",
-            include_bytes!("../../../command/tests/data/tiny.elf"),
+            include_bytes!("../../../aggregator/command/tests/data/tiny.elf"),
         )
     })
 }
