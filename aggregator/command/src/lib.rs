@@ -10,7 +10,7 @@
 //!    formats).
 //! 2. [`job::SymbolSources::load`] loads the ELF (DWARF, symbol table), a symbol map and user
 //!    programs into a [`Symbolizer`].
-//! 3. One pass over the recording ([`collect::Run::collect_from`]) interns each distinct
+//! 3. One pass over the recording ([`output::Collected::pass`]) interns each distinct
 //!    *address* stack with its count ([`stacks`]), so memory follows the distinct stacks, and
 //!    feeds the outputs that need each sample (Firefox) as sinks; `record` draws all its
 //!    outputs from that one pass ([`record::aggregate`]).
@@ -96,8 +96,8 @@ pub fn run_cpu(
 }
 
 impl CpuJob {
-    /// Loads the symbols, then lets the renderer collect and write (the exact counts'
-    /// renderer for an `exact=only` recording).
+    /// Loads the symbols, then draws the renderer from one pass over the recording (the
+    /// exact counts' renderer for an `exact=only` recording).
     pub fn run(&self, out: &mut dyn Write) -> Result<RunReport, ProfileError> {
         let mut sym = self.sources.load()?;
         let mut run = Run::new(
@@ -112,7 +112,7 @@ impl CpuJob {
             Some(r) if run.exact_only()? => r.as_ref().map_err(|e| job::unsupported(e))?,
             _ => &self.renderer,
         };
-        let summary = renderer.render(&mut run, out)?;
+        let summary = output::render(renderer.as_ref(), &mut run, out)?;
         Ok(RunReport {
             summary,
             warnings: run.warnings,

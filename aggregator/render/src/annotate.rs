@@ -16,7 +16,7 @@ use kern_profile_profile::ProfileError;
 use kern_profile_symbols::table::Symbol;
 use rustc_hash::FxHashMap;
 
-use crate::exact::collect_exact;
+use crate::exact::{exact_counts, no_time_range};
 use crate::file_name;
 
 /// One decoded instruction with its count.
@@ -215,15 +215,16 @@ pub fn annotate(
             ))
         })?;
     let (counts, total) = if exact {
-        let profile = collect_exact(run)?;
-        let counts: FxHashMap<u64, u64> = profile
-            .summary
-            .exact
+        // Refused before the recording is read.
+        no_time_range(run)?;
+        let profile = run.collect(run.input, true)?;
+        let exact = exact_counts(run, &profile)?;
+        let counts: FxHashMap<u64, u64> = exact
             .iter()
             .filter(|(a, _)| (sym.start..sym.end).contains(*a))
             .map(|(a, n)| (*a, *n))
             .collect();
-        let total = profile.summary.exact.values().sum();
+        let total = exact.values().sum();
         (counts, total)
     } else {
         let mut counter = LeafCounter {

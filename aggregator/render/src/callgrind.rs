@@ -20,12 +20,10 @@ use std::io::Write;
 use std::rc::Rc;
 
 use crate::call_graph::{call_edges, Edges, Site};
-use crate::exact::{has_exact, no_time_range};
-use crate::{file_name, write_err, Collected, CpuRenderer, Needs};
+use crate::exact::exact_counts;
+use crate::{file_name, write_err, Collected, CpuRenderer, Drawn, Needs};
 use kern_profile_profile::collect::Run;
-use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{short_path, NameStyle, StackNamer, UNKNOWN_FRAME};
-use kern_profile_profile::ProfileError;
 use kern_profile_symbols::Frame;
 
 /// The exact counts as a callgrind profile.
@@ -38,58 +36,36 @@ type FnKey = (Rc<str>, Rc<str>, Rc<str>);
 type Costs = BTreeMap<FnKey, BTreeMap<u32, u64>>;
 
 impl CpuRenderer for CallgrindRenderer {
-    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let profile = crate::exact::collect_exact(run)?;
-        draw_profile(run, &profile, out)
-    }
-
     fn needs(&self) -> Needs {
-        Needs {
-            exact: true,
-            samples: false,
-        }
+        Needs::EXACT
     }
 
-    fn draw(
-        &self,
-        run: &mut Run<'_>,
-        collected: &mut Collected,
-        out: &mut dyn Write,
-    ) -> Option<Result<String, ProfileError>> {
-        let drawn = no_time_range(run)
-            .and_then(|()| has_exact(&collected.profile))
-            .and_then(|()| draw_profile(run, &collected.profile, out));
-        Some(drawn)
+    /// Writes the exact counts as a callgrind profile.
+    fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
+        let profile = &collected.profile;
+        let exact = exact_counts(run, profile)?;
+        let (costs, sites) = costs(run, exact);
+        let edges = match run.sym.elf().and_then(|e| e.arch) {
+            Some(arch) => call_edges(run.sym, arch, &sites),
+            None => Edges::new(),
+        };
+        let total: u64 = costs.values().flat_map(|l| l.values()).sum();
+        let header = Header {
+            cmd: format!("{} ({}, exact=on)", run.kernel, file_name(&profile.path)),
+            total,
+        };
+        let mut out = std::io::BufWriter::new(out);
+        write_callgrind(&header, &costs, &edges, &mut out)
+            .and_then(|()| out.flush())
+            .map_err(write_err)?;
+        let lines: usize = costs.values().map(BTreeMap::len).sum();
+        let calls: usize = edges.values().map(BTreeMap::len).sum();
+        Ok(format!(
+            "{total} instructions executed, in a callgrind profile of {} functions at {lines} \
+             source lines, {calls} call edges",
+            costs.len()
+        ))
     }
-}
-
-/// Writes the exact counts of `profile` as a callgrind profile.
-fn draw_profile(
-    run: &mut Run<'_>,
-    profile: &CpuProfile,
-    out: &mut dyn Write,
-) -> Result<String, ProfileError> {
-    let (costs, sites) = costs(run, &profile.summary.exact);
-    let edges = match run.sym.elf().and_then(|e| e.arch) {
-        Some(arch) => call_edges(run.sym, arch, &sites),
-        None => Edges::new(),
-    };
-    let total: u64 = costs.values().flat_map(|l| l.values()).sum();
-    let header = Header {
-        cmd: format!("{} ({}, exact=on)", run.kernel, file_name(&profile.path)),
-        total,
-    };
-    let mut out = std::io::BufWriter::new(out);
-    write_callgrind(&header, &costs, &edges, &mut out)
-        .and_then(|()| out.flush())
-        .map_err(write_err)?;
-    let lines: usize = costs.values().map(BTreeMap::len).sum();
-    let calls: usize = edges.values().map(BTreeMap::len).sum();
-    Ok(format!(
-        "{total} instructions executed, in a callgrind profile of {} functions at {lines} \
-         source lines, {calls} call edges",
-        costs.len()
-    ))
 }
 
 /// Names each executed address as the exact output does and adds its count to its leaf

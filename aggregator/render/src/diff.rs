@@ -6,11 +6,10 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::svg::{write_svg_lines, SvgParams, SvgRenderer};
-use crate::{file_name, write_err, CpuRenderer};
+use crate::{file_name, write_err, Collected, CpuRenderer, Drawn, Needs};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::folded::Folded;
 use kern_profile_profile::options::{Options, OutputFormat};
-use kern_profile_profile::ProfileError;
 
 /// The two-count folded lines `stack BASE THIS`, sorted.
 pub fn diff_lines(base: &Folded, this: &Folded, normalize: bool) -> io::Result<Vec<u8>> {
@@ -93,12 +92,22 @@ impl DiffRenderer {
 }
 
 impl CpuRenderer for DiffRenderer {
-    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let this = run.collect(run.input, false)?;
-        let base = run.collect(&self.base, false)?;
+    fn needs(&self) -> Needs {
+        Needs {
+            base: Some(self.base.clone()),
+            ..Needs::default()
+        }
+    }
+
+    fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
+        let this = &collected.profile;
+        let base = collected
+            .base
+            .as_ref()
+            .expect("the pass reads the base it needs");
         let filter = run.filter;
-        let base_f = Folded::from_counts(&base.counts, &mut run.namer_for(&base), &filter.names);
-        let this_f = run.name(&this);
+        let base_f = Folded::from_counts(&base.counts, &mut run.namer_for(base), &filter.names);
+        let this_f = run.name(this);
         match &self.svg {
             None => write_diff_folded(&base_f, &this_f, self.normalize, &mut *out),
             Some(svg) => {

@@ -5,13 +5,14 @@ use std::io::Write;
 
 use crate::svg::{write_svg, SvgRenderer};
 use crate::text::write_report;
-use crate::{write_err, Collected, CpuRenderer, Needs};
+use crate::{write_err, Collected, CpuRenderer, Drawn, Needs};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::exact::exact_folded;
 use kern_profile_profile::folded::Folded;
 use kern_profile_profile::options::{Options, OutputFormat};
 use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::ProfileError;
+use rustc_hash::FxHashMap;
 
 /// Exact instruction counts, drawn as `format`.
 pub struct ExactRenderer {
@@ -52,15 +53,6 @@ impl ExactRenderer {
     }
 }
 
-/// The run's profile with its exact counts, for the outputs made of them: an error when
-/// the file has none, or when a time range is asked (exact counts are the whole run's).
-pub(crate) fn collect_exact(run: &mut Run<'_>) -> Result<CpuProfile, ProfileError> {
-    no_time_range(run)?;
-    let profile = run.collect(run.input, true)?;
-    has_exact(&profile)?;
-    Ok(profile)
-}
-
 /// Exact counts are the whole run's: no time range.
 pub(crate) fn no_time_range(run: &Run<'_>) -> Result<(), ProfileError> {
     if run.filter.time.is_set() {
@@ -73,59 +65,35 @@ pub(crate) fn no_time_range(run: &Run<'_>) -> Result<(), ProfileError> {
     Ok(())
 }
 
-pub(crate) fn has_exact(profile: &CpuProfile) -> Result<(), ProfileError> {
+/// The exact counts of the pass's `profile`: an error when a time range is asked (they are
+/// the whole run's) or the recording has none.
+pub(crate) fn exact_counts<'p>(
+    run: &Run<'_>,
+    profile: &'p CpuProfile,
+) -> Result<&'p FxHashMap<u64, u64>, ProfileError> {
+    no_time_range(run)?;
     if !profile.summary.has_exact() {
         return Err(ProfileError::NoExactData {
             path: profile.path.clone(),
         });
     }
-    Ok(())
+    Ok(&profile.summary.exact)
 }
 
 impl CpuRenderer for ExactRenderer {
-    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let profile = collect_exact(run)?;
-        self.draw_profile(run, &profile, out)
-    }
-
     fn needs(&self) -> Needs {
-        Needs {
-            exact: true,
-            samples: false,
-        }
+        Needs::EXACT
     }
 
-    fn draw(
-        &self,
-        run: &mut Run<'_>,
-        collected: &mut Collected,
-        out: &mut dyn Write,
-    ) -> Option<Result<String, ProfileError>> {
-        let drawn = no_time_range(run)
-            .and_then(|()| has_exact(&collected.profile))
-            .and_then(|()| self.draw_profile(run, &collected.profile, out));
-        Some(drawn)
-    }
-}
-
-impl ExactRenderer {
-    fn draw_profile(
-        &self,
-        run: &mut Run<'_>,
-        profile: &CpuProfile,
-        out: &mut dyn Write,
-    ) -> Result<String, ProfileError> {
+    fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
+        let profile = &collected.profile;
+        let exact = exact_counts(run, profile)?;
         let (addresses, filter) = (run.style.addresses, run.filter);
-        let folded = exact_folded(
-            &profile.summary.exact,
-            &mut run.namer(),
-            addresses,
-            &filter.names,
-        );
+        let folded = exact_folded(exact, &mut run.namer(), addresses, &filter.names);
         match self.format {
             OutputFormat::Folded => folded.write(&mut *out),
             OutputFormat::Text => {
-                let header = self.header(run, &folded, profile.summary.exact.len());
+                let header = self.header(run, &folded, exact.len());
                 write_report(&folded, &header, self.top, "instructions", &mut *out)
             }
             _ => {

@@ -25,15 +25,12 @@ use fxprof_processed_profile::{
 use kern_profile_format::{Header, SamplingMode};
 use rustc_hash::FxHashMap;
 
-use crate::timed::DrawTimed;
-use kern_profile_profile::address_space::AddressSpaces;
+use crate::{Collected, CpuRenderer, Drawn, Needs};
 use kern_profile_profile::boundary::{EXCEPTION_FRAME, INTERRUPT_FRAME, SYSCALL_FRAME};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::{NameRules, SampleFilter};
-use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{StackNamer, UNKNOWN_FRAME};
 use kern_profile_profile::timed::TimedSamples;
-use kern_profile_profile::warning::Warning;
 use kern_profile_profile::ProfileError;
 
 /// A distinct address stack of a thread: its interned stack (`None`: empty) and the kernel
@@ -138,38 +135,25 @@ impl ThreadState {
 /// The sampled profile as a Firefox Profiler profile, one thread per vCPU.
 pub struct FirefoxRenderer;
 
-impl DrawTimed for FirefoxRenderer {
-    fn draw_samples(
-        &self,
-        run: &mut Run<'_>,
-        profile: &CpuProfile,
-        samples: &TimedSamples,
-        out: &mut dyn Write,
-    ) -> Result<String, ProfileError> {
-        let arch = profile.header.as_ref().map(|h| h.arch);
-        // Which user program ran in which address space, from the recording's code bytes
-        // (only when user programs are given).
-        let spaces = match run.sym.has_user_binaries() {
-            true => profile.spaces.clone(),
-            false => AddressSpaces::none(arch),
-        };
-        run.warnings.extend(spaces.warnings(run.sym));
+impl CpuRenderer for FirefoxRenderer {
+    fn needs(&self) -> Needs {
+        Needs::SAMPLES
+    }
+
+    fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
+        let profile = &collected.profile;
+        // User programs named by address space (none known without --user).
+        let spaces = profile.spaces.clone();
         let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
         let kept = write_firefox(
             profile.header.as_ref(),
-            samples,
+            &collected.samples,
             &mut namer,
             run.filter,
             &run.kernel,
             out,
         )?;
-        let overlap = namer.overlap_warning();
-        run.warnings.extend(Warning::of_input(
-            run.input,
-            profile.format,
-            &profile.summary,
-        ));
-        run.warnings.extend(overlap);
+        run.warnings.extend(namer.overlap_warning());
         Ok(format!(
             "{kept} of {} samples in a Firefox profile, one thread per vCPU",
             profile.summary.tally.samples

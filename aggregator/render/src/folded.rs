@@ -2,11 +2,9 @@
 
 use std::io::{self, Write};
 
-use crate::{write_err, Collected, CpuRenderer};
+use crate::{write_err, Collected, CpuRenderer, Drawn};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::folded::Folded;
-use kern_profile_profile::profile::CpuProfile;
-use kern_profile_profile::ProfileError;
 
 /// Writes `folded` as collapsed stack lines.
 pub fn write_folded(folded: &Folded, out: impl Write) -> io::Result<()> {
@@ -17,27 +15,9 @@ pub fn write_folded(folded: &Folded, out: impl Write) -> io::Result<()> {
 pub struct FoldedRenderer;
 
 impl CpuRenderer for FoldedRenderer {
-    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let profile = run.collect(run.input, false)?;
-        draw_profile(run, &profile, out)
+    fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
+        let folded = run.name(&collected.profile);
+        write_folded(&folded, out).map_err(write_err)?;
+        Ok(run.summary(&collected.profile, &folded))
     }
-
-    fn draw(
-        &self,
-        run: &mut Run<'_>,
-        collected: &mut Collected,
-        out: &mut dyn Write,
-    ) -> Option<Result<String, ProfileError>> {
-        Some(draw_profile(run, &collected.profile, out))
-    }
-}
-
-fn draw_profile(
-    run: &mut Run<'_>,
-    profile: &CpuProfile,
-    out: &mut dyn Write,
-) -> Result<String, ProfileError> {
-    let folded = run.name(profile);
-    write_folded(&folded, out).map_err(write_err)?;
-    Ok(run.summary(profile, &folded))
 }

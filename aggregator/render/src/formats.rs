@@ -12,7 +12,6 @@ use crate::folded::FoldedRenderer;
 use crate::pprof::PprofRenderer;
 use crate::svg::SvgRenderer;
 use crate::text::TextRenderer;
-use crate::timed::Timed;
 use crate::trace::TraceRenderer;
 use crate::CpuRenderer;
 
@@ -65,7 +64,7 @@ const NOT_WITH_DIFF: &str = "--exact and --diff do not combine";
 const DIFF_FORMATS: &str = "--diff writes svg or folded output";
 
 /// Every format; `record`'s outputs in the order it writes them.
-pub const FORMATS: [Format; 7] = [
+pub const FORMATS: &[Format] = &[
     Format {
         format: OutputFormat::Svg,
         name: "svg",
@@ -128,7 +127,7 @@ pub const FORMATS: [Format; 7] = [
         inline_marks: false,
         record: Some("profile.json"),
         record_exact: None,
-        make: |_, _| Box::new(Timed(FirefoxRenderer)),
+        make: |_, _| Box::new(FirefoxRenderer),
     },
     Format {
         format: OutputFormat::Folded,
@@ -214,7 +213,7 @@ pub const FORMATS: [Format; 7] = [
         inline_marks: true,
         record: None,
         record_exact: None,
-        make: |_, _| Box::new(Timed(TraceRenderer)),
+        make: |_, _| Box::new(TraceRenderer),
     },
 ];
 

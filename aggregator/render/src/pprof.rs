@@ -35,9 +35,9 @@ use kern_profile_format::{Header, SamplingMode};
 use prost::Message;
 use rustc_hash::FxHashMap;
 
-use crate::exact::{has_exact, no_time_range};
+use crate::exact::exact_counts;
 use crate::pprof_proto::{self as pb, Profile};
-use crate::{Collected, CpuRenderer, Needs};
+use crate::{Collected, CpuRenderer, Drawn, Needs};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{
@@ -53,42 +53,17 @@ pub struct PprofRenderer {
 }
 
 impl CpuRenderer for PprofRenderer {
-    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        if self.exact {
-            no_time_range(run)?;
-        }
-        let profile = run.collect(run.input, self.exact)?;
-        self.draw_profile(run, &profile, out)
-    }
-
     fn needs(&self) -> Needs {
-        Needs {
-            exact: self.exact,
-            samples: false,
+        match self.exact {
+            true => Needs::EXACT,
+            false => Needs::default(),
         }
     }
 
-    fn draw(
-        &self,
-        run: &mut Run<'_>,
-        collected: &mut Collected,
-        out: &mut dyn Write,
-    ) -> Option<Result<String, ProfileError>> {
-        Some(self.draw_profile(run, &collected.profile, out))
-    }
-}
-
-impl PprofRenderer {
-    fn draw_profile(
-        &self,
-        run: &mut Run<'_>,
-        profile: &CpuProfile,
-        out: &mut dyn Write,
-    ) -> Result<String, ProfileError> {
-        let (p, what) = if self.exact {
-            exact_profile(run, profile)?
-        } else {
-            sampled_profile(run, profile)
+    fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
+        let (p, what) = match self.exact {
+            true => exact_profile(run, &collected.profile)?,
+            false => sampled_profile(run, &collected.profile),
         };
         write_profile(&p, out)?;
         Ok(what)
@@ -249,16 +224,10 @@ fn exact_profile(
     run: &mut Run<'_>,
     profile: &CpuProfile,
 ) -> Result<(Profile, String), ProfileError> {
-    no_time_range(run)?;
-    has_exact(profile)?;
+    let exact = exact_counts(run, profile)?;
     let (plain, lined) = styles(run.style);
     let rules = &run.filter.names;
-    let mut addrs: Vec<(u64, u64)> = profile
-        .summary
-        .exact
-        .iter()
-        .map(|(&a, &n)| (a, n))
-        .collect();
+    let mut addrs: Vec<(u64, u64)> = exact.iter().map(|(&a, &n)| (a, n)).collect();
     addrs.sort_unstable();
     // As `exact::exact_folded` names them: the function with its inline chain, or
     // `[user] NAME;function` for a user program's address, else `[unknown]` (or `0x…`).

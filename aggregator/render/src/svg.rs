@@ -6,12 +6,10 @@ use std::io::{self, Write};
 use inferno::flamegraph::{self, color::MultiPalette, Direction, Palette};
 
 use crate::describe::subtitle;
-use crate::{write_err, Collected, CpuRenderer};
+use crate::{write_err, Collected, CpuRenderer, Drawn};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::folded::Folded;
 use kern_profile_profile::options::Options;
-use kern_profile_profile::profile::CpuProfile;
-use kern_profile_profile::ProfileError;
 
 /// What the flamegraph says around its frames.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,28 +111,8 @@ impl SvgRenderer {
 }
 
 impl CpuRenderer for SvgRenderer {
-    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let profile = run.collect(run.input, false)?;
-        self.draw_profile(run, &profile, out)
-    }
-
-    fn draw(
-        &self,
-        run: &mut Run<'_>,
-        collected: &mut Collected,
-        out: &mut dyn Write,
-    ) -> Option<Result<String, ProfileError>> {
-        Some(self.draw_profile(run, &collected.profile, out))
-    }
-}
-
-impl SvgRenderer {
-    fn draw_profile(
-        &self,
-        run: &mut Run<'_>,
-        profile: &CpuProfile,
-        out: &mut dyn Write,
-    ) -> Result<String, ProfileError> {
+    fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
+        let profile = &collected.profile;
         let folded = run.name(profile);
         let params = self.params(
             || format!("{}: {} samples", run.kernel, profile.kept),

@@ -10,11 +10,9 @@ use rustc_hash::FxHashMap;
 pub use kern_profile_profile::percent::pct;
 
 use crate::describe::describe;
-use crate::{write_err, Collected, CpuRenderer};
+use crate::{write_err, Collected, CpuRenderer, Drawn};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::folded::Folded;
-use kern_profile_profile::profile::CpuProfile;
-use kern_profile_profile::ProfileError;
 
 /// One function's counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,28 +135,8 @@ pub struct TextRenderer {
 }
 
 impl CpuRenderer for TextRenderer {
-    fn render(&self, run: &mut Run<'_>, out: &mut dyn Write) -> Result<String, ProfileError> {
-        let profile = run.collect(run.input, false)?;
-        self.draw_profile(run, &profile, out)
-    }
-
-    fn draw(
-        &self,
-        run: &mut Run<'_>,
-        collected: &mut Collected,
-        out: &mut dyn Write,
-    ) -> Option<Result<String, ProfileError>> {
-        Some(self.draw_profile(run, &collected.profile, out))
-    }
-}
-
-impl TextRenderer {
-    fn draw_profile(
-        &self,
-        run: &mut Run<'_>,
-        profile: &CpuProfile,
-        out: &mut dyn Write,
-    ) -> Result<String, ProfileError> {
+    fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
+        let profile = &collected.profile;
         let folded = run.name(profile);
         let split = profile.summary.tally.user_samples > 0 || run.sym.has_user_binaries();
         let mut header = describe(profile, &run.kernel, run.filter, split, self.per_cpu_lines);

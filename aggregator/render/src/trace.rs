@@ -34,17 +34,11 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
-use crate::timed::DrawTimed;
-use crate::{file_name, write_err};
-use kern_profile_profile::address_space::AddressSpaces;
+use crate::{file_name, write_err, Collected, CpuRenderer, Drawn, Needs};
 use kern_profile_profile::boundary;
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::NameRules;
-use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{meta_user, StackNamer};
-use kern_profile_profile::timed::TimedSamples;
-use kern_profile_profile::warning::Warning;
-use kern_profile_profile::ProfileError;
 
 /// The sampled stacks as a Chrome trace.
 pub struct TraceRenderer;
@@ -127,77 +121,60 @@ impl Samples {
     }
 }
 
-impl DrawTimed for TraceRenderer {
-    fn draw_samples(
-        &self,
-        run: &mut Run<'_>,
-        profile: &CpuProfile,
-        timed: &TimedSamples,
-        out: &mut dyn Write,
-    ) -> Result<String, ProfileError> {
-        draw_samples(run, profile, timed, out)
+impl CpuRenderer for TraceRenderer {
+    fn needs(&self) -> Needs {
+        Needs::SAMPLES
     }
-}
 
-/// Names and writes the samples the pass over `profile`'s file kept.
-fn draw_samples(
-    run: &mut Run<'_>,
-    profile: &CpuProfile,
-    timed: &TimedSamples,
-    out: &mut dyn Write,
-) -> Result<String, ProfileError> {
-    let (format, header, summary) = (profile.format, &profile.header, &profile.summary);
-    // Which user program ran in which address space, from the recording's code bytes
-    // (only when user programs are given).
-    let spaces = match run.sym.has_user_binaries() {
-        true => profile.spaces.clone(),
-        false => AddressSpaces::none(header.as_ref().map(|h| h.arch)),
-    };
-    run.warnings.extend(spaces.warnings(run.sym));
-    let filter = run.filter;
-    let rules = filter.names.clone();
-    let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
-    let mut samples = Samples::default();
-    for (vcpu, _, key, ns) in timed.iter() {
-        if let Some(stack) = samples.intern(key, &mut namer, &rules) {
-            samples.rows.push((vcpu, ns, stack));
+    /// Names and writes the samples the pass kept.
+    fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
+        let (profile, timed) = (&collected.profile, &collected.samples);
+        let (header, summary) = (&profile.header, &profile.summary);
+        // User programs named by address space (none known without --user).
+        let spaces = profile.spaces.clone();
+        let filter = run.filter;
+        let rules = filter.names.clone();
+        let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
+        let mut samples = Samples::default();
+        for (vcpu, _, key, ns) in timed.iter() {
+            if let Some(stack) = samples.intern(key, &mut namer, &rules) {
+                samples.rows.push((vcpu, ns, stack));
+            }
         }
+        run.warnings.extend(namer.overlap_warning());
+        let mut vcpus: Vec<u32> = header.as_ref().map_or(Vec::new(), |h| {
+            (0..h.vcpus.min(4096))
+                .filter(|&v| filter.cpus.as_ref().is_none_or(|c| c.contains(v)))
+                .collect()
+        });
+        let halted: Vec<(u32, u64)> = summary.tally.host_timer.as_ref().map_or(Vec::new(), |t| {
+            (0u32..)
+                .zip(&t.vcpus)
+                .filter(|(v, _)| vcpus.contains(v))
+                .map(|(v, t)| (v, t.idle_ns))
+                .collect()
+        });
+        let kept = samples.rows.len();
+        samples.rows.sort_by_key(|&(v, ns, _)| (v, ns));
+        vcpus.extend(samples.rows.iter().map(|r| r.0));
+        vcpus.sort_unstable();
+        vcpus.dedup();
+        let meta = Meta {
+            kernel: &run.kernel,
+            input: file_name(run.input),
+            start_unix_ns: header.as_ref().map(|h| h.start_unix_ns),
+            halted,
+        };
+        let mut out = std::io::BufWriter::new(out);
+        let slices = write_trace(&samples, &vcpus, &meta, &mut out)
+            .and_then(|n| out.flush().map(|()| n))
+            .map_err(write_err)?;
+        Ok(format!(
+            "{kept} of {} samples in a trace: {} vCPU tracks, {slices} slices",
+            summary.tally.samples,
+            vcpus.len()
+        ))
     }
-    run.warnings.extend(namer.overlap_warning());
-    run.warnings
-        .extend(Warning::of_input(run.input, format, summary));
-    let mut vcpus: Vec<u32> = header.as_ref().map_or(Vec::new(), |h| {
-        (0..h.vcpus.min(4096))
-            .filter(|&v| filter.cpus.as_ref().is_none_or(|c| c.contains(v)))
-            .collect()
-    });
-    let halted: Vec<(u32, u64)> = summary.tally.host_timer.as_ref().map_or(Vec::new(), |t| {
-        (0u32..)
-            .zip(&t.vcpus)
-            .filter(|(v, _)| vcpus.contains(v))
-            .map(|(v, t)| (v, t.idle_ns))
-            .collect()
-    });
-    let kept = samples.rows.len();
-    samples.rows.sort_by_key(|&(v, ns, _)| (v, ns));
-    vcpus.extend(samples.rows.iter().map(|r| r.0));
-    vcpus.sort_unstable();
-    vcpus.dedup();
-    let meta = Meta {
-        kernel: &run.kernel,
-        input: file_name(run.input),
-        start_unix_ns: header.as_ref().map(|h| h.start_unix_ns),
-        halted,
-    };
-    let mut out = std::io::BufWriter::new(out);
-    let slices = write_trace(&samples, &vcpus, &meta, &mut out)
-        .and_then(|n| out.flush().map(|()| n))
-        .map_err(write_err)?;
-    Ok(format!(
-        "{kept} of {} samples in a trace: {} vCPU tracks, {slices} slices",
-        summary.tally.samples,
-        vcpus.len()
-    ))
 }
 
 /// What the trace says about itself (`otherData`).

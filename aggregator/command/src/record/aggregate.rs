@@ -15,9 +15,7 @@ use crate::options::{Options, OutputFormat};
 use crate::output::formats::record_outputs;
 use crate::output::text::{function_rows, FunctionRow};
 use crate::output::{Collected, Needs};
-use crate::profile::SampleSink;
 use crate::symbolize::{KernelFile, Symbolizer};
-use crate::timed::TimedSamples;
 use crate::warning::Warning;
 use crate::ProfileError;
 
@@ -90,18 +88,9 @@ pub fn aggregate(
         needs = needs.or(renderer.needs());
         renderers.push(renderer);
     }
-    let mut timed = TimedSamples::default();
-    let mut sinks: Vec<&mut dyn SampleSink> = Vec::new();
-    if needs.samples {
-        sinks.push(&mut timed);
-    }
-    let profile = pass.collect_from(input, needs.exact, &mut sinks)?;
+    let collected = Collected::pass(&mut pass, input, &needs)?;
     let mut done = Aggregated::default();
     add_warnings(&mut done.warnings, std::mem::take(&mut pass.warnings));
-    let mut collected = Collected {
-        profile,
-        samples: needs.samples.then_some(timed),
-    };
 
     for ((path, job), renderer) in outputs.iter().zip(renderers) {
         let write_err = |source| ProfileError::Write {
@@ -110,11 +99,7 @@ pub fn aggregate(
         };
         let mut file = AtomicFile::create(path).map_err(write_err)?;
         let mut run = run_of(job, &mut sym);
-        match renderer.draw(&mut run, &mut collected, &mut file) {
-            Some(drawn) => drawn?,
-            // An output that reads the recording itself (none of record's today).
-            None => renderer.render(&mut run, &mut file)?,
-        };
+        renderer.draw(&mut run, &collected, &mut file)?;
         file.commit().map_err(write_err)?;
         done.files.push(path.clone());
         add_warnings(&mut done.warnings, run.warnings);
