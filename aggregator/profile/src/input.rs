@@ -41,6 +41,21 @@ pub struct Sample<'a> {
 }
 
 impl<'a> Sample<'a> {
+    /// A sample of `addrs` on `vcpu` and nothing else known: all a legacy file holds.
+    pub fn of_addresses(vcpu: u32, addrs: &'a [u64]) -> Self {
+        Sample {
+            vcpu,
+            user: false,
+            time_ns: None,
+            sp_word: None,
+            return_register: None,
+            stop: None,
+            addrs,
+            cpu: CpuState::default(),
+            page_table: None,
+        }
+    }
+
     /// A raw-format sample of an `arch` guest whose PC and return addresses are `addrs`.
     pub fn of_raw(s: &SampleRef<'_>, addrs: &'a [u64], arch: Option<Arch>) -> Self {
         Sample {
@@ -232,17 +247,7 @@ fn read_legacy(
         sum.tally.per_vcpu.add(0);
         addrs.clear();
         addrs.extend(s.addresses());
-        on_sample(&Sample {
-            vcpu: 0,
-            user: false,
-            time_ns: None,
-            sp_word: None,
-            return_register: None,
-            stop: None,
-            addrs: &addrs,
-            cpu: CpuState::default(),
-            page_table: None,
-        });
+        on_sample(&Sample::of_addresses(0, &addrs));
     }
     sum.tally.truncation = r.truncation();
     Ok(())

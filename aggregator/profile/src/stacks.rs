@@ -833,17 +833,7 @@ mod tests {
     }
 
     fn sample(addrs: &[u64]) -> Sample<'_> {
-        Sample {
-            vcpu: 0,
-            user: false,
-            time_ns: None,
-            sp_word: None,
-            return_register: None,
-            stop: None,
-            addrs,
-            cpu: CpuState::default(),
-            page_table: None,
-        }
+        Sample::of_addresses(0, addrs)
     }
 
     fn names(opts: &Options, s: &Sample<'_>) -> Option<String> {

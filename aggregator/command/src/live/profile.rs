@@ -102,22 +102,7 @@ mod tests {
     use crate::options::Options;
     use crate::stacks::NameStyle;
     use crate::symbolize::{symbol_map, SymbolTable};
-    use crate::unnamed::CpuState;
     use std::path::Path;
-
-    fn sample(vcpu: u32, addrs: &[u64]) -> Sample<'_> {
-        Sample {
-            vcpu,
-            user: false,
-            time_ns: None,
-            sp_word: None,
-            return_register: None,
-            stop: None,
-            addrs,
-            cpu: CpuState::default(),
-            page_table: None,
-        }
-    }
 
     /// The rows of every view are the report's: `function_rows` of the named stacks.
     #[test]
@@ -140,7 +125,7 @@ mod tests {
             (5000, &[0x1204, 0x1150, 0x1050]),
         ];
         for (vcpu, addrs) in stacks {
-            live.add(&sample(vcpu, addrs), &keys, &mut sym);
+            live.add(&Sample::of_addresses(vcpu, addrs), &keys, &mut sym);
         }
         let mut namer = StackNamer::new(&mut sym, NameStyle::from_options(&opts, false));
         let table = live.table(&mut namer, &filter.names);
