@@ -135,17 +135,12 @@ impl CpuRenderer for DiffRenderer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::folded_lines;
 
     #[test]
     fn two_counts_per_stack() {
-        let base = Folded {
-            lines: vec![("a;b".into(), 2), ("a;c".into(), 2)],
-            total: 4,
-        };
-        let this = Folded {
-            lines: vec![("a;b".into(), 5)],
-            total: 5,
-        };
+        let base = folded_lines(&[("a;b", 2), ("a;c", 2)]);
+        let this = folded_lines(&[("a;b", 5)]);
         let out = String::from_utf8(diff_lines(&base, &this, false).unwrap()).unwrap();
         assert!(out.contains("a;b 2 5"), "{out}");
         assert!(out.contains("a;c 2 0"), "{out}");

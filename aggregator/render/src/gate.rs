@@ -297,18 +297,12 @@ fn unnamed_kernel_share(f: &Folded) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn folded(lines: &[(&str, u64)]) -> Folded {
-        Folded {
-            lines: lines.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
-            total: lines.iter().map(|l| l.1).sum(),
-        }
-    }
+    use crate::folded_lines;
 
     #[test]
     fn shares_grow_in_points() {
-        let base = folded(&[("main;a", 50), ("main;b", 50)]);
-        let new = folded(&[("main;a", 70), ("main;b", 30)]);
+        let base = folded_lines(&[("main;a", 50), ("main;b", 50)]);
+        let new = folded_lines(&[("main;a", 70), ("main;b", 30)]);
         let gate = Gate {
             tolerance: 5.0,
             exact: false,
@@ -337,8 +331,8 @@ mod tests {
 
     #[test]
     fn exact_counts_grow_in_percent() {
-        let base = folded(&[("a", 100), ("b", 1000)]);
-        let new = folded(&[("a", 111), ("b", 1000), ("c", 1)]);
+        let base = folded_lines(&[("a", 100), ("b", 1000)]);
+        let new = folded_lines(&[("a", 111), ("b", 1000), ("c", 1)]);
         let gate = Gate {
             tolerance: 10.0,
             exact: true,

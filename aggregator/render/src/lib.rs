@@ -76,3 +76,12 @@ pub(crate) fn file_name(p: &Path) -> String {
         |n| n.to_string_lossy().into_owned(),
     )
 }
+
+/// Named stacks of `(stack, count)` lines, as tests write them.
+#[cfg(test)]
+pub(crate) fn folded_lines(lines: &[(&str, u64)]) -> kern_profile_profile::folded::Folded {
+    kern_profile_profile::folded::Folded {
+        lines: lines.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
+        total: lines.iter().map(|l| l.1).sum(),
+    }
+}

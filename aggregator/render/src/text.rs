@@ -149,17 +149,11 @@ impl CpuRenderer for TextRenderer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn folded(lines: &[(&str, u64)]) -> Folded {
-        Folded {
-            lines: lines.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
-            total: lines.iter().map(|l| l.1).sum(),
-        }
-    }
+    use crate::folded_lines;
 
     #[test]
     fn self_and_total_count_recursion_once() {
-        let f = folded(&[("main;a;a;b", 3), ("main;a", 1), ("main;c", 6)]);
+        let f = folded_lines(&[("main;a;a;b", 3), ("main;a", 1), ("main;c", 6)]);
         let rows = function_rows(&f);
         let get = |n: &str| rows.iter().find(|r| r.name == n).unwrap().clone();
         assert_eq!(get("main").total_count, 10);
@@ -172,7 +166,7 @@ mod tests {
 
     #[test]
     fn report_layout() {
-        let f = folded(&[("main;a", 1), ("main;c", 3)]);
+        let f = folded_lines(&[("main;a", 1), ("main;c", 3)]);
         let mut out = Vec::new();
         write_report(&f, &["samples: 4".into()], 1, "samples", &mut out).unwrap();
         let s = String::from_utf8(out).unwrap();
