@@ -2,8 +2,8 @@
 //! Firefox Profiler JSON, pprof, callgrind, Chrome trace events, text report, differential
 //! flamegraph and exact counts, each drawn from what the one [`pass`] collected; plus the words
 //! shared by several ([`describe`]). A new format is one more file here and one more row in
-//! [`formats`], the table of formats. Allocation mode's own outputs: [`alloc_flamegraph`],
-//! [`alloc_report`], [`timeline`].
+//! [`formats`], the table of formats, keyed by its `-f` value (an `OutputFormat`). Allocation
+//! mode's own outputs: [`alloc_flamegraph`], [`alloc_report`], [`timeline`].
 
 pub mod alloc_flamegraph;
 pub mod alloc_report;
