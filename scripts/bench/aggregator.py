@@ -2,7 +2,6 @@
 at least 10 M samples made with the real plugin (period=400): samples/s and peak RSS.
 """
 
-import json
 import math
 import os
 import re
@@ -35,10 +34,8 @@ def record_big_raw(b):
     rounds = math.ceil(big_samples(b) * 1.03 * BIG_PERIOD / b.insns_per_round)
     meta = {"kernel_sha256": b.kernel_sha, "plugin_sha256": b.plugin_sha,
             "period": BIG_PERIOD, "rounds": rounds}
-    old = b.meta_ok(path, meta)
+    old = b.kept(path, meta, "samples")
     if old:
-        say(f"reusing {path} ({fmt_int(old['samples'])} samples, --keep)")
-        old["reused"] = True
         return path, old
     append = f"rounds={rounds} alloc_rounds=0"
     say(f"recording the aggregator's input: {append}, period={BIG_PERIOD} (~{big_samples(b) / 1e6:g} M samples)")
@@ -51,10 +48,7 @@ def record_big_raw(b):
                          f"fewer than the {big_samples(b)} wanted")
     info = dict(meta, samples=samples, dropped=dropped, bytes=os.path.getsize(path),
                 record_wall_s=wall, append=append)
-    with open(path + ".meta.json", "w") as f:
-        json.dump(info, f, indent=1)
-    info["reused"] = False
-    return path, info
+    return b.made(path, info)
 
 def measure(b):
     """kern-profile raw -> folded and raw -> svg on the big recording; into

@@ -2,7 +2,6 @@
 kernel recorded on COM2: records/s.
 """
 
-import json
 import os
 import re
 import shlex
@@ -24,10 +23,8 @@ def record_memtrace(b):
     path = os.path.join(b.data, "memtrace.bin")
     records_expected = MEMTRACE_FIXED_RECORDS + MEMTRACE_RECORDS_PER_ROUND * b.alloc_rounds
     meta = {"kernel_sha256": b.kernel_sha, "alloc_rounds": b.alloc_rounds}
-    old = b.meta_ok(path, meta)
+    old = b.kept(path, meta, "records")
     if old:
-        say(f"reusing {path} ({fmt_int(old['records'])} records, --keep)")
-        old["reused"] = True
         return path, old
     append = f"rounds=0 alloc_rounds={b.alloc_rounds}"
     com1 = os.path.join(b.data, "memtrace-com1.txt")
@@ -44,10 +41,7 @@ def record_memtrace(b):
         raise BenchError(f"memtrace {path}: {size} bytes / {records} records, the kernel "
                          f"says {nbytes} bytes and {records_expected} records were expected")
     info = dict(meta, records=records, bytes=size, record_wall_s=wall, append=append)
-    with open(path + ".meta.json", "w") as f:
-        json.dump(info, f, indent=1)
-    info["reused"] = False
-    return path, info
+    return b.made(path, info)
 
 def measure(b):
     """kern-profile --alloc on a recorded memtrace; into b.results["memtrace"]."""
