@@ -7,7 +7,7 @@ import os
 import re
 import shlex
 
-from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, fmt_int, fmt_rate, fmt_rss, fmt_s,
+from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, add_run, fmt_int, fmt_rate, fmt_rss, fmt_s,
                     format_table, judge, median, rss_floor_kb, run_measured, say, tail)
 
 NAME = "aggregator"
@@ -81,11 +81,7 @@ def measure(b):
             if m and int(m.group(2)) != samples:
                 raise BenchError(f"kern-profile read {m.group(2)} samples from {raw}, "
                                  f"the plugin wrote {samples}")
-            d = runs[fmt]
-            d["wall_s"].append(wall)
-            d["user_s"].append(user)
-            d["sys_s"].append(sys_)
-            d["rss_kb"].append(rss)
+            add_run(runs[fmt], wall, user, sys_, rss)
             say(f"  raw -> {fmt} run {r + 1}/{b.agg_runs}: {wall:.2f} s, "
                 f"{samples / wall / 1e6:.2f} M samples/s, {rss / 1024:.0f} MB")
     for fmt, d in runs.items():

@@ -60,6 +60,14 @@ def leaf_counts(b, raw, elf, *extra):
     return counts
 
 
+def add_run(runs, wall, user, sys_, rss):
+    """Appends one measured run's figures (run_measured's) to the lists of `runs`."""
+    runs["wall_s"].append(wall)
+    runs["user_s"].append(user)
+    runs["sys_s"].append(sys_)
+    runs["rss_kb"].append(rss)
+
+
 def tail(path, n=15):
     try:
         with open(path, "rb") as f:

@@ -6,7 +6,7 @@ import os
 import re
 import shlex
 
-from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, fmt_int, fmt_rate, fmt_rss, fmt_s,
+from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, add_run, fmt_int, fmt_rate, fmt_rss, fmt_s,
                     format_table, median, rss_floor_kb, run_measured, say, tail)
 
 NAME = "memtrace"
@@ -63,10 +63,7 @@ def measure(b):
             cmd, os.path.join(b.data, "alloc.stdout"), se, 600)
         if status != 0:
             raise BenchError(f"kern-profile --alloc failed ({status}): {shlex.join(cmd)}\n{tail(se)}")
-        d["wall_s"].append(wall)
-        d["user_s"].append(user)
-        d["sys_s"].append(sys_)
-        d["rss_kb"].append(rss)
+        add_run(d, wall, user, sys_, rss)
         say(f"  --alloc run {r + 1}/{b.agg_runs}: {wall:.3f} s, "
             f"{records / wall / 1e6:.2f} M records/s")
     m = median(d["wall_s"])
