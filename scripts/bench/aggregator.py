@@ -2,13 +2,12 @@
 at least 10 M samples made with the real plugin (period=400): samples/s and peak RSS.
 """
 
-import json
 import math
 import os
 import re
 import shlex
 
-from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, fmt_int, fmt_rate, fmt_rss, fmt_s,
+from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, add_run, fmt_int, fmt_rate, fmt_rss, fmt_s,
                     format_table, judge, median, rss_floor_kb, run_measured, say, tail)
 
 NAME = "aggregator"
@@ -35,10 +34,8 @@ def record_big_raw(b):
     rounds = math.ceil(big_samples(b) * 1.03 * BIG_PERIOD / b.insns_per_round)
     meta = {"kernel_sha256": b.kernel_sha, "plugin_sha256": b.plugin_sha,
             "period": BIG_PERIOD, "rounds": rounds}
-    old = b.meta_ok(path, meta)
+    old = b.kept(path, meta, "samples")
     if old:
-        say(f"reusing {path} ({fmt_int(old['samples'])} samples, --keep)")
-        old["reused"] = True
         return path, old
     append = f"rounds={rounds} alloc_rounds=0"
     say(f"recording the aggregator's input: {append}, period={BIG_PERIOD} (~{big_samples(b) / 1e6:g} M samples)")
@@ -51,10 +48,7 @@ def record_big_raw(b):
                          f"fewer than the {big_samples(b)} wanted")
     info = dict(meta, samples=samples, dropped=dropped, bytes=os.path.getsize(path),
                 record_wall_s=wall, append=append)
-    with open(path + ".meta.json", "w") as f:
-        json.dump(info, f, indent=1)
-    info["reused"] = False
-    return path, info
+    return b.made(path, info)
 
 def measure(b):
     """kern-profile raw -> folded and raw -> svg on the big recording; into
@@ -87,11 +81,7 @@ def measure(b):
             if m and int(m.group(2)) != samples:
                 raise BenchError(f"kern-profile read {m.group(2)} samples from {raw}, "
                                  f"the plugin wrote {samples}")
-            d = runs[fmt]
-            d["wall_s"].append(wall)
-            d["user_s"].append(user)
-            d["sys_s"].append(sys_)
-            d["rss_kb"].append(rss)
+            add_run(runs[fmt], wall, user, sys_, rss)
             say(f"  raw -> {fmt} run {r + 1}/{b.agg_runs}: {wall:.2f} s, "
                 f"{samples / wall / 1e6:.2f} M samples/s, {rss / 1024:.0f} MB")
     for fmt, d in runs.items():

@@ -38,8 +38,7 @@ def measure_arch(b, arch):
         f"{fmt_int(calls)} allocator calls, no COM2)")
 
     def run_one(i):
-        wall, user, sys_, rss, err = b.run_qemu(argvs[i], f"alloc-hooks-{arch}-{i}", 600)
-        fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
+        fig, err = b.run_figures(argvs[i], f"alloc-hooks-{arch}-{i}")
         if i == 1:
             m = ALLOC_LINE_RE.search(err)
             if not m:

@@ -60,6 +60,14 @@ def leaf_counts(b, raw, elf, *extra):
     return counts
 
 
+def add_run(runs, wall, user, sys_, rss):
+    """Appends one measured run's figures (run_measured's) to the lists of `runs`."""
+    runs["wall_s"].append(wall)
+    runs["user_s"].append(user)
+    runs["sys_s"].append(sys_)
+    runs["rss_kb"].append(rss)
+
+
 def tail(path, n=15):
     try:
         with open(path, "rb") as f:
@@ -513,6 +521,16 @@ class Runner:
             err = f.read()
         return wall, user, sys_, rss, err
 
+    def run_figures(self, argv, tag, success=QEMU_SUCCESS, summary=None):
+        """A measured run (run_qemu, 600 s at most) as a result row, wall, user and sys
+        seconds and peak RSS, and its stderr; with `summary` (the run's name in errors), the
+        samples the plugin's summary says it wrote and dropped too."""
+        wall, user, sys_, rss, err = self.run_qemu(argv, tag, 600, success)
+        fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
+        if summary is not None:
+            fig["samples"], fig["dropped"] = self.parse_summary(err, summary)
+        return fig, err
+
     @staticmethod
     def parse_summary(err, tag):
         m = SUMMARY_RE.search(err)
@@ -522,7 +540,9 @@ class Runner:
         return int(m.group(1)), int(m.group(2))
 
     # -- recorded inputs (fresh each run, reused with --keep when they match)
-    def meta_ok(self, path, meta):
+    def kept(self, path, meta, counted):
+        """With --keep, the metadata of the recording at `path` when it was made with `meta`
+        and is whole, said (its number of `counted`) and marked reused; None otherwise."""
         mp = path + ".meta.json"
         if not (self.a.keep and os.path.isfile(path) and os.path.isfile(mp)):
             return None
@@ -534,4 +554,15 @@ class Runner:
             return None
         if old.get("bytes") != os.path.getsize(path):
             return None
+        say(f"reusing {path} ({fmt_int(old[counted])} {counted}, --keep)")
+        old["reused"] = True
         return old
+
+    @staticmethod
+    def made(path, info):
+        """A fresh recording: its metadata `info` written beside it for --keep, and it is
+        marked not reused."""
+        with open(path + ".meta.json", "w") as f:
+            json.dump(info, f, indent=1)
+        info["reused"] = False
+        return path, info

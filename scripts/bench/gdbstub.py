@@ -166,12 +166,11 @@ def measure_arch(b, arch, rounds, how):
             t = threading.Thread(target=attach_and_record,
                                  args=(b, sock, rate, kernel, tag, sampler))
             t.start()
-        wall, user, sys_, rss, _ = b.run_qemu(argv, tag, 600, KERNELS[arch][3])
+        fig, _ = b.run_figures(argv, tag, KERNELS[arch][3])
         if t is not None:
             t.join()
             if "error" in sampler:
                 raise BenchError(f"gdbstub {arch} {name}: {sampler['error']}")
-        fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
         fig.update(sampler)
         return fig
 

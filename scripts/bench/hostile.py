@@ -57,8 +57,7 @@ def measure(b):
         f"round-robin ({append})")
 
     def run_one(i):
-        wall, user, sys_, rss, err = b.run_qemu(argvs[i], f"hostile-{i}", 600)
-        fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
+        fig, err = b.run_figures(argvs[i], f"hostile-{i}")
         if CONFIGS[i][1] is not None:
             m = SAMPLES_RE.search(err)
             if not m:

@@ -89,11 +89,9 @@ def measure_arch(b, arch):
 
     def run_one(i):
         name, pargs = every[i]
-        wall, user, sys_, rss, err = b.run_qemu(argvs[i], f"interrupt-{arch}-{i}", 600,
-                                                KERNELS[arch][3])
-        fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
+        fig, _ = b.run_figures(argvs[i], f"interrupt-{arch}-{i}", KERNELS[arch][3],
+                               None if pargs is None else f"{arch} {name}")
         if pargs is not None:
-            fig["samples"], fig["dropped"] = b.parse_summary(err, f"{arch} {name}")
             for f, n in kernel_leaf_counts(b, raws[i], b.kernels[arch]).items():
                 summed[i][f] = summed[i].get(f, 0) + n
         return fig

@@ -2,12 +2,11 @@
 kernel recorded on COM2: records/s.
 """
 
-import json
 import os
 import re
 import shlex
 
-from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, fmt_int, fmt_rate, fmt_rss, fmt_s,
+from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, add_run, fmt_int, fmt_rate, fmt_rss, fmt_s,
                     format_table, median, rss_floor_kb, run_measured, say, tail)
 
 NAME = "memtrace"
@@ -24,10 +23,8 @@ def record_memtrace(b):
     path = os.path.join(b.data, "memtrace.bin")
     records_expected = MEMTRACE_FIXED_RECORDS + MEMTRACE_RECORDS_PER_ROUND * b.alloc_rounds
     meta = {"kernel_sha256": b.kernel_sha, "alloc_rounds": b.alloc_rounds}
-    old = b.meta_ok(path, meta)
+    old = b.kept(path, meta, "records")
     if old:
-        say(f"reusing {path} ({fmt_int(old['records'])} records, --keep)")
-        old["reused"] = True
         return path, old
     append = f"rounds=0 alloc_rounds={b.alloc_rounds}"
     com1 = os.path.join(b.data, "memtrace-com1.txt")
@@ -44,10 +41,7 @@ def record_memtrace(b):
         raise BenchError(f"memtrace {path}: {size} bytes / {records} records, the kernel "
                          f"says {nbytes} bytes and {records_expected} records were expected")
     info = dict(meta, records=records, bytes=size, record_wall_s=wall, append=append)
-    with open(path + ".meta.json", "w") as f:
-        json.dump(info, f, indent=1)
-    info["reused"] = False
-    return path, info
+    return b.made(path, info)
 
 def measure(b):
     """kern-profile --alloc on a recorded memtrace; into b.results["memtrace"]."""
@@ -69,10 +63,7 @@ def measure(b):
             cmd, os.path.join(b.data, "alloc.stdout"), se, 600)
         if status != 0:
             raise BenchError(f"kern-profile --alloc failed ({status}): {shlex.join(cmd)}\n{tail(se)}")
-        d["wall_s"].append(wall)
-        d["user_s"].append(user)
-        d["sys_s"].append(sys_)
-        d["rss_kb"].append(rss)
+        add_run(d, wall, user, sys_, rss)
         say(f"  --alloc run {r + 1}/{b.agg_runs}: {wall:.3f} s, "
             f"{records / wall / 1e6:.2f} M records/s")
     m = median(d["wall_s"])

@@ -114,11 +114,8 @@ def measure_arch(b, arch, rounds, how):
 
     def run_one(i):
         name, pargs = CONFIGS[i]
-        wall, user, sys_, rss, err = b.run_qemu(argvs[i], f"overhead-{arch}-{i}", 600,
-                                                KERNELS[arch][3])
-        fig = {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss}
-        if pargs is not None:
-            fig["samples"], fig["dropped"] = b.parse_summary(err, f"{arch} {name}")
+        fig, _ = b.run_figures(argvs[i], f"overhead-{arch}-{i}", KERNELS[arch][3],
+                               None if pargs is None else f"{arch} {name}")
         return fig
 
     per, orders = round_robin(CONFIGS, b.runs, run_one, arch)

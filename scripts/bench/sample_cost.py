@@ -64,11 +64,9 @@ def measure_arch(b, arch, rounds, how):
     say(f"sample cost, {arch}: 4 configurations x {b.runs} runs, round-robin ({append})")
 
     def run_one(i):
-        wall, user, sys_, rss, err = b.run_qemu(argvs[i], f"sample-cost-{arch}-{i}", 600,
-                                                KERNELS[arch][3])
-        samples, dropped = b.parse_summary(err, f"{arch} {configs[i][0]}")
-        return {"wall_s": wall, "user_s": user, "sys_s": sys_, "rss_kb": rss,
-                "samples": samples, "dropped": dropped}
+        fig, _ = b.run_figures(argvs[i], f"sample-cost-{arch}-{i}", KERNELS[arch][3],
+                               f"{arch} {configs[i][0]}")
+        return fig
 
     per, orders = round_robin(configs, b.runs, run_one, arch)
     fp_cost = marginal_cost(per, f"fp {LO}", f"fp {HI}")

@@ -5,6 +5,27 @@
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
+# no_arguments "$@": the calling script takes none but -h/--help, which prints its help.
+no_arguments() {
+    local a
+    for a in "$@"; do
+        case "$a" in
+            -h|--help) usage; exit 0 ;;
+            *) die "unknown argument '$a' (see --help)" ;;
+        esac
+    done
+}
+
+# check_root_dir VAR DIR: DIR, from the environment variable VAR, is an absolute path other
+# than / (the scripts make, and may remove, a tree there).
+check_root_dir() {
+    case "$2" in
+        /*) ;;
+        *) die "$1 must be an absolute path (got '$2')" ;;
+    esac
+    [ "$2" != / ] || die "$1 must not be /"
+}
+
 # need_debian12 HINT: dies unless this is Debian 12, saying HINT (what to install by hand).
 need_debian12() {
     . /etc/os-release 2>/dev/null || die "cannot read /etc/os-release: unsupported system"

@@ -16,12 +16,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$KP_ROOT/scripts/setup/lib.sh"
 
-for a in "$@"; do
-    case "$a" in
-        -h|--help) usage; exit 0 ;;
-        *) die "unknown argument '$a' (see --help)" ;;
-    esac
-done
+no_arguments "$@"
 
 ROOT="$(qemu_72_root)"
 BIN="$(qemu_72_bin_dir)"
@@ -32,11 +27,7 @@ SYSTEM_ROMS="/usr/share/seabios/bios-256k.bin /usr/lib/ipxe/qemu/efi-virtio.rom"
 # The download directory (removed on exit).
 dl=""
 
-case "$ROOT" in
-    /*) ;;
-    *) die "KP_QEMU_72_ROOT must be an absolute path (got '$ROOT')" ;;
-esac
-[ "$ROOT" != / ] || die "KP_QEMU_72_ROOT must not be /"
+check_root_dir KP_QEMU_72_ROOT "$ROOT"
 case "$ROOT" in
     *"'"*|*[[:space:]]*) die "KP_QEMU_72_ROOT may hold no quote or space (got '$ROOT')" ;;
 esac

@@ -14,12 +14,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$KP_ROOT/scripts/setup/lib.sh"
 
-for a in "$@"; do
-    case "$a" in
-        -h|--help) usage; exit 0 ;;
-        *) die "unknown argument '$a' (see --help)" ;;
-    esac
-done
+no_arguments "$@"
 
 ROOT="$(qemu_sid_root)"
 BIN="$(qemu_sid_bin_dir)"
@@ -28,11 +23,7 @@ PROGS="qemu-system-i386 qemu-system-x86_64 qemu-system-riscv64 qemu-system-aarch
 # qemu-system-riscv64 is in its own package (qemu-system-riscv), not in qemu-system-misc.
 PACKAGES="qemu-system-x86,qemu-system-arm,qemu-system-riscv"
 
-case "$ROOT" in
-    /*) ;;
-    *) die "KP_QEMU_SID_ROOT must be an absolute path (got '$ROOT')" ;;
-esac
-[ "$ROOT" != / ] || die "KP_QEMU_SID_ROOT must not be /"
+check_root_dir KP_QEMU_SID_ROOT "$ROOT"
 
 apt_install_debootstrap() {
     if command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ]; then

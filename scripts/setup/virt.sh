@@ -12,12 +12,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$KP_ROOT/scripts/setup/lib.sh"
 
-for a in "$@"; do
-    case "$a" in
-        -h|--help) usage; exit 0 ;;
-        *) die "unknown argument '$a' (see --help)" ;;
-    esac
-done
+no_arguments "$@"
 
 by_hand="Install qemu-system-riscv64 and qemu-system-aarch64 >= $(qv min_version), the Rust library sources of your rustc, and riscv64/aarch64 binutils by hand."
 

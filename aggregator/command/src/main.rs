@@ -356,21 +356,21 @@ fn error_text(e: &anyhow::Error) -> String {
 }
 
 fn run(args: ReportArgs) -> Result<()> {
-    if args.elf.is_none() && args.common.symbols.is_empty() {
-        bail!("give the kernel ELF after RAW (`kern-profile RAW ELF`), or a symbol map with --symbols");
-    }
-    if args.alloc.alloc {
-        return run_alloc(args);
-    }
     let ReportArgs {
         raw,
         elf,
         common: c,
         cpu,
         filter,
-        ..
+        alloc,
     } = args;
+    if elf.is_none() && c.symbols.is_empty() {
+        bail!("give the kernel ELF after RAW (`kern-profile RAW ELF`), or a symbol map with --symbols");
+    }
     let raw = raw.expect("clap requires RAW");
+    if alloc.alloc {
+        return run_alloc(&raw, elf, c, cpu, filter, alloc);
+    }
     let opts = Options {
         format: c.format,
         title: c.title,
@@ -413,16 +413,16 @@ fn run(args: ReportArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_alloc(args: ReportArgs) -> Result<()> {
-    let ReportArgs {
-        raw,
-        elf,
-        common: c,
-        cpu,
-        filter,
-        alloc,
-    } = args;
-    let raw = raw.expect("clap requires RAW");
+/// The report of an allocation recording (`--alloc`): the CPU profile's options (`cpu`,
+/// `filter`) are refused.
+fn run_alloc(
+    raw: &Path,
+    elf: Option<PathBuf>,
+    c: CommonArgs,
+    cpu: CpuArgs,
+    filter: cli::filter_args::FilterArgs,
+    alloc: AllocArgs,
+) -> Result<()> {
     if filter.any() {
         bail!(
             "--focus, --exclude, --from-time and --to-time are CPU-profile options, not --alloc's"
@@ -454,10 +454,10 @@ fn run_alloc(args: ReportArgs) -> Result<()> {
             if format != AllocFormat::Text {
                 bail!("--alloc writes one file per allocator: -o takes a directory (`-` only with -f text)");
             }
-            alloc_cmd::run_alloc(&raw, elf.as_deref(), Path::new("."), &opts)?
+            alloc_cmd::run_alloc(raw, elf.as_deref(), Path::new("."), &opts)?
         }
-        Some(dir) => alloc_cmd::run_alloc_to(&raw, elf.as_deref(), dir, &opts, None)?,
-        None => alloc_cmd::run_alloc(&raw, elf.as_deref(), Path::new("."), &opts)?,
+        Some(dir) => alloc_cmd::run_alloc_to(raw, elf.as_deref(), dir, &opts, None)?,
+        None => alloc_cmd::run_alloc(raw, elf.as_deref(), Path::new("."), &opts)?,
     };
     for w in &report.warnings {
         say!("kern-profile: warning: {w}");

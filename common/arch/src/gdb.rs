@@ -1,5 +1,5 @@
 //! What a stack needs from QEMU's gdbstub `g` reply, whose layout each architecture's folder
-//! gives (`Guest::gdb_core_regs`), from QEMU's target descriptions (gdb-xml/) and checked
+//! gives ([`GdbLayout`], `Guest::gdb_core_regs`), from QEMU's target descriptions (gdb-xml/) and checked
 //! against QEMU 10.0.2's replies.
 
 /// The registers a stack needs, from one vCPU.
@@ -19,8 +19,45 @@ pub struct CoreRegs {
     pub extended: Option<u64>,
 }
 
+/// Where [`CoreRegs`] are in an architecture's `g` reply: byte offsets of registers of
+/// `word` bytes each, but for the privilege register (x86 `cs`, aarch64 `cpsr`), which has 4.
+/// A reply too short for `pc`, `sp`, `fp` or `ra` gives no registers; the others are optional.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GdbLayout {
+    pub word: usize,
+    pub pc: usize,
+    pub sp: usize,
+    pub fp: usize,
+    pub ra: Option<usize>,
+    pub privilege: Option<usize>,
+    pub control: Option<usize>,
+    pub page_table_base: Option<usize>,
+    pub extended: Option<usize>,
+}
+
+impl GdbLayout {
+    /// The registers a stack needs from the reply `g`; `None` when it is too short.
+    pub fn core_regs(&self, g: &[u8]) -> Option<CoreRegs> {
+        let w = self.word;
+        let optional = |at: Option<usize>, len: usize| at.and_then(|at| le(g, at, len));
+        Some(CoreRegs {
+            pc: le(g, self.pc, w)?,
+            sp: le(g, self.sp, w)?,
+            fp: le(g, self.fp, w)?,
+            ra: match self.ra {
+                Some(at) => Some(le(g, at, w)?),
+                None => None,
+            },
+            privilege: optional(self.privilege, 4),
+            page_table_base: optional(self.page_table_base, w),
+            control: optional(self.control, w),
+            extended: optional(self.extended, w),
+        })
+    }
+}
+
 /// A little-endian value of `len` bytes at `at`, if the reply holds it.
-pub(crate) fn le(g: &[u8], at: usize, len: usize) -> Option<u64> {
+fn le(g: &[u8], at: usize, len: usize) -> Option<u64> {
     let b = g.get(at..at + len)?;
     let mut w = [0u8; 8];
     w[..len].copy_from_slice(b);

@@ -5,11 +5,12 @@
 //! matching on the architecture themselves.
 //!
 //! Adding an architecture: a variant of [`Arch`] (kern-profile-format, the raw file's header),
-//! a folder here implementing [`Guest`], its line in [`guest`], and a frame-record walker in
-//! kern-profile-unwind.
+//! a folder here with its [`Facts`] and implementing [`Guest`], its line in [`guest`], and a
+//! frame-record walker in kern-profile-unwind.
 
 pub mod aarch64;
 mod convention;
+mod facts;
 mod frame_record;
 pub mod gdb;
 pub mod insn;
@@ -19,35 +20,49 @@ pub mod x86;
 pub mod x86_64;
 
 pub use convention::Convention;
+pub use facts::Facts;
 pub use frame_record::FrameRecord;
-pub use gdb::CoreRegs;
+pub use gdb::{CoreRegs, GdbLayout};
 pub use kern_profile_format::{Arch, CpuMode, Privilege};
 pub use registers::Role;
 
-use insn::Insn;
+use insn::{Flow, Insn};
 
 /// Reads a register of the vCPU by role (`None` when the guest has none or QEMU hides it).
 pub type ReadRegister<'a> = dyn FnMut(Role) -> Option<u64> + 'a;
 /// Fills its buffer with the guest memory at an address; `false` when it cannot be read.
 pub type ReadMemory<'a> = dyn FnMut(u64, &mut [u8]) -> bool + 'a;
 
-/// The facts of one guest architecture.
+/// The facts of one guest architecture: its constant ones in [`Facts`], the others by code.
 pub trait Guest: Sync {
+    /// The constant facts, which the accessors below return.
+    fn facts(&self) -> &Facts;
+
     /// The raw file's name for it.
-    fn arch(&self) -> Arch;
+    fn arch(&self) -> Arch {
+        self.facts().arch
+    }
 
     /// QEMU's target name (`qemu-system-<name>`, the plugin API's `target_name`).
-    fn qemu_target(&self) -> &'static str;
+    fn qemu_target(&self) -> &'static str {
+        self.facts().qemu_target
+    }
 
     /// The `<architecture>` names of QEMU's gdbstub target description.
-    fn gdb_architectures(&self) -> &'static [&'static str];
+    fn gdb_architectures(&self) -> &'static [&'static str] {
+        self.facts().gdb_architectures
+    }
 
     /// The ELF machines whose code runs on this guest.
-    fn elf_machines(&self) -> &'static [object::Architecture];
+    fn elf_machines(&self) -> &'static [object::Architecture] {
+        self.facts().elf_machines
+    }
 
     /// The names QEMU's plugin API may give the register of `role` (the first found is
     /// used); empty when the architecture has none.
-    fn register_names(&self, role: Role) -> &'static [&'static str];
+    fn register_names(&self, role: Role) -> &'static [&'static str] {
+        self.facts().register_names.of(role)
+    }
 
     /// The privilege level a [`Role::Privilege`] register value means.
     fn privilege(&self, value: u64) -> Privilege;
@@ -59,7 +74,7 @@ pub trait Guest: Sync {
     /// Whether the page-table base register alone tells the CPU mode (riscv `satp`), so
     /// that it needs no cache.
     fn mode_in_page_table_base(&self) -> bool {
-        false
+        self.facts().mode_in_page_table_base
     }
 
     /// The identity of the address space a page-table base ([`Role::PageTableBase`]) names:
@@ -70,7 +85,9 @@ pub trait Guest: Sync {
     }
 
     /// The page-table base register's short name, for frames and warnings.
-    fn page_table_register(&self) -> &'static str;
+    fn page_table_register(&self) -> &'static str {
+        self.facts().page_table_register
+    }
 
     /// The kernel's code selector, when the privilege register holds one (x86 `cs` in ring
     /// 0): interrupts of kernel code are recognised by it.
@@ -80,7 +97,7 @@ pub trait Guest: Sync {
 
     /// The lowest kernel address of the usual higher-half split.
     fn kernel_start(&self) -> u64 {
-        1 << 63
+        self.facts().kernel_start
     }
 
     /// A return address as saved, without what the architecture adds to it (aarch64
@@ -90,33 +107,49 @@ pub trait Guest: Sync {
     }
 
     /// Where a frame pointer's record is (`{saved fp, return address}`, in words).
-    fn frame_record(&self) -> FrameRecord;
+    fn frame_record(&self) -> FrameRecord {
+        self.facts().frame_record
+    }
 
     /// Whether a call leaves the return address on the stack (x86) rather than in a
     /// register (riscv `ra`, aarch64 `x30`).
-    fn return_address_on_stack(&self) -> bool;
+    fn return_address_on_stack(&self) -> bool {
+        self.facts().return_address_on_stack
+    }
 
     /// QEMU's name of DWARF register `n` (the psABI numbering), if it is one an argument can
     /// be in.
-    fn dwarf_register(&self, n: u16) -> Option<&'static str>;
+    fn dwarf_register(&self, n: u16) -> Option<&'static str> {
+        self.facts().dwarf_registers.get(n as usize).copied()
+    }
 
     /// The stack and frame pointers' DWARF numbers.
-    fn dwarf_sp_fp(&self) -> (u16, u16);
+    fn dwarf_sp_fp(&self) -> (u16, u16) {
+        self.facts().dwarf_sp_fp
+    }
 
     /// The DWARF numbers of the frame pointer and the return-address register, when the
     /// return address is in one.
-    fn dwarf_fp_ra(&self) -> Option<(u16, u16)>;
+    fn dwarf_fp_ra(&self) -> Option<(u16, u16)> {
+        self.facts().dwarf_fp_ra
+    }
 
     /// The column under which DWARF CFI gives the caller's return address: the
     /// return-address register where there is one, else (x86) the instruction pointer's
     /// number.
-    fn dwarf_return_column(&self) -> u16;
+    fn dwarf_return_column(&self) -> u16 {
+        self.facts().dwarf_return_column
+    }
 
     /// The registers `conv` passes arguments in, first to last.
-    fn argument_registers(&self, conv: Convention) -> &'static [&'static str];
+    fn argument_registers(&self, _conv: Convention) -> &'static [&'static str] {
+        self.facts().argument_registers
+    }
 
     /// The register a function returns its result in.
-    fn return_register(&self) -> &'static str;
+    fn return_register(&self) -> &'static str {
+        self.facts().return_register
+    }
 
     /// At an interrupt handler's first instruction (QEMU's discontinuity callback, `from_pc`
     /// the interrupted PC): the interrupted context's stack pointer and privilege register,
@@ -141,7 +174,7 @@ pub trait Guest: Sync {
         out.clear();
         for i in self.decode(start, bytes).unwrap_or_default() {
             out.push(i.addr);
-            if i.flow != insn::Flow::Next {
+            if i.flow != Flow::Next {
                 break;
             }
         }
@@ -154,15 +187,21 @@ pub trait Guest: Sync {
         None
     }
 
-    /// Whether `insn`, an instruction's first bytes, returns from a function.
-    fn is_return(&self, insn: &[u8]) -> bool;
+    /// Whether `insn`, an instruction's first bytes, returns from a function: by default,
+    /// whether the first one decoded does.
+    fn is_return(&self, insn: &[u8]) -> bool {
+        let decoded = self.decode(0, insn).unwrap_or_default();
+        decoded.first().is_some_and(|i| i.flow == Flow::Return)
+    }
 
     /// The registers a stack needs from the gdbstub's `g` reply; `None` when it is too short.
-    fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs>;
+    fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs> {
+        self.facts().gdb_core_regs.core_regs(g)
+    }
 
     /// The registers read with `p` (outside `g`), by name in the target description.
     fn gdb_extra_registers(&self) -> GdbExtraRegisters {
-        GdbExtraRegisters::default()
+        self.facts().gdb_extra_registers
     }
 }
 
@@ -177,6 +216,25 @@ pub struct GdbExtraRegisters {
     /// The control register the CPU mode comes from (aarch64 `SCTLR_EL1`: QEMU 11.1 calls
     /// it so, 7.2 to 10.0 `SCTLR`).
     pub control: &'static [&'static str],
+}
+
+impl GdbExtraRegisters {
+    /// None read with `p` (x86: `g` holds them all).
+    pub const NONE: GdbExtraRegisters = GdbExtraRegisters {
+        privilege: &[],
+        page_table_base: &[],
+        control: &[],
+    };
+}
+
+/// The CPU mode where one register's bit tells whether paging is `on` (riscv `satp`'s mode,
+/// aarch64 `SCTLR`'s M), `None` when it is unknown.
+pub(crate) fn paging(on: Option<bool>) -> CpuMode {
+    match on {
+        Some(false) => CpuMode::PagingOff,
+        Some(true) => CpuMode::Paging,
+        None => CpuMode::Unknown,
+    }
 }
 
 /// The registry: the facts of `arch`.

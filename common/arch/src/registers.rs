@@ -62,6 +62,54 @@ impl Role {
     }
 }
 
+/// The names QEMU may give each [`Role`]'s register on one architecture (the first found is
+/// used); empty where it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegisterNames {
+    pub stack_pointer: &'static [&'static str],
+    pub frame_pointer: &'static [&'static str],
+    pub return_address: &'static [&'static str],
+    pub privilege: &'static [&'static str],
+    pub mode_control: &'static [&'static str],
+    pub mode_extended: &'static [&'static str],
+    pub page_table_base: &'static [&'static str],
+    pub saved_state: &'static [&'static str],
+    pub saved_state_high: &'static [&'static str],
+    pub other_stack_pointer: &'static [&'static str],
+}
+
+impl RegisterNames {
+    /// No register for any role, for the others' `..NONE`.
+    pub const NONE: RegisterNames = RegisterNames {
+        stack_pointer: &[],
+        frame_pointer: &[],
+        return_address: &[],
+        privilege: &[],
+        mode_control: &[],
+        mode_extended: &[],
+        page_table_base: &[],
+        saved_state: &[],
+        saved_state_high: &[],
+        other_stack_pointer: &[],
+    };
+
+    /// The names of `role`'s register.
+    pub fn of(&self, role: Role) -> &'static [&'static str] {
+        match role {
+            Role::StackPointer => self.stack_pointer,
+            Role::FramePointer => self.frame_pointer,
+            Role::ReturnAddress => self.return_address,
+            Role::Privilege => self.privilege,
+            Role::ModeControl => self.mode_control,
+            Role::ModeExtended => self.mode_extended,
+            Role::PageTableBase => self.page_table_base,
+            Role::SavedState => self.saved_state,
+            Role::SavedStateHigh => self.saved_state_high,
+            Role::OtherStackPointer => self.other_stack_pointer,
+        }
+    }
+}
+
 /// The DWARF register numbers (call-frame information columns) of the frame pointer and the
 /// return-address register: riscv `x8`, `x1`; aarch64 `x29`, `x30`. `None` on x86, which
 /// keeps the return address on the stack.

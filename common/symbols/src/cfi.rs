@@ -3,12 +3,13 @@
 //! CFA computed from the frame pointer, are fp and the return address saved).
 
 use gimli::{
-    BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, EndianSlice, Reader, Register,
-    RegisterRule, RunTimeEndian, UnwindContext, UnwindSection,
+    BaseAddresses, CfaRule, DebugFrame, EhFrame, EndianSlice, Reader, Register, RegisterRule,
+    RunTimeEndian, UnwindContext, UnwindSection,
 };
 use kern_profile_arch::registers::dwarf_fp_ra;
 use kern_profile_format::Arch;
 use kern_profile_unwind::frame_state::CfiFacts;
+use kern_profile_unwind::tables::cfi::for_each_fde;
 use object::{Object, ObjectSection};
 
 use crate::budget::Budget;
@@ -128,17 +129,7 @@ where
     S: UnwindSection<R>,
 {
     let mut ctx = UnwindContext::new();
-    let mut entries = section.entries(bases);
-    while let Some(entry) = entries.next()? {
-        let CieOrFde::Fde(partial) = entry else {
-            continue;
-        };
-        let fde = partial.parse(S::cie_from_offset)?;
-        // The CIE names the return-address column; compilers use the architecture's.
-        let ra = match fde.cie().return_address_register() {
-            Register(0) => ra_default,
-            r => r,
-        };
+    for_each_fde(section, bases, ra_default, |fde, ra| {
         let mut rows = Vec::new();
         let mut table = fde.rows(section, bases, &mut ctx)?;
         while let Some(row) = table.next_row()? {
@@ -156,8 +147,8 @@ where
             ra_saved_anywhere: rows.iter().any(|r| r.ra_saved),
             rows,
         });
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Whether a rule keeps the register's value elsewhere than in the register itself (compilers

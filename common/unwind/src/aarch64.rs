@@ -15,10 +15,10 @@
 pub use kern_profile_arch::aarch64::strip_pac;
 use kern_profile_arch::aarch64::{FRAME_RECORD, VA_BITS};
 
-use crate::records::{walk_records, FinalRegs, Layout, UserContext};
-use crate::{Crossings, Walk};
+use crate::records::{FinalRegs, Layout, UserContext};
 
-const LAYOUT: Layout = Layout {
+/// Where the records are, for [`crate::walk_guest`] (the crate's `records` module).
+pub(crate) const LAYOUT: Layout = Layout {
     below: FRAME_RECORD.below,
     align: FRAME_RECORD.align,
     strip: strip_pac,
@@ -54,28 +54,11 @@ fn linux_user_regs(regs: &[u8; FinalRegs::LEN]) -> Option<UserContext> {
     })
 }
 
-/// Walks the record chain from `x29`, which must be at or above `floor` (the stack pointer),
-/// down across a trap entry's record into the interrupted context's stack and within each
-/// stack's span as `crossings` allows (the crate's `records` module); return addresses come
-/// out stripped. See [`crate::walk`] for `read`, `out` and the stop reasons.
-pub fn walk<R>(
-    floor: u64,
-    fp: u64,
-    max_depth: usize,
-    crossings: Crossings,
-    read: R,
-    out: &mut [u64],
-) -> Walk
-where
-    R: FnMut(u64, &mut [u8]) -> bool,
-{
-    walk_records(&LAYOUT, floor, fp, max_depth, crossings, read, out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kern_profile_format::StopReason;
+    use crate::{walk_guest, Crossings};
+    use kern_profile_format::{Arch, StopReason};
 
     #[test]
     fn strips_signatures_in_both_halves() {
@@ -104,7 +87,15 @@ mod tests {
             true
         };
         let mut out = [0; 4];
-        let w = walk(base, base + 0x20, 4, Crossings::default(), read, &mut out);
+        let w = walk_guest(
+            Arch::Aarch64,
+            base,
+            base + 0x20,
+            4,
+            Crossings::default(),
+            read,
+            &mut out,
+        );
         assert_eq!(w.stop, StopReason::NullFramePointer);
         assert_eq!(&out[..w.frames], &[0x4020_0100, 0x4020_0200]);
     }

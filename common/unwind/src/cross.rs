@@ -266,6 +266,40 @@ pub(crate) fn span_end(span: u64, start: u64) -> u64 {
     }
 }
 
+/// Where a walk stands, as both walkers (x86's here, riscv64's and aarch64's in `records`)
+/// keep it.
+pub(crate) struct Cursor {
+    /// The frame pointer to follow next.
+    pub fp: u64,
+    /// The lowest acceptable next frame pointer (x86) or record address (`records`): on one
+    /// stack, every step moves upwards, which guards against loops.
+    pub lowest: u64,
+    /// Where the current stack's walk began, which its span counts from.
+    pub seg_start: u64,
+    /// Walking a user program's stack: it ends at the program's first frame, and nothing
+    /// below it is the kernel's (only a real entry leads from user to kernel, and none lies
+    /// in a user stack).
+    pub in_user: bool,
+}
+
+impl Cursor {
+    /// A walk from `fp` on the stack above `floor`, the stack pointer.
+    pub fn new(floor: u64, fp: u64, in_user: bool) -> Self {
+        Cursor {
+            fp,
+            lowest: floor,
+            seg_start: floor,
+            in_user,
+        }
+    }
+
+    /// Goes on in an interrupted context (of user mode: `in_user`): its frames from `fp`, on
+    /// its stack from `sp`, with a guard and a span of its own.
+    pub fn enter(&mut self, fp: u64, sp: u64, in_user: bool) {
+        *self = Cursor::new(sp, fp, in_user);
+    }
+}
+
 /// The frames a walk stores into the caller's buffer, up to its depth cap.
 pub(crate) struct Frames<'a> {
     out: &'a mut [u64],
@@ -293,6 +327,12 @@ impl<'a> Frames<'a> {
     /// Counts `k` frames stored through [`Frames::rest`].
     pub fn advance(&mut self, k: usize) {
         self.n = (self.n + k).min(self.cap);
+    }
+
+    /// A kernel entry: its [`frame_marker::KERNEL_ENTRY`] marker, then `pc`, where the
+    /// interrupted context was (not a return address); false when they do not fit.
+    pub fn push_entry(&mut self, pc: u64) -> bool {
+        self.push(frame_marker::KERNEL_ENTRY) && self.push(pc)
     }
 
     /// Stores `v`; false when the cap is reached.
@@ -378,45 +418,34 @@ where
 {
     let w = width.bytes();
     let mut frames = Frames::new(out, max_depth);
-    let mut record = [0u8; 16];
-    let record = &mut record[..2 * w];
-    let mut fp = fp;
-    let mut lowest = floor;
-    // Where the current stack's walk began; its span ends at `seg_end(seg_start)`, and no
-    // record is read at or beyond that.
-    let mut seg_start = floor;
+    // No record is read at or beyond the span's end, `seg_end(cur.seg_start)`.
+    let mut cur = Cursor::new(floor, fp, crossings.user_mode);
     let seg_end = |start: u64| span_end(crossings.stack_span, start);
     let mut switches = 0u8;
     let mut entries = 0u8;
-    // Walking a user program's stack: it ends at the program's first frame, nothing below
-    // it is the kernel's (only a real entry leads from user to kernel, and none lies in a
-    // user stack).
-    let mut in_user = crossings.user_mode;
     let stop = loop {
-        if fp == 0 {
+        if cur.fp == 0 {
             break StopReason::NullFramePointer;
         }
         // Even the first: a sample in entry code, after the encoding, before the call.
-        if crossings.linux_pt_regs && entries < MAX_ENTRIES && !in_user {
-            if let Some(r) = decode_pt_regs(fp, lowest, seg_end(seg_start), width, &mut read) {
+        if crossings.linux_pt_regs && entries < MAX_ENTRIES && !cur.in_user {
+            if let Some(r) =
+                decode_pt_regs(cur.fp, cur.lowest, seg_end(cur.seg_start), width, &mut read)
+            {
                 entries += 1;
-                if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(r.ip) {
+                if !frames.push_entry(r.ip) {
                     break StopReason::DepthLimit;
                 }
-                // The interrupted context's stack, from its stack pointer: a guard and a
-                // span of its own.
-                fp = r.bp;
-                lowest = r.sp;
-                seg_start = r.sp;
-                in_user = r.cs & 3 == 3;
+                // The interrupted context's stack, from its stack pointer.
+                cur.enter(r.bp, r.sp, r.cs & 3 == 3);
                 continue;
             }
         }
-        if fp & (w as u64 - 1) != 0 {
+        if cur.fp & (w as u64 - 1) != 0 {
             break StopReason::Misaligned;
         }
-        if fp < lowest {
-            if frames.n == 0 || switches >= crossings.stack_switches || in_user {
+        if cur.fp < cur.lowest {
+            if frames.n == 0 || switches >= crossings.stack_switches || cur.in_user {
                 break StopReason::NotIncreasing;
             }
             switches += 1;
@@ -424,102 +453,95 @@ where
             if !frames.push(frame_marker::STACK_SWITCH) {
                 break StopReason::DepthLimit;
             }
-            seg_start = fp;
-        } else if fp >= seg_end(seg_start)
+            cur.seg_start = cur.fp;
+        } else if cur.fp >= seg_end(cur.seg_start)
             && switches < crossings.stack_switches
             && frames.n > 0
-            && !in_user
+            && !cur.in_user
         {
             // Up off an interrupt stack, to the interrupted stack it names.
-            if let Some(prev_sp) = i386_irq_stack_exit(seg_start, fp, width, &mut read) {
+            if let Some(prev_sp) = i386_irq_stack_exit(cur.seg_start, cur.fp, width, &mut read) {
                 switches += 1;
                 if !frames.push(frame_marker::STACK_SWITCH) {
                     break StopReason::DepthLimit;
                 }
-                seg_start = prev_sp;
+                cur.seg_start = prev_sp;
             }
         }
         if frames.full() {
             break StopReason::DepthLimit;
         }
-        match fp.checked_add(2 * w as u64 - 1) {
-            Some(last) if last <= width.max_addr() => {}
-            _ => break StopReason::Unreadable,
-        }
-        let end = seg_end(seg_start);
-        if fp >= end || end - fp < 2 * w as u64 {
-            break StopReason::OffStack;
-        }
-        if !read(fp, record) {
+        if !width.record_fits(cur.fp) {
             break StopReason::Unreadable;
         }
-        let saved_fp = width.word(&record[..w]);
-        let ret = width.word(&record[w..]);
+        let end = seg_end(cur.seg_start);
+        if cur.fp >= end || end - cur.fp < 2 * w as u64 {
+            break StopReason::OffStack;
+        }
+        let Some((saved_fp, ret)) = width.read_record(cur.fp, &mut read) else {
+            break StopReason::Unreadable;
+        };
         if ret == 0 || fake_return(ret, width) {
             break StopReason::NullReturnAddress;
         }
         // From user space: only where the chain leaves this stack (a switch or its end).
-        let user_sp =
-            (crossings.interrupt_frames && entries < MAX_ENTRIES && saved_fp <= fp && !in_user)
-                .then(|| user_interrupt_frame(fp, width, &mut read))
-                .flatten();
+        let user_sp = (crossings.interrupt_frames
+            && entries < MAX_ENTRIES
+            && saved_fp <= cur.fp
+            && !cur.in_user)
+            .then(|| user_interrupt_frame(cur.fp, width, &mut read))
+            .flatten();
         let from_user = user_sp.is_some();
         // From kernel code: on the same stack, so the chain goes on up.
         let from_kernel = !from_user
-            && !in_user
+            && !cur.in_user
             && crossings.interrupt_frames
             && crossings.kernel_cs != 0
             && entries < MAX_ENTRIES
-            && saved_fp > fp
-            && kernel_interrupt_frame(fp, width, crossings.kernel_cs, &mut read);
+            && saved_fp > cur.fp
+            && kernel_interrupt_frame(cur.fp, width, crossings.kernel_cs, &mut read);
         // i386 Linux's SYSENTER path: the user's registers right above this record.
         let sysenter = (crossings.linux_pt_regs
-            && !in_user
+            && !cur.in_user
             && entries < MAX_ENTRIES
             && saved_fp != 0
-            && saved_fp < lowest)
-            .then(|| pt_regs_above_record(fp, saved_fp, width, &mut read))
+            && saved_fp < cur.lowest)
+            .then(|| pt_regs_above_record(cur.fp, saved_fp, width, &mut read))
             .flatten();
         if let Some(r) = sysenter {
             entries += 1;
-            if !frames.push(ret) || !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(r.ip) {
+            if !frames.push(ret) || !frames.push_entry(r.ip) {
                 break StopReason::DepthLimit;
             }
-            lowest = r.sp;
-            seg_start = r.sp;
-            in_user = true;
-            fp = match vsyscall_frame(&r, saved_fp, width, &mut read) {
+            cur.enter(r.bp, r.sp, true);
+            match vsyscall_frame(&r, saved_fp, width, &mut read) {
                 Some((saved, caller)) if caller != 0 => {
                     if !frames.push(caller) {
                         break StopReason::DepthLimit;
                     }
-                    lowest = r.sp.saturating_add(16);
-                    saved
+                    cur.lowest = r.sp.saturating_add(16);
+                    cur.fp = saved;
                 }
-                _ => r.bp,
-            };
+                _ => {}
+            }
             continue;
         }
         if from_user || from_kernel {
             entries += 1;
             // The interrupted ip as is; user space gets a guard of its own.
-            if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(ret) {
+            if !frames.push_entry(ret) {
                 break StopReason::DepthLimit;
             }
             match user_sp {
                 // The user stack, from the interrupted stack pointer.
-                Some(sp) => {
-                    lowest = sp;
-                    seg_start = sp;
-                    in_user = true;
-                }
-                None => lowest = fp + 1,
+                Some(sp) => cur.enter(saved_fp, sp, true),
+                None => cur.lowest = cur.fp + 1,
             }
         } else {
             frames.push(ret);
-            lowest = fp + 1;
+            cur.lowest = cur.fp + 1;
         }
-        fp = saved_fp;
+        cur.fp = saved_fp;
     };
     Walk {
         frames: frames.n,

@@ -3,8 +3,8 @@
 //! and privilege levels, [`registers`]; x86 returns and calls, [`x86`]): riscv64 and aarch64
 //! functions as they make and take down frame records ([`code`]), and where a function
 //! stands in that at an instruction ([`frame_state`]). The x86 walk is this file's (with
-//! [`walk_across`] and the frameless-entry classification [`EntryState`]); riscv64 and
-//! aarch64 have their own modules; [`walk_guest`] picks.
+//! [`walk_across`] and the frameless-entry classification [`EntryState`]); riscv64's and
+//! aarch64's record layouts have their own modules; [`walk_guest`] picks.
 //!
 //! With frame pointers, every function starts with `push ebp; mov ebp, esp` (or the `rbp`
 //! equivalent), so the frame pointer (FP) points at a *frame record*:
@@ -36,8 +36,10 @@ pub mod tables;
 pub use kern_profile_arch::registers;
 pub use kern_profile_arch::x86::insn as x86;
 
+use cross::Frames;
 pub use cross::{walk_across, Crossings};
 pub use entry::{sampled_index, EntryState};
+use records::walk_records;
 pub use tables::walk::{walk_tables, StartRegs};
 pub use tables::{Limits, TableError, UnwindTables};
 
@@ -81,6 +83,26 @@ impl PtrWidth {
         }
     }
 
+    /// Whether the frame record at `fp`, `[fp, fp + 2 * width)`, fits in the address space.
+    #[inline]
+    pub(crate) fn record_fits(self, fp: u64) -> bool {
+        let w = self.bytes() as u64;
+        fp.checked_add(2 * w - 1)
+            .is_some_and(|last| last <= self.max_addr())
+    }
+
+    /// The frame record `{saved fp, return address}` at `fp`, `None` when it cannot be read.
+    #[inline]
+    pub(crate) fn read_record<R>(self, fp: u64, read: &mut R) -> Option<(u64, u64)>
+    where
+        R: FnMut(u64, &mut [u8]) -> bool,
+    {
+        let w = self.bytes();
+        let mut record = [0u8; 16];
+        let record = &mut record[..2 * w];
+        read(fp, record).then(|| (self.word(&record[..w]), self.word(&record[w..])))
+    }
+
     /// Decodes one little-endian pointer from the start of `b` (missing bytes read as 0).
     #[inline]
     pub fn word(self, b: &[u8]) -> u64 {
@@ -109,9 +131,10 @@ pub struct Walk {
 
 /// Walks a guest's frame-pointer chain from `fp`, with `sp` the stack pointer, the way
 /// `arch` lays out frame records, with `crossings` (kernel entries, stack switches, the stack
-/// span): x86 with [`walk_across`], riscv64 with [`riscv64::walk`], aarch64 with
-/// [`aarch64::walk`] (both down across a trap entry's record into the interrupted context;
-/// aarch64 also from Linux's final record in `pt_regs` into the user context it saved).
+/// span): x86 with [`walk_across`], riscv64 and aarch64 as [`riscv64`] and [`aarch64`] lay
+/// records out (both down across a trap entry's record into the interrupted context, within
+/// each stack's span; aarch64 also from Linux's final record in `pt_regs` into the user
+/// context it saved, and with return addresses stripped of their signatures).
 pub fn walk_guest<R>(
     arch: Arch,
     sp: u64,
@@ -127,8 +150,8 @@ where
     match arch {
         Arch::I386 => walk_across(sp, fp, PtrWidth::W4, max_depth, crossings, read, out),
         Arch::X86_64 => walk_across(sp, fp, PtrWidth::W8, max_depth, crossings, read, out),
-        Arch::Riscv64 => riscv64::walk(sp, fp, max_depth, crossings, read, out),
-        Arch::Aarch64 => aarch64::walk(sp, fp, max_depth, crossings, read, out),
+        Arch::Riscv64 => walk_records(&riscv64::LAYOUT, sp, fp, max_depth, crossings, read, out),
+        Arch::Aarch64 => walk_records(&aarch64::LAYOUT, sp, fp, max_depth, crossings, read, out),
     }
 }
 
@@ -184,46 +207,40 @@ fn walk_from<R>(
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    let w = width.bytes();
-    let cap = max_depth.min(out.len());
-    let mut record = [0u8; 16];
-    let record = &mut record[..2 * w];
+    let mut frames = Frames::new(out, max_depth);
     // The lowest acceptable value of the next frame pointer.
     let mut lowest = floor.unwrap_or(0);
-    let mut n = 0usize;
     let stop = loop {
         if fp == 0 {
             break StopReason::NullFramePointer;
         }
-        if fp & (w as u64 - 1) != 0 {
+        if fp & (width.bytes() as u64 - 1) != 0 {
             break StopReason::Misaligned;
         }
         if fp < lowest {
             break StopReason::NotIncreasing;
         }
-        if n >= cap {
+        if frames.full() {
             break StopReason::DepthLimit;
         }
-        // The record [fp, fp + 2w) must fit in the address space.
-        match fp.checked_add(2 * w as u64 - 1) {
-            Some(last) if last <= width.max_addr() => {}
-            _ => break StopReason::Unreadable,
-        }
-        if !read(fp, record) {
+        if !width.record_fits(fp) {
             break StopReason::Unreadable;
         }
-        let saved_fp = width.word(&record[..w]);
-        let ret = width.word(&record[w..]);
+        let Some((saved_fp, ret)) = width.read_record(fp, &mut read) else {
+            break StopReason::Unreadable;
+        };
         if ret == 0 {
             break StopReason::NullReturnAddress;
         }
-        out[n] = ret;
-        n += 1;
+        frames.push(ret);
         // Strictly upwards: `fp + 1` cannot overflow since the record fitted above.
         lowest = fp + 1;
         fp = saved_fp;
     };
-    Walk { frames: n, stop }
+    Walk {
+        frames: frames.n,
+        stop,
+    }
 }
 
 #[cfg(test)]

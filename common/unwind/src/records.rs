@@ -35,7 +35,7 @@
 
 use kern_profile_format::{frame_marker, StopReason};
 
-use crate::cross::{fake_return, span_end, Frames};
+use crate::cross::{fake_return, span_end, Cursor, Frames};
 use crate::{Crossings, PtrWidth, Walk};
 
 /// Where an architecture keeps its frame records.
@@ -110,30 +110,25 @@ where
 {
     let mut frames = Frames::new(out, max_depth);
     let mut record = [0u8; 16];
-    let mut fp = fp;
-    // The lowest acceptable record address; where this stack's walk began (its span ends at
-    // `seg_end(seg_start)`).
-    let mut lowest = floor;
-    let mut seg_start = floor;
+    // The record of `cur.fp` must lie at or above `cur.lowest`, and below the span's end,
+    // `seg_end(cur.seg_start)`.
+    let mut cur = Cursor::new(floor, fp, crossings.user_mode);
     let seg_end = |start: u64| span_end(crossings.stack_span, start);
     let mut crossed = 0u8;
     let mut first = true;
     // The record read last, whose saved frame pointer led here.
     let mut prev_at: Option<u64> = None;
-    // Walking a user program's stack: nothing below it is the kernel's (only a real entry
-    // leads from user to kernel, and none lies in a user stack).
-    let mut in_user = crossings.user_mode;
     let stop = loop {
-        if fp == 0 {
+        if cur.fp == 0 {
             break StopReason::NullFramePointer;
         }
-        if !fp.is_multiple_of(layout.align) {
+        if !cur.fp.is_multiple_of(layout.align) {
             break StopReason::Misaligned;
         }
-        let Some(at) = fp.checked_sub(layout.below) else {
+        let Some(at) = cur.fp.checked_sub(layout.below) else {
             break StopReason::Unreadable;
         };
-        if at < lowest {
+        if at < cur.lowest {
             break StopReason::NotIncreasing;
         }
         if frames.full() {
@@ -142,19 +137,19 @@ where
         if at.checked_add(15).is_none() {
             break StopReason::Unreadable;
         }
-        if at >= seg_end(seg_start)
-            && !in_user
+        if at >= seg_end(cur.seg_start)
+            && !cur.in_user
             && crossed < crossings.stack_switches
-            && prev_at.is_some_and(|p| leaves_irq_stack(layout.irq_stack, seg_start, p))
+            && prev_at.is_some_and(|p| leaves_irq_stack(layout.irq_stack, cur.seg_start, p))
         {
             // Up off an interrupt stack to the interrupted one.
             crossed += 1;
             if !frames.push(frame_marker::STACK_SWITCH) {
                 break StopReason::DepthLimit;
             }
-            seg_start = at;
+            cur.seg_start = at;
         }
-        let end = seg_end(seg_start);
+        let end = seg_end(cur.seg_start);
         if at >= end || end - at < 16 {
             break StopReason::OffStack;
         }
@@ -164,11 +159,11 @@ where
         prev_at = Some(at);
         let saved_fp = u64::from_le_bytes(record[..8].try_into().unwrap_or_default());
         let ret = u64::from_le_bytes(record[8..].try_into().unwrap_or_default());
-        if first && layout.gcc_leaf && is_gcc_leaf_record(fp, ret, layout.align) {
+        if first && layout.gcc_leaf && is_gcc_leaf_record(cur.fp, ret, layout.align) {
             // [fp - 8] is the saved fp: no return address here (the caller is in ra).
             first = false;
-            lowest = fp;
-            fp = ret;
+            cur.lowest = cur.fp;
+            cur.fp = ret;
             continue;
         }
         first = false;
@@ -179,7 +174,7 @@ where
         if ret == 0 {
             let user = (saved_fp == 0
                 && crossings.interrupt_frames
-                && !in_user
+                && !cur.in_user
                 && crossed < crossings.stack_switches)
                 .then(|| user_context(layout, at, &mut read))
                 .flatten();
@@ -187,44 +182,39 @@ where
                 break StopReason::NullReturnAddress;
             };
             crossed += 1;
-            if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(user.pc) {
+            if !frames.push_entry(user.pc) {
                 break StopReason::DepthLimit;
             }
-            // The user stack: a guard and a span of its own.
-            lowest = user.sp;
-            seg_start = user.sp;
-            fp = user.fp;
-            in_user = true;
+            cur.enter(user.fp, user.sp, true);
             continue;
         }
         let ret = (layout.strip)(ret);
         // Strictly upwards on one stack: the next record at or above this frame's top (and
         // above this record).
-        let next_lowest = fp.max(at + 1);
+        let next_lowest = cur.fp.max(at + 1);
         // Down, off this stack, to a plausible frame pointer: the trap entry's record of the
         // interrupted context.
         let next_at = saved_fp.checked_sub(layout.below);
         let crosses = crossings.interrupt_frames
-            && !in_user
+            && !cur.in_user
             && crossed < crossings.stack_switches
             && saved_fp.is_multiple_of(layout.align)
             && next_at.is_some_and(|a| a < next_lowest);
         match next_at {
             Some(next_at) if crosses && saved_fp != 0 => {
                 crossed += 1;
-                if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(ret) {
+                if !frames.push_entry(ret) {
                     break StopReason::DepthLimit;
                 }
-                // The interrupted context's stack: a guard and a span of its own.
-                lowest = next_at;
-                seg_start = next_at;
+                // The interrupted context's stack.
+                cur.enter(saved_fp, next_at, false);
             }
             _ => {
                 frames.push(ret);
-                lowest = next_lowest;
+                cur.lowest = next_lowest;
             }
         }
-        fp = saved_fp;
+        cur.fp = saved_fp;
     };
     Walk {
         frames: frames.n,

@@ -20,10 +20,10 @@
 
 use kern_profile_arch::riscv64::FRAME_RECORD;
 
-use crate::records::{walk_records, Layout};
-use crate::{Crossings, Walk};
+use crate::records::Layout;
 
-const LAYOUT: Layout = Layout {
+/// Where the records are, for [`crate::walk_guest`] (the crate's `records` module).
+pub(crate) const LAYOUT: Layout = Layout {
     below: FRAME_RECORD.below,
     align: FRAME_RECORD.align,
     strip: core::convert::identity,
@@ -32,28 +32,10 @@ const LAYOUT: Layout = Layout {
     irq_stack: 0,
 };
 
-/// Walks the record chain from `fp`, whose record must lie at or above `floor` (the stack
-/// pointer), down across a trap entry's record into the interrupted context's stack and
-/// within each stack's span as `crossings` allows (the crate's `records` module); see
-/// [`crate::walk`] for `read`, `out` and the stop reasons.
-pub fn walk<R>(
-    floor: u64,
-    fp: u64,
-    max_depth: usize,
-    crossings: Crossings,
-    read: R,
-    out: &mut [u64],
-) -> Walk
-where
-    R: FnMut(u64, &mut [u8]) -> bool,
-{
-    walk_records(&LAYOUT, floor, fp, max_depth, crossings, read, out)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use kern_profile_format::StopReason;
+    use crate::{walk_guest, Crossings, Walk};
+    use kern_profile_format::{Arch, StopReason};
 
     /// The plain walk: no crossings, no span.
     const NO: Crossings = Crossings {
@@ -98,6 +80,19 @@ mod tests {
             out.copy_from_slice(&bytes[off as usize..end as usize]);
             true
         }
+
+        /// The plain walk of this stack from `fp`, its record at or above `floor`.
+        fn walk(&self, floor: u64, fp: u64, depth: usize, out: &mut [u64]) -> Walk {
+            walk_guest(
+                Arch::Riscv64,
+                floor,
+                fp,
+                depth,
+                NO,
+                |a, b| self.read(a, b),
+                out,
+            )
+        }
     }
 
     #[test]
@@ -107,14 +102,7 @@ mod tests {
         s.record(0x8000_1080, 0x8000_10c0, 0x8000_0200);
         s.record(0x8000_10c0, 0, 0x8000_0300);
         let mut out = [0; 8];
-        let w = walk(
-            0x8000_1010,
-            0x8000_1040,
-            8,
-            NO,
-            |a, b| s.read(a, b),
-            &mut out,
-        );
+        let w = s.walk(0x8000_1010, 0x8000_1040, 8, &mut out);
         assert_eq!(w.stop, StopReason::NullFramePointer);
         assert_eq!(&out[..w.frames], &[0x8000_0100, 0x8000_0200, 0x8000_0300]);
     }
@@ -126,14 +114,7 @@ mod tests {
         s.put(0x8000_1040 - 8, 0x8000_1080);
         s.record(0x8000_1080, 0, 0x8000_0200);
         let mut out = [0; 8];
-        let w = walk(
-            0x8000_1030,
-            0x8000_1040,
-            8,
-            NO,
-            |a, b| s.read(a, b),
-            &mut out,
-        );
+        let w = s.walk(0x8000_1030, 0x8000_1040, 8, &mut out);
         assert_eq!(w.stop, StopReason::NullFramePointer);
         assert_eq!(&out[..w.frames], &[0x8000_0200]);
     }
@@ -144,34 +125,20 @@ mod tests {
         // A cycle: the record points back at its own frame.
         s.record(0x8000_1040, 0x8000_1040, 0x8000_0100);
         let mut out = [0; 8];
-        let w = walk(
-            0x8000_1000,
-            0x8000_1040,
-            8,
-            NO,
-            |a, b| s.read(a, b),
-            &mut out,
-        );
+        let w = s.walk(0x8000_1000, 0x8000_1040, 8, &mut out);
         assert_eq!((w.frames, w.stop), (1, StopReason::NotIncreasing));
         // Unmapped, misaligned, below the stack pointer, depth.
-        let w = walk(0, 0x9000_0000, 8, NO, |a, b| s.read(a, b), &mut out);
+        let w = s.walk(0, 0x9000_0000, 8, &mut out);
         assert_eq!((w.frames, w.stop), (0, StopReason::Unreadable));
-        let w = walk(0, 0x8000_1048, 8, NO, |a, b| s.read(a, b), &mut out);
+        let w = s.walk(0, 0x8000_1048, 8, &mut out);
         assert_eq!(w.stop, StopReason::Misaligned);
-        let w = walk(
-            0x8000_1100,
-            0x8000_1040,
-            8,
-            NO,
-            |a, b| s.read(a, b),
-            &mut out,
-        );
+        let w = s.walk(0x8000_1100, 0x8000_1040, 8, &mut out);
         assert_eq!(w.stop, StopReason::NotIncreasing);
-        let w = walk(0, 0x8000_1040, 0, NO, |a, b| s.read(a, b), &mut out);
+        let w = s.walk(0, 0x8000_1040, 0, &mut out);
         assert_eq!(w.stop, StopReason::DepthLimit);
-        let w = walk(0, 8, 8, NO, |a, b| s.read(a, b), &mut out);
+        let w = s.walk(0, 8, 8, &mut out);
         assert_eq!(w.stop, StopReason::Misaligned);
-        let w = walk(0, 0x10, 8, NO, |a, b| s.read(a, b), &mut out);
+        let w = s.walk(0, 0x10, 8, &mut out);
         assert_eq!(w.stop, StopReason::Unreadable);
     }
 }

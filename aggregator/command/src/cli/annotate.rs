@@ -7,11 +7,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use kern_profile::collect::Run;
 use kern_profile::job::CpuJob;
 use kern_profile::output::annotate::annotate;
 use kern_profile::say;
 use kern_profile::{Options, OutputFormat};
+
+use super::job_run::job_run;
 
 const ANNOTATE_EXAMPLES: &str = "\
 Examples:
@@ -61,14 +62,7 @@ pub fn run(args: AnnotateArgs) -> Result<ExitCode> {
     };
     let job = CpuJob::resolve(&args.raw, Some(&args.elf), &opts)?;
     let mut sym = job.sources.load()?;
-    let mut run = Run::new(
-        &job.input,
-        job.progress,
-        &job.filter,
-        job.style,
-        job.sources.kernel_name(),
-        &mut sym,
-    );
+    let mut run = job_run(&job, &mut sym);
     let annotation = annotate(&mut run, &args.function, args.exact)?;
     for w in &run.warnings {
         say!("kern-profile: warning: {w}");

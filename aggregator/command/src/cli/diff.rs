@@ -6,11 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use kern_profile::collect::Run;
 use kern_profile::job::CpuJob;
 use kern_profile::output::gate::{run_gate, Gate};
 use kern_profile::say;
 use kern_profile::{Options, OutputFormat};
+
+use super::job_run::job_run;
 
 const DIFF_EXAMPLES: &str = "\
 Examples:
@@ -95,14 +96,7 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
     };
     let job = CpuJob::resolve(&args.new, args.elf.as_deref(), &opts)?;
     let mut sym = job.sources.load()?;
-    let mut run = Run::new(
-        &job.input,
-        job.progress,
-        &job.filter,
-        job.style,
-        job.sources.kernel_name(),
-        &mut sym,
-    );
+    let mut run = job_run(&job, &mut sym);
     let gate = Gate {
         tolerance: args.fail_above.unwrap_or(f64::INFINITY),
         exact: args.exact,
@@ -111,14 +105,7 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
         Some(base_elf) => {
             let base_job = CpuJob::resolve(&args.base, Some(base_elf), &opts)?;
             let mut base_sym = base_job.sources.load()?;
-            let mut base_run = Run::new(
-                &base_job.input,
-                base_job.progress,
-                &base_job.filter,
-                base_job.style,
-                base_job.sources.kernel_name(),
-                &mut base_sym,
-            );
+            let mut base_run = job_run(&base_job, &mut base_sym);
             let verdict = run_gate(&mut run, &args.base, Some(&mut base_run), gate);
             for w in &base_run.warnings {
                 say!("kern-profile: warning: {w}");

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use kern_profile::job::SymbolSources;
 use kern_profile::record::aggregate::{aggregate, write_top};
-use kern_profile::record::attach::{record_attach, AttachSpec};
+use kern_profile::record::attach::{record_attach, AttachSpec, Attached};
 use kern_profile::record::gdb_launch::{GdbLaunch, GdbSpec};
 use kern_profile::record::launch::Console;
 use kern_profile::record::launch::{describe_status, exit_code};
@@ -204,6 +204,18 @@ fn draw(
     Ok(())
 }
 
+/// Draws a recording taken through the gdbstub (`--attach`, `--gdb`) as `record` draws: no
+/// exact counts, which only the plugin takes.
+fn draw_attached(a: &RecordArgs, done: &Attached, kernel: Option<KernelFile>) -> Result<()> {
+    let show = Show {
+        exact: false,
+        top: a.top,
+        open: a.open,
+    };
+    let (raw, dir) = (&done.raw, &done.out.path);
+    draw(raw, dir, &done.sources, kernel, &a.filter.options(), show)
+}
+
 /// Says what is about to run.
 pub fn announce(s: &Session) {
     for n in s.plugin.notes.iter().chain(&s.notes) {
@@ -271,20 +283,7 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
     );
     let (done, kernel) = record_attach(&spec, &stop)?;
     say_sampled(&done.run, "detached, the guest runs on");
-    let opts = a.filter.options();
-    let show = Show {
-        exact: false,
-        top: a.top,
-        open: a.open,
-    };
-    draw(
-        &done.raw,
-        &done.out.path,
-        &done.sources,
-        kernel,
-        &opts,
-        show,
-    )?;
+    draw_attached(&a, &done, kernel)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -356,19 +355,6 @@ fn run_gdb(a: RecordArgs) -> Result<ExitCode> {
         &gdb_run_ended(&done.run),
         &format!("QEMU exited ({})", describe_status(&status)),
     );
-    let opts = a.filter.options();
-    let show = Show {
-        exact: false,
-        top: a.top,
-        open: a.open,
-    };
-    draw(
-        &done.raw,
-        &done.out.path,
-        &done.sources,
-        kernel,
-        &opts,
-        show,
-    )?;
+    draw_attached(&a, &done, kernel)?;
     Ok(ExitCode::from(exit_code(&status)))
 }

@@ -4,6 +4,18 @@
     .option norelax
     .text
 
+# The prologue that makes a frame record: ra and s0 saved below the CFA, s0 set to it.
+    .macro frame_record
+    addi sp, sp, -16
+    .cfi_def_cfa_offset 16
+    sd ra, 8(sp)
+    sd s0, 0(sp)
+    .cfi_offset ra, -8
+    .cfi_offset s0, -16
+    addi s0, sp, 16
+    .cfi_def_cfa s0, 0
+    .endm
+
 # The boot entry: no frame record, fp cleared (the walk from it finds nothing).
     .globl _start
     .type _start, @function
@@ -23,14 +35,7 @@ _start:
     .type outer, @function
 outer:
     .cfi_startproc
-    addi sp, sp, -16
-    .cfi_def_cfa_offset 16
-    sd ra, 8(sp)
-    sd s0, 0(sp)
-    .cfi_offset ra, -8
-    .cfi_offset s0, -16
-    addi s0, sp, 16
-    .cfi_def_cfa s0, 0
+    frame_record
     li a1, 4
 .Louter_loop:
     addi a1, a1, -1
@@ -79,14 +84,7 @@ nofp:
 epi:
     .cfi_startproc
     beqz a0, .Lepi_ret
-    addi sp, sp, -16
-    .cfi_def_cfa_offset 16
-    sd ra, 8(sp)
-    sd s0, 0(sp)
-    .cfi_offset ra, -8
-    .cfi_offset s0, -16
-    addi s0, sp, 16
-    .cfi_def_cfa s0, 0
+    frame_record
     call leaf
     .cfi_def_cfa sp, 16
     ld ra, 8(sp)

@@ -5,11 +5,11 @@
 
 pub mod insn;
 
-use crate::gdb::le;
-use crate::insn::{Flow, Insn};
+use crate::insn::Insn;
+use crate::registers::RegisterNames;
 use crate::{
-    Arch, Convention, CoreRegs, CpuMode, FrameRecord, Guest, Privilege, ReadMemory, ReadRegister,
-    Role,
+    paging, Arch, CpuMode, Facts, FrameRecord, GdbExtraRegisters, GdbLayout, Guest, Privilege,
+    ReadMemory, ReadRegister, Role,
 };
 
 /// aarch64 (`qemu-system-aarch64`).
@@ -32,37 +32,63 @@ pub fn strip_pac(addr: u64) -> u64 {
     }
 }
 
+/// x0-x30, sp, pc (8 bytes), cpsr (4): 268 bytes in the gdbstub's `g` reply; `TTBR0_EL1` is
+/// read with `p`.
+const FACTS: Facts = Facts {
+    arch: Arch::Aarch64,
+    qemu_target: "aarch64",
+    gdb_architectures: &["aarch64"],
+    elf_machines: &[object::Architecture::Aarch64],
+    // The current EL is in `cpsr` bits 3:2 (QEMU has no `CurrentEL`); `SCTLR` is EL1's.
+    register_names: RegisterNames {
+        stack_pointer: &["sp"],
+        frame_pointer: &["x29", "fp"],
+        return_address: &["x30", "lr"],
+        privilege: &["cpsr", "pstate"],
+        mode_control: &["SCTLR", "SCTLR_EL1"],
+        page_table_base: &["ttbr0_el1", "TTBR0_EL1"],
+        saved_state: &["SPSR_EL1", "spsr_el1"],
+        saved_state_high: &["SPSR_EL2", "spsr_el2"],
+        other_stack_pointer: &["SP_EL0", "sp_el0"],
+        ..RegisterNames::NONE
+    },
+    mode_in_page_table_base: false,
+    page_table_register: "ttbr0",
+    kernel_start: 1 << 63,
+    frame_record: FRAME_RECORD,
+    return_address_on_stack: false,
+    dwarf_registers: &[
+        "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13",
+        "x14", "x15", "x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26",
+        "x27", "x28", "x29", "x30", "sp",
+    ],
+    dwarf_sp_fp: (31, 29),
+    dwarf_fp_ra: Some((29, 30)),
+    dwarf_return_column: 30,
+    argument_registers: &["x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"],
+    return_register: "x0",
+    gdb_core_regs: GdbLayout {
+        word: 8,
+        pc: 32 * 8,
+        sp: 31 * 8,
+        fp: 29 * 8,
+        ra: Some(30 * 8),
+        privilege: Some(33 * 8),
+        control: None,
+        page_table_base: None,
+        extended: None,
+    },
+    // The privilege is in `g` (`cpsr`); the MMU's state in SCTLR_EL1's bit 0.
+    gdb_extra_registers: GdbExtraRegisters {
+        privilege: &[],
+        page_table_base: &["TTBR0_EL1"],
+        control: &["SCTLR_EL1", "SCTLR"],
+    },
+};
+
 impl Guest for Aarch64 {
-    fn arch(&self) -> Arch {
-        Arch::Aarch64
-    }
-
-    fn qemu_target(&self) -> &'static str {
-        "aarch64"
-    }
-
-    fn gdb_architectures(&self) -> &'static [&'static str] {
-        &["aarch64"]
-    }
-
-    fn elf_machines(&self) -> &'static [object::Architecture] {
-        &[object::Architecture::Aarch64]
-    }
-
-    /// The current EL is in `cpsr` bits 3:2 (QEMU has no `CurrentEL`); `SCTLR` is EL1's.
-    fn register_names(&self, role: Role) -> &'static [&'static str] {
-        match role {
-            Role::StackPointer => &["sp"],
-            Role::FramePointer => &["x29", "fp"],
-            Role::ReturnAddress => &["x30", "lr"],
-            Role::Privilege => &["cpsr", "pstate"],
-            Role::ModeControl => &["SCTLR", "SCTLR_EL1"],
-            Role::PageTableBase => &["ttbr0_el1", "TTBR0_EL1"],
-            Role::SavedState => &["SPSR_EL1", "spsr_el1"],
-            Role::SavedStateHigh => &["SPSR_EL2", "spsr_el2"],
-            Role::OtherStackPointer => &["SP_EL0", "sp_el0"],
-            Role::ModeExtended => &[],
-        }
+    fn facts(&self) -> &Facts {
+        &FACTS
     }
 
     /// `cpsr` bits 3:2 are the EL in AArch64 state (bit 4 set is AArch32: unknown here).
@@ -79,56 +105,11 @@ impl Guest for Aarch64 {
 
     /// `SCTLR` bit 0: the MMU.
     fn cpu_mode(&self, control: Option<u64>, _extended: Option<u64>) -> CpuMode {
-        match control {
-            Some(sctlr) if sctlr & 1 == 0 => CpuMode::PagingOff,
-            Some(_) => CpuMode::Paging,
-            None => CpuMode::Unknown,
-        }
+        paging(control.map(|sctlr| sctlr & 1 != 0))
     }
 
     fn clean_return_address(&self, addr: u64) -> u64 {
         strip_pac(addr)
-    }
-
-    fn frame_record(&self) -> FrameRecord {
-        FRAME_RECORD
-    }
-
-    fn page_table_register(&self) -> &'static str {
-        "ttbr0"
-    }
-
-    fn return_address_on_stack(&self) -> bool {
-        false
-    }
-
-    fn dwarf_register(&self, n: u16) -> Option<&'static str> {
-        const NAMES: [&str; 32] = [
-            "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13",
-            "x14", "x15", "x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25",
-            "x26", "x27", "x28", "x29", "x30", "sp",
-        ];
-        NAMES.get(n as usize).copied()
-    }
-
-    fn dwarf_sp_fp(&self) -> (u16, u16) {
-        (31, 29)
-    }
-
-    fn dwarf_fp_ra(&self) -> Option<(u16, u16)> {
-        Some((29, 30))
-    }
-
-    fn dwarf_return_column(&self) -> u16 {
-        30
-    }
-
-    fn argument_registers(&self, _conv: Convention) -> &'static [&'static str] {
-        &["x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"]
-    }
-
-    fn return_register(&self) -> &'static str {
-        "x0"
     }
 
     /// The previous exception level is in `SPSR_EL1` (`SPSR_EL2` for a trap to EL2), which
@@ -155,40 +136,12 @@ impl Guest for Aarch64 {
         (sp, Some(spsr))
     }
 
+    /// `ret` and its authenticating forms are its returns.
     fn decode(&self, start: u64, bytes: &[u8]) -> Option<Vec<Insn>> {
         Some(insn::decode_all(start, bytes))
     }
 
     fn call_before(&self, before: &[u8], ret: u64) -> Option<Option<u64>> {
         insn::call_before(before, ret)
-    }
-
-    /// `ret` and its authenticating forms.
-    fn is_return(&self, code: &[u8]) -> bool {
-        let first = insn::decode_all(0, code);
-        first.first().is_some_and(|i| i.flow == Flow::Return)
-    }
-
-    /// x0-x30, sp, pc (8 bytes), cpsr (4): 268 bytes; `TTBR0_EL1` is read with `p`.
-    fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs> {
-        Some(CoreRegs {
-            fp: le(g, 29 * 8, 8)?,
-            ra: Some(le(g, 30 * 8, 8)?),
-            sp: le(g, 31 * 8, 8)?,
-            pc: le(g, 32 * 8, 8)?,
-            privilege: le(g, 33 * 8, 4),
-            page_table_base: None,
-            control: None,
-            extended: None,
-        })
-    }
-
-    fn gdb_extra_registers(&self) -> crate::GdbExtraRegisters {
-        // The privilege is in `g` (`cpsr`); the MMU's state in SCTLR_EL1's bit 0.
-        crate::GdbExtraRegisters {
-            privilege: &[],
-            page_table_base: &["TTBR0_EL1"],
-            control: &["SCTLR_EL1", "SCTLR"],
-        }
     }
 }

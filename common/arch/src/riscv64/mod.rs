@@ -4,11 +4,11 @@
 
 pub mod insn;
 
-use crate::gdb::le;
-use crate::insn::{Flow, Insn};
+use crate::insn::Insn;
+use crate::registers::RegisterNames;
 use crate::{
-    Arch, Convention, CoreRegs, CpuMode, FrameRecord, Guest, Privilege, ReadMemory, ReadRegister,
-    Role,
+    paging, Arch, CpuMode, Facts, FrameRecord, GdbExtraRegisters, GdbLayout, Guest, Privilege,
+    ReadMemory, ReadRegister, Role,
 };
 
 /// riscv64 (`qemu-system-riscv64`).
@@ -22,35 +22,60 @@ pub const FRAME_RECORD: FrameRecord = FrameRecord {
     align: 16,
 };
 
+/// x0-x31 then pc (8 bytes each, 264 bytes) in the gdbstub's `g` reply; `priv` and `satp`
+/// are read with `p`.
+const FACTS: Facts = Facts {
+    arch: Arch::Riscv64,
+    qemu_target: "riscv64",
+    gdb_architectures: &["riscv:rv64"],
+    elf_machines: &[object::Architecture::Riscv64],
+    // `fp` is x8 (QEMU has no `s0`); `priv` is virtual: 0 = U, 1 = S, 3 = M.
+    register_names: RegisterNames {
+        stack_pointer: &["sp"],
+        frame_pointer: &["fp", "s0", "x8"],
+        return_address: &["ra", "x1"],
+        privilege: &["priv"],
+        page_table_base: &["satp"],
+        saved_state: &["sstatus"],
+        saved_state_high: &["mstatus"],
+        ..RegisterNames::NONE
+    },
+    mode_in_page_table_base: true,
+    page_table_register: "satp",
+    kernel_start: 1 << 63,
+    frame_record: FRAME_RECORD,
+    return_address_on_stack: false,
+    dwarf_registers: &[
+        "zero", "ra", "sp", "gp", "tp", "t0", "t1", "t2", "fp", "s1", "a0", "a1", "a2", "a3", "a4",
+        "a5", "a6", "a7", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "t3", "t4",
+        "t5", "t6",
+    ],
+    dwarf_sp_fp: (2, 8),
+    dwarf_fp_ra: Some((8, 1)),
+    dwarf_return_column: 1,
+    argument_registers: &["a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"],
+    return_register: "a0",
+    gdb_core_regs: GdbLayout {
+        word: 8,
+        pc: 32 * 8,
+        sp: 2 * 8,
+        fp: 8 * 8,
+        ra: Some(8),
+        privilege: None,
+        control: None,
+        page_table_base: None,
+        extended: None,
+    },
+    gdb_extra_registers: GdbExtraRegisters {
+        privilege: &["priv"],
+        page_table_base: &["satp"],
+        control: &[],
+    },
+};
+
 impl Guest for Riscv64 {
-    fn arch(&self) -> Arch {
-        Arch::Riscv64
-    }
-
-    fn qemu_target(&self) -> &'static str {
-        "riscv64"
-    }
-
-    fn gdb_architectures(&self) -> &'static [&'static str] {
-        &["riscv:rv64"]
-    }
-
-    fn elf_machines(&self) -> &'static [object::Architecture] {
-        &[object::Architecture::Riscv64]
-    }
-
-    /// `fp` is x8 (QEMU has no `s0`); `priv` is virtual: 0 = U, 1 = S, 3 = M.
-    fn register_names(&self, role: Role) -> &'static [&'static str] {
-        match role {
-            Role::StackPointer => &["sp"],
-            Role::FramePointer => &["fp", "s0", "x8"],
-            Role::ReturnAddress => &["ra", "x1"],
-            Role::Privilege => &["priv"],
-            Role::PageTableBase => &["satp"],
-            Role::SavedState => &["sstatus"],
-            Role::SavedStateHigh => &["mstatus"],
-            Role::ModeControl | Role::ModeExtended | Role::OtherStackPointer => &[],
-        }
+    fn facts(&self) -> &Facts {
+        &FACTS
     }
 
     fn privilege(&self, value: u64) -> Privilege {
@@ -64,56 +89,7 @@ impl Guest for Riscv64 {
 
     /// `satp`'s MODE field (bits 63:60): 0 = Bare.
     fn cpu_mode(&self, control: Option<u64>, _extended: Option<u64>) -> CpuMode {
-        match control {
-            Some(satp) if satp >> 60 == 0 => CpuMode::PagingOff,
-            Some(_) => CpuMode::Paging,
-            None => CpuMode::Unknown,
-        }
-    }
-
-    fn mode_in_page_table_base(&self) -> bool {
-        true
-    }
-
-    fn frame_record(&self) -> FrameRecord {
-        FRAME_RECORD
-    }
-
-    fn page_table_register(&self) -> &'static str {
-        "satp"
-    }
-
-    fn return_address_on_stack(&self) -> bool {
-        false
-    }
-
-    fn dwarf_register(&self, n: u16) -> Option<&'static str> {
-        const NAMES: [&str; 32] = [
-            "zero", "ra", "sp", "gp", "tp", "t0", "t1", "t2", "fp", "s1", "a0", "a1", "a2", "a3",
-            "a4", "a5", "a6", "a7", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11",
-            "t3", "t4", "t5", "t6",
-        ];
-        NAMES.get(n as usize).copied()
-    }
-
-    fn dwarf_sp_fp(&self) -> (u16, u16) {
-        (2, 8)
-    }
-
-    fn dwarf_fp_ra(&self) -> Option<(u16, u16)> {
-        Some((8, 1))
-    }
-
-    fn dwarf_return_column(&self) -> u16 {
-        1
-    }
-
-    fn argument_registers(&self, _conv: Convention) -> &'static [&'static str] {
-        &["a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"]
-    }
-
-    fn return_register(&self) -> &'static str {
-        "a0"
+        paging(control.map(|satp| satp >> 60 != 0))
     }
 
     /// The stack pointer is untouched by a trap; the previous privilege is `sstatus.SPP` (a
@@ -132,39 +108,12 @@ impl Guest for Riscv64 {
         (None, previous)
     }
 
+    /// `jalr x0, 0(ra)` and `c.jr ra` are its returns.
     fn decode(&self, start: u64, bytes: &[u8]) -> Option<Vec<Insn>> {
         Some(insn::decode_all(start, bytes))
     }
 
     fn call_before(&self, before: &[u8], ret: u64) -> Option<Option<u64>> {
         insn::call_before(before, ret)
-    }
-
-    /// `jalr x0, 0(ra)` and `c.jr ra`.
-    fn is_return(&self, code: &[u8]) -> bool {
-        let first = insn::decode_all(0, code);
-        first.first().is_some_and(|i| i.flow == Flow::Return)
-    }
-
-    /// x0-x31 then pc (8 bytes each, 264 bytes); `priv` and `satp` are read with `p`.
-    fn gdb_core_regs(&self, g: &[u8]) -> Option<CoreRegs> {
-        Some(CoreRegs {
-            ra: Some(le(g, 8, 8)?),
-            sp: le(g, 2 * 8, 8)?,
-            fp: le(g, 8 * 8, 8)?,
-            pc: le(g, 32 * 8, 8)?,
-            privilege: None,
-            page_table_base: None,
-            control: None,
-            extended: None,
-        })
-    }
-
-    fn gdb_extra_registers(&self) -> crate::GdbExtraRegisters {
-        crate::GdbExtraRegisters {
-            privilege: &["priv"],
-            page_table_base: &["satp"],
-            control: &[],
-        }
     }
 }

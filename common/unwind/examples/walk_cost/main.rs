@@ -26,7 +26,7 @@ use std::time::Instant;
 use kern_profile_linux_image::{open, KernelImage, Options};
 use kern_profile_unwind::tables::{orc::reg, CfaBase, OrcKind, Rule};
 use kern_profile_unwind::{
-    walk_across, walk_tables, Crossings, Limits, PtrWidth, StartRegs, UnwindTables,
+    walk_across, walk_tables, Crossings, Limits, PtrWidth, StartRegs, UnwindTables, Walk,
 };
 use object::{Object, ObjectSection};
 
@@ -171,19 +171,12 @@ fn fp_walk<'a>(
     mut read: impl FnMut(u64, &mut [u8]) -> bool + 'a,
 ) -> Box<dyn FnMut(usize) -> usize + 'a> {
     let mut out = [0u64; 64];
-    Box::new(move |j: usize| {
-        let fp = fps[j % fps.len()];
-        let w = walk_across(
-            fp,
-            fp,
-            PtrWidth::W8,
-            64,
-            Crossings::ALL,
-            &mut read,
-            &mut out,
-        );
-        w.frames
-    })
+    Box::new(move |j: usize| walk_from_fp(fps[j % fps.len()], &mut read, &mut out).frames)
+}
+
+/// The plugin's x86_64 frame-pointer walk from `fp` (`rbp`, `rsp` at it), 64 frames at most.
+fn walk_from_fp(fp: u64, read: impl FnMut(u64, &mut [u8]) -> bool, out: &mut [u64]) -> Walk {
+    walk_across(fp, fp, PtrWidth::W8, 64, Crossings::ALL, read, out)
 }
 
 fn cfi_cases(path: &str, n: usize) -> [Case<'static>; 2] {

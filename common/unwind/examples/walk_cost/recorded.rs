@@ -18,11 +18,9 @@ use std::io::BufReader;
 
 use kern_profile_format::{RawReader, Record};
 use kern_profile_unwind::tables::{orc::reg, OrcEntry, OrcKind, OrcTable};
-use kern_profile_unwind::{
-    walk_across, walk_tables, Crossings, Limits, PtrWidth, StartRegs, UnwindTables,
-};
+use kern_profile_unwind::{walk_tables, Crossings, Limits, StartRegs, UnwindTables};
 
-use super::{fp_walk, reader, Case, STACK};
+use super::{fp_walk, reader, walk_from_fp, Case, STACK};
 
 /// x86_64 kernel addresses start here; below are user addresses and boundary markers.
 const KERNEL: u64 = 0xffff_8000_0000_0000;
@@ -353,15 +351,7 @@ pub fn recorded_cases(image: &[u8], path: &str) -> ([Case<'static>; 2], Counts) 
                 w
             );
         }
-        let w = walk_across(
-            fp,
-            fp,
-            PtrWidth::W8,
-            64,
-            Crossings::ALL,
-            &mut by_fp,
-            &mut out,
-        );
+        let w = walk_from_fp(fp, &mut by_fp, &mut out);
         if out[..w.frames] != r[..] && counts.mismatches < 5 {
             eprintln!("fp want {r:x?} got {:x?} {:?}", &out[..w.frames], w);
         }

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::cross::STACK_SPAN;
-use crate::{aarch64, riscv64};
+use kern_profile_format::Arch;
 use std::collections::BTreeMap;
 
 const KE: u64 = frame_marker::KERNEL_ENTRY;
@@ -37,10 +37,11 @@ impl A {
     where
         R: FnMut(u64, &mut [u8]) -> bool,
     {
-        match self {
-            A::Riscv64 => riscv64::walk(floor, fp, depth, c, read, out),
-            A::Aarch64 => aarch64::walk(floor, fp, depth, c, read, out),
-        }
+        let arch = match self {
+            A::Riscv64 => Arch::Riscv64,
+            A::Aarch64 => Arch::Aarch64,
+        };
+        crate::walk_guest(arch, floor, fp, depth, c, read, out)
     }
 }
 

@@ -13,8 +13,8 @@
 use std::num::NonZeroI16;
 
 use gimli::{
-    BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, EndianSlice, Reader, Register,
-    RegisterRule, RunTimeEndian, UnwindContext, UnwindSection,
+    BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, EndianSlice, FrameDescriptionEntry,
+    Reader, Register, RegisterRule, RunTimeEndian, UnwindContext, UnwindSection,
 };
 
 use super::index::{self, BlockIndex};
@@ -231,16 +231,7 @@ where
     R: Reader,
     S: UnwindSection<R>,
 {
-    let mut entries = section.entries(bases);
-    while let Some(entry) = entries.next()? {
-        let CieOrFde::Fde(partial) = entry else {
-            continue;
-        };
-        let fde = partial.parse(S::cie_from_offset)?;
-        let ra = match fde.cie().return_address_register() {
-            Register(0) => Register(regs.ra),
-            r => r,
-        };
+    for_each_fde(section, bases, Register(regs.ra), |fde, ra| {
         let signal = fde.cie().is_signal_trampoline();
         let mut rows = fde.rows(section, bases, ctx)?;
         let mut end = None;
@@ -265,6 +256,35 @@ where
                 row: None,
             });
         }
+        Ok(())
+    })
+}
+
+/// Calls `f` with each FDE of `section` and the column its CIE gives the return address in
+/// (`ra` where the CIE says 0: compilers use the architecture's), up to the first entry that
+/// does not parse or the first error of `f`.
+pub fn for_each_fde<R, S, E>(
+    section: &S,
+    bases: &BaseAddresses,
+    ra: Register,
+    mut f: impl FnMut(&FrameDescriptionEntry<R>, Register) -> Result<(), E>,
+) -> Result<(), E>
+where
+    R: Reader,
+    S: UnwindSection<R>,
+    E: From<gimli::Error>,
+{
+    let mut entries = section.entries(bases);
+    while let Some(entry) = entries.next()? {
+        let CieOrFde::Fde(partial) = entry else {
+            continue;
+        };
+        let fde = partial.parse(S::cie_from_offset)?;
+        let column = match fde.cie().return_address_register() {
+            Register(0) => ra,
+            r => r,
+        };
+        f(&fde, column)?;
     }
     Ok(())
 }

@@ -26,6 +26,25 @@ impl Mem {
     }
 }
 
+/// `arch`'s tables of CFI rows alone.
+fn cfi_only(arch: Arch, cfi: CfiTable) -> UnwindTables {
+    UnwindTables {
+        arch,
+        orc: None,
+        cfi: Some(cfi),
+    }
+}
+
+/// An x86_64 row that leaves the return address undefined: the outermost frame.
+fn outermost() -> Option<CfiRow> {
+    Some(CfiRow::call(
+        CfaBase::StackPointer,
+        8,
+        Rule::Unchanged,
+        Rule::Unchanged,
+    ))
+}
+
 /// x86_64 tables of `(address, entry)` in the 6.4 layout.
 fn orc(entries: &[(u64, [u8; 6])]) -> UnwindTables {
     let ip_addr = 0xffff_ffff_8200_0000;
@@ -320,11 +339,7 @@ fn cfi_rows_walk_an_aarch64_leaf_and_its_callers() {
         ),
         (h, None),
     ]);
-    let t = UnwindTables {
-        arch: Arch::Aarch64,
-        orc: None,
-        cfi: Some(cfi),
-    };
+    let t = cfi_only(Arch::Aarch64, cfi);
     let sp = 0xffff_8000_0a00_0000u64;
     let mut mem = Mem::default();
     // g's record at sp: the caller's fp (an h frame's, garbage-free: 0) and lr into h.
@@ -363,21 +378,9 @@ fn cfi_on_x86_64_reads_the_return_address_at_the_cfa() {
     let cfi = CfiTable::from_rows(&[
         (f, row(16, Rule::AtCfa(-16))),
         (f + 0x100, row(8, Rule::Unchanged)),
-        (
-            f + 0x200,
-            Some(CfiRow::call(
-                CfaBase::StackPointer,
-                8,
-                Rule::Unchanged,
-                Rule::Unchanged,
-            )),
-        ),
+        (f + 0x200, outermost()),
     ]);
-    let t = UnwindTables {
-        arch: Arch::X86_64,
-        orc: None,
-        cfi: Some(cfi),
-    };
+    let t = cfi_only(Arch::X86_64, cfi);
     let mut mem = Mem::default();
     mem.put(S, &[0x5555, f + 0x110, f + 0x210]);
     let (frames, stop) = walk(&t, f + 4, S, 0, &mem, 64).unwrap();
@@ -459,21 +462,9 @@ fn a_cfi_signal_frame_crosses_into_the_interrupted_context() {
         (leaf + 0x80, None),
         (caller, call(16)),
         (caller + 0x80, None),
-        (
-            root,
-            Some(CfiRow::call(
-                CfaBase::StackPointer,
-                8,
-                Rule::Unchanged,
-                Rule::Unchanged,
-            )),
-        ),
+        (root, outermost()),
     ]);
-    let t = UnwindTables {
-        arch: Arch::X86_64,
-        orc: None,
-        cfi: Some(cfi),
-    };
+    let t = cfi_only(Arch::X86_64, cfi);
     let interrupted_sp = S + 0x100;
     let mut mem = Mem::default();
     // The handler's return into the stub, a word the stub pushed, its rbp, then the CPU's
