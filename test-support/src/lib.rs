@@ -2,6 +2,7 @@
 //! copy: raw and legacy sample files ([`raw`]) and memtrace traces ([`memtrace`]), made
 //! with the format crate's own encoders.
 
+pub mod alloc_event;
 pub mod damage;
 pub mod memtrace;
 pub mod raw;
