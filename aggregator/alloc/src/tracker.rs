@@ -166,16 +166,10 @@ impl Tracker {
     /// realloc(NULL, n) allocates; realloc(p, 0) returning NULL frees.
     fn realloc_to(&mut self, old: u64, new: u64, size: u64, stack: StackId) {
         self.stats.reallocations += 1;
-        self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
-        self.stacks.allocated(stack, size);
+        self.allocated(size, stack);
         if old != 0 {
-            match self.live.remove(&old) {
-                Some(b) => {
-                    if b.realloced {
-                        self.realloced_live -= 1;
-                    }
-                    self.retire(b);
-                }
+            match self.unlink(old) {
+                Some(b) => self.retire(b),
                 None => self.stats.unknown_reallocs += 1,
             }
             if new != old {
@@ -186,12 +180,8 @@ impl Tracker {
             return;
         }
         if new != old {
-            if let Some(b) = self.live.remove(&new) {
-                if b.realloced {
-                    self.realloced_live -= 1;
-                }
-                self.retire(b);
-                self.stats.reused_live += 1;
+            if let Some(b) = self.unlink(new) {
+                self.retire_reused(b);
             }
             self.freed.remove(new);
         }
@@ -200,19 +190,16 @@ impl Tracker {
 
     fn alloc(&mut self, ptr: u64, size: u64, stack: StackId) {
         self.stats.allocations += 1;
-        self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
-        self.stacks.allocated(stack, size);
-        if let Some(old) = self.live.remove(&ptr) {
+        self.allocated(size, stack);
+        if let Some(old) = self.unlink(ptr) {
             if old.realloced {
                 // The realloc that last resized `old` moved it: its old pointer is free again.
                 // It stays live, at an unknown pointer, and stays a candidate.
-                self.realloced_live -= 1;
                 self.moved.insert(old.id, old);
                 self.stats.moves_detected += 1;
             } else {
                 // Handed out twice without a free in between: the free is not in the trace.
-                self.retire(old);
-                self.stats.reused_live += 1;
+                self.retire_reused(old);
             }
         }
         self.freed.remove(ptr);
@@ -221,23 +208,14 @@ impl Tracker {
 
     fn realloc(&mut self, ptr: u64, size: u64, stack: StackId) {
         self.stats.reallocations += 1;
-        self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
-        self.stacks.allocated(stack, size);
-        match self.live.remove(&ptr) {
-            Some(old) => {
-                if old.realloced {
-                    self.realloced_live -= 1;
-                }
-                self.retire(old);
-            }
+        self.allocated(size, stack);
+        match self.unlink(ptr) {
+            Some(old) => self.retire(old),
             None => {
                 // Most likely where an earlier realloc moved a block: take the latest such
                 // block as this one.
                 self.stats.unknown_reallocs += 1;
-                if let Some(b) = self.claim_candidate(None) {
-                    self.retire(b);
-                    self.stats.matched_to_moved += 1;
-                }
+                self.retire_moved(None);
                 self.freed.remove(ptr);
             }
         }
@@ -248,23 +226,15 @@ impl Tracker {
 
     fn free(&mut self, ptr: u64, size: u64) {
         self.stats.frees += 1;
-        match self.live.remove(&ptr) {
-            Some(old) => {
-                if old.realloced {
-                    self.realloced_live -= 1;
-                }
-                self.retire(old);
-            }
+        match self.unlink(ptr) {
+            Some(old) => self.retire(old),
             None => {
                 if self.freed.contains(ptr) {
                     self.stats.double_frees += 1;
                 } else {
                     self.stats.unknown_frees += 1;
                 }
-                if let Some(b) = self.claim_candidate((size != 0).then_some(size)) {
-                    self.retire(b);
-                    self.stats.matched_to_moved += 1;
-                }
+                self.retire_moved((size != 0).then_some(size));
             }
         }
         self.freed.insert(ptr);
@@ -290,9 +260,30 @@ impl Tracker {
         id
     }
 
+    /// Counts an allocation's or reallocation's units for its stack.
+    fn allocated(&mut self, size: u64, stack: StackId) {
+        self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
+        self.stacks.allocated(stack, size);
+    }
+
+    /// Takes the block at `ptr` out of the live set, no longer a realloc's if it was one.
+    fn unlink(&mut self, ptr: u64) -> Option<Block> {
+        let b = self.live.remove(&ptr)?;
+        if b.realloced {
+            self.realloced_live -= 1;
+        }
+        Some(b)
+    }
+
     fn retire(&mut self, b: Block) {
         self.total = self.total.saturating_sub(b.size);
         self.stacks.sub_live(b.stack, b.size);
+    }
+
+    /// A live block's pointer was handed out again: its free is not in the trace.
+    fn retire_reused(&mut self, b: Block) {
+        self.retire(b);
+        self.stats.reused_live += 1;
     }
 
     /// The candidate's block, if it is still one.
@@ -310,6 +301,15 @@ impl Tracker {
             return self.live.remove(&c.ptr);
         }
         self.moved.remove(&c.id)
+    }
+
+    /// Retires the block a realloc moved that [`Tracker::claim_candidate`] takes for this
+    /// operation's, if any.
+    fn retire_moved(&mut self, size: Option<u64>) {
+        if let Some(b) = self.claim_candidate(size) {
+            self.retire(b);
+            self.stats.matched_to_moved += 1;
+        }
     }
 
     /// The most recent block a realloc may have moved (of exactly `size` units, if given),
