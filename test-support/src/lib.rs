@@ -4,6 +4,7 @@
 
 pub mod alloc_event;
 pub mod damage;
+pub mod linux_image;
 pub mod memtrace;
 pub mod raw;
 pub mod raw_file;
