@@ -90,24 +90,25 @@ impl Tracker {
     /// One record of this allocator. `frames` are only looked at for allocations and
     /// reallocations.
     pub fn apply(&mut self, op: Op, ptr: u64, size: u64, frames: &[u64], offset: u64) {
-        let index = self.stats.operations;
-        self.stats.operations += 1;
-        match op {
+        self.operation(offset, |t| match op {
             Op::Alloc => {
-                let stack = self.stacks.intern(frames);
-                self.alloc(ptr, size, stack);
+                let stack = t.allocating(op, size, frames);
+                t.alloc(ptr, size, stack);
             }
             Op::Realloc => {
-                let stack = self.stacks.intern(frames);
-                self.realloc(ptr, size, stack);
+                let stack = t.allocating(op, size, frames);
+                t.realloc(ptr, size, stack);
             }
-            Op::Free => self.free(ptr, size),
-        }
-        self.after(index, offset);
+            Op::Free => t.free(ptr, size),
+        });
     }
 
-    /// The timeline's point and the peak after operation `index`.
-    fn after(&mut self, index: u64, offset: u64) {
+    /// Counts an operation and applies it, then adds the timeline's point and the peak
+    /// after it.
+    fn operation(&mut self, offset: u64, apply: impl FnOnce(&mut Self)) {
+        let index = self.stats.operations;
+        self.stats.operations += 1;
+        apply(self);
         self.timeline.push(index, self.total);
         if self.total > self.stats.peak_live {
             self.stats.peak_live = self.total;
@@ -144,29 +145,21 @@ impl Tracker {
             self.stats.failed += 1;
             return;
         }
-        let index = self.stats.operations;
-        self.stats.operations += 1;
         match op {
-            Op::Alloc => {
-                let stack = self.stacks.intern(frames);
-                self.alloc(ptr, size, stack);
-            }
-            Op::Realloc => {
-                let stack = self.stacks.intern(frames);
-                self.realloc_to(ptr, new_ptr, size, stack);
-            }
+            Op::Realloc => self.operation(offset, |t| {
+                let stack = t.allocating(op, size, frames);
+                t.realloc_to(ptr, new_ptr, size, stack);
+            }),
             // free(NULL) does nothing.
-            Op::Free if ptr == 0 => self.stats.frees += 1,
-            Op::Free => self.free(ptr, size),
+            Op::Free if ptr == 0 => self.operation(offset, |t| t.stats.frees += 1),
+            // The rest as a memtrace record.
+            _ => self.apply(op, ptr, size, frames, offset),
         }
-        self.after(index, offset);
     }
 
     /// A realloc whose result is known: the old block goes, the new one is where it went.
     /// realloc(NULL, n) allocates; realloc(p, 0) returning NULL frees.
     fn realloc_to(&mut self, old: u64, new: u64, size: u64, stack: StackId) {
-        self.stats.reallocations += 1;
-        self.allocated(size, stack);
         if old != 0 {
             match self.unlink(old) {
                 Some(b) => self.retire(b),
@@ -189,8 +182,6 @@ impl Tracker {
     }
 
     fn alloc(&mut self, ptr: u64, size: u64, stack: StackId) {
-        self.stats.allocations += 1;
-        self.allocated(size, stack);
         if let Some(old) = self.unlink(ptr) {
             if old.realloced {
                 // The realloc that last resized `old` moved it: its old pointer is free again.
@@ -207,8 +198,6 @@ impl Tracker {
     }
 
     fn realloc(&mut self, ptr: u64, size: u64, stack: StackId) {
-        self.stats.reallocations += 1;
-        self.allocated(size, stack);
         match self.unlink(ptr) {
             Some(old) => self.retire(old),
             None => {
@@ -260,10 +249,17 @@ impl Tracker {
         id
     }
 
-    /// Counts an allocation's or reallocation's units for its stack.
-    fn allocated(&mut self, size: u64, stack: StackId) {
+    /// An allocation's or reallocation's stack, the call and its units counted.
+    fn allocating(&mut self, op: Op, size: u64, frames: &[u64]) -> StackId {
+        if op == Op::Realloc {
+            self.stats.reallocations += 1;
+        } else {
+            self.stats.allocations += 1;
+        }
         self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
+        let stack = self.stacks.intern(frames);
         self.stacks.allocated(stack, size);
+        stack
     }
 
     /// Takes the block at `ptr` out of the live set, no longer a realloc's if it was one.
