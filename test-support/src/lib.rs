@@ -2,5 +2,9 @@
 //! copy: raw and legacy sample files ([`raw`]) and memtrace traces ([`memtrace`]), made
 //! with the format crate's own encoders.
 
+pub mod alloc_event;
+pub mod damage;
+pub mod linux_image;
 pub mod memtrace;
 pub mod raw;
+pub mod raw_file;

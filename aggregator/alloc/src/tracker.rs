@@ -90,24 +90,25 @@ impl Tracker {
     /// One record of this allocator. `frames` are only looked at for allocations and
     /// reallocations.
     pub fn apply(&mut self, op: Op, ptr: u64, size: u64, frames: &[u64], offset: u64) {
-        let index = self.stats.operations;
-        self.stats.operations += 1;
-        match op {
+        self.operation(offset, |t| match op {
             Op::Alloc => {
-                let stack = self.stacks.intern(frames);
-                self.alloc(ptr, size, stack);
+                let stack = t.allocating(op, size, frames);
+                t.alloc(ptr, size, stack);
             }
             Op::Realloc => {
-                let stack = self.stacks.intern(frames);
-                self.realloc(ptr, size, stack);
+                let stack = t.allocating(op, size, frames);
+                t.realloc(ptr, size, stack);
             }
-            Op::Free => self.free(ptr, size),
-        }
-        self.after(index, offset);
+            Op::Free => t.free(ptr, size),
+        });
     }
 
-    /// The timeline's point and the peak after operation `index`.
-    fn after(&mut self, index: u64, offset: u64) {
+    /// Counts an operation and applies it, then adds the timeline's point and the peak
+    /// after it.
+    fn operation(&mut self, offset: u64, apply: impl FnOnce(&mut Self)) {
+        let index = self.stats.operations;
+        self.stats.operations += 1;
+        apply(self);
         self.timeline.push(index, self.total);
         if self.total > self.stats.peak_live {
             self.stats.peak_live = self.total;
@@ -144,38 +145,24 @@ impl Tracker {
             self.stats.failed += 1;
             return;
         }
-        let index = self.stats.operations;
-        self.stats.operations += 1;
         match op {
-            Op::Alloc => {
-                let stack = self.stacks.intern(frames);
-                self.alloc(ptr, size, stack);
-            }
-            Op::Realloc => {
-                let stack = self.stacks.intern(frames);
-                self.realloc_to(ptr, new_ptr, size, stack);
-            }
+            Op::Realloc => self.operation(offset, |t| {
+                let stack = t.allocating(op, size, frames);
+                t.realloc_to(ptr, new_ptr, size, stack);
+            }),
             // free(NULL) does nothing.
-            Op::Free if ptr == 0 => self.stats.frees += 1,
-            Op::Free => self.free(ptr, size),
+            Op::Free if ptr == 0 => self.operation(offset, |t| t.stats.frees += 1),
+            // The rest as a memtrace record.
+            _ => self.apply(op, ptr, size, frames, offset),
         }
-        self.after(index, offset);
     }
 
     /// A realloc whose result is known: the old block goes, the new one is where it went.
     /// realloc(NULL, n) allocates; realloc(p, 0) returning NULL frees.
     fn realloc_to(&mut self, old: u64, new: u64, size: u64, stack: StackId) {
-        self.stats.reallocations += 1;
-        self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
-        self.stacks.allocated(stack, size);
         if old != 0 {
-            match self.live.remove(&old) {
-                Some(b) => {
-                    if b.realloced {
-                        self.realloced_live -= 1;
-                    }
-                    self.retire(b);
-                }
+            match self.unlink(old) {
+                Some(b) => self.retire(b),
                 None => self.stats.unknown_reallocs += 1,
             }
             if new != old {
@@ -186,12 +173,8 @@ impl Tracker {
             return;
         }
         if new != old {
-            if let Some(b) = self.live.remove(&new) {
-                if b.realloced {
-                    self.realloced_live -= 1;
-                }
-                self.retire(b);
-                self.stats.reused_live += 1;
+            if let Some(b) = self.unlink(new) {
+                self.retire_reused(b);
             }
             self.freed.remove(new);
         }
@@ -199,20 +182,15 @@ impl Tracker {
     }
 
     fn alloc(&mut self, ptr: u64, size: u64, stack: StackId) {
-        self.stats.allocations += 1;
-        self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
-        self.stacks.allocated(stack, size);
-        if let Some(old) = self.live.remove(&ptr) {
+        if let Some(old) = self.unlink(ptr) {
             if old.realloced {
                 // The realloc that last resized `old` moved it: its old pointer is free again.
                 // It stays live, at an unknown pointer, and stays a candidate.
-                self.realloced_live -= 1;
                 self.moved.insert(old.id, old);
                 self.stats.moves_detected += 1;
             } else {
                 // Handed out twice without a free in between: the free is not in the trace.
-                self.retire(old);
-                self.stats.reused_live += 1;
+                self.retire_reused(old);
             }
         }
         self.freed.remove(ptr);
@@ -220,24 +198,13 @@ impl Tracker {
     }
 
     fn realloc(&mut self, ptr: u64, size: u64, stack: StackId) {
-        self.stats.reallocations += 1;
-        self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
-        self.stacks.allocated(stack, size);
-        match self.live.remove(&ptr) {
-            Some(old) => {
-                if old.realloced {
-                    self.realloced_live -= 1;
-                }
-                self.retire(old);
-            }
+        match self.unlink(ptr) {
+            Some(old) => self.retire(old),
             None => {
                 // Most likely where an earlier realloc moved a block: take the latest such
                 // block as this one.
                 self.stats.unknown_reallocs += 1;
-                if let Some(b) = self.claim_candidate(None) {
-                    self.retire(b);
-                    self.stats.matched_to_moved += 1;
-                }
+                self.retire_moved(None);
                 self.freed.remove(ptr);
             }
         }
@@ -248,23 +215,15 @@ impl Tracker {
 
     fn free(&mut self, ptr: u64, size: u64) {
         self.stats.frees += 1;
-        match self.live.remove(&ptr) {
-            Some(old) => {
-                if old.realloced {
-                    self.realloced_live -= 1;
-                }
-                self.retire(old);
-            }
+        match self.unlink(ptr) {
+            Some(old) => self.retire(old),
             None => {
                 if self.freed.contains(ptr) {
                     self.stats.double_frees += 1;
                 } else {
                     self.stats.unknown_frees += 1;
                 }
-                if let Some(b) = self.claim_candidate((size != 0).then_some(size)) {
-                    self.retire(b);
-                    self.stats.matched_to_moved += 1;
-                }
+                self.retire_moved((size != 0).then_some(size));
             }
         }
         self.freed.insert(ptr);
@@ -290,9 +249,37 @@ impl Tracker {
         id
     }
 
+    /// An allocation's or reallocation's stack, the call and its units counted.
+    fn allocating(&mut self, op: Op, size: u64, frames: &[u64]) -> StackId {
+        if op == Op::Realloc {
+            self.stats.reallocations += 1;
+        } else {
+            self.stats.allocations += 1;
+        }
+        self.stats.bytes_allocated = self.stats.bytes_allocated.saturating_add(size);
+        let stack = self.stacks.intern(frames);
+        self.stacks.allocated(stack, size);
+        stack
+    }
+
+    /// Takes the block at `ptr` out of the live set, no longer a realloc's if it was one.
+    fn unlink(&mut self, ptr: u64) -> Option<Block> {
+        let b = self.live.remove(&ptr)?;
+        if b.realloced {
+            self.realloced_live -= 1;
+        }
+        Some(b)
+    }
+
     fn retire(&mut self, b: Block) {
         self.total = self.total.saturating_sub(b.size);
         self.stacks.sub_live(b.stack, b.size);
+    }
+
+    /// A live block's pointer was handed out again: its free is not in the trace.
+    fn retire_reused(&mut self, b: Block) {
+        self.retire(b);
+        self.stats.reused_live += 1;
     }
 
     /// The candidate's block, if it is still one.
@@ -310,6 +297,15 @@ impl Tracker {
             return self.live.remove(&c.ptr);
         }
         self.moved.remove(&c.id)
+    }
+
+    /// Retires the block a realloc moved that [`Tracker::claim_candidate`] takes for this
+    /// operation's, if any.
+    fn retire_moved(&mut self, size: Option<u64>) {
+        if let Some(b) = self.claim_candidate(size) {
+            self.retire(b);
+            self.stats.matched_to_moved += 1;
+        }
     }
 
     /// The most recent block a realloc may have moved (of exactly `size` units, if given),

@@ -7,9 +7,10 @@ mod common;
 use kern_profile_alloc::{analyze_any, analyze_raw, AllocError, Options, Source, View};
 use kern_profile_format::memtrace::Op;
 use kern_profile_format::{
-    alloc_flags, AllocEvent, AllocTable, Arch, Header, HookedFunction, SamplingMode, StopReason,
-    VERSION_3,
+    alloc_flags, AllocEvent, AllocTable, Arch, HookedFunction, SamplingMode, VERSION_3,
 };
+use kern_profile_test_support::alloc_event::alloc_event;
+use kern_profile_test_support::raw_file::marked_header;
 
 const KMALLOC: u64 = 0xc010_2650;
 const KREALLOC: u64 = 0xc010_2810;
@@ -24,19 +25,7 @@ struct Raw {
 impl Raw {
     fn new() -> Raw {
         let mut bytes = Vec::new();
-        Header {
-            arch: Arch::I386,
-            sampling: SamplingMode::Off,
-            exact: false,
-            markers: true,
-            at_interrupts: false,
-            gdbstub: false,
-            vcpus: 2,
-            max_depth: 64,
-            start_unix_ns: 0,
-            qemu_version: "10.0.2".into(),
-        }
-        .encode_version(VERSION_3, &mut bytes);
+        marked_header(Arch::I386, SamplingMode::Off, 2).encode_version(VERSION_3, &mut bytes);
         let f = |entry, allocator, op, name: &str| HookedFunction {
             entry,
             allocator,
@@ -75,18 +64,12 @@ impl Raw {
             _ => (Op::Alloc, 1),
         };
         AllocEvent {
-            vcpu,
-            op,
             flags,
-            function,
             allocator,
-            stop: StopReason::NullFramePointer,
-            time_ns: t,
-            icount: 0,
             size,
             ptr,
             new_ptr,
-            frames: &[caller, 0xc010_0010],
+            ..alloc_event(vcpu, op, function, t, &[caller, 0xc010_0010])
         }
         .encode(4, &mut self.bytes);
         self
@@ -224,19 +207,7 @@ fn raw_files_and_memtraces_are_told_apart() {
 fn files_without_events_or_with_damage_say_so() {
     // A CPU recording: no allocator table.
     let mut cpu = Vec::new();
-    Header {
-        arch: Arch::X86_64,
-        sampling: SamplingMode::DelayMicros(10),
-        exact: false,
-        markers: true,
-        at_interrupts: false,
-        gdbstub: false,
-        vcpus: 1,
-        max_depth: 64,
-        start_unix_ns: 0,
-        qemu_version: "10.0.2".into(),
-    }
-    .encode(&mut cpu);
+    marked_header(Arch::X86_64, SamplingMode::DelayMicros(10), 1).encode(&mut cpu);
     let e = analyze_any(&cpu[..], &Options::default()).unwrap_err();
     assert!(matches!(e, AllocError::NoAllocationEvents));
     assert!(e

@@ -10,6 +10,8 @@ use std::io::{BufWriter, Write};
 use kern_profile_format::{
     encode_sample, encode_stats, Arch, Header, SampleRecord, SamplingMode, StopReason,
 };
+use kern_profile_test_support::damage::xorshift;
+use kern_profile_test_support::raw_file::raw_header;
 use object::{Object, ObjectSymbol, SymbolKind};
 
 fn main() -> anyhow::Result<()> {
@@ -31,13 +33,7 @@ fn main() -> anyhow::Result<()> {
     anyhow::ensure!(!funcs.is_empty(), "no function symbols in {}", args[1]);
     let n: u64 = args[3].parse()?;
 
-    let mut x = 0x853c_49e6_748f_ea9bu64;
-    let mut rnd = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rnd = xorshift(0x853c_49e6_748f_ea9b);
     let stacks: Vec<Vec<u64>> = (0..4000)
         .map(|_| {
             let depth = 4 + rnd() % 21;
@@ -53,16 +49,8 @@ fn main() -> anyhow::Result<()> {
     let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(&args[2])?);
     let mut buf = Vec::with_capacity(1 << 20);
     Header {
-        arch,
-        sampling: SamplingMode::PeriodInstructions(100_000),
-        exact: false,
-        markers: false,
-        at_interrupts: false,
-        gdbstub: false,
-        vcpus: 4,
-        max_depth: 64,
-        start_unix_ns: 0,
         qemu_version: "synthetic".into(),
+        ..raw_header(arch, SamplingMode::PeriodInstructions(100_000), 4)
     }
     .encode(&mut buf);
     let width = arch.ptr_width() as usize;

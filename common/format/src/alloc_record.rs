@@ -7,7 +7,7 @@ use crate::kind;
 use crate::memtrace::Op;
 use crate::raw_reader::corrupt;
 use crate::raw_writer::{begin, finish, push_word};
-use crate::source::{u16_at, u32_at, u64_at, word_at};
+use crate::source::{u16_at, u32_at, u64_at, word_at, words};
 use crate::stop_reason::StopReason;
 
 /// Allocation-event flag bits.
@@ -245,10 +245,7 @@ impl<'a> AllocEventRef<'a> {
 
     /// Return addresses at entry, innermost first.
     pub fn frames(&self) -> impl ExactSizeIterator<Item = u64> + 'a {
-        let width = self.width;
-        self.frames
-            .chunks_exact(width)
-            .map(move |c| word_at(c, 0, width))
+        words(self.frames, self.width)
     }
 
     pub(crate) fn decode(b: &'a [u8], width: usize, offset: u64) -> Result<Self, FormatError> {

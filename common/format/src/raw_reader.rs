@@ -8,7 +8,7 @@ use crate::error::FormatError;
 use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
 use crate::machine::{CpuMode, Privilege};
-use crate::source::{u16_at, u32_at, u64_at, word_at, Source, Truncation};
+use crate::source::{u16_at, u32_at, u64_at, word_at, words, Source, Truncation};
 use crate::stats::Stats;
 use crate::stop_reason::StopReason;
 use crate::timer_record::HostTimerStats;
@@ -85,10 +85,7 @@ impl<'a> SampleRef<'a> {
 
     /// Return addresses, innermost first.
     pub fn frames(&self) -> impl ExactSizeIterator<Item = u64> + 'a {
-        let width = self.width;
-        self.frames
-            .chunks_exact(width)
-            .map(move |c| word_at(c, 0, width))
+        words(self.frames, self.width)
     }
 }
 
@@ -103,10 +100,7 @@ pub struct ExactBlock<'a> {
 impl<'a> ExactBlock<'a> {
     /// The addresses of the block's instructions.
     pub fn instructions(&self) -> impl ExactSizeIterator<Item = u64> + 'a {
-        let width = self.width;
-        self.insns
-            .chunks_exact(width)
-            .map(move |c| word_at(c, 0, width))
+        words(self.insns, self.width)
     }
 }
 
@@ -299,15 +293,23 @@ pub(crate) fn corrupt(offset: u64, what: String) -> FormatError {
     FormatError::Corrupt { offset, what }
 }
 
-fn decode_sample(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, FormatError> {
-    if b.len() < 24 + 3 * width {
+/// Checks a sample record's length (both versions): `fixed` bytes and `words` words, then
+/// as many frames as the count at byte 6 says. Returns where the frames end.
+fn checked_sample_len(
+    b: &[u8],
+    fixed: usize,
+    words: usize,
+    width: usize,
+    offset: u64,
+) -> Result<usize, FormatError> {
+    if b.len() < fixed + words * width {
         return Err(corrupt(
             offset,
             format!("sample record of {} bytes is too short", b.len()),
         ));
     }
     let n = u16_at(b, 6) as usize;
-    let want = 24 + (3 + n) * width;
+    let want = fixed + (words + n) * width;
     if b.len() != want {
         return Err(corrupt(
             offset,
@@ -317,6 +319,11 @@ fn decode_sample(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, F
             ),
         ));
     }
+    Ok(want)
+}
+
+fn decode_sample(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, FormatError> {
+    checked_sample_len(b, 24, 3, width, offset)?;
     Ok(SampleRef {
         vcpu: u32_at(b, 0),
         flags: b[4],
@@ -343,25 +350,8 @@ fn decode_sample(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, F
 const V2_FIXED: usize = 36;
 
 fn decode_sample_v2(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, FormatError> {
-    if b.len() < V2_FIXED + 4 * width {
-        return Err(corrupt(
-            offset,
-            format!("sample record of {} bytes is too short", b.len()),
-        ));
-    }
+    let words_end = checked_sample_len(b, V2_FIXED, 4, width, offset)?;
     let flags = b[4];
-    let n = u16_at(b, 6) as usize;
-    let words_end = V2_FIXED + (4 + n) * width;
-    let want = words_end;
-    if b.len() != want {
-        return Err(corrupt(
-            offset,
-            format!(
-                "sample with {n} frames should be {want} bytes, record says {}",
-                b.len()
-            ),
-        ));
-    }
     let word = |i: usize| word_at(b, V2_FIXED + i * width, width);
     Ok(SampleRef {
         vcpu: u32_at(b, 0),

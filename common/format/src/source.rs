@@ -141,6 +141,11 @@ pub(crate) fn word_at(b: &[u8], at: usize, width: usize) -> u64 {
     }
 }
 
+/// The pointer-width words packed in `b` (frames, instruction addresses), in order.
+pub(crate) fn words(b: &[u8], width: usize) -> impl ExactSizeIterator<Item = u64> + '_ {
+    b.chunks_exact(width).map(move |c| word_at(c, 0, width))
+}
+
 impl<R> Source<R> {
     /// The `len` bytes just consumed. Valid until the next `fill`.
     #[inline]

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use kern_profile_format::memtrace::MemtraceReader;
 use kern_profile_format::*;
+use kern_profile_test_support::raw_file;
 use peak_alloc::PeakAlloc;
 
 #[global_allocator]
@@ -32,19 +33,7 @@ const FIXED: usize = 3 << 20;
 
 fn raw_header() -> Vec<u8> {
     let mut out = Vec::new();
-    Header {
-        arch: Arch::I386,
-        sampling: SamplingMode::PeriodInstructions(10_000),
-        exact: false,
-        markers: false,
-        at_interrupts: false,
-        gdbstub: false,
-        vcpus: 1,
-        max_depth: 64,
-        start_unix_ns: 0,
-        qemu_version: "10.0.2".into(),
-    }
-    .encode(&mut out);
+    raw_file::raw_header(Arch::I386, SamplingMode::PeriodInstructions(10_000), 1).encode(&mut out);
     out
 }
 

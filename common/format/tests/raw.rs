@@ -1,19 +1,14 @@
 //! Round trips and damage handling of the raw CPU format, on real encoded bytes.
 
 use kern_profile_format::*;
+use kern_profile_test_support::damage::damaged_copies;
+use kern_profile_test_support::raw_file::raw_header;
 
 fn header(arch: Arch) -> Header {
     Header {
-        arch,
-        sampling: SamplingMode::PeriodInstructions(10_000),
         exact: true,
-        markers: false,
-        at_interrupts: false,
-        gdbstub: false,
-        vcpus: 2,
-        max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,
-        qemu_version: "10.0.2".into(),
+        ..raw_header(arch, SamplingMode::PeriodInstructions(10_000), 2)
     }
 }
 
@@ -225,22 +220,9 @@ fn longer_headers_from_later_versions_are_accepted() {
 
 #[test]
 fn random_bytes_never_panic() {
-    // A small xorshift keeps this deterministic without a dependency.
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
     let good = file(Arch::X86_64, 20);
-    for _ in 0..2000 {
-        let mut b = good.clone();
-        for _ in 0..(next() % 8 + 1) {
-            let i = (next() as usize) % b.len();
-            b[i] = next() as u8;
-        }
-        b.truncate((next() as usize) % (b.len() + 1));
+    let cut_anywhere = |len: usize, r: u64| r as usize % (len + 1);
+    for b in damaged_copies(&good, 0x9E37_79B9_7F4A_7C15, 2000, cut_anywhere) {
         if let Ok(mut r) = RawReader::new(&b[..]) {
             while let Ok(Some(_)) = r.next_record() {}
         }

@@ -1,19 +1,13 @@
 //! Format version 2: its samples' extra fields round trip, and version 1 files still read.
 
 use kern_profile_format::*;
+use kern_profile_test_support::damage::damaged_copies;
+use kern_profile_test_support::raw_file::raw_header;
 
 fn header(arch: Arch) -> Header {
     Header {
-        arch,
-        sampling: SamplingMode::DelayMicros(10),
-        exact: false,
-        markers: false,
-        at_interrupts: false,
-        gdbstub: false,
-        vcpus: 4,
-        max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,
-        qemu_version: "10.0.2".into(),
+        ..raw_header(arch, SamplingMode::DelayMicros(10), 4)
     }
 }
 
@@ -184,25 +178,13 @@ fn reserved_kinds_are_skipped_and_summaries_count_v2() {
 
 #[test]
 fn random_bytes_never_panic_in_v2() {
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
     let mut good = Vec::new();
     header(Arch::I386).encode_version(VERSION_2, &mut good);
     for _ in 0..20 {
         encode_sample_v2(&mut good, 4, &sample(&FRAMES), &extras());
     }
-    for _ in 0..2000 {
-        let mut b = good.clone();
-        for _ in 0..(next() % 8 + 1) {
-            let i = (next() as usize) % b.len();
-            b[i] = next() as u8;
-        }
-        b.truncate((next() as usize) % (b.len() + 1));
+    let cut_anywhere = |len: usize, r: u64| r as usize % (len + 1);
+    for b in damaged_copies(&good, 0x2545_F491_4F6C_DD1D, 2000, cut_anywhere) {
         if let Ok(mut r) = RawReader::new(&b[..]) {
             while let Ok(Some(rec)) = r.next_record() {
                 if let Record::Sample(s) = rec {
@@ -248,13 +230,13 @@ fn bad_code_bytes_records_are_named() {
     let mut out = Vec::new();
     h.encode_version(VERSION_2, &mut out);
     let at = out.len() as u64;
-    CodeBytes {
+    let code = CodeBytes {
         vcpu: 0,
         page_table_base: 1,
         vaddr: 2,
         bytes: &[1, 2, 3],
-    }
-    .encode(&mut out, 4);
+    };
+    code.encode(&mut out, 4);
     // n says 4 bytes follow, the record holds 3.
     let n_at = out.len() - 3 - 2;
     out[n_at] = 4;
@@ -269,13 +251,7 @@ fn bad_code_bytes_records_are_named() {
     let mut cut = Vec::new();
     h.encode_version(VERSION_2, &mut cut);
     let keep = cut.len();
-    CodeBytes {
-        vcpu: 0,
-        page_table_base: 1,
-        vaddr: 2,
-        bytes: &[1, 2, 3],
-    }
-    .encode(&mut cut, 4);
+    code.encode(&mut cut, 4);
     cut.truncate(keep + 9);
     let mut r = RawReader::new(&cut[..]).unwrap();
     assert!(r.next_record().unwrap().is_none());

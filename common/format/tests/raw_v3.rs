@@ -3,19 +3,13 @@
 
 use kern_profile_format::memtrace::Op;
 use kern_profile_format::*;
+use kern_profile_test_support::damage::damaged_copies;
+use kern_profile_test_support::raw_file::marked_header;
 
 fn header(arch: Arch) -> Header {
     Header {
-        arch,
-        sampling: SamplingMode::Off,
-        exact: false,
-        markers: true,
-        at_interrupts: false,
-        gdbstub: false,
-        vcpus: 2,
-        max_depth: 64,
         start_unix_ns: 1_700_000_000_000_000_000,
-        qemu_version: "10.0.2".into(),
+        ..marked_header(arch, SamplingMode::Off, 2)
     }
 }
 
@@ -198,21 +192,9 @@ fn corrupt_records_name_their_offset() {
 
 #[test]
 fn random_bytes_never_panic_in_v3() {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
     let good = v3_file(Arch::X86_64);
-    for _ in 0..3000 {
-        let mut b = good.clone();
-        for _ in 0..(next() % 8 + 1) {
-            let i = (next() as usize) % b.len();
-            b[i] = next() as u8;
-        }
-        b.truncate(b.len() - (next() as usize % 16));
+    let cut_little = |len: usize, r: u64| len - r as usize % 16;
+    for b in damaged_copies(&good, 0x9E37_79B9_7F4A_7C15, 3000, cut_little) {
         if let Ok(mut r) = RawReader::new(&b[..]) {
             while let Ok(Some(_)) = r.next_record() {}
         }

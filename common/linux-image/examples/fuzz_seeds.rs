@@ -25,41 +25,22 @@ fn main() {
         zero_base: false,
     };
 
-    // vmlinux stand-ins: an ELF header, then the tables.
-    let x86_64 = {
-        let mut elf = elf_header(2, 62);
-        let mut syms = many_syms(300, 0xffff_ffff_8100_0000);
-        syms.push(common::sym(0, 'A', "fixed_percpu_data"));
-        elf.extend(
-            build_tables(
-                &syms,
-                layout(8, Order::OldWithSeqs, Encoding::AbsolutePercpu),
-                16,
-            )
-            .0,
-        );
+    // vmlinux stand-ins: an ELF header (class, machine), then the tables.
+    let vmlinux = |class, machine, syms: &[_], layout, prefix| {
+        let mut elf = elf_header(class, machine);
+        elf.extend(build_tables(syms, layout, prefix).0);
         elf
     };
+    let mut syms = many_syms(300, 0xffff_ffff_8100_0000);
+    syms.push(common::sym(0, 'A', "fixed_percpu_data"));
+    let percpu = layout(8, Order::OldWithSeqs, Encoding::AbsolutePercpu);
+    let x86_64 = vmlinux(2, 62, &syms, percpu, 16);
     write("x86_64-6.1.elf", &x86_64);
-    let mut new = elf_header(2, 62);
-    new.extend(
-        build_tables(
-            &many_syms(300, 0xffff_ffff_8100_0000),
-            layout(8, Order::New, Encoding::Relative),
-            16,
-        )
-        .0,
-    );
+    let syms = many_syms(300, 0xffff_ffff_8100_0000);
+    let new = vmlinux(2, 62, &syms, layout(8, Order::New, Encoding::Relative), 16);
     write("x86_64-6.12.elf", &new);
-    let mut i386 = elf_header(1, 3);
-    i386.extend(
-        build_tables(
-            &many_syms(260, 0xc100_0000),
-            layout(4, Order::Old, Encoding::Absolute),
-            12,
-        )
-        .0,
-    );
+    let syms = many_syms(260, 0xc100_0000);
+    let i386 = vmlinux(1, 3, &syms, layout(4, Order::Old, Encoding::Absolute), 12);
     write("i386-old.elf", &i386);
 
     // An arm64 Image whose kallsyms base is 0 until a RELA entry fills it.

@@ -11,6 +11,7 @@ use std::time::Instant;
 use kern_profile_linux_image::{
     open, Arch, Compression, Container, Kallsyms, KernelImage, Options,
 };
+use kern_profile_test_support::linux_image::linux_image;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -18,19 +19,7 @@ fn root() -> PathBuf {
 
 /// The image at target/linux/DIR/vmlinuz, or None (after saying why) when it is absent.
 fn image(dir: &str) -> Option<KernelImage> {
-    let path = root().join("target/linux").join(dir).join("vmlinuz");
-    if !path.exists() {
-        let msg = format!(
-            "no Linux image at {}: run `bash scripts/setup.sh --with-linux`",
-            path.display()
-        );
-        assert!(
-            std::env::var("KP_REQUIRE_LINUX").as_deref() != Ok("1"),
-            "{msg} (KP_REQUIRE_LINUX=1)"
-        );
-        println!("skipped: {msg}");
-        return None;
-    }
+    let path = linux_image(dir)?;
     let start = Instant::now();
     let image = open(&path, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
     println!(

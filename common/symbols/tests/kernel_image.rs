@@ -2,30 +2,11 @@
 //! puts them in target/linux/ are named from their kallsyms alone. A missing image skips its
 //! test with a printed line, or fails it under KP_REQUIRE_LINUX=1.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use kern_profile_format::Arch;
 use kern_profile_symbols::{KernelFile, SymbolError, Symbolizer};
-
-fn image(dir: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/linux")
-        .join(dir)
-        .join("vmlinuz");
-    if path.exists() {
-        return Some(path);
-    }
-    let msg = format!(
-        "no Linux image at {}: run `bash scripts/setup.sh --with-linux`",
-        path.display()
-    );
-    assert!(
-        std::env::var("KP_REQUIRE_LINUX").as_deref() != Ok("1"),
-        "{msg} (KP_REQUIRE_LINUX=1)"
-    );
-    println!("skipped: {msg}");
-    None
-}
+use kern_profile_test_support::linux_image::linux_image;
 
 /// The address of function `name` in the kernel's names.
 fn address_of(kernel: &KernelFile, name: &str) -> u64 {
@@ -62,7 +43,9 @@ fn names_functions(path: &Path, arch: Arch, other: Arch) {
 
 #[test]
 fn a_bzimage_is_named_from_its_kallsyms() {
-    let Some(path) = image("x86_64") else { return };
+    let Some(path) = linux_image("x86_64") else {
+        return;
+    };
     let kernel = KernelFile::load(&path).unwrap();
     assert_eq!(kernel.kallsyms.as_ref().unwrap().container, "bzImage, xz");
     // The vmlinux inside: its code and segments, no symbols (stripped).
@@ -72,7 +55,9 @@ fn a_bzimage_is_named_from_its_kallsyms() {
 
 #[test]
 fn a_raw_arm64_image_is_named_from_its_kallsyms() {
-    let Some(path) = image("aarch64") else { return };
+    let Some(path) = linux_image("aarch64") else {
+        return;
+    };
     let kernel = KernelFile::load(&path).unwrap();
     assert!(kernel.elf.is_none());
     assert_eq!(kernel.kallsyms.as_ref().unwrap().container, "Image");

@@ -97,8 +97,15 @@ impl SampleBuffer {
 mod tests {
     use super::*;
     use kern_profile_format::{
-        Arch, CpuMode, Header, Privilege, RawReader, Record, SamplingMode, StopReason, VERSION_2,
+        Arch, CpuMode, Privilege, Record, SamplingMode, StopReason, VERSION_2,
     };
+    use kern_profile_test_support::alloc_event::alloc_event;
+    use kern_profile_test_support::raw_file::{marked_header, raw_header, read_back};
+
+    /// An i386 header of `period=1` over `vcpus` vCPUs.
+    fn i386(vcpus: u32) -> kern_profile_format::Header {
+        raw_header(Arch::I386, SamplingMode::PeriodInstructions(1), vcpus)
+    }
 
     fn rec(t: u64, frames: &[u64]) -> SampleRecord<'_> {
         SampleRecord {
@@ -137,22 +144,7 @@ mod tests {
         assert_eq!(batch.samples, n + 1);
         assert!(b.is_empty());
         // The bytes are valid records.
-        let mut file = Vec::new();
-        Header {
-            arch: Arch::I386,
-            sampling: SamplingMode::PeriodInstructions(1),
-            exact: false,
-            markers: false,
-            at_interrupts: false,
-            gdbstub: false,
-            vcpus: 1,
-            max_depth: 64,
-            start_unix_ns: 0,
-            qemu_version: "10.0.2".into(),
-        }
-        .encode_version(VERSION_2, &mut file);
-        file.extend_from_slice(&batch.bytes);
-        let mut r = RawReader::new(&file[..]).unwrap();
+        let mut r = read_back(VERSION_2, &i386(1), &batch.bytes);
         let mut count = 0;
         while let Some(Record::Sample(s)) = r.next_record().unwrap() {
             assert_eq!(s.frame_count(), 64);
@@ -193,18 +185,8 @@ mod tests {
         };
         assert!(!b.push(4, &rec(10, &[0xc000_1234]), &x));
         let ev = AllocEvent {
-            vcpu: 1,
-            op: Op::Free,
-            flags: 0,
-            function: 0,
-            allocator: 0,
-            stop: StopReason::NullFramePointer,
-            time_ns: 11,
-            icount: 0,
-            size: 0,
             ptr: 0x40_1000,
-            new_ptr: 0,
-            frames: &[0xc000_1234],
+            ..alloc_event(1, Op::Free, 0, 11, &[0xc000_1234])
         };
         assert!(!b.push_events(11, |out| {
             ev.encode(4, out);
@@ -212,22 +194,8 @@ mod tests {
         }));
         let batch = b.take(Vec::new());
         assert_eq!((batch.samples, batch.events), (1, 1));
-        let mut file = Vec::new();
-        Header {
-            arch: Arch::I386,
-            sampling: SamplingMode::PeriodInstructions(1),
-            exact: false,
-            markers: true,
-            at_interrupts: false,
-            gdbstub: false,
-            vcpus: 2,
-            max_depth: 64,
-            start_unix_ns: 0,
-            qemu_version: "10.0.2".into(),
-        }
-        .encode_version(VERSION_3, &mut file);
-        file.extend_from_slice(&batch.bytes);
-        let mut r = RawReader::new(&file[..]).unwrap();
+        let h = marked_header(Arch::I386, SamplingMode::PeriodInstructions(1), 2);
+        let mut r = read_back(VERSION_3, &h, &batch.bytes);
         match r.next_record().unwrap() {
             Some(Record::Sample(s)) => {
                 assert_eq!(s.privilege(), Privilege::Kernel);
@@ -254,22 +222,7 @@ mod tests {
         b.push(4, &rec(1, &[]), &extras());
         let batch = b.take(Vec::new());
         assert_eq!(batch.samples, 1);
-        let mut file = Vec::new();
-        Header {
-            arch: Arch::I386,
-            sampling: SamplingMode::PeriodInstructions(1),
-            exact: false,
-            markers: false,
-            at_interrupts: false,
-            gdbstub: false,
-            vcpus: 2,
-            max_depth: 64,
-            start_unix_ns: 0,
-            qemu_version: "10.0.2".into(),
-        }
-        .encode_version(VERSION_2, &mut file);
-        file.extend_from_slice(&batch.bytes);
-        let mut r = RawReader::new(&file[..]).unwrap();
+        let mut r = read_back(VERSION_2, &i386(2), &batch.bytes);
         match r.next_record().unwrap() {
             Some(Record::CodeBytes(c)) => assert_eq!(c, code),
             other => panic!("{other:?}"),

@@ -229,6 +229,18 @@ mod tests {
         got
     }
 
+    /// What a kernel-mode sample at `pc` walked through `frames` in address space `base`
+    /// gives.
+    fn take_kernel<M: FnMut(u64, &mut [u8]) -> bool>(
+        c: &mut CodeSampler,
+        pc: u64,
+        frames: &'static [u64],
+        base: u64,
+        m: M,
+    ) -> Vec<(u32, u64, u64, Vec<u8>)> {
+        take(c, &kernel_rec(pc, false, frames), &kernel(base), m)
+    }
+
     fn i386() -> CodeSampler {
         CodeSampler::new(Arch::I386)
     }
@@ -274,34 +286,17 @@ mod tests {
     #[test]
     fn a_kernel_sample_reads_the_user_code_past_the_entry() {
         let mut c = i386();
-        let r = take(
-            &mut c,
-            &kernel_rec(0xc010_3000, false, SYSCALL),
-            &kernel(0x20f000),
-            mem,
-        );
+        let r = take_kernel(&mut c, 0xc010_3000, SYSCALL, 0x20f000, mem);
         // The vDSO's page and the program's (once: 0x4000600 is on the same page).
         let got: Vec<(u64, u64)> = r.iter().map(|r| (r.1, r.2)).collect();
         assert_eq!(got, [(0x20f000, 0xb7f0_0420), (0x20f000, 0x0400_0510)]);
         assert_eq!(r[1].3[0], 0x10);
         // Pages once read are not read again.
-        assert!(take(
-            &mut c,
-            &kernel_rec(0xc010_3000, false, SYSCALL),
-            &kernel(0x20f000),
-            mem
-        )
-        .is_empty());
+        assert!(take_kernel(&mut c, 0xc010_3000, SYSCALL, 0x20f000, mem).is_empty());
         // Once the address space has a user-mode sample, its kernel samples read nothing.
         let mut c = i386();
         take(&mut c, &rec(0x0400_0800, true), &user(0x20f000), mem);
-        assert!(take(
-            &mut c,
-            &kernel_rec(0xc010_3000, false, SYSCALL),
-            &kernel(0x20f000),
-            mem
-        )
-        .is_empty());
+        assert!(take_kernel(&mut c, 0xc010_3000, SYSCALL, 0x20f000, mem).is_empty());
     }
 
     #[test]
@@ -309,13 +304,7 @@ mod tests {
         let mut c = i386();
         // An interrupt of kernel code: the interrupted pc is the kernel's.
         let kernel_irq: &[u64] = &[0xc010_2000, KE, 0xc010_5000, 0xc010_6000];
-        assert!(take(
-            &mut c,
-            &kernel_rec(0xc010_3000, false, kernel_irq),
-            &kernel(1),
-            mem
-        )
-        .is_empty());
+        assert!(take_kernel(&mut c, 0xc010_3000, kernel_irq, 1, mem).is_empty());
         // An interrupt inside a system call: the outer entry's user part only, up to a
         // kernel address (garbage past the program's first frame).
         let nested: &[u64] = &[
@@ -327,33 +316,17 @@ mod tests {
             0xc010_7000,
             0x0400_0200,
         ];
-        let r = take(
-            &mut c,
-            &kernel_rec(0xc010_3000, false, nested),
-            &kernel(1),
-            mem,
-        );
+        let r = take_kernel(&mut c, 0xc010_3000, nested, 1, mem);
         assert_eq!(r.iter().map(|r| r.2).collect::<Vec<_>>(), [0x0400_0100]);
         // A kernel low in memory (the example kernels): nothing tells user from kernel.
         let low: &[u64] = &[0x10_2000, KE, 0x0400_0100];
-        assert!(take(&mut c, &kernel_rec(0x10_3000, false, low), &kernel(2), mem).is_empty());
+        assert!(take_kernel(&mut c, 0x10_3000, low, 2, mem).is_empty());
         // 64-bit guests: the kernel's is the upper half.
         let mut c = CodeSampler::new(Arch::X86_64);
         let x64: &[u64] = &[0xffff_ffff_8100_0000, KE, 0x0400_0100];
-        let r = take(
-            &mut c,
-            &kernel_rec(0xffff_ffff_8100_1000, false, x64),
-            &kernel(3),
-            mem,
-        );
+        let r = take_kernel(&mut c, 0xffff_ffff_8100_1000, x64, 3, mem);
         assert_eq!(r.len(), 1);
-        assert!(take(
-            &mut c,
-            &kernel_rec(0xc010_3000, false, low),
-            &kernel(4),
-            mem
-        )
-        .is_empty());
+        assert!(take_kernel(&mut c, 0xc010_3000, low, 4, mem).is_empty());
     }
 
     #[test]
@@ -371,25 +344,12 @@ mod tests {
             f
         };
         let mut c = i386();
-        let r = take(
-            &mut c,
-            &kernel_rec(0xc010_0000, false, &MANY),
-            &kernel(1),
-            always,
-        );
+        let r = take_kernel(&mut c, 0xc010_0000, &MANY, 1, always);
         assert_eq!(r.len(), MAX_FROM_ENTRY);
         // MAX_FROM_KERNEL in all, over address spaces.
         let mut c = i386();
         let n: usize = (0..MAX_FROM_KERNEL as u64)
-            .map(|s| {
-                take(
-                    &mut c,
-                    &kernel_rec(0xc010_0000, false, &MANY),
-                    &kernel(s * PAGE),
-                    always,
-                )
-                .len()
-            })
+            .map(|s| take_kernel(&mut c, 0xc010_0000, &MANY, s * PAGE, always).len())
             .sum();
         assert_eq!(n, MAX_FROM_KERNEL as usize);
     }

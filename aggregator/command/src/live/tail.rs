@@ -98,20 +98,13 @@ impl RawTail {
 mod tests {
     use super::*;
     use kern_profile_format::{encode_sample, Arch, SampleRecord, SamplingMode, Stats, StopReason};
+    use kern_profile_test_support::raw_file::marked_header;
     use std::io::Write;
 
     fn header() -> Vec<u8> {
         let h = Header {
-            arch: Arch::I386,
-            sampling: SamplingMode::DelayMicros(10),
-            exact: false,
-            markers: true,
-            at_interrupts: false,
-            gdbstub: false,
-            vcpus: 2,
-            max_depth: 64,
             start_unix_ns: 1,
-            qemu_version: "10.0.2".into(),
+            ..marked_header(Arch::I386, SamplingMode::DelayMicros(10), 2)
         };
         let mut b = Vec::new();
         h.encode(&mut b);

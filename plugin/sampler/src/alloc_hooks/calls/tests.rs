@@ -6,7 +6,8 @@ use crate::alloc_hooks::matcher::NOTHING;
 use crate::alloc_hooks::resolve::resolve;
 use crate::alloc_hooks::spec::Spec;
 use crate::alloc_hooks::symbols::{Symbol, SymbolIndex};
-use kern_profile_format::{frame_marker, Header, RawReader, Record, SamplingMode, VERSION_3};
+use kern_profile_format::{frame_marker, Record, SamplingMode, VERSION_3};
+use kern_profile_test_support::raw_file::{marked_header, read_back};
 
 /// A fake vCPU: named registers and a stack mapped at `BASE`.
 struct Guest {
@@ -169,22 +170,8 @@ struct Ev {
 }
 
 fn decode(arch: Arch, bytes: &[u8]) -> Vec<Ev> {
-    let mut file = Vec::new();
-    Header {
-        arch,
-        sampling: SamplingMode::Off,
-        exact: false,
-        markers: true,
-        at_interrupts: false,
-        gdbstub: false,
-        vcpus: 1,
-        max_depth: 64,
-        start_unix_ns: 0,
-        qemu_version: "10.0.2".into(),
-    }
-    .encode_version(VERSION_3, &mut file);
-    file.extend_from_slice(bytes);
-    let mut r = RawReader::new(&file[..]).unwrap();
+    let h = marked_header(arch, SamplingMode::Off, 1);
+    let mut r = read_back(VERSION_3, &h, bytes);
     let mut v = Vec::new();
     while let Some(rec) = r.next_record().unwrap() {
         let Record::AllocEvent(e) = rec else {
