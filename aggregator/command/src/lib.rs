@@ -96,18 +96,24 @@ pub fn run_cpu(
 }
 
 impl CpuJob {
-    /// Loads the symbols, then draws the renderer from one pass over the recording (the
-    /// exact counts' renderer for an `exact=only` recording).
-    pub fn run(&self, out: &mut dyn Write) -> Result<RunReport, ProfileError> {
-        let mut sym = self.sources.load()?;
-        let mut run = Run::new(
+    /// The run over this job's recording with `sym`, the symbols it loaded (every output of
+    /// one recording shares them).
+    pub fn run_with<'a>(&'a self, sym: &'a mut Symbolizer) -> Run<'a> {
+        Run::new(
             &self.input,
             self.progress,
             &self.filter,
             self.style,
             self.sources.kernel_name(),
-            &mut sym,
-        );
+            sym,
+        )
+    }
+
+    /// Loads the symbols, then draws the renderer from one pass over the recording (the
+    /// exact counts' renderer for an `exact=only` recording).
+    pub fn run(&self, out: &mut dyn Write) -> Result<RunReport, ProfileError> {
+        let mut sym = self.sources.load()?;
+        let mut run = self.run_with(&mut sym);
         let renderer = match &self.exact_only {
             Some(r) if run.exact_only()? => r.as_ref().map_err(|e| job::unsupported(e))?,
             _ => &self.renderer,

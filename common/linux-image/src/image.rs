@@ -141,17 +141,7 @@ pub fn parse(path: &Path, data: Vec<u8>, options: &Options) -> Result<KernelImag
         ));
     }
     if let Some((offset, len)) = zboot_payload(&data) {
-        let end = offset.saturating_add(len);
-        if end > data.len() as u64 {
-            return Err(ImageError::Truncated {
-                path: path.to_owned(),
-                offset: data.len() as u64,
-                what: format!(
-                    "the zboot payload at {offset:#x} runs to {end:#x}, past the end of the file"
-                ),
-            });
-        }
-        let payload = &data[offset as usize..end as usize];
+        let payload = payload_at(path, &data, offset, len, "the zboot payload")?;
         let compression =
             Compression::sniff(payload).ok_or_else(|| ImageError::UnknownCompression {
                 path: path.to_owned(),
@@ -215,6 +205,25 @@ pub fn parse(path: &Path, data: Vec<u8>, options: &Options) -> Result<KernelImag
 
 /// An EFI zboot image's payload (offset, length): "MZ", then "zimg" and the two u32 at 8
 /// (Linux's drivers/firmware/efi/libstub/zboot-header.S).
+/// The `len` bytes at `offset` of `data`, or an error naming `what` when they run past its end.
+fn payload_at<'d>(
+    path: &Path,
+    data: &'d [u8],
+    offset: u64,
+    len: u64,
+    what: &str,
+) -> Result<&'d [u8], ImageError> {
+    let end = offset.saturating_add(len);
+    if end > data.len() as u64 {
+        return Err(ImageError::Truncated {
+            path: path.to_owned(),
+            offset: data.len() as u64,
+            what: format!("{what} at {offset:#x} runs to {end:#x}, past the end of the file"),
+        });
+    }
+    Ok(&data[offset as usize..end as usize])
+}
+
 fn zboot_payload(data: &[u8]) -> Option<(u64, u64)> {
     if !data.starts_with(b"MZ") || data.get(4..8) != Some(b"zimg") {
         return None;
@@ -277,17 +286,7 @@ fn bzimage_payload(
         });
     }
     if let Some((offset, len)) = header.payload {
-        let end = offset.saturating_add(len);
-        if end > data.len() as u64 {
-            return Err(ImageError::Truncated {
-                path: path.to_owned(),
-                offset: data.len() as u64,
-                what: format!(
-                    "the payload at {offset:#x} runs to {end:#x}, past the end of the file"
-                ),
-            });
-        }
-        let payload = &data[offset as usize..end as usize];
+        let payload = payload_at(path, data, offset, len, "the payload")?;
         if let Some(compression) = Compression::sniff(payload) {
             let elf = unpack_at(path, payload, offset, compression, options)?;
             return Ok((compression, offset, elf));

@@ -12,8 +12,6 @@ use kern_profile::output::annotate::annotate;
 use kern_profile::say;
 use kern_profile::{Options, OutputFormat};
 
-use super::job_run::job_run;
-
 const ANNOTATE_EXAMPLES: &str = "\
 Examples:
   kern-profile annotate raw-data kernel.elf hot_leaf
@@ -62,7 +60,7 @@ pub fn run(args: AnnotateArgs) -> Result<ExitCode> {
     };
     let job = CpuJob::resolve(&args.raw, Some(&args.elf), &opts)?;
     let mut sym = job.sources.load()?;
-    let mut run = job_run(&job, &mut sym);
+    let mut run = job.run_with(&mut sym);
     let annotation = annotate(&mut run, &args.function, args.exact)?;
     for w in &run.warnings {
         say!("kern-profile: warning: {w}");

@@ -11,8 +11,6 @@ use kern_profile::output::gate::{run_gate, Gate};
 use kern_profile::say;
 use kern_profile::{Options, OutputFormat};
 
-use super::job_run::job_run;
-
 const DIFF_EXAMPLES: &str = "\
 Examples:
   kern-profile diff base.raw new.raw kernel.elf --fail-above 2
@@ -96,7 +94,7 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
     };
     let job = CpuJob::resolve(&args.new, args.elf.as_deref(), &opts)?;
     let mut sym = job.sources.load()?;
-    let mut run = job_run(&job, &mut sym);
+    let mut run = job.run_with(&mut sym);
     let gate = Gate {
         tolerance: args.fail_above.unwrap_or(f64::INFINITY),
         exact: args.exact,
@@ -105,7 +103,7 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
         Some(base_elf) => {
             let base_job = CpuJob::resolve(&args.base, Some(base_elf), &opts)?;
             let mut base_sym = base_job.sources.load()?;
-            let mut base_run = job_run(&base_job, &mut base_sym);
+            let mut base_run = base_job.run_with(&mut base_sym);
             let verdict = run_gate(&mut run, &args.base, Some(&mut base_run), gate);
             for w in &base_run.warnings {
                 say!("kern-profile: warning: {w}");

@@ -5,7 +5,6 @@ pub mod annotate;
 pub mod diff;
 pub mod filter_args;
 pub mod generate;
-mod job_run;
 pub mod record;
 pub mod session_args;
 pub mod stacks;

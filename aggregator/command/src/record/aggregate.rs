@@ -9,13 +9,12 @@ use std::path::{Path, PathBuf};
 use kern_profile_format::SamplingMode;
 
 use crate::atomic_file::AtomicFile;
-use crate::collect::Run;
 use crate::job::{CpuJob, SymbolSources};
 use crate::options::{Options, OutputFormat};
 use crate::output::formats::record_outputs;
 use crate::output::text::{function_rows, FunctionRow};
 use crate::output::{Collected, Needs};
-use crate::symbolize::{KernelFile, Symbolizer};
+use crate::symbolize::KernelFile;
 use crate::warning::Warning;
 use crate::ProfileError;
 
@@ -70,7 +69,7 @@ pub fn aggregate(
     let table = CpuJob::resolve(raw, sources.elf.as_deref(), &opts)?;
 
     let mut sym = table.sources.load_with(kernel)?;
-    let mut pass = run_of(&table, &mut sym);
+    let mut pass = table.run_with(&mut sym);
     let input = pass.open(raw)?;
     let exact_only = input
         .header
@@ -98,14 +97,14 @@ pub fn aggregate(
             source,
         };
         let mut file = AtomicFile::create(path).map_err(write_err)?;
-        let mut run = run_of(job, &mut sym);
+        let mut run = job.run_with(&mut sym);
         renderer.draw(&mut run, &collected, &mut file)?;
         file.commit().map_err(write_err)?;
         done.files.push(path.clone());
         add_warnings(&mut done.warnings, run.warnings);
     }
 
-    let mut run = run_of(&table, &mut sym);
+    let mut run = table.run_with(&mut sym);
     let folded = run.name(&collected.profile);
     let mut rows = function_rows(&folded);
     sort_by_self(&mut rows);
@@ -113,18 +112,6 @@ pub fn aggregate(
     done.top = rows;
     done.total = folded.total;
     Ok(done)
-}
-
-/// A run of `job` over `sym`, the symbols every output of the recording shares.
-fn run_of<'a>(job: &'a CpuJob, sym: &'a mut Symbolizer) -> Run<'a> {
-    Run::new(
-        &job.input,
-        job.progress,
-        &job.filter,
-        job.style,
-        job.sources.kernel_name(),
-        sym,
-    )
 }
 
 fn add_warnings(all: &mut Vec<Warning>, new: Vec<Warning>) {
