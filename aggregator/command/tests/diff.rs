@@ -5,18 +5,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use common::kp;
 use common::tiny::*;
 use kern_profile_format::{encode_sample, encode_stats, Arch, Header};
-
-fn kp(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
 
 /// A recording of `leaf` samples (in square, inlined) and `middle` ones, on `arch`'s header.
 fn run(arch: Arch, square: u64, middle: u64, nowhere: u64) -> Vec<u8> {
@@ -44,11 +37,15 @@ fn run(arch: Arch, square: u64, middle: u64, nowhere: u64) -> Vec<u8> {
 }
 
 fn setup(name: &str, base: &[u8], new: &[u8]) -> std::path::PathBuf {
-    let dir = common::temp_dir(name);
-    common::write(&dir, "base.raw", base);
-    common::write(&dir, "new.raw", new);
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
-    dir
+    common::kernel_dir(name, &[("base.raw", base), ("new.raw", new)])
+}
+
+/// `kern-profile diff base.raw new.raw kernel.elf`, then `extra`, in `dir`.
+fn diff(dir: &Path, extra: &[&str]) -> Output {
+    kp(
+        dir,
+        &[&["diff", "base.raw", "new.raw", "kernel.elf"][..], extra].concat(),
+    )
 }
 
 #[test]
@@ -58,8 +55,7 @@ fn gate_fails_naming_what_grew() {
         &run(Arch::I386, 50, 50, 0),
         &run(Arch::I386, 70, 30, 0),
     );
-    let args = ["diff", "base.raw", "new.raw", "kernel.elf", "--fail-above"];
-    let o = kp(&dir, &[&args[..], &["5"]].concat());
+    let o = diff(&dir, &["--fail-above", "5"]);
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
@@ -69,13 +65,8 @@ fn gate_fails_naming_what_grew() {
     assert!(!err.contains("middle"), "{err}");
     assert!(out.contains("FAILED"), "{out}");
     // Within a generous tolerance, and without one: passes.
-    for extra in [&["25"][..], &[]] {
-        let a: Vec<&str> = if extra.is_empty() {
-            args[..4].to_vec()
-        } else {
-            [&args[..], extra].concat()
-        };
-        let o = kp(&dir, &a);
+    for extra in [&["--fail-above", "25"][..], &[]] {
+        let o = diff(&dir, extra);
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success(), "{out}");
         assert!(out.contains("passed"), "{out}");
@@ -85,22 +76,9 @@ fn gate_fails_naming_what_grew() {
 
 #[test]
 fn exact_counts_grow_in_percent() {
-    let dir = common::temp_dir("diff-exact");
-    common::write(&dir, "base.raw", &common::synthetic_raw(true));
-    common::write(&dir, "new.raw", &common::synthetic_raw(true));
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
-    let o = kp(
-        &dir,
-        &[
-            "diff",
-            "base.raw",
-            "new.raw",
-            "kernel.elf",
-            "--exact",
-            "--fail-above",
-            "0",
-        ],
-    );
+    let exact = common::synthetic_raw(true);
+    let dir = setup("diff-exact", &exact, &exact);
+    let o = diff(&dir, &["--exact", "--fail-above", "0"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
     assert!(out.contains("instructions (exact counts)"), "{out}");
@@ -126,7 +104,7 @@ fn recordings_of_different_kernels_are_refused() {
         &run(Arch::I386, 50, 50, 0),
         &run(Arch::X86_64, 50, 50, 0),
     );
-    let o = kp(&dir, &["diff", "base.raw", "new.raw", "kernel.elf"]);
+    let o = diff(&dir, &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("x86_64"), "{err}");
@@ -136,7 +114,7 @@ fn recordings_of_different_kernels_are_refused() {
         &run(Arch::I386, 50, 50, 0),
         &run(Arch::I386, 5, 5, 90),
     );
-    let o = kp(&dir, &["diff", "base.raw", "new.raw", "kernel.elf"]);
+    let o = diff(&dir, &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -146,17 +124,7 @@ fn recordings_of_different_kernels_are_refused() {
     );
     // Two builds, each recording named with its own ELF: compared by name.
     std::fs::copy(common::tiny_elf(), dir.join("base.elf")).unwrap();
-    let o = kp(
-        &dir,
-        &[
-            "diff",
-            "base.raw",
-            "new.raw",
-            "kernel.elf",
-            "--base-elf",
-            "base.elf",
-        ],
-    );
+    let o = diff(&dir, &["--base-elf", "base.elf"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(out.contains("+90.00 points  [unknown]"), "{out}");

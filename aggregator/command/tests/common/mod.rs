@@ -1,7 +1,12 @@
 //! Helpers shared by the integration tests: synthetic raw and legacy files against
-//! `tests/data/tiny.elf`, temporary directories, golden files.
+//! `tests/data/tiny.elf`, temporary directories, golden files, the binary's runs.
 
 #![allow(dead_code)]
+
+mod binary;
+pub mod runs;
+#[allow(unused_imports)]
+pub use binary::{kernel_dir, kp, stderr};
 
 // The builders every test binary shares; each binary uses some of them.
 #[allow(unused_imports)]
@@ -169,6 +174,16 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
     p
+}
+
+/// A fresh [`temp_dir`] holding `files` (name, contents), and their paths.
+pub fn temp_files<const N: usize>(
+    name: &str,
+    files: [(&str, &[u8]); N],
+) -> (PathBuf, [PathBuf; N]) {
+    let dir = temp_dir(name);
+    let paths = files.map(|(file, bytes)| write(&dir, file, bytes));
+    (dir, paths)
 }
 
 /// An SVG without its `<script>` element: inferno's JavaScript is inferno's, not ours, and

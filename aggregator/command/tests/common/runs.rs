@@ -1,0 +1,30 @@
+//! CPU profiles made by the command's library, as the tests ask for them: no progress bar.
+
+use std::path::Path;
+
+use kern_profile::{run_cpu, Options, ProfileError, RunReport};
+
+/// `run_cpu` of `raw` against `elf` with `opts`, without a progress bar: its output and
+/// report.
+pub fn cpu(
+    raw: &Path,
+    elf: Option<&Path>,
+    opts: &Options,
+) -> Result<(Vec<u8>, RunReport), ProfileError> {
+    let opts = Options {
+        progress: false,
+        ..opts.clone()
+    };
+    let mut out = Vec::new();
+    let report = run_cpu(raw, elf, &opts, &mut out)?;
+    Ok((out, report))
+}
+
+/// [`cpu`] on `tests/data/<dir>/<raw>`, a run recorded with the real plugin, against the
+/// `kernel.elf` beside it; such a run gives no warning.
+pub fn recorded(dir: &str, raw: &str, opts: &Options) -> Result<Vec<u8>, ProfileError> {
+    let data = super::data(dir);
+    let (out, report) = cpu(&data.join(raw), Some(&data.join("kernel.elf")), opts)?;
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    Ok(out)
+}
