@@ -14,20 +14,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use kern_profile::{run_cpu, Options, OutputFormat, ProfileError};
+use kern_profile::{Options, OutputFormat, ProfileError};
 
 fn example(name: &str) -> PathBuf {
     common::data("example").join(name)
 }
 
 fn run_on(raw: &str, opts: &Options) -> Result<String, ProfileError> {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    let report = run_cpu(&example(raw), Some(&example("kernel.elf")), &opts, &mut out)?;
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let out = common::runs::recorded("example", raw, opts)?;
     Ok(String::from_utf8(out).unwrap())
 }
 

@@ -15,10 +15,14 @@ fn raw_file(name: &str, bytes: &[u8]) -> PathBuf {
 }
 
 fn run(raw: &Path, opts: &Options) -> (String, RunReport) {
-    let mut out = Vec::new();
-    let report =
-        run_cpu(raw, Some(&common::tiny_elf()), opts, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    let (out, report) =
+        common::runs::cpu(raw, Some(&common::tiny_elf()), opts).unwrap_or_else(|e| panic!("{e}"));
     (String::from_utf8(out).unwrap(), report)
+}
+
+/// The error of a run of `raw` against tiny.elf, which must fail.
+fn run_err(raw: &Path, opts: &Options) -> ProfileError {
+    run_cpu(raw, Some(&common::tiny_elf()), opts, &mut Vec::new()).unwrap_err()
 }
 
 fn folded_opts() -> Options {
@@ -26,6 +30,13 @@ fn folded_opts() -> Options {
         format: OutputFormat::Folded,
         progress: false,
         ..Options::default()
+    }
+}
+
+fn in_format(format: OutputFormat) -> Options {
+    Options {
+        format,
+        ..folded_opts()
     }
 }
 
@@ -51,10 +62,7 @@ fn folded_golden() {
 #[test]
 fn text_golden() {
     let raw = raw_file("text", &common::synthetic_raw(false));
-    let opts = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    let opts = in_format(OutputFormat::Text);
     let (out, _) = run(&raw, &opts);
     let dir = raw.parent().unwrap().display().to_string();
     common::golden("synthetic.txt", out.replace(&dir, "$DIR").as_bytes());
@@ -75,10 +83,7 @@ fn text_golden() {
 #[test]
 fn svg_goldens_are_deterministic() {
     let raw = raw_file("svg", &common::synthetic_raw(false));
-    let opts = Options {
-        format: OutputFormat::Svg,
-        ..folded_opts()
-    };
+    let opts = in_format(OutputFormat::Svg);
     let (a, _) = run(&raw, &opts);
     let (b, _) = run(&raw, &opts);
     assert_eq!(a, b);
@@ -134,10 +139,7 @@ fn per_cpu_filters_and_naming_options() {
 #[test]
 fn firefox_profile_has_one_thread_per_vcpu() {
     let raw = raw_file("firefox", &common::synthetic_raw(false));
-    let opts = Options {
-        format: OutputFormat::Firefox,
-        ..folded_opts()
-    };
+    let opts = in_format(OutputFormat::Firefox);
     let (out, report) = run(&raw, &opts);
     assert!(
         report.summary.contains("45 of 45 samples"),
@@ -237,7 +239,7 @@ fn exact_flat_profile() {
 
     // Without exact data: a clear error.
     let plain = raw_file("exact-none", &common::synthetic_raw(false));
-    let e = run_cpu(&plain, Some(&common::tiny_elf()), &folded, &mut Vec::new()).unwrap_err();
+    let e = run_err(&plain, &folded);
     assert!(matches!(e, ProfileError::NoExactData { .. }), "{e}");
     assert!(e.to_string().contains("exact=on"));
 }
@@ -268,10 +270,7 @@ fn exact_only_recordings_show_their_exact_counts() {
         let w = common::joined(&report.warnings);
         assert!(!w.contains("holds no samples"), "{w}");
     }
-    let text = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    let text = in_format(OutputFormat::Text);
     let (out, _) = run(&only, &text);
     assert!(out.contains("instructions executed: 10057 at "), "{out}");
     // No samples to compare.
@@ -279,13 +278,10 @@ fn exact_only_recordings_show_their_exact_counts() {
         diff_base: Some(sampled.clone()),
         ..folded_opts()
     };
-    let e = run_cpu(&only, Some(&common::tiny_elf()), &diff, &mut Vec::new()).unwrap_err();
+    let e = run_err(&only, &diff);
     assert!(matches!(e, ProfileError::Unsupported(_)), "{e}");
     // Firefox shows samples only: an empty profile, no error.
-    let firefox = Options {
-        format: OutputFormat::Firefox,
-        ..folded_opts()
-    };
+    let firefox = in_format(OutputFormat::Firefox);
     let (_, report) = run(&only, &firefox);
     assert!(
         report.summary.starts_with("0 of 0 samples"),
@@ -308,10 +304,7 @@ fn text_with_host_timer(name: &str, vcpus: u32, t: kern_profile_format::HostTime
     encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &frames));
     t.encode(&mut bytes);
     let raw = raw_file(name, &bytes);
-    let text = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    let text = in_format(OutputFormat::Text);
     run(&raw, &text).0
 }
 
@@ -467,13 +460,7 @@ fn corrupt_records_name_their_offset() {
     // The first sample's frame count no longer fits its length.
     bytes[header_len + 5 + 6] = 9;
     let raw = raw_file("corrupt", &bytes);
-    let e = run_cpu(
-        &raw,
-        Some(&common::tiny_elf()),
-        &folded_opts(),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = run_err(&raw, &folded_opts());
     let m = e.to_string();
     assert!(m.contains(&format!("byte offset {header_len}")), "{m}");
     assert!(m.contains("/raw"), "{m}");
@@ -482,13 +469,7 @@ fn corrupt_records_name_their_offset() {
 #[test]
 fn wrong_inputs_are_errors_not_panics() {
     let dir = common::temp_dir("wrong");
-    let e = run_cpu(
-        &dir.join("missing.raw"),
-        Some(&common::tiny_elf()),
-        &folded_opts(),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = run_err(&dir.join("missing.raw"), &folded_opts());
     assert!(matches!(e, ProfileError::Open { .. }) && e.to_string().contains("missing.raw"));
     // An x86_64 run against the i386 ELF.
     let mut bytes = Vec::new();
@@ -496,13 +477,7 @@ fn wrong_inputs_are_errors_not_panics() {
     h.arch = kern_profile_format::Arch::X86_64;
     h.encode(&mut bytes);
     let raw = common::write(&dir, "x64.raw", &bytes);
-    let e = run_cpu(
-        &raw,
-        Some(&common::tiny_elf()),
-        &folded_opts(),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = run_err(&raw, &folded_opts());
     assert!(e.to_string().contains("x86_64"), "{e}");
     // The firefox output does not do --exact.
     let opts = Options {
@@ -607,20 +582,11 @@ fn suspicious_inputs_are_flagged() {
     );
     // A raw file cut inside its magic is a raw file with a short header.
     let raw = common::write(&dir, "cut", b"KPROF");
-    let e = run_cpu(
-        &raw,
-        Some(&common::tiny_elf()),
-        &folded_opts(),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = run_err(&raw, &folded_opts());
     assert!(e.to_string().contains("too short for a header"), "{e}");
     // An empty file: no samples, a warning, a valid empty SVG.
     let raw = common::write(&dir, "empty", b"");
-    let svg = Options {
-        format: OutputFormat::Svg,
-        ..folded_opts()
-    };
+    let svg = in_format(OutputFormat::Svg);
     let mut out = Vec::new();
     let r = run_cpu(&raw, Some(&common::tiny_elf()), &svg, &mut out).unwrap();
     assert!(r
@@ -682,10 +648,7 @@ fn statistics_counts_that_overflow_sums_saturate() {
         &[u64::MAX],
     );
     let raw = raw_file("overflow", &bytes);
-    let opts = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    let opts = in_format(OutputFormat::Text);
     let (out, report) = run(&raw, &opts);
     let line = out
         .lines()
@@ -719,10 +682,7 @@ fn a_return_address_that_is_no_code_ends_the_stack() {
         "{out}"
     );
     assert!(out.contains("_start;kernel::work;middle;leaf 1\n"), "{out}");
-    let text = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    let text = in_format(OutputFormat::Text);
     let (out, _) = run(&raw, &text);
     assert!(
         out.contains("unwind stops (aggregator): return address that is no code 1 (50.0% of the kept samples)\n"),

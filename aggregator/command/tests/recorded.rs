@@ -6,21 +6,14 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use kern_profile::alloc_cmd::{run_alloc_to, AllocFormat, AllocOptions, AllocView};
-use kern_profile::{run_cpu, Options, OutputFormat};
+use kern_profile::{Options, OutputFormat};
 
 fn example(name: &str) -> PathBuf {
     common::data("example").join(name)
 }
 
 fn run(raw: &str, opts: &Options) -> String {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    let report = run_cpu(&example(raw), Some(&example("kernel.elf")), &opts, &mut out)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let out = common::runs::recorded("example", raw, opts).unwrap_or_else(|e| panic!("{e}"));
     let dir = common::data("example").display().to_string();
     String::from_utf8(out).unwrap().replace(&dir, "$DATA")
 }

@@ -7,21 +7,14 @@ mod common;
 
 use std::path::PathBuf;
 
-use kern_profile::{run_cpu, CpuList, Options, OutputFormat};
+use kern_profile::{CpuList, Options, OutputFormat};
 
 fn data(name: &str) -> PathBuf {
     common::data("example-modes").join(name)
 }
 
 fn run(raw: &str, opts: &Options) -> String {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    let report = run_cpu(&data(raw), Some(&data("kernel.elf")), &opts, &mut out)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let out = common::runs::recorded("example-modes", raw, opts).unwrap_or_else(|e| panic!("{e}"));
     let dir = common::data("example-modes").display().to_string();
     String::from_utf8(out).unwrap().replace(&dir, "$DATA")
 }

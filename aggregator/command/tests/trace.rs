@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kern_profile::{run_cpu, Options, OutputFormat, ProfileError};
+use kern_profile::{Options, OutputFormat, ProfileError};
 use serde_json::Value;
 
 fn data(dir: &str, name: &str) -> PathBuf {
@@ -20,19 +20,14 @@ fn data(dir: &str, name: &str) -> PathBuf {
 }
 
 fn run_with(raw: &Path, elf: Option<&Path>, opts: &Options) -> Result<String, ProfileError> {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    let report = run_cpu(raw, elf, &opts, &mut out)?;
+    let (out, report) = common::runs::cpu(raw, elf, opts)?;
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     Ok(String::from_utf8(out).unwrap())
 }
 
 fn run(dir: &str, raw: &str, opts: &Options) -> String {
-    run_with(&data(dir, raw), Some(&data(dir, "kernel.elf")), opts)
-        .unwrap_or_else(|e| panic!("{e}"))
+    let out = common::runs::recorded(dir, raw, opts).unwrap_or_else(|e| panic!("{e}"));
+    String::from_utf8(out).unwrap()
 }
 
 fn trace_opts() -> Options {

@@ -7,9 +7,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
+use common::kp;
 use common::tiny::*;
 use kern_profile::{run_cpu, Options, OutputFormat, RunReport};
 use kern_profile_format::{encode_exact_blocks, encode_sample, encode_stats, SampleRecord};
@@ -79,11 +80,9 @@ fn fixture(name: &str) -> Fixture {
 fn run(f: &Fixture, opts: &Options) -> (String, RunReport) {
     let opts = Options {
         symbols: vec![f.map.clone()],
-        progress: false,
         ..opts.clone()
     };
-    let mut out = Vec::new();
-    let report = run_cpu(&f.raw, None, &opts, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    let (out, report) = common::runs::cpu(&f.raw, None, &opts).unwrap_or_else(|e| panic!("{e}"));
     (String::from_utf8(out).unwrap(), report)
 }
 
@@ -316,14 +315,6 @@ fn several_user_binaries_and_errors() {
     };
     let err = run_cpu(&f.raw, None, &missing, &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("nope.elf"), "{err}");
-}
-
-fn kp(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
 }
 
 #[test]
