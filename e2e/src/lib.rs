@@ -20,7 +20,10 @@ mod gdb;
 mod inputs;
 mod irq;
 mod kernels;
+mod linux_guests;
 mod old_qemu;
+mod period;
+mod reports;
 mod user_roots;
 mod virt;
 pub use gdb::{
@@ -32,7 +35,10 @@ pub use irq::check_handler_stacks;
 pub use kernels::{
     boot_kernel, boot_kernel_with, example_kernel, expected_of, nofp_kernel, ARCHES,
 };
+pub use linux_guests::linux_guest_present;
 pub use old_qemu::qemu_72_bin;
+pub use period::{instructions_over_period, whole_run_instructions};
+pub use reports::{allocator_block, annotate_line_counts, count_through, cpu_stacks, report_value};
 pub use user_roots::{elf_names, syscall_roots, user_part_end_of, SyscallRoots, BOUNDARIES};
 pub use virt::{boot_virt, expected_virt, qemu_virt, skip_virt, virt_kernel, virt_user_elf};
 
@@ -700,5 +706,14 @@ pub fn call_tree_of(e: &toml::Table) -> Vec<(String, String)> {
                 e[1].as_str().unwrap().to_string(),
             )
         })
+        .collect()
+}
+
+/// An expectations table's array of strings.
+pub fn strings(v: &toml::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
         .collect()
 }

@@ -12,20 +12,12 @@ use std::time::Duration;
 
 use kern_profile_e2e::{
     expected_virt as expected, output_with_timeout, run_kernel_command, scratch, skip_unless,
-    virt_kernel as kernel, Need,
+    strings, virt_kernel as kernel, Need,
 };
 
 /// Whether `arch`'s test should return at once: its QEMU or its kernel is missing.
 fn skip(arch: &'static str) -> bool {
     skip_unless(&[Need::Qemu(arch), Need::VirtKernel(arch)])
-}
-
-fn strings(v: &toml::Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
 }
 
 struct Boot {
