@@ -4,3 +4,4 @@
 
 pub mod memtrace;
 pub mod raw;
+pub mod recording;

@@ -7,6 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::tiny::*;
+use common::Recording;
 use kern_profile::{run_cpu, CpuList, ModeFilter, Options, OutputFormat, ProfileError, RunReport};
 
 fn raw_file(name: &str, bytes: &[u8]) -> PathBuf {
@@ -293,17 +294,14 @@ fn exact_only_recordings_show_their_exact_counts() {
 /// The text report of a `delay=10` file of one sample on `vcpus` vCPUs and host-timer record
 /// `t`.
 fn text_with_host_timer(name: &str, vcpus: u32, t: kern_profile_format::HostTimerStats) -> String {
-    use kern_profile_format::{encode_sample, SamplingMode};
-    let mut bytes = Vec::new();
-    kern_profile_format::Header {
+    use kern_profile_format::SamplingMode;
+    let mut r = Recording::new(&kern_profile_format::Header {
         sampling: SamplingMode::DelayMicros(10),
         ..common::header(vcpus, false)
-    }
-    .encode(&mut bytes);
-    let frames = [RET_MIDDLE, RET_WORK, RET_START];
-    encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &frames));
-    t.encode(&mut bytes);
-    let raw = raw_file(name, &bytes);
+    });
+    r.sample(0, LEAF_LOOP, &[RET_MIDDLE, RET_WORK, RET_START]);
+    t.encode(&mut r.bytes);
+    let raw = raw_file(name, &r.bytes);
     let text = in_format(OutputFormat::Text);
     run(&raw, &text).0
 }
@@ -370,15 +368,14 @@ fn a_spread_host_timer_is_explained() {
 fn differential_against_a_base() {
     let dir = common::temp_dir("diff");
     let this = common::write(&dir, "new.raw", &common::synthetic_raw(false));
-    let mut base = Vec::new();
-    common::header(1, false).encode(&mut base);
+    let mut base = Recording::new(&common::header(1, false));
     let full = [RET_MIDDLE, RET_WORK, RET_START];
     for t in 0..10 {
         let pc = if t < 8 { LEAF_LOOP } else { START_LOOP };
         let frames: &[u64] = if t < 8 { &full } else { &[] };
-        kern_profile_format::encode_sample(&mut base, 4, &common::sample(0, t, pc, frames));
+        base.record(&common::sample(0, t, pc, frames));
     }
-    let base = common::write(&dir, "old.raw", &base);
+    let base = common::write(&dir, "old.raw", &base.bytes);
     let folded = Options {
         diff_base: Some(base.clone()),
         ..folded_opts()
@@ -604,10 +601,7 @@ fn suspicious_inputs_are_flagged() {
 /// warning with that stack; the working one is not.
 #[test]
 fn a_vcpu_that_never_left_one_stack_is_warned_of() {
-    use common::tiny::*;
-    use kern_profile_format::encode_sample;
-    let mut bytes = Vec::new();
-    common::header(2, false).encode(&mut bytes);
+    let mut r = Recording::new(&common::header(2, false));
     let full = [RET_MIDDLE, RET_WORK, RET_START];
     for t in 0..400u64 {
         let work = match t % 3 {
@@ -615,11 +609,10 @@ fn a_vcpu_that_never_left_one_stack_is_warned_of() {
             1 => common::sample(0, t, MIDDLE_BODY, &full[1..]),
             _ => common::sample(0, t, START_LOOP, &[]),
         };
-        encode_sample(&mut bytes, 4, &work);
         let pc = if t % 2 == 0 { LEAF_LOOP } else { LEAF_SQUARE };
-        encode_sample(&mut bytes, 4, &common::sample(1, t, pc, &full));
+        r.record(&work).record(&common::sample(1, t, pc, &full));
     }
-    let raw = raw_file("stuck", &bytes);
+    let raw = raw_file("stuck", &r.bytes);
     let (_, report) = run(&raw, &folded_opts());
     let w = common::joined(&report.warnings);
     assert!(
@@ -635,19 +628,10 @@ fn a_vcpu_that_never_left_one_stack_is_warned_of() {
 /// passes 100% (it printed 107374181581.2% before) and nothing panics, in debug builds too.
 #[test]
 fn statistics_counts_that_overflow_sums_saturate() {
-    use common::tiny::*;
-    use kern_profile_format::{encode_sample, encode_stats};
-    let mut bytes = Vec::new();
-    common::header(1, false).encode(&mut bytes);
-    encode_sample(&mut bytes, 4, &common::sample(0, 1, LEAF_LOOP, &[]));
-    encode_stats(
-        &mut bytes,
-        u64::MAX,
-        u64::MAX,
-        &[u64::MAX, u64::MAX, 7],
-        &[u64::MAX],
-    );
-    let raw = raw_file("overflow", &bytes);
+    let mut r = Recording::new(&common::header(1, false));
+    r.record(&common::sample(0, 1, LEAF_LOOP, &[]));
+    r.stats(u64::MAX, u64::MAX, &[u64::MAX, u64::MAX, 7], &[u64::MAX]);
+    let raw = raw_file("overflow", &r.bytes);
     let opts = in_format(OutputFormat::Text);
     let (out, report) = run(&raw, &opts);
     let line = out
@@ -668,14 +652,10 @@ fn statistics_counts_that_overflow_sums_saturate() {
 /// first segment holds only its headers) ends there, counted in the unwind-stop lines.
 #[test]
 fn a_return_address_that_is_no_code_ends_the_stack() {
-    use kern_profile_format::encode_sample;
-    let mut bytes = Vec::new();
-    common::header(1, false).encode(&mut bytes);
-    let garbage = [RET_MIDDLE, 0xc00f_f050, RET_START];
-    let whole = [RET_MIDDLE, RET_WORK, RET_START];
-    encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &garbage));
-    encode_sample(&mut bytes, 4, &common::sample(0, 2000, LEAF_LOOP, &whole));
-    let raw = raw_file("no-code", &bytes);
+    let mut r = Recording::new(&common::header(1, false));
+    r.sample(0, LEAF_LOOP, &[RET_MIDDLE, 0xc00f_f050, RET_START])
+        .sample(0, LEAF_LOOP, &[RET_MIDDLE, RET_WORK, RET_START]);
+    let raw = raw_file("no-code", &r.bytes);
     let (out, _) = run(&raw, &folded_opts());
     assert!(
         out.contains("\nmiddle;leaf 1\n") || out.starts_with("middle;leaf 1\n"),

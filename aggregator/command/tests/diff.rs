@@ -9,31 +9,29 @@ use std::process::Output;
 
 use common::kp;
 use common::tiny::*;
-use kern_profile_format::{encode_sample, encode_stats, Arch, Header};
+use common::Recording;
+use kern_profile_format::{Arch, Header};
 
 /// A recording of `leaf` samples (in square, inlined) and `middle` ones, on `arch`'s header.
 fn run(arch: Arch, square: u64, middle: u64, nowhere: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    Header {
+    let mut r = Recording::new(&Header {
         arch,
         ..common::header(1, false)
-    }
-    .encode(&mut out);
+    });
     let full = [RET_MIDDLE, RET_WORK, RET_START];
-    let mut t = 0;
     for (pc, frames, n) in [
         (LEAF_SQUARE, &full[..], square),
         (MIDDLE_BODY, &full[1..], middle),
         (0x0000_1234, &full[3..], nowhere),
     ] {
         for _ in 0..n {
-            t += 1000;
-            encode_sample(&mut out, 4, &common::sample(0, t, pc, frames));
+            r.sample(0, pc, frames);
         }
     }
     let n = square + middle + nowhere;
-    encode_stats(&mut out, n, 0, &[n, 0, 0, 0, 0, 0], &[t]);
-    out
+    let t = r.time();
+    r.stats(n, 0, &[n, 0, 0, 0, 0, 0], &[t]);
+    r.bytes
 }
 
 fn setup(name: &str, base: &[u8], new: &[u8]) -> std::path::PathBuf {
