@@ -235,6 +235,21 @@ fn qemu_command(
     run_kernel_command(&args)
 }
 
+/// The QEMU command booting the example kernel with its console on standard output and no
+/// memtrace, as `kern-profile record -- QEMU...` runs it; `append` for its -append.
+pub fn qemu_console(append: &str) -> Command {
+    let mut args = vec![
+        "--kernel".to_string(),
+        kernel().display().to_string(),
+        "--memtrace".into(),
+        "none".into(),
+    ];
+    if !append.is_empty() {
+        args.extend(["-append".into(), append.into()]);
+    }
+    run_kernel_command(&args)
+}
+
 /// The QEMU command booting the example kernel, COM1 and COM2 to files in `dir`.
 pub fn qemu(dir: &Path, plugin_args: Option<&str>, append: &str) -> Command {
     qemu_command("i386", &kernel(), true, dir, plugin_args, append)

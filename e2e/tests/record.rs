@@ -10,24 +10,14 @@ use std::time::{Duration, Instant};
 
 use kern_profile_e2e::{
     alone, bin, census, hottest, kern_profile, kernel, output_with_timeout, parse_folded,
-    plugin_build_file, run_kernel_command, scratch, skip_i386,
+    plugin_build_file, qemu_console, scratch, skip_i386,
 };
 
 const LIMIT: Duration = Duration::from_secs(300);
 
 /// The example kernel's QEMU command (console on stdio), `append` for its -append.
 fn qemu_argv(append: &str) -> Vec<OsString> {
-    let k = kernel();
-    let mut args = vec![
-        "--kernel".to_string(),
-        k.display().to_string(),
-        "--memtrace".into(),
-        "none".into(),
-    ];
-    if !append.is_empty() {
-        args.extend(["-append".into(), append.into()]);
-    }
-    let c = run_kernel_command(&args);
+    let c = qemu_console(append);
     std::iter::once(c.get_program().to_os_string())
         .chain(c.get_args().map(|a| a.to_os_string()))
         .collect()
