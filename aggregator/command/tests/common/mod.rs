@@ -7,6 +7,8 @@ mod binary;
 pub mod runs;
 #[allow(unused_imports)]
 pub use binary::{kernel_dir, kp, stderr};
+#[allow(unused_imports)]
+pub use runs::sorted_lines;
 
 // The builders every test binary shares; each binary uses some of them.
 #[allow(unused_imports)]

@@ -20,6 +20,17 @@ pub fn cpu(
     Ok((out, report))
 }
 
+/// The lines of an output, sorted: folded stacks compared whatever their order.
+pub fn sorted_lines(out: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8(out.to_vec())
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort_unstable();
+    lines
+}
+
 /// [`cpu`] on `tests/data/<dir>/<raw>`, a run recorded with the real plugin, against the
 /// `kernel.elf` beside it; such a run gives no warning.
 pub fn recorded(dir: &str, raw: &str, opts: &Options) -> Result<Vec<u8>, ProfileError> {
