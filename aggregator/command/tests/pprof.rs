@@ -261,15 +261,11 @@ fn what_pprof_cannot_show_is_an_error() {
 
 #[test]
 fn default_output_file_is_profile_pb_gz() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .current_dir(dir.path())
-        .arg(data("example", "raw-delay"))
-        .arg(data("example", "kernel.elf"))
-        .args(["-f", "pprof", "--no-progress"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = common::kp_in_fresh_dir(
+        &data("example", "raw-delay"),
+        &data("example", "kernel.elf"),
+        &["-f", "pprof", "--no-progress"],
+    );
     let bytes = std::fs::read(dir.path().join("profile.pb.gz")).unwrap();
     let p = decode(&bytes, 1 << 30).unwrap();
     let s = |i: i64| p.string_table[i as usize].as_str();

@@ -10,7 +10,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use kern_profile::{Options, OutputFormat, ProfileError};
 use serde_json::Value;
@@ -293,15 +292,11 @@ fn exact_counts_have_no_trace() {
 
 #[test]
 fn default_output_file_is_trace_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .current_dir(dir.path())
-        .arg(data("example", "raw-delay"))
-        .arg(data("example", "kernel.elf"))
-        .args(["-f", "trace", "--no-progress"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = common::kp_in_fresh_dir(
+        &data("example", "raw-delay"),
+        &data("example", "kernel.elf"),
+        &["-f", "trace", "--no-progress"],
+    );
     let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
     let (_, tracks, _) = parse(&json);
     assert_eq!(tracks.len(), 1);

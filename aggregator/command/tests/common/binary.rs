@@ -12,6 +12,21 @@ pub fn kp(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `kern-profile RAW ELF FLAGS` run in a fresh temporary directory, which must succeed: the
+/// directory (removed when dropped), for the files the run wrote there.
+pub fn kp_in_fresh_dir(raw: &Path, elf: &Path, flags: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
+        .current_dir(dir.path())
+        .arg(raw)
+        .arg(elf)
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    dir
+}
+
 /// A run's standard error, for assertions and their messages.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

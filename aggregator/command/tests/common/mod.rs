@@ -6,7 +6,7 @@
 mod binary;
 pub mod runs;
 #[allow(unused_imports)]
-pub use binary::{kernel_dir, kp, stderr};
+pub use binary::{kernel_dir, kp, kp_in_fresh_dir, stderr};
 #[allow(unused_imports)]
 pub use runs::sorted_lines;
 
