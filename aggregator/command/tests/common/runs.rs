@@ -2,7 +2,15 @@
 
 use std::path::Path;
 
-use kern_profile::{run_cpu, Options, ProfileError, RunReport};
+use kern_profile::{run_cpu, Options, OutputFormat, ProfileError, RunReport};
+
+/// The default options but the output `format`.
+pub fn in_format(format: OutputFormat) -> Options {
+    Options {
+        format,
+        ..Options::default()
+    }
+}
 
 /// `run_cpu` of `raw` against `elf` with `opts`, without a progress bar: its output and
 /// report.
@@ -38,4 +46,12 @@ pub fn recorded(dir: &str, raw: &str, opts: &Options) -> Result<Vec<u8>, Profile
     let (out, report) = cpu(&data.join(raw), Some(&data.join("kernel.elf")), opts)?;
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     Ok(out)
+}
+
+/// [`recorded`]'s output as text, the data directory's path in it written `$DATA` so that
+/// golden files hold no checkout's path.
+pub fn recorded_text(dir: &str, raw: &str, opts: &Options) -> String {
+    let out = recorded(dir, raw, opts).unwrap_or_else(|e| panic!("{e}"));
+    let data = super::data(dir).display().to_string();
+    String::from_utf8(out).unwrap().replace(&data, "$DATA")
 }
