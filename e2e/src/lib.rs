@@ -444,6 +444,14 @@ pub fn folded_of(raw: &Path, kernel: &Path, extra: &[&str]) -> Vec<(Vec<String>,
     parse_folded(&kern_profile(&args))
 }
 
+/// `kern-profile --alloc TRACE KERNEL` with `extra` arguments (a memtrace, or a recording of
+/// allocation events): its standard output.
+pub fn alloc_of(trace: &Path, kernel: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["--alloc", trace.to_str().unwrap(), kernel.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    kern_profile(&args)
+}
+
 /// Checks every caller/callee pair of `names` (a stack, root first, inline markers removed)
 /// whose callee is documented against the documented `edges`; panics naming the `n` samples
 /// of a stack that skips a caller. Returns how many frames (times `n`) it checked.

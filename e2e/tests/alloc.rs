@@ -9,22 +9,16 @@ fn memtrace_gives_documented_totals() {
     }
     let run = boot("alloc", "period=1000000", "");
     let k = kernel();
-    let k = k.to_str().unwrap();
-    let mt = run.memtrace.to_str().unwrap();
-    let report = kern_profile(&["--alloc", mt, k, "-f", "text", "-o", "-"]);
+    let report = alloc_of(&run.memtrace, &k, &["-f", "text", "-o", "-"]);
     let e = expected();
     let allocators = e["memtrace"]["allocator"].as_table().unwrap();
     assert_eq!(allocators.len(), 2);
     let folded_dir = run.dir.join("folded");
-    kern_profile(&[
-        "--alloc",
-        mt,
-        k,
-        "-f",
-        "folded",
-        "-o",
-        folded_dir.to_str().unwrap(),
-    ]);
+    alloc_of(
+        &run.memtrace,
+        &k,
+        &["-f", "folded", "-o", folded_dir.to_str().unwrap()],
+    );
     for (name, want) in allocators {
         let int = |k: &str| want[k].as_integer().unwrap() as u64;
         let block = allocator_block(&report, name);
@@ -72,14 +66,11 @@ fn default_alloc_run_draws_one_svg_per_allocator() {
     let run = boot("alloc-svg", "period=1000000", "");
     let k = kernel();
     let out = run.dir.join("svg");
-    kern_profile(&[
-        "--alloc",
-        run.memtrace.to_str().unwrap(),
-        k.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--timeline",
-    ]);
+    alloc_of(
+        &run.memtrace,
+        &k,
+        &["-o", out.to_str().unwrap(), "--timeline"],
+    );
     for name in expected()["memtrace"]["allocator"]
         .as_table()
         .unwrap()

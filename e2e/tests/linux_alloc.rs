@@ -89,17 +89,7 @@ fn hooked_run(arch: &'static str, kernel: Kernel, name: &str) -> Option<(String,
     println!("{name}: {line}");
     assert!(line.contains(" events written, 0 dropped"), "{line}");
 
-    let report = kern_profile(&[
-        "--alloc",
-        raw.to_str().unwrap(),
-        image.to_str().unwrap(),
-        "-f",
-        "text",
-        "--top",
-        "5",
-        "-o",
-        "-",
-    ]);
+    let report = alloc_of(&raw, &image, &["-f", "text", "--top", "5", "-o", "-"]);
     println!("{report}");
     Some((line, report))
 }

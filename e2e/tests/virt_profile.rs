@@ -739,19 +739,15 @@ fn allocation_views_from_the_memtrace(arch: &'static str) {
         "the memtrace written through semihosting"
     );
     let k = virt_kernel(arch);
-    let report = kern_profile(&["--alloc", mt, path(&k), "-f", "text", "-o", "-"]);
+    let report = alloc_of(&run.memtrace, &k, &["-f", "text", "-o", "-"]);
     let folded_dir = run.dir.join("alloc-folded");
-    kern_profile(&[
-        "--alloc",
-        mt,
-        path(&k),
-        "-f",
-        "folded",
-        "-o",
-        path(&folded_dir),
-    ]);
+    alloc_of(
+        &run.memtrace,
+        &k,
+        &["-f", "folded", "-o", path(&folded_dir)],
+    );
     let svg_dir = run.dir.join("alloc-svg");
-    kern_profile(&["--alloc", mt, path(&k), "-o", path(&svg_dir)]);
+    alloc_of(&run.memtrace, &k, &["-o", path(&svg_dir)]);
     let allocators = e["memtrace"]["allocator"].as_table().unwrap();
     assert_eq!(allocators.len(), 2);
     for (name, want) in allocators {
