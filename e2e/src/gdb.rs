@@ -9,7 +9,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::{
-    bin, example_kernel, expected_of, output_of_alone_test, output_with_timeout,
+    bin, example_kernel, expected_of, output_of_alone_test, output_with_timeout, run_kernel_args,
     run_kernel_command, scratch, share, skip_unless, Need,
 };
 
@@ -77,21 +77,11 @@ pub fn boot_with_gdbstub(
 ) -> (PathBuf, String, JoinHandle<Output>) {
     let dir = scratch(name);
     let sock = dir.join("gdb.sock");
-    let mut all: Vec<String> = [
-        "--arch",
-        arch,
-        "--kernel",
-        &kernel.display().to_string(),
-        "--com1",
-        &dir.join("com1").display().to_string(),
-        "--memtrace",
-        "none",
-        "-gdb",
-        &format!("unix:{},server=on,wait=off", sock.display()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut all = run_kernel_args(arch, kernel, &dir.join("com1"), None);
+    all.extend([
+        "-gdb".into(),
+        format!("unix:{},server=on,wait=off", sock.display()),
+    ]);
     all.extend(args.iter().map(|s| s.to_string()));
     let qemu = run_kernel_command(&all);
     let limit = Duration::from_secs(300);
@@ -110,20 +100,8 @@ pub fn boot_with_gdbstub(
 /// and record's stderr (printed).
 pub fn record_gdb(arch: &str, name: &str, args: &[&str]) -> (PathBuf, String) {
     let dir = scratch(name);
-    let kernel = example_kernel(arch).display().to_string();
-    let com1 = dir.join("com1").display().to_string();
-    let mut all = vec![
-        "--arch",
-        arch,
-        "--kernel",
-        &kernel,
-        "--com1",
-        &com1,
-        "--memtrace",
-        "none",
-    ];
-    all.extend_from_slice(args);
-    let all: Vec<String> = all.iter().map(|s| s.to_string()).collect();
+    let mut all = run_kernel_args(arch, &example_kernel(arch), &dir.join("com1"), None);
+    all.extend(args.iter().map(|s| s.to_string()));
     let qemu = run_kernel_command(&all);
     let out_dir = dir.join("out");
     let mut c = Command::new(bin());

@@ -20,7 +20,11 @@ mod gdb;
 mod inputs;
 mod irq;
 mod kernels;
+mod linux_guests;
 mod old_qemu;
+mod period;
+mod reports;
+mod run_kernel;
 mod user_roots;
 mod virt;
 pub use gdb::{
@@ -32,7 +36,11 @@ pub use irq::check_handler_stacks;
 pub use kernels::{
     boot_kernel, boot_kernel_with, example_kernel, expected_of, nofp_kernel, ARCHES,
 };
+pub use linux_guests::linux_guest_present;
 pub use old_qemu::qemu_72_bin;
+pub use period::{instructions_over_period, whole_run_instructions};
+pub use reports::{allocator_block, annotate_line_counts, count_through, cpu_stacks, report_value};
+pub use run_kernel::{run_kernel_args, run_kernel_command};
 pub use user_roots::{elf_names, syscall_roots, user_part_end_of, SyscallRoots, BOUNDARIES};
 pub use virt::{boot_virt, expected_virt, qemu_virt, skip_virt, virt_kernel, virt_user_elf};
 
@@ -167,31 +175,6 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// The QEMU command `scripts/guests/run-kernel.sh --print0 ARGS` prints (the one place that knows
-/// how to boot the example kernels), stdin from /dev/null.
-pub fn run_kernel_command(args: &[String]) -> Command {
-    let out = Command::new("bash")
-        .arg(root().join("scripts/guests/run-kernel.sh"))
-        .arg("--print0")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("bash not found");
-    assert!(
-        out.status.success(),
-        "scripts/guests/run-kernel.sh --print0 {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let argv: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .split_terminator('\0')
-        .map(str::to_string)
-        .collect();
-    let mut c = Command::new(&argv[0]);
-    c.args(&argv[1..]).stdin(Stdio::null());
-    c
-}
-
 /// The QEMU command booting `kernel` (`arch`: i386, x86_64, riscv64, aarch64), COM1 (the
 /// `virt` boards' UART) to `dir/com1` and, with `com2`, the memtrace to `dir/memtrace` (i386:
 /// COM2; riscv64 and aarch64: semihosting), with the plugin writing `dir/raw` when
@@ -204,20 +187,8 @@ fn qemu_command(
     plugin_args: Option<&str>,
     append: &str,
 ) -> Command {
-    let memtrace = match com2 {
-        true => dir.join("memtrace").display().to_string(),
-        false => "none".to_string(),
-    };
-    let mut args: Vec<String> = vec![
-        "--arch".into(),
-        arch.into(),
-        "--kernel".into(),
-        kernel.display().to_string(),
-        "--com1".into(),
-        dir.join("com1").display().to_string(),
-        "--memtrace".into(),
-        memtrace,
-    ];
+    let memtrace = com2.then(|| dir.join("memtrace"));
+    let mut args = run_kernel_args(arch, kernel, &dir.join("com1"), memtrace.as_deref());
     if !append.is_empty() {
         args.extend(["-append".into(), append.into()]);
     }
@@ -225,6 +196,21 @@ fn qemu_command(
         let raw = dir.join("raw");
         let plugin = format!("{},out={},{a}", plugin().display(), raw.display());
         args.extend(["--plugin".into(), plugin]);
+    }
+    run_kernel_command(&args)
+}
+
+/// The QEMU command booting the example kernel with its console on standard output and no
+/// memtrace, as `kern-profile record -- QEMU...` runs it; `append` for its -append.
+pub fn qemu_console(append: &str) -> Command {
+    let mut args = vec![
+        "--kernel".to_string(),
+        kernel().display().to_string(),
+        "--memtrace".into(),
+        "none".into(),
+    ];
+    if !append.is_empty() {
+        args.extend(["-append".into(), append.into()]);
     }
     run_kernel_command(&args)
 }
@@ -421,6 +407,14 @@ pub fn folded_of(raw: &Path, kernel: &Path, extra: &[&str]) -> Vec<(Vec<String>,
     ];
     args.extend_from_slice(extra);
     parse_folded(&kern_profile(&args))
+}
+
+/// `kern-profile --alloc TRACE KERNEL` with `extra` arguments (a memtrace, or a recording of
+/// allocation events): its standard output.
+pub fn alloc_of(trace: &Path, kernel: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["--alloc", trace.to_str().unwrap(), kernel.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    kern_profile(&args)
 }
 
 /// Checks every caller/callee pair of `names` (a stack, root first, inline markers removed)
@@ -700,5 +694,14 @@ pub fn call_tree_of(e: &toml::Table) -> Vec<(String, String)> {
                 e[1].as_str().unwrap().to_string(),
             )
         })
+        .collect()
+}
+
+/// An expectations table's array of strings.
+pub fn strings(v: &toml::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
         .collect()
 }

@@ -2,19 +2,6 @@
 
 use kern_profile_e2e::*;
 
-fn report_value(block: &str, key: &str) -> u64 {
-    let line = block
-        .lines()
-        .find(|l| l.trim_start().starts_with(key))
-        .unwrap_or_else(|| panic!("no `{key}` in\n{block}"));
-    line.trim_start()[key.len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn memtrace_gives_documented_totals() {
     if skip_i386() {
@@ -22,28 +9,19 @@ fn memtrace_gives_documented_totals() {
     }
     let run = boot("alloc", "period=1000000", "");
     let k = kernel();
-    let k = k.to_str().unwrap();
-    let mt = run.memtrace.to_str().unwrap();
-    let report = kern_profile(&["--alloc", mt, k, "-f", "text", "-o", "-"]);
+    let report = alloc_of(&run.memtrace, &k, &["-f", "text", "-o", "-"]);
     let e = expected();
     let allocators = e["memtrace"]["allocator"].as_table().unwrap();
     assert_eq!(allocators.len(), 2);
     let folded_dir = run.dir.join("folded");
-    kern_profile(&[
-        "--alloc",
-        mt,
-        k,
-        "-f",
-        "folded",
-        "-o",
-        folded_dir.to_str().unwrap(),
-    ]);
+    alloc_of(
+        &run.memtrace,
+        &k,
+        &["-f", "folded", "-o", folded_dir.to_str().unwrap()],
+    );
     for (name, want) in allocators {
         let int = |k: &str| want[k].as_integer().unwrap() as u64;
-        let block = report
-            .split("allocator `")
-            .find(|b| b.starts_with(&format!("{name}`")))
-            .unwrap_or_else(|| panic!("no allocator {name} in\n{report}"));
+        let block = allocator_block(&report, name);
         assert_eq!(report_value(block, "allocations"), int("alloc"), "{name}");
         assert_eq!(
             report_value(block, "reallocations"),
@@ -75,11 +53,7 @@ fn memtrace_gives_documented_totals() {
         let folded =
             std::fs::read_to_string(folded_dir.join(format!("mem-{name}.folded"))).unwrap();
         let leak_fn = want["leak_function"].as_str().unwrap();
-        let leaked: u64 = parse_folded(&folded)
-            .iter()
-            .filter(|(s, _)| s.iter().any(|f| f == leak_fn))
-            .map(|(_, n)| n)
-            .sum();
+        let leaked = count_through(&parse_folded(&folded), leak_fn);
         assert_eq!(leaked, int("leaked"), "{name}: units leaked by {leak_fn}");
     }
 }
@@ -92,14 +66,11 @@ fn default_alloc_run_draws_one_svg_per_allocator() {
     let run = boot("alloc-svg", "period=1000000", "");
     let k = kernel();
     let out = run.dir.join("svg");
-    kern_profile(&[
-        "--alloc",
-        run.memtrace.to_str().unwrap(),
-        k.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--timeline",
-    ]);
+    alloc_of(
+        &run.memtrace,
+        &k,
+        &["-o", out.to_str().unwrap(), "--timeline"],
+    );
     for name in expected()["memtrace"]["allocator"]
         .as_table()
         .unwrap()

@@ -79,15 +79,7 @@ fn blocks(report: &str) -> BTreeMap<String, Block> {
 }
 
 fn text_report(input: &Path, kernel: &Path) -> String {
-    kern_profile(&[
-        "--alloc",
-        input.to_str().unwrap(),
-        kernel.to_str().unwrap(),
-        "-f",
-        "text",
-        "-o",
-        "-",
-    ])
+    alloc_of(input, kernel, &["-f", "text", "-o", "-"])
 }
 
 /// Collapsed stacks of one allocator in `view`, as a map.
@@ -98,17 +90,8 @@ fn folded(
     dir: &Path,
     allocator: &str,
 ) -> BTreeMap<String, u64> {
-    kern_profile(&[
-        "--alloc",
-        input.to_str().unwrap(),
-        kernel.to_str().unwrap(),
-        "-f",
-        "folded",
-        "--view",
-        view,
-        "-o",
-        dir.to_str().unwrap(),
-    ]);
+    let out = dir.to_str().unwrap();
+    alloc_of(input, kernel, &["-f", "folded", "--view", view, "-o", out]);
     let text = std::fs::read_to_string(dir.join(format!("mem-{allocator}.folded"))).unwrap();
     parse_folded(&text)
         .into_iter()

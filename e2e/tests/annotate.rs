@@ -4,16 +4,6 @@
 
 use kern_profile_e2e::*;
 
-/// The `Count` column of the "Source lines:" table.
-fn line_counts(text: &str) -> Vec<u64> {
-    text.lines()
-        .skip_while(|l| *l != "Source lines:")
-        .skip(2)
-        .take_while(|l| !l.is_empty())
-        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
-        .collect()
-}
-
 #[test]
 fn hot_leaf_lines_add_up_to_its_self_share() {
     if skip_i386() {
@@ -24,7 +14,7 @@ fn hot_leaf_lines_add_up_to_its_self_share() {
     let k = k.to_str().unwrap();
     let hot = hottest();
     let text = kern_profile(&["annotate", raw, k, &hot]);
-    let lines = line_counts(&text);
+    let lines = annotate_line_counts(&text);
     assert!(lines.len() > 1, "{text}");
     let sum: u64 = lines.iter().sum();
     // The report's self count of hot_leaf, by its real function.
@@ -55,7 +45,7 @@ fn every_architecture_is_disassembled(arch: &'static str, need: Need) {
         .unwrap()
         .to_string();
     let text = kern_profile(&["annotate", raw, k, &hot]);
-    let sum: u64 = line_counts(&text).iter().sum();
+    let sum: u64 = annotate_line_counts(&text).iter().sum();
     let counts = self_counts(&folded_of(&run.raw, &kernel, &["--no-inline"]));
     assert!(counts[&hot] > 100, "{counts:?}");
     assert_eq!(sum, counts[&hot], "{text}");

@@ -81,11 +81,16 @@ fn named_while_running(kernel: &Path, name: &str, other_arch: bool) {
         assert!(!out.status.success());
         assert!(err.contains("i386") && err.contains("riscv"), "{err}");
     }
+    assert_finished(guest, "the looks");
+}
+
+/// Waits for the guest and asserts that the kernel finished (QEMU's status 33) after `what`.
+fn assert_finished(guest: thread::JoinHandle<Output>, what: &str) {
     let run = guest.join().unwrap();
     assert_eq!(
         run.status.code(),
         Some(33),
-        "the kernel did not finish after the looks: {}",
+        "the kernel did not finish after {what}: {}",
         String::from_utf8_lossy(&run.stderr)
     );
 }
@@ -159,13 +164,7 @@ fn record_attach_samples_the_running_kernel() {
             "i386",
             &self_counts(&folded_of(&raw, &kernel, &["--no-inline"])),
         );
-        let run = guest.join().unwrap();
-        assert_eq!(
-            run.status.code(),
-            Some(33),
-            "the kernel did not finish after the recording: {}",
-            String::from_utf8_lossy(&run.stderr)
-        );
+        assert_finished(guest, "the recording");
     })
 }
 

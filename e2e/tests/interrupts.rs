@@ -20,27 +20,38 @@
 //! caller (`stage_outer;hot_leaf;[interrupt]`, no `stage_middle`). The x86 kernels keep a
 //! record in every function and show the whole chain.
 
+use std::path::Path;
+
 use kern_profile_e2e::*;
+
+/// The plugin's and the kernel's arguments of every run here.
+const PLUGIN_ARGS: &str = "period=10000";
+const APPEND: &str = "irq=on alloc_rounds=0";
+
+/// Checks the handler's stacks of `run` of `kernel`, documented in `e`, whose workload is
+/// in the crate `krate`.
+fn check(run: &Run, kernel: &Path, e: &toml::Table, krate: &str) {
+    let checksum = e["kernel"]["checksum"].as_str().unwrap();
+    check_handler_stacks(
+        run,
+        kernel,
+        checksum,
+        &[
+            "_start",
+            "kmain",
+            &format!("{krate}::irq::run"),
+            &format!("{krate}::workload::run_workload"),
+        ],
+    );
+}
 
 #[test]
 fn samples_in_an_interrupt_handler_reach_the_interrupted_code() {
     if skip_i386() {
         return;
     }
-    let run = boot("irq", "period=10000", "irq=on alloc_rounds=0");
-    let e = expected();
-    let checksum = e["kernel"]["checksum"].as_str().unwrap();
-    check_handler_stacks(
-        &run,
-        &kernel(),
-        checksum,
-        &[
-            "_start",
-            "kmain",
-            "kernel::irq::run",
-            "kernel::workload::run_workload",
-        ],
-    );
+    let run = boot("irq", PLUGIN_ARGS, APPEND);
+    check(&run, &kernel(), &expected(), "kernel");
 }
 
 #[test]
@@ -48,40 +59,16 @@ fn x86_64_samples_in_an_interrupt_handler_reach_the_interrupted_code() {
     if skip_x86_64() {
         return;
     }
-    let run = boot64("x86_64-irq", "period=10000", "irq=on alloc_rounds=0");
-    let e = expected64();
-    let checksum = e["kernel"]["checksum"].as_str().unwrap();
-    check_handler_stacks(
-        &run,
-        &kernel64(),
-        checksum,
-        &[
-            "_start",
-            "kmain",
-            "kernel64::irq::run",
-            "kernel64::workload::run_workload",
-        ],
-    );
+    let run = boot64("x86_64-irq", PLUGIN_ARGS, APPEND);
+    check(&run, &kernel64(), &expected64(), "kernel64");
 }
 
 fn virt(arch: &'static str) {
     if skip_virt(arch) {
         return;
     }
-    let run = boot_virt(arch, "irq", "period=10000", "irq=on alloc_rounds=0", &[]);
-    let e = expected_virt(arch);
-    let checksum = e["kernel"]["checksum"].as_str().unwrap();
-    check_handler_stacks(
-        &run,
-        &virt_kernel(arch),
-        checksum,
-        &[
-            "_start",
-            "kmain",
-            "kernel::irq::run",
-            "kernel::workload::run_workload",
-        ],
-    );
+    let run = boot_virt(arch, "irq", PLUGIN_ARGS, APPEND, &[]);
+    check(&run, &virt_kernel(arch), &expected_virt(arch), "kernel");
 }
 
 #[test]

@@ -30,19 +30,7 @@ struct LinuxRun {
 /// `KP_E2E=required`, otherwise prints why the test is skipped.
 fn linux_present(arch: &str) -> bool {
     let dir = root().join("target/linux").join(arch);
-    let present = dir.join("vmlinuz").exists() && dir.join("busybox").exists();
-    if !present {
-        let msg = format!(
-            "no Linux guest in {}: run scripts/setup.sh --with-linux",
-            dir.display()
-        );
-        assert!(
-            std::env::var("KP_E2E").as_deref() != Ok("required"),
-            "{msg} (KP_E2E=required)"
-        );
-        println!("skipped: {msg}");
-    }
-    present
+    linux_guest_present(&dir, &[dir.join("vmlinuz"), dir.join("busybox")])
 }
 
 /// Boots Linux for `arch` through scripts/guests/run-linux.sh, with the plugin when

@@ -25,21 +25,9 @@ enum Kernel {
 
 fn linux_present(arch: &str, kernel: Kernel) -> bool {
     let dir = root().join("target/linux").join(arch);
-    let present = dir.join("vmlinuz").exists()
-        && dir.join("busybox").exists()
-        && kernel_path(arch, kernel).is_none_or(|k| k.exists());
-    if !present {
-        let msg = format!(
-            "no Linux guest in {}: run scripts/setup.sh --with-linux",
-            dir.display()
-        );
-        assert!(
-            std::env::var("KP_E2E").as_deref() != Ok("required"),
-            "{msg} (KP_E2E=required)"
-        );
-        println!("skipped: {msg}");
-    }
-    present
+    let mut files = vec![dir.join("vmlinuz"), dir.join("busybox")];
+    files.extend(kernel_path(arch, kernel));
+    linux_guest_present(&dir, &files)
 }
 
 /// The kernel to give run-linux.sh, None for its default (6.1).
@@ -70,11 +58,7 @@ fn boot(dir: &Path, arch: &str, kernel: Kernel, plugin_args: Option<&str>) -> St
 
 /// The counters of allocator `name` in a text report.
 fn counters(report: &str, name: &str) -> BTreeMap<String, u64> {
-    let block = report
-        .split("allocator `")
-        .find(|b| b.starts_with(&format!("{name}`")))
-        .unwrap_or_else(|| panic!("no allocator {name} in\n{report}"));
-    block
+    allocator_block(report, name)
         .lines()
         .filter_map(|l| {
             let l = l.trim_start();
@@ -105,17 +89,7 @@ fn hooked_run(arch: &'static str, kernel: Kernel, name: &str) -> Option<(String,
     println!("{name}: {line}");
     assert!(line.contains(" events written, 0 dropped"), "{line}");
 
-    let report = kern_profile(&[
-        "--alloc",
-        raw.to_str().unwrap(),
-        image.to_str().unwrap(),
-        "-f",
-        "text",
-        "--top",
-        "5",
-        "-o",
-        "-",
-    ]);
+    let report = alloc_of(&raw, &image, &["-f", "text", "--top", "5", "-o", "-"]);
     println!("{report}");
     Some((line, report))
 }

@@ -46,6 +46,17 @@ mod shares_and_callers_match_the_frame_pointer_build {
 
 type Stacks = Vec<(Vec<String>, u64)>;
 
+/// Whether `arch`'s test should return at once: an input of the no-frame-pointer runs is
+/// missing.
+fn skip(arch: &'static str) -> bool {
+    skip_unless(&[
+        Need::Qemu(arch),
+        Need::Plugin,
+        Need::Bin,
+        Need::NoFpKernel(arch),
+    ])
+}
+
 /// The collapsed stacks of a `period=` run of `kernel`, with `elf=` naming it when `tables`.
 fn profile(arch: &str, kernel: &Path, name: &str, tables: bool) -> Stacks {
     let mut args = format!("period={PERIOD}");
@@ -134,12 +145,7 @@ fn misses(
 }
 
 fn shares_and_callers_match_the_frame_pointer_build(arch: &'static str) {
-    if skip_unless(&[
-        Need::Qemu(arch),
-        Need::Plugin,
-        Need::Bin,
-        Need::NoFpKernel(arch),
-    ]) {
+    if skip(arch) {
         return;
     }
     let (fp_kernel, nofp) = (example_kernel(arch), nofp_kernel(arch));
@@ -200,12 +206,7 @@ mod interrupted_stacks_are_whole {
 /// e2e/tests/interrupts.rs. (The `virt` kernels' stubs switch to an interrupt stack and carry
 /// no CFI: their handlers' stacks end at the stub there.)
 fn interrupted_stacks_are_whole(arch: &'static str) {
-    if skip_unless(&[
-        Need::Qemu(arch),
-        Need::Plugin,
-        Need::Bin,
-        Need::NoFpKernel(arch),
-    ]) {
+    if skip(arch) {
         return;
     }
     let k = nofp_kernel(arch);

@@ -12,23 +12,9 @@ use kern_profile_e2e::*;
 /// The QEMU 7.2 command booting the i386 example kernel (run-kernel.sh's arguments, 7.2's
 /// wrapper as the program), COM1 to `dir/com1`.
 fn qemu_72_command(q72: &Path, dir: &Path, rounds: u32) -> (PathBuf, Vec<String>) {
-    let args: Vec<String> = [
-        "--arch",
-        "i386",
-        "--kernel",
-        &kernel().display().to_string(),
-        "--com1",
-        &dir.join("com1").display().to_string(),
-        "--memtrace",
-        "none",
-        "--rounds",
-        &rounds.to_string(),
-        "--alloc-rounds",
-        "0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = run_kernel_args("i386", &kernel(), &dir.join("com1"), None);
+    args.extend(["--rounds".into(), rounds.to_string()]);
+    args.extend(["--alloc-rounds".into(), "0".into()]);
     let qemu = run_kernel_command(&args);
     let args = qemu
         .get_args()

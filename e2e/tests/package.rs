@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use kern_profile_e2e::{
-    bin, hottest, kernel, output_with_timeout, plugin, plugin_build_file, root, run_kernel_command,
-    scratch, skip_i386, skip_unless, Need,
+    bin, hottest, output_with_timeout, plugin, plugin_build_file, qemu_console, root, scratch,
+    skip_i386, skip_unless, Need,
 };
 
 fn run(c: &mut Command) -> String {
@@ -61,13 +61,7 @@ fn the_package_installs_into_a_clean_tree_and_records() {
     run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&tree));
     let kp = tree.join("usr/bin/kern-profile");
     assert!(run(Command::new(&kp).arg("--version")).starts_with("kern-profile "));
-    let k = kernel();
-    let qemu = run_kernel_command(&[
-        "--kernel".into(),
-        k.display().to_string(),
-        "--memtrace".into(),
-        "none".into(),
-    ]);
+    let qemu = qemu_console("");
     let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     let mut c = Command::new(&kp);

@@ -10,24 +10,14 @@ use std::time::{Duration, Instant};
 
 use kern_profile_e2e::{
     alone, bin, census, hottest, kern_profile, kernel, output_with_timeout, parse_folded,
-    plugin_build_file, run_kernel_command, scratch, skip_i386,
+    plugin_build_file, qemu_console, scratch, skip_i386,
 };
 
 const LIMIT: Duration = Duration::from_secs(300);
 
 /// The example kernel's QEMU command (console on stdio), `append` for its -append.
 fn qemu_argv(append: &str) -> Vec<OsString> {
-    let k = kernel();
-    let mut args = vec![
-        "--kernel".to_string(),
-        k.display().to_string(),
-        "--memtrace".into(),
-        "none".into(),
-    ];
-    if !append.is_empty() {
-        args.extend(["-append".into(), append.into()]);
-    }
-    let c = run_kernel_command(&args);
+    let c = qemu_console(append);
     std::iter::once(c.get_program().to_os_string())
         .chain(c.get_args().map(|a| a.to_os_string()))
         .collect()
@@ -48,6 +38,14 @@ fn kp_session(bin: &Path, dir: &Path, args: &[&str], qemu: &[OsString]) -> Comma
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// `kern-profile ARGS -- QEMU` on the example kernel (`append` for its -append) in `dir`,
+/// run to its end: its output, and its standard output and error as text.
+fn run_session(dir: &Path, args: &[&str], append: &str) -> (Output, String, String) {
+    let out = output_with_timeout(kp_session(&bin(), dir, args, &qemu_argv(append)), LIMIT);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    (out, stdout, stderr)
 }
 
 /// The table `record` prints: function names, hottest first.
@@ -77,11 +75,7 @@ fn record_draws_the_example_kernel() {
         return;
     }
     let dir = scratch("record");
-    let out = output_with_timeout(
-        kp_session(&bin(), &dir, &["record", "-o", "out"], &qemu_argv("")),
-        LIMIT,
-    );
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let (out, stdout, stderr) = run_session(&dir, &["record", "-o", "out"], "");
     assert_eq!(
         out.status.code(),
         Some(33),
@@ -141,16 +135,8 @@ fn record_window_samples_only_inside_the_function() {
     let dir = scratch("record-window");
     let window = "kernel::workload::stage_middle";
     for mode in ["--period=10000", "--delay=10"] {
-        let out = output_with_timeout(
-            kp_session(
-                &bin(),
-                &dir,
-                &["record", mode, "--window", "stage_middle", "-o", "w"],
-                &qemu_argv(""),
-            ),
-            LIMIT,
-        );
-        let stderr = text(&out.stderr);
+        let args = ["record", mode, "--window", "stage_middle", "-o", "w"];
+        let (out, _, stderr) = run_session(&dir, &args, "");
         assert_eq!(out.status.code(), Some(33), "{mode}: {stderr}");
         assert!(stderr.contains(",window=0x"), "{stderr}");
         let raw = dir.join("w/cpu.raw");
@@ -255,16 +241,8 @@ fn top_prints_tables_and_keeps_the_recording() {
         return;
     }
     let dir = scratch("top");
-    let out = output_with_timeout(
-        kp_session(
-            &bin(),
-            &dir,
-            &["top", "--rows", "8", "-o", "t"],
-            &qemu_argv("rounds=20000"),
-        ),
-        LIMIT,
-    );
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let args = ["top", "--rows", "8", "-o", "t"];
+    let (out, stdout, stderr) = run_session(&dir, &args, "rounds=20000");
     assert_eq!(out.status.code(), Some(33), "{stderr}");
     // Not a terminal: plain tables, the last one once QEMU exited.
     assert!(
@@ -318,16 +296,8 @@ fn top_gdb_samples_through_the_gdbstub() {
     // Host time: a second emulator on the same cores slows every stop.
     alone(|| {
         let dir = scratch("top-gdb");
-        let out = output_with_timeout(
-            kp_session(
-                &bin(),
-                &dir,
-                &["top", "--gdb", "--rows", "8", "-o", "t"],
-                &qemu_argv("rounds=100000"),
-            ),
-            LIMIT,
-        );
-        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        let args = ["top", "--gdb", "--rows", "8", "-o", "t"];
+        let (out, stdout, stderr) = run_session(&dir, &args, "rounds=100000");
         assert_eq!(out.status.code(), Some(33), "{stderr}");
         assert!(stderr.contains("sampled through its gdbstub"), "{stderr}");
         let tables = stdout.matches("kern-profile top:").count();
@@ -343,11 +313,7 @@ fn top_gdb_samples_through_the_gdbstub() {
         assert!(stderr.contains("recording kept"), "{stderr}");
         assert_report_names_hottest(&dir.join("t/cpu.raw"));
         // --rate goes with --gdb only (a usage error).
-        let out = output_with_timeout(
-            kp_session(&bin(), &dir, &["top", "--rate", "50"], &qemu_argv("")),
-            LIMIT,
-        );
-        let e = text(&out.stderr);
+        let (out, _, e) = run_session(&dir, &["top", "--rate", "50"], "");
         assert_eq!(out.status.code(), Some(2), "{e}");
         assert!(e.contains("--gdb"), "{e}");
     })

@@ -135,12 +135,7 @@ fn per_cpu_roots_match_the_cpu_filter() {
     let doc = documented();
     let all = folded(&run().raw, &["--per-cpu"]);
     for (cpu, d) in doc.iter().enumerate() {
-        let root = format!("cpu {cpu}");
-        let mine: Vec<(Vec<String>, u64)> = all
-            .iter()
-            .filter(|(s, _)| s[0] == root)
-            .map(|(s, n)| (s[1..].to_vec(), *n))
-            .collect();
+        let mine = cpu_stacks(&all, cpu);
         let cpu_arg = cpu.to_string();
         let alone = folded(&run().raw, &["--cpu", &cpu_arg]);
         let (a, b) = (self_counts(&mine), self_counts(&alone));

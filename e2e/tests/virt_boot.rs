@@ -11,21 +11,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kern_profile_e2e::{
-    expected_virt as expected, output_with_timeout, run_kernel_command, scratch, skip_unless,
-    virt_kernel as kernel, Need,
+    expected_virt as expected, output_with_timeout, run_kernel_args, run_kernel_command, scratch,
+    skip_unless, strings, virt_kernel as kernel, Need,
 };
 
 /// Whether `arch`'s test should return at once: its QEMU or its kernel is missing.
 fn skip(arch: &'static str) -> bool {
     skip_unless(&[Need::Qemu(arch), Need::VirtKernel(arch)])
-}
-
-fn strings(v: &toml::Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
 }
 
 struct Boot {
@@ -40,18 +32,8 @@ fn boot(arch: &str, name: &str, append: &str, extra: &[&str]) -> Boot {
     let dir = scratch(&format!("virt-{arch}-{name}"));
     let memtrace = dir.join("memtrace.bin");
     let uart = dir.join("uart.txt");
-    let mut args: Vec<String> = vec![
-        "--arch".into(),
-        arch.into(),
-        "--kernel".into(),
-        kernel(arch).display().to_string(),
-        "--com1".into(),
-        uart.display().to_string(),
-        "--memtrace".into(),
-        memtrace.display().to_string(),
-        "-append".into(),
-        append.into(),
-    ];
+    let mut args = run_kernel_args(arch, &kernel(arch), &uart, Some(&memtrace));
+    args.extend(["-append".into(), append.into()]);
     args.extend(extra.iter().map(|a| a.to_string()));
     let out = output_with_timeout(run_kernel_command(&args), Duration::from_secs(120));
     Boot {

@@ -122,14 +122,6 @@ fn int(v: &toml::Value) -> u64 {
     v.as_integer().unwrap() as u64
 }
 
-fn strings(v: &toml::Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Samples whose stack (inline markers removed) is exactly `chain`.
 fn with_stack(stacks: &[(Vec<String>, u64)], chain: &[String]) -> u64 {
     stacks
@@ -183,21 +175,8 @@ fn samples_follow_the_instructions(arch: &'static str) {
     let run = cpu_run(arch);
     let c = census(&run.raw);
     assert_eq!(c.header.arch.name(), arch);
-    assert!(c.truncation.is_none(), "{:?}", c.truncation);
     assert_eq!(c.user, 0, "no user mode in the CPU phase");
-    let stats = c.stats.expect("a statistics record at exit");
-    assert_eq!(
-        stats.samples, c.samples,
-        "every written sample is in the file"
-    );
-    assert_eq!(stats.dropped, 0);
-    let insns: u64 = stats.vcpu_instructions.iter().sum();
-    let want = insns as f64 / PERIOD as f64;
-    assert!(
-        (c.samples as f64 - want).abs() / want < 0.01,
-        "{} samples vs {want:.0} expected ({insns} instructions)",
-        c.samples
-    );
+    let insns = whole_run_instructions(&c, PERIOD);
     // The kernel's own work is all but the few instructions of QEMU's reset vector.
     let e = expected_virt(arch);
     let kernel_insns = int(&e["cpu"]["kernel_insns"]) as f64;
@@ -502,12 +481,7 @@ fn per_cpu_under_smp(arch: &'static str) {
     let shared = e["kernel"]["smp"]["shared"].as_str().unwrap();
     let all = folded(&run.raw, arch, &["--per-cpu"]);
     for (cpu, d) in docs.iter().enumerate() {
-        let root = format!("cpu {cpu}");
-        let mine: Vec<(Vec<String>, u64)> = all
-            .iter()
-            .filter(|(s, _)| s[0] == root)
-            .map(|(s, n)| (s[1..].to_vec(), *n))
-            .collect();
+        let mine = cpu_stacks(&all, cpu);
         let alone = folded(&run.raw, arch, &["--cpu", &cpu.to_string()]);
         assert_eq!(
             self_counts(&mine),
@@ -752,19 +726,6 @@ fn system_calls_are_rooted_at_the_classically_started_program(arch: &'static str
     assert_eq!(fake, 0, "frames of the fake return address (all ones)");
 }
 
-fn report_value(block: &str, key: &str) -> u64 {
-    let line = block
-        .lines()
-        .find(|l| l.trim_start().starts_with(key))
-        .unwrap_or_else(|| panic!("no `{key}` in\n{block}"));
-    line.trim_start()[key.len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 fn allocation_views_from_the_memtrace(arch: &'static str) {
     if skip_virt(arch) {
         return;
@@ -778,26 +739,19 @@ fn allocation_views_from_the_memtrace(arch: &'static str) {
         "the memtrace written through semihosting"
     );
     let k = virt_kernel(arch);
-    let report = kern_profile(&["--alloc", mt, path(&k), "-f", "text", "-o", "-"]);
+    let report = alloc_of(&run.memtrace, &k, &["-f", "text", "-o", "-"]);
     let folded_dir = run.dir.join("alloc-folded");
-    kern_profile(&[
-        "--alloc",
-        mt,
-        path(&k),
-        "-f",
-        "folded",
-        "-o",
-        path(&folded_dir),
-    ]);
+    alloc_of(
+        &run.memtrace,
+        &k,
+        &["-f", "folded", "-o", path(&folded_dir)],
+    );
     let svg_dir = run.dir.join("alloc-svg");
-    kern_profile(&["--alloc", mt, path(&k), "-o", path(&svg_dir)]);
+    alloc_of(&run.memtrace, &k, &["-o", path(&svg_dir)]);
     let allocators = e["memtrace"]["allocator"].as_table().unwrap();
     assert_eq!(allocators.len(), 2);
     for (name, want) in allocators {
-        let block = report
-            .split("allocator `")
-            .find(|b| b.starts_with(&format!("{name}`")))
-            .unwrap_or_else(|| panic!("no allocator {name} in\n{report}"));
+        let block = allocator_block(&report, name);
         for (key, field) in [
             ("allocations", "alloc"),
             ("reallocations", "realloc"),
@@ -813,11 +767,7 @@ fn allocation_views_from_the_memtrace(arch: &'static str) {
         let folded =
             std::fs::read_to_string(folded_dir.join(format!("mem-{name}.folded"))).unwrap();
         let leak_fn = want["leak_function"].as_str().unwrap();
-        let leaked: u64 = parse_folded(&folded)
-            .iter()
-            .filter(|(s, _)| s.iter().any(|f| f == leak_fn))
-            .map(|(_, n)| n)
-            .sum();
+        let leaked = count_through(&parse_folded(&folded), leak_fn);
         assert_eq!(
             leaked,
             int(&want["leaked"]),

@@ -1,7 +1,7 @@
 //! Builders the tests of several crates share, so that each test binary does not carry a
 //! copy: raw and legacy sample files ([`raw`], headers and read-backs in [`raw_file`]),
 //! allocation events ([`alloc_event`]), memtrace traces ([`memtrace`]), made with the format
-//! crate's own encoders; seeded damage for hostile-input tests ([`damage`]); and Debian's
+//! crate's own encoders, and whole synthetic recordings ([`recording`]); seeded damage for hostile-input tests ([`damage`]); and Debian's
 //! Linux images, found or skipped as the environment says ([`linux_image`]).
 
 pub mod alloc_event;
@@ -10,3 +10,4 @@ pub mod linux_image;
 pub mod memtrace;
 pub mod raw;
 pub mod raw_file;
+pub mod recording;

@@ -179,15 +179,8 @@ fn run(f: &Fixture, raw: &Path, users: &[&PathBuf], per_process: bool) -> (Vec<S
         progress: false,
         ..Options::default()
     };
-    let mut out = Vec::new();
-    let report = run_cpu(raw, None, &opts, &mut out).unwrap_or_else(|e| panic!("{e}"));
-    let mut lines: Vec<String> = String::from_utf8(out)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    lines.sort_unstable();
-    (lines, report)
+    let (out, report) = common::runs::cpu(raw, None, &opts).unwrap_or_else(|e| panic!("{e}"));
+    (common::sorted_lines(&out), report)
 }
 
 fn sorted<const N: usize>(mut lines: [String; N]) -> [String; N] {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::tiny::*;
 use kern_profile::alloc_cmd::{AllocFormat, AllocView};
 use kern_profile_format::memtrace::{encode_record, Op};
@@ -60,6 +62,20 @@ fn raw() -> Vec<u8> {
     out
 }
 
+/// The allocation command's text report of `input`'s live view, its files into `out`.
+fn live_report(input: &Path, out: &Path) -> String {
+    let mut text = Vec::new();
+    common::alloc_tiny(
+        input,
+        out,
+        AllocFormat::Text,
+        AllocView::Live,
+        Some(&mut text),
+    )
+    .unwrap();
+    String::from_utf8(text).unwrap()
+}
+
 #[test]
 fn raw_allocation_events_give_the_memtrace_views() {
     let dir = common::temp_dir("alloc-hooks");
@@ -70,16 +86,7 @@ fn raw_allocation_events_give_the_memtrace_views() {
     let heap = std::fs::read_to_string(out.join("mem-heap.folded")).unwrap();
     // The leaf is the hooked function itself, named at its entry.
     assert_eq!(heap, "_start;kernel::work;leaf 16\n_start;middle 48\n");
-    let mut text = Vec::new();
-    common::alloc_tiny(
-        &raw,
-        &out,
-        AllocFormat::Text,
-        AllocView::Live,
-        Some(&mut text),
-    )
-    .unwrap();
-    let text = String::from_utf8(text).unwrap();
+    let text = live_report(&raw, &out);
     assert!(
         text.starts_with("allocation hooks: 5 events, 1 allocator(s)\n"),
         "{text}"
@@ -110,16 +117,7 @@ fn memtrace_files_still_read_as_memtrace() {
         &[RET_MIDDLE, RET_START],
     );
     let memtrace = common::write(&dir, "memtrace", &t);
-    let mut text = Vec::new();
-    common::alloc_tiny(
-        &memtrace,
-        &dir,
-        AllocFormat::Text,
-        AllocView::Live,
-        Some(&mut text),
-    )
-    .unwrap();
-    let text = String::from_utf8(text).unwrap();
+    let text = live_report(&memtrace, &dir);
     assert!(
         text.starts_with("memtrace: 1 records, 1 allocator(s)\n"),
         "{text}"

@@ -3,22 +3,10 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn kp(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+use common::kp;
 
 fn setup(name: &str) -> std::path::PathBuf {
-    let dir = common::temp_dir(name);
-    common::write(&dir, "raw-data", &common::synthetic_raw(true));
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
-    dir
+    common::kernel_dir(name, &[("raw-data", &common::synthetic_raw(true))])
 }
 
 /// The `Share Count` pairs of the "Source lines:" table.

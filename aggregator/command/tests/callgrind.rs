@@ -14,20 +14,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use kern_profile::{run_cpu, Options, OutputFormat, ProfileError};
+use kern_profile::{Options, OutputFormat, ProfileError};
 
 fn example(name: &str) -> PathBuf {
     common::data("example").join(name)
 }
 
 fn run_on(raw: &str, opts: &Options) -> Result<String, ProfileError> {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    let report = run_cpu(&example(raw), Some(&example("kernel.elf")), &opts, &mut out)?;
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let out = common::runs::recorded("example", raw, opts)?;
     Ok(String::from_utf8(out).unwrap())
 }
 
@@ -142,15 +136,11 @@ fn without_exact_counts_it_is_an_error() {
 
 #[test]
 fn default_output_file_is_callgrind_out() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .current_dir(dir.path())
-        .arg(example("raw-period-exact"))
-        .arg(example("kernel.elf"))
-        .args(["--exact", "-f", "callgrind", "--no-progress"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = common::kp_in_fresh_dir(
+        &example("raw-period-exact"),
+        &example("kernel.elf"),
+        &["--exact", "-f", "callgrind", "--no-progress"],
+    );
     let cg = std::fs::read_to_string(dir.path().join("callgrind.out")).unwrap();
     assert_eq!(parse(&cg).0[HOT_LEAF.0], HOT_LEAF.1);
 }

@@ -3,19 +3,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn kp(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{kp, stderr};
 
 #[test]
 fn help_explains_every_option_with_examples() {
@@ -52,9 +42,10 @@ fn help_explains_every_option_with_examples() {
 
 #[test]
 fn default_run_writes_cpu_svg() {
-    let dir = common::temp_dir("cli-default");
-    common::write(&dir, "raw-data", &common::synthetic_raw(false));
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    let dir = common::kernel_dir(
+        "cli-default",
+        &[("raw-data", &common::synthetic_raw(false))],
+    );
     let o = kp(&dir, &["raw-data", "kernel.elf"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let svg = std::fs::read_to_string(dir.join("cpu.svg")).unwrap();
@@ -106,9 +97,10 @@ fn default_run_writes_cpu_svg() {
 /// messages, not the output: no panic (exit 101), the file written.
 #[test]
 fn a_closed_stderr_loses_only_the_messages() {
-    let dir = common::temp_dir("cli-closed-stderr");
-    common::write(&dir, "raw-data", &common::synthetic_raw(false));
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    let dir = common::kernel_dir(
+        "cli-closed-stderr",
+        &[("raw-data", &common::synthetic_raw(false))],
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
         .args(["raw-data", "kernel.elf", "-o", "closed.svg"])
         .current_dir(&dir)
@@ -125,8 +117,7 @@ fn a_closed_stderr_loses_only_the_messages() {
 
 #[test]
 fn errors_exit_non_zero_and_leave_no_output() {
-    let dir = common::temp_dir("cli-errors");
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    let dir = common::kernel_dir("cli-errors", &[]);
     let o = kp(&dir, &["missing.raw", "kernel.elf"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("missing.raw"), "{}", stderr(&o));
@@ -175,17 +166,13 @@ fn alloc_mode_writes_per_allocator_files() {
     let memtrace = common::data("example/memtrace");
     let elf = common::data("example/kernel.elf");
     let out = dir.join("mem");
-    let o = kp(
-        &dir,
-        &[
-            "--alloc",
-            memtrace.to_str().unwrap(),
-            elf.to_str().unwrap(),
-            "--timeline",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
+    // `--alloc MEMTRACE ELF`, then `extra`.
+    let alloc = |extra: &[&str]| {
+        let mut args = vec!["--alloc", memtrace.to_str().unwrap(), elf.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        kp(&dir, &args)
+    };
+    let o = alloc(&["--timeline", "-o", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     for f in [
         "mem-kmalloc.svg",
@@ -195,28 +182,10 @@ fn alloc_mode_writes_per_allocator_files() {
     ] {
         assert!(out.join(f).exists(), "{f}");
     }
-    let o = kp(
-        &dir,
-        &[
-            "--alloc",
-            memtrace.to_str().unwrap(),
-            elf.to_str().unwrap(),
-            "-f",
-            "text",
-        ],
-    );
+    let o = alloc(&["-f", "text"]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("allocator `kmalloc`"));
-    let o = kp(
-        &dir,
-        &[
-            "--alloc",
-            memtrace.to_str().unwrap(),
-            elf.to_str().unwrap(),
-            "-f",
-            "firefox",
-        ],
-    );
+    let o = alloc(&["-f", "firefox"]);
     assert_eq!(o.status.code(), Some(1));
     let o = kp(&dir, &["raw", elf.to_str().unwrap(), "--view", "peak"]);
     assert_eq!(o.status.code(), Some(2), "--view needs --alloc");
@@ -224,9 +193,10 @@ fn alloc_mode_writes_per_allocator_files() {
 
 #[test]
 fn symbols_takes_several_sources_maps_and_elves() {
-    let dir = common::temp_dir("cli-symbols");
-    common::write(&dir, "raw-data", &common::synthetic_raw(false));
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    let dir = common::kernel_dir(
+        "cli-symbols",
+        &[("raw-data", &common::synthetic_raw(false))],
+    );
     // The synthetic run's one sample outside the kernel: 0x1234, called from 0x5678.
     common::write(
         &dir,

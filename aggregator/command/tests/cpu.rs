@@ -7,6 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::tiny::*;
+use common::Recording;
 use kern_profile::{run_cpu, CpuList, ModeFilter, Options, OutputFormat, ProfileError, RunReport};
 
 fn raw_file(name: &str, bytes: &[u8]) -> PathBuf {
@@ -15,10 +16,14 @@ fn raw_file(name: &str, bytes: &[u8]) -> PathBuf {
 }
 
 fn run(raw: &Path, opts: &Options) -> (String, RunReport) {
-    let mut out = Vec::new();
-    let report =
-        run_cpu(raw, Some(&common::tiny_elf()), opts, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    let (out, report) =
+        common::runs::cpu(raw, Some(&common::tiny_elf()), opts).unwrap_or_else(|e| panic!("{e}"));
     (String::from_utf8(out).unwrap(), report)
+}
+
+/// The error of a run of `raw` against tiny.elf, which must fail.
+fn run_err(raw: &Path, opts: &Options) -> ProfileError {
+    run_cpu(raw, Some(&common::tiny_elf()), opts, &mut Vec::new()).unwrap_err()
 }
 
 fn folded_opts() -> Options {
@@ -26,6 +31,13 @@ fn folded_opts() -> Options {
         format: OutputFormat::Folded,
         progress: false,
         ..Options::default()
+    }
+}
+
+fn in_format(format: OutputFormat) -> Options {
+    Options {
+        format,
+        ..folded_opts()
     }
 }
 
@@ -51,10 +63,7 @@ fn folded_golden() {
 #[test]
 fn text_golden() {
     let raw = raw_file("text", &common::synthetic_raw(false));
-    let opts = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    let opts = in_format(OutputFormat::Text);
     let (out, _) = run(&raw, &opts);
     let dir = raw.parent().unwrap().display().to_string();
     common::golden("synthetic.txt", out.replace(&dir, "$DIR").as_bytes());
@@ -75,10 +84,7 @@ fn text_golden() {
 #[test]
 fn svg_goldens_are_deterministic() {
     let raw = raw_file("svg", &common::synthetic_raw(false));
-    let opts = Options {
-        format: OutputFormat::Svg,
-        ..folded_opts()
-    };
+    let opts = in_format(OutputFormat::Svg);
     let (a, _) = run(&raw, &opts);
     let (b, _) = run(&raw, &opts);
     assert_eq!(a, b);
@@ -134,10 +140,7 @@ fn per_cpu_filters_and_naming_options() {
 #[test]
 fn firefox_profile_has_one_thread_per_vcpu() {
     let raw = raw_file("firefox", &common::synthetic_raw(false));
-    let opts = Options {
-        format: OutputFormat::Firefox,
-        ..folded_opts()
-    };
+    let opts = in_format(OutputFormat::Firefox);
     let (out, report) = run(&raw, &opts);
     assert!(
         report.summary.contains("45 of 45 samples"),
@@ -237,7 +240,7 @@ fn exact_flat_profile() {
 
     // Without exact data: a clear error.
     let plain = raw_file("exact-none", &common::synthetic_raw(false));
-    let e = run_cpu(&plain, Some(&common::tiny_elf()), &folded, &mut Vec::new()).unwrap_err();
+    let e = run_err(&plain, &folded);
     assert!(matches!(e, ProfileError::NoExactData { .. }), "{e}");
     assert!(e.to_string().contains("exact=on"));
 }
@@ -268,10 +271,7 @@ fn exact_only_recordings_show_their_exact_counts() {
         let w = common::joined(&report.warnings);
         assert!(!w.contains("holds no samples"), "{w}");
     }
-    let text = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    let text = in_format(OutputFormat::Text);
     let (out, _) = run(&only, &text);
     assert!(out.contains("instructions executed: 10057 at "), "{out}");
     // No samples to compare.
@@ -279,13 +279,10 @@ fn exact_only_recordings_show_their_exact_counts() {
         diff_base: Some(sampled.clone()),
         ..folded_opts()
     };
-    let e = run_cpu(&only, Some(&common::tiny_elf()), &diff, &mut Vec::new()).unwrap_err();
+    let e = run_err(&only, &diff);
     assert!(matches!(e, ProfileError::Unsupported(_)), "{e}");
     // Firefox shows samples only: an empty profile, no error.
-    let firefox = Options {
-        format: OutputFormat::Firefox,
-        ..folded_opts()
-    };
+    let firefox = in_format(OutputFormat::Firefox);
     let (_, report) = run(&only, &firefox);
     assert!(
         report.summary.starts_with("0 of 0 samples"),
@@ -297,21 +294,15 @@ fn exact_only_recordings_show_their_exact_counts() {
 /// The text report of a `delay=10` file of one sample on `vcpus` vCPUs and host-timer record
 /// `t`.
 fn text_with_host_timer(name: &str, vcpus: u32, t: kern_profile_format::HostTimerStats) -> String {
-    use kern_profile_format::{encode_sample, SamplingMode};
-    let mut bytes = Vec::new();
-    kern_profile_format::Header {
+    use kern_profile_format::SamplingMode;
+    let mut r = Recording::new(&kern_profile_format::Header {
         sampling: SamplingMode::DelayMicros(10),
         ..common::header(vcpus, false)
-    }
-    .encode(&mut bytes);
-    let frames = [RET_MIDDLE, RET_WORK, RET_START];
-    encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &frames));
-    t.encode(&mut bytes);
-    let raw = raw_file(name, &bytes);
-    let text = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    });
+    r.sample(0, LEAF_LOOP, &[RET_MIDDLE, RET_WORK, RET_START]);
+    t.encode(&mut r.bytes);
+    let raw = raw_file(name, &r.bytes);
+    let text = in_format(OutputFormat::Text);
     run(&raw, &text).0
 }
 
@@ -377,15 +368,14 @@ fn a_spread_host_timer_is_explained() {
 fn differential_against_a_base() {
     let dir = common::temp_dir("diff");
     let this = common::write(&dir, "new.raw", &common::synthetic_raw(false));
-    let mut base = Vec::new();
-    common::header(1, false).encode(&mut base);
+    let mut base = Recording::new(&common::header(1, false));
     let full = [RET_MIDDLE, RET_WORK, RET_START];
     for t in 0..10 {
         let pc = if t < 8 { LEAF_LOOP } else { START_LOOP };
         let frames: &[u64] = if t < 8 { &full } else { &[] };
-        kern_profile_format::encode_sample(&mut base, 4, &common::sample(0, t, pc, frames));
+        base.record(&common::sample(0, t, pc, frames));
     }
-    let base = common::write(&dir, "old.raw", &base);
+    let base = common::write(&dir, "old.raw", &base.bytes);
     let folded = Options {
         diff_base: Some(base.clone()),
         ..folded_opts()
@@ -467,13 +457,7 @@ fn corrupt_records_name_their_offset() {
     // The first sample's frame count no longer fits its length.
     bytes[header_len + 5 + 6] = 9;
     let raw = raw_file("corrupt", &bytes);
-    let e = run_cpu(
-        &raw,
-        Some(&common::tiny_elf()),
-        &folded_opts(),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = run_err(&raw, &folded_opts());
     let m = e.to_string();
     assert!(m.contains(&format!("byte offset {header_len}")), "{m}");
     assert!(m.contains("/raw"), "{m}");
@@ -482,13 +466,7 @@ fn corrupt_records_name_their_offset() {
 #[test]
 fn wrong_inputs_are_errors_not_panics() {
     let dir = common::temp_dir("wrong");
-    let e = run_cpu(
-        &dir.join("missing.raw"),
-        Some(&common::tiny_elf()),
-        &folded_opts(),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = run_err(&dir.join("missing.raw"), &folded_opts());
     assert!(matches!(e, ProfileError::Open { .. }) && e.to_string().contains("missing.raw"));
     // An x86_64 run against the i386 ELF.
     let mut bytes = Vec::new();
@@ -496,13 +474,7 @@ fn wrong_inputs_are_errors_not_panics() {
     h.arch = kern_profile_format::Arch::X86_64;
     h.encode(&mut bytes);
     let raw = common::write(&dir, "x64.raw", &bytes);
-    let e = run_cpu(
-        &raw,
-        Some(&common::tiny_elf()),
-        &folded_opts(),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = run_err(&raw, &folded_opts());
     assert!(e.to_string().contains("x86_64"), "{e}");
     // The firefox output does not do --exact.
     let opts = Options {
@@ -607,20 +579,11 @@ fn suspicious_inputs_are_flagged() {
     );
     // A raw file cut inside its magic is a raw file with a short header.
     let raw = common::write(&dir, "cut", b"KPROF");
-    let e = run_cpu(
-        &raw,
-        Some(&common::tiny_elf()),
-        &folded_opts(),
-        &mut Vec::new(),
-    )
-    .unwrap_err();
+    let e = run_err(&raw, &folded_opts());
     assert!(e.to_string().contains("too short for a header"), "{e}");
     // An empty file: no samples, a warning, a valid empty SVG.
     let raw = common::write(&dir, "empty", b"");
-    let svg = Options {
-        format: OutputFormat::Svg,
-        ..folded_opts()
-    };
+    let svg = in_format(OutputFormat::Svg);
     let mut out = Vec::new();
     let r = run_cpu(&raw, Some(&common::tiny_elf()), &svg, &mut out).unwrap();
     assert!(r
@@ -638,10 +601,7 @@ fn suspicious_inputs_are_flagged() {
 /// warning with that stack; the working one is not.
 #[test]
 fn a_vcpu_that_never_left_one_stack_is_warned_of() {
-    use common::tiny::*;
-    use kern_profile_format::encode_sample;
-    let mut bytes = Vec::new();
-    common::header(2, false).encode(&mut bytes);
+    let mut r = Recording::new(&common::header(2, false));
     let full = [RET_MIDDLE, RET_WORK, RET_START];
     for t in 0..400u64 {
         let work = match t % 3 {
@@ -649,11 +609,10 @@ fn a_vcpu_that_never_left_one_stack_is_warned_of() {
             1 => common::sample(0, t, MIDDLE_BODY, &full[1..]),
             _ => common::sample(0, t, START_LOOP, &[]),
         };
-        encode_sample(&mut bytes, 4, &work);
         let pc = if t % 2 == 0 { LEAF_LOOP } else { LEAF_SQUARE };
-        encode_sample(&mut bytes, 4, &common::sample(1, t, pc, &full));
+        r.record(&work).record(&common::sample(1, t, pc, &full));
     }
-    let raw = raw_file("stuck", &bytes);
+    let raw = raw_file("stuck", &r.bytes);
     let (_, report) = run(&raw, &folded_opts());
     let w = common::joined(&report.warnings);
     assert!(
@@ -669,23 +628,11 @@ fn a_vcpu_that_never_left_one_stack_is_warned_of() {
 /// passes 100% (it printed 107374181581.2% before) and nothing panics, in debug builds too.
 #[test]
 fn statistics_counts_that_overflow_sums_saturate() {
-    use common::tiny::*;
-    use kern_profile_format::{encode_sample, encode_stats};
-    let mut bytes = Vec::new();
-    common::header(1, false).encode(&mut bytes);
-    encode_sample(&mut bytes, 4, &common::sample(0, 1, LEAF_LOOP, &[]));
-    encode_stats(
-        &mut bytes,
-        u64::MAX,
-        u64::MAX,
-        &[u64::MAX, u64::MAX, 7],
-        &[u64::MAX],
-    );
-    let raw = raw_file("overflow", &bytes);
-    let opts = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    let mut r = Recording::new(&common::header(1, false));
+    r.record(&common::sample(0, 1, LEAF_LOOP, &[]));
+    r.stats(u64::MAX, u64::MAX, &[u64::MAX, u64::MAX, 7], &[u64::MAX]);
+    let raw = raw_file("overflow", &r.bytes);
+    let opts = in_format(OutputFormat::Text);
     let (out, report) = run(&raw, &opts);
     let line = out
         .lines()
@@ -705,24 +652,17 @@ fn statistics_counts_that_overflow_sums_saturate() {
 /// first segment holds only its headers) ends there, counted in the unwind-stop lines.
 #[test]
 fn a_return_address_that_is_no_code_ends_the_stack() {
-    use kern_profile_format::encode_sample;
-    let mut bytes = Vec::new();
-    common::header(1, false).encode(&mut bytes);
-    let garbage = [RET_MIDDLE, 0xc00f_f050, RET_START];
-    let whole = [RET_MIDDLE, RET_WORK, RET_START];
-    encode_sample(&mut bytes, 4, &common::sample(0, 1000, LEAF_LOOP, &garbage));
-    encode_sample(&mut bytes, 4, &common::sample(0, 2000, LEAF_LOOP, &whole));
-    let raw = raw_file("no-code", &bytes);
+    let mut r = Recording::new(&common::header(1, false));
+    r.sample(0, LEAF_LOOP, &[RET_MIDDLE, 0xc00f_f050, RET_START])
+        .sample(0, LEAF_LOOP, &[RET_MIDDLE, RET_WORK, RET_START]);
+    let raw = raw_file("no-code", &r.bytes);
     let (out, _) = run(&raw, &folded_opts());
     assert!(
         out.contains("\nmiddle;leaf 1\n") || out.starts_with("middle;leaf 1\n"),
         "{out}"
     );
     assert!(out.contains("_start;kernel::work;middle;leaf 1\n"), "{out}");
-    let text = Options {
-        format: OutputFormat::Text,
-        ..folded_opts()
-    };
+    let text = in_format(OutputFormat::Text);
     let (out, _) = run(&raw, &text);
     assert!(
         out.contains("unwind stops (aggregator): return address that is no code 1 (50.0% of the kept samples)\n"),

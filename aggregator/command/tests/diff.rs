@@ -5,50 +5,45 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use common::kp;
 use common::tiny::*;
-use kern_profile_format::{encode_sample, encode_stats, Arch, Header};
-
-fn kp(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+use common::Recording;
+use kern_profile_format::{Arch, Header};
 
 /// A recording of `leaf` samples (in square, inlined) and `middle` ones, on `arch`'s header.
 fn run(arch: Arch, square: u64, middle: u64, nowhere: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    Header {
+    let mut r = Recording::new(&Header {
         arch,
         ..common::header(1, false)
-    }
-    .encode(&mut out);
+    });
     let full = [RET_MIDDLE, RET_WORK, RET_START];
-    let mut t = 0;
     for (pc, frames, n) in [
         (LEAF_SQUARE, &full[..], square),
         (MIDDLE_BODY, &full[1..], middle),
         (0x0000_1234, &full[3..], nowhere),
     ] {
         for _ in 0..n {
-            t += 1000;
-            encode_sample(&mut out, 4, &common::sample(0, t, pc, frames));
+            r.sample(0, pc, frames);
         }
     }
     let n = square + middle + nowhere;
-    encode_stats(&mut out, n, 0, &[n, 0, 0, 0, 0, 0], &[t]);
-    out
+    let t = r.time();
+    r.stats(n, 0, &[n, 0, 0, 0, 0, 0], &[t]);
+    r.bytes
 }
 
 fn setup(name: &str, base: &[u8], new: &[u8]) -> std::path::PathBuf {
-    let dir = common::temp_dir(name);
-    common::write(&dir, "base.raw", base);
-    common::write(&dir, "new.raw", new);
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
-    dir
+    common::kernel_dir(name, &[("base.raw", base), ("new.raw", new)])
+}
+
+/// `kern-profile diff base.raw new.raw kernel.elf`, then `extra`, in `dir`.
+fn diff(dir: &Path, extra: &[&str]) -> Output {
+    kp(
+        dir,
+        &[&["diff", "base.raw", "new.raw", "kernel.elf"][..], extra].concat(),
+    )
 }
 
 #[test]
@@ -58,8 +53,7 @@ fn gate_fails_naming_what_grew() {
         &run(Arch::I386, 50, 50, 0),
         &run(Arch::I386, 70, 30, 0),
     );
-    let args = ["diff", "base.raw", "new.raw", "kernel.elf", "--fail-above"];
-    let o = kp(&dir, &[&args[..], &["5"]].concat());
+    let o = diff(&dir, &["--fail-above", "5"]);
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
@@ -69,13 +63,8 @@ fn gate_fails_naming_what_grew() {
     assert!(!err.contains("middle"), "{err}");
     assert!(out.contains("FAILED"), "{out}");
     // Within a generous tolerance, and without one: passes.
-    for extra in [&["25"][..], &[]] {
-        let a: Vec<&str> = if extra.is_empty() {
-            args[..4].to_vec()
-        } else {
-            [&args[..], extra].concat()
-        };
-        let o = kp(&dir, &a);
+    for extra in [&["--fail-above", "25"][..], &[]] {
+        let o = diff(&dir, extra);
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success(), "{out}");
         assert!(out.contains("passed"), "{out}");
@@ -85,22 +74,9 @@ fn gate_fails_naming_what_grew() {
 
 #[test]
 fn exact_counts_grow_in_percent() {
-    let dir = common::temp_dir("diff-exact");
-    common::write(&dir, "base.raw", &common::synthetic_raw(true));
-    common::write(&dir, "new.raw", &common::synthetic_raw(true));
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
-    let o = kp(
-        &dir,
-        &[
-            "diff",
-            "base.raw",
-            "new.raw",
-            "kernel.elf",
-            "--exact",
-            "--fail-above",
-            "0",
-        ],
-    );
+    let exact = common::synthetic_raw(true);
+    let dir = setup("diff-exact", &exact, &exact);
+    let o = diff(&dir, &["--exact", "--fail-above", "0"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}");
     assert!(out.contains("instructions (exact counts)"), "{out}");
@@ -126,7 +102,7 @@ fn recordings_of_different_kernels_are_refused() {
         &run(Arch::I386, 50, 50, 0),
         &run(Arch::X86_64, 50, 50, 0),
     );
-    let o = kp(&dir, &["diff", "base.raw", "new.raw", "kernel.elf"]);
+    let o = diff(&dir, &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("x86_64"), "{err}");
@@ -136,7 +112,7 @@ fn recordings_of_different_kernels_are_refused() {
         &run(Arch::I386, 50, 50, 0),
         &run(Arch::I386, 5, 5, 90),
     );
-    let o = kp(&dir, &["diff", "base.raw", "new.raw", "kernel.elf"]);
+    let o = diff(&dir, &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -146,17 +122,7 @@ fn recordings_of_different_kernels_are_refused() {
     );
     // Two builds, each recording named with its own ELF: compared by name.
     std::fs::copy(common::tiny_elf(), dir.join("base.elf")).unwrap();
-    let o = kp(
-        &dir,
-        &[
-            "diff",
-            "base.raw",
-            "new.raw",
-            "kernel.elf",
-            "--base-elf",
-            "base.elf",
-        ],
-    );
+    let o = diff(&dir, &["--base-elf", "base.elf"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(out.contains("+90.00 points  [unknown]"), "{out}");

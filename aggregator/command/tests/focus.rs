@@ -13,18 +13,8 @@ fn example(name: &str) -> PathBuf {
 }
 
 fn run(opts: &Options) -> String {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    run_cpu(
-        &example("raw-delay"),
-        Some(&example("kernel.elf")),
-        &opts,
-        &mut out,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let (out, _) = common::runs::cpu(&example("raw-delay"), Some(&example("kernel.elf")), opts)
+        .unwrap_or_else(|e| panic!("{e}"));
     String::from_utf8(out).unwrap()
 }
 

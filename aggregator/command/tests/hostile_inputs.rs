@@ -263,15 +263,8 @@ fn endless_devices_are_refused_as_every_input() {
 
 /// Runs the `kern-profile` binary; returns its exit code and standard error.
 fn kp(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    let o = common::kp(dir, args);
+    (o.status.code(), common::stderr(&o))
 }
 
 #[test]

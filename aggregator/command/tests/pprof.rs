@@ -10,31 +10,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::runs::recorded;
 use kern_profile::output::pprof_proto::{decode, dump, Profile};
-use kern_profile::{run_cpu, Options, OutputFormat, ProfileError};
+use kern_profile::{Options, OutputFormat};
 
 fn data(dir: &str, name: &str) -> PathBuf {
     common::data(dir).join(name)
 }
 
-fn run_in(dir: &str, raw: &str, opts: &Options) -> Result<Vec<u8>, ProfileError> {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    let report = run_cpu(
-        &data(dir, raw),
-        Some(&data(dir, "kernel.elf")),
-        &opts,
-        &mut out,
-    )?;
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    Ok(out)
-}
-
 fn run(dir: &str, raw: &str, opts: &Options) -> Vec<u8> {
-    run_in(dir, raw, opts).unwrap_or_else(|e| panic!("{e}"))
+    recorded(dir, raw, opts).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn pprof(dir: &str, raw: &str, opts: &Options) -> Profile {
@@ -55,6 +40,17 @@ fn pprof_opts() -> Options {
         format: OutputFormat::Pprof,
         ..Options::default()
     }
+}
+
+/// `opts` with `-f text`: the report.
+fn text_of(dir: &str, raw: &str, opts: &Options) -> String {
+    String::from_utf8(run(dir, raw, &with(OutputFormat::Text, opts))).unwrap()
+}
+
+/// Asserts that `p`, read back as folded stacks, is `-f folded`'s output with `opts`.
+fn assert_same_stacks_as_folded(p: &Profile, dir: &str, raw: &str, opts: &Options) {
+    let folded = run(dir, raw, &with(OutputFormat::Folded, opts));
+    assert_eq!(refolded(p), String::from_utf8(folded).unwrap());
 }
 
 /// The profile as folded stacks: each sample's locations root first, a location's lines
@@ -125,18 +121,8 @@ fn period_run_golden_and_same_stacks_as_folded() {
     let p = decode(&bytes, 1 << 30).unwrap();
     common::golden("example-period.pprof.txt", dump(&p).as_bytes());
 
-    let folded = run(
-        "example",
-        "raw-period-exact",
-        &with(OutputFormat::Folded, &opts),
-    );
-    assert_eq!(refolded(&p), String::from_utf8(folded).unwrap());
-    let text = String::from_utf8(run(
-        "example",
-        "raw-period-exact",
-        &with(OutputFormat::Text, &opts),
-    ))
-    .unwrap();
+    assert_same_stacks_as_folded(&p, "example", "raw-period-exact", &opts);
+    let text = text_of("example", "raw-period-exact", &opts);
     let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
     assert_eq!(total, text_total(&text));
     let (n, top) = text_top(&text);
@@ -161,18 +147,8 @@ fn exact_counts_as_instructions_with_inlined_lines() {
     let p = pprof("example", "raw-period-exact", &opts);
     let s = |i: i64| p.string_table[i as usize].as_str();
     assert_eq!(s(p.sample_type[0].r#type), "instructions");
-    let folded = run(
-        "example",
-        "raw-period-exact",
-        &with(OutputFormat::Folded, &opts),
-    );
-    assert_eq!(refolded(&p), String::from_utf8(folded).unwrap());
-    let text = String::from_utf8(run(
-        "example",
-        "raw-period-exact",
-        &with(OutputFormat::Text, &opts),
-    ))
-    .unwrap();
+    assert_same_stacks_as_folded(&p, "example", "raw-period-exact", &opts);
+    let text = text_of("example", "raw-period-exact", &opts);
     assert_eq!(
         p.sample.iter().map(|s| s.value[0]).sum::<i64>(),
         text_total(&text)
@@ -205,12 +181,7 @@ fn per_cpu_samples_carry_a_vcpu_label() {
     };
     let p = pprof("example-modes", "raw-smp", &opts);
     common::golden("example-smp-per-cpu.pprof.txt", dump(&p).as_bytes());
-    let folded = run(
-        "example-modes",
-        "raw-smp",
-        &with(OutputFormat::Folded, &opts),
-    );
-    assert_eq!(refolded(&p), String::from_utf8(folded).unwrap());
+    assert_same_stacks_as_folded(&p, "example-modes", "raw-smp", &opts);
     let cpus: std::collections::BTreeSet<&str> = p
         .sample
         .iter()
@@ -231,12 +202,7 @@ fn user_frames_map_to_the_user_program() {
         ..pprof_opts()
     };
     let p = pprof("example-modes", "raw-user", &opts);
-    let folded = run(
-        "example-modes",
-        "raw-user",
-        &with(OutputFormat::Folded, &opts),
-    );
-    assert_eq!(refolded(&p), String::from_utf8(folded).unwrap());
+    assert_same_stacks_as_folded(&p, "example-modes", "raw-user", &opts);
     let s = |i: i64| p.string_table[i as usize].as_str();
     let names: Vec<&str> = p.mapping.iter().map(|m| s(m.filename)).collect();
     assert_eq!(names, ["kernel.elf", "user.elf"]);
@@ -263,20 +229,20 @@ fn what_pprof_cannot_show_is_an_error() {
         diff_base: Some(data("example", "raw-delay")),
         ..pprof_opts()
     };
-    let e = run_in("example", "raw-period-exact", &diff).unwrap_err();
+    let e = recorded("example", "raw-period-exact", &diff).unwrap_err();
     assert!(e.to_string().contains("--diff"), "{e}");
     let exact_in_time = Options {
         exact: true,
         from_time: Some(0.0),
         ..pprof_opts()
     };
-    let e = run_in("example", "raw-period-exact", &exact_in_time).unwrap_err();
+    let e = recorded("example", "raw-period-exact", &exact_in_time).unwrap_err();
     assert!(e.to_string().contains("--from-time"), "{e}");
     let no_exact = Options {
         exact: true,
         ..pprof_opts()
     };
-    let e = run_in("example", "raw-delay", &no_exact).unwrap_err();
+    let e = recorded("example", "raw-delay", &no_exact).unwrap_err();
     assert!(e.to_string().contains("exact=on"), "{e}");
     // Allocation mode has no pprof output.
     let o = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
@@ -295,15 +261,11 @@ fn what_pprof_cannot_show_is_an_error() {
 
 #[test]
 fn default_output_file_is_profile_pb_gz() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .current_dir(dir.path())
-        .arg(data("example", "raw-delay"))
-        .arg(data("example", "kernel.elf"))
-        .args(["-f", "pprof", "--no-progress"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = common::kp_in_fresh_dir(
+        &data("example", "raw-delay"),
+        &data("example", "kernel.elf"),
+        &["-f", "pprof", "--no-progress"],
+    );
     let bytes = std::fs::read(dir.path().join("profile.pb.gz")).unwrap();
     let p = decode(&bytes, 1 << 30).unwrap();
     let s = |i: i64| p.string_table[i as usize].as_str();
@@ -395,8 +357,7 @@ fn an_independent_decoder_agrees_with_the_text_report() {
         let file = dir.path().join(format!("{raw}-{exact}.pb.gz"));
         std::fs::write(&file, run("example", raw, &opts)).unwrap();
         let v = read_with_node(dir.path(), &file);
-        let text =
-            String::from_utf8(run("example", raw, &with(OutputFormat::Text, &opts))).unwrap();
+        let text = text_of("example", raw, &opts);
         let (n, top) = text_top(&text);
         assert_eq!(v["type"], unit, "{v}");
         assert_eq!(v["total"], text_total(&text), "{raw} {exact}: {v}");

@@ -5,31 +5,16 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::runs::in_format;
 use kern_profile::alloc_cmd::{run_alloc_to, AllocFormat, AllocOptions, AllocView};
-use kern_profile::{run_cpu, Options, OutputFormat};
+use kern_profile::{Options, OutputFormat};
 
 fn example(name: &str) -> PathBuf {
     common::data("example").join(name)
 }
 
 fn run(raw: &str, opts: &Options) -> String {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    let report = run_cpu(&example(raw), Some(&example("kernel.elf")), &opts, &mut out)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    let dir = common::data("example").display().to_string();
-    String::from_utf8(out).unwrap().replace(&dir, "$DATA")
-}
-
-fn format(f: OutputFormat) -> Options {
-    Options {
-        format: f,
-        ..Options::default()
-    }
+    common::runs::recorded_text("example", raw, opts)
 }
 
 /// `name` and the share of its self samples, from a text report's first table.
@@ -44,13 +29,13 @@ fn self_share(report: &str, name: &str) -> f64 {
 
 #[test]
 fn period_run_in_every_format() {
-    let folded = run("raw-period-exact", &format(OutputFormat::Folded));
+    let folded = run("raw-period-exact", &in_format(OutputFormat::Folded));
     common::golden("example-period.folded", folded.as_bytes());
-    let text = run("raw-period-exact", &format(OutputFormat::Text));
+    let text = run("raw-period-exact", &in_format(OutputFormat::Text));
     common::golden("example-period.txt", text.as_bytes());
-    let svg = run("raw-period-exact", &format(OutputFormat::Svg));
+    let svg = run("raw-period-exact", &in_format(OutputFormat::Svg));
     common::golden("example-period.svg", svg.as_bytes());
-    let json = run("raw-period-exact", &format(OutputFormat::Firefox));
+    let json = run("raw-period-exact", &in_format(OutputFormat::Firefox));
     common::golden("example-period.json", json.as_bytes());
 
     assert!(
@@ -72,7 +57,7 @@ fn exact_counts_attribute_inlined_code() {
         "raw-period-exact",
         &Options {
             exact: true,
-            ..format(OutputFormat::Text)
+            ..in_format(OutputFormat::Text)
         },
     );
     common::golden("example-exact.txt", text.as_bytes());
@@ -80,7 +65,7 @@ fn exact_counts_attribute_inlined_code() {
         "raw-period-exact",
         &Options {
             exact: true,
-            ..format(OutputFormat::Folded)
+            ..in_format(OutputFormat::Folded)
         },
     );
     common::golden("example-exact.folded", folded.as_bytes());
@@ -94,7 +79,7 @@ fn exact_counts_attribute_inlined_code() {
         &Options {
             exact: true,
             inline: false,
-            ..format(OutputFormat::Folded)
+            ..in_format(OutputFormat::Folded)
         },
     );
     assert!(!outer.contains("mix_inlined"));
@@ -102,14 +87,14 @@ fn exact_counts_attribute_inlined_code() {
 
 #[test]
 fn delay_run() {
-    let folded = run("raw-delay", &format(OutputFormat::Folded));
+    let folded = run("raw-delay", &in_format(OutputFormat::Folded));
     common::golden("example-delay.folded", folded.as_bytes());
-    let text = run("raw-delay", &format(OutputFormat::Text));
+    let text = run("raw-delay", &in_format(OutputFormat::Text));
     assert!(
         text.contains("every 200 µs of host time per vCPU (delay)"),
         "{text}"
     );
-    let json = run("raw-delay", &format(OutputFormat::Firefox));
+    let json = run("raw-delay", &in_format(OutputFormat::Firefox));
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["meta"]["interval"].as_f64().unwrap(), 0.2);
 }

@@ -7,36 +7,21 @@ mod common;
 
 use std::path::PathBuf;
 
-use kern_profile::{run_cpu, CpuList, Options, OutputFormat};
+use common::runs::in_format;
+use kern_profile::{CpuList, Options, OutputFormat};
 
 fn data(name: &str) -> PathBuf {
     common::data("example-modes").join(name)
 }
 
 fn run(raw: &str, opts: &Options) -> String {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    let report = run_cpu(&data(raw), Some(&data("kernel.elf")), &opts, &mut out)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    let dir = common::data("example-modes").display().to_string();
-    String::from_utf8(out).unwrap().replace(&dir, "$DATA")
-}
-
-fn opts(format: OutputFormat) -> Options {
-    Options {
-        format,
-        ..Options::default()
-    }
+    common::runs::recorded_text("example-modes", raw, opts)
 }
 
 fn user(format: OutputFormat) -> Options {
     Options {
         user_binaries: vec![data("user.elf")],
-        ..opts(format)
+        ..in_format(format)
     }
 }
 
@@ -64,7 +49,7 @@ fn leaves(folded: &str, root: Option<&str>) -> Vec<(String, u64)> {
 fn smp_per_cpu_and_cpu_lists() {
     let per_cpu = Options {
         per_cpu: true,
-        ..opts(OutputFormat::Folded)
+        ..in_format(OutputFormat::Folded)
     };
     let folded = run("raw-smp", &per_cpu);
     common::golden("example-smp-per-cpu.folded", folded.as_bytes());
@@ -85,7 +70,7 @@ fn smp_per_cpu_and_cpu_lists() {
     // --cpu keeps those vCPUs only, and agrees with the per-cpu roots.
     let two = Options {
         cpus: Some(CpuList::parse("1,3").unwrap()),
-        ..opts(OutputFormat::Folded)
+        ..in_format(OutputFormat::Folded)
     };
     let folded13 = run("raw-smp", &two);
     let names: Vec<String> = leaves(&folded13, None).into_iter().map(|l| l.0).collect();
@@ -95,7 +80,7 @@ fn smp_per_cpu_and_cpu_lists() {
     assert!(!names.contains(&"kernel::smp::cpu_work_2".into()));
     let one = Options {
         cpus: Some(CpuList::parse("2").unwrap()),
-        ..opts(OutputFormat::Folded)
+        ..in_format(OutputFormat::Folded)
     };
     let alone = leaves(&run("raw-smp", &one), None);
     let mut rooted = leaves(&folded, Some("cpu 2"));
@@ -108,7 +93,7 @@ fn smp_per_cpu_and_cpu_lists() {
         "raw-smp",
         &Options {
             per_cpu: true,
-            ..opts(OutputFormat::Text)
+            ..in_format(OutputFormat::Text)
         },
     );
     common::golden("example-smp.txt", text.as_bytes());
@@ -184,7 +169,7 @@ fn user_program_named_with_the_split() {
     );
 
     // Without --user: one [user] frame, and the system calls' user part is unknown.
-    let plain = run("raw-user", &opts(OutputFormat::Folded));
+    let plain = run("raw-user", &in_format(OutputFormat::Folded));
     assert!(plain.lines().any(|l| l.starts_with("[user] ")), "{plain}");
     assert!(!plain.contains("user::user_hot"), "{plain}");
     assert!(

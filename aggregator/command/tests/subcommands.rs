@@ -6,25 +6,12 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn kp(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{kp, stderr};
 
 #[test]
 fn report_is_the_default_command() {
-    let dir = common::temp_dir("sub-report");
-    common::write(&dir, "raw-data", &common::synthetic_raw(false));
-    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    let dir = common::kernel_dir("sub-report", &[("raw-data", &common::synthetic_raw(false))]);
     let args = ["raw-data", "kernel.elf", "-f", "folded", "-o", "-"];
     let default = kp(&dir, &args);
     let mut sub = vec!["report"];

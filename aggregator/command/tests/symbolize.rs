@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use common::tiny::*;
 use kern_profile::stacks::{NameStyle, StackNamer};
@@ -119,14 +119,7 @@ fn loading_errors_name_the_file_and_the_problem() {
     assert!(e.to_string().contains("the ELF comes second"), "{e}");
 
     // A stripped copy: no symbols, no DWARF.
-    let stripped = dir.join("stripped.elf");
-    let ok = std::process::Command::new("strip")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(common::tiny_elf())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
+    if let Some(stripped) = stripped_tiny(&dir) {
         let e = Symbolizer::load(Some(&stripped), &[]).err().unwrap();
         assert!(matches!(e, SymbolError::Stripped { .. }), "{e}");
         assert!(e.to_string().contains("force-frame-pointers"));
@@ -180,6 +173,19 @@ fn addresses_outside_the_code_get_no_dwarf_name() {
     }
 }
 
+/// A copy of tiny.elf without symbols or DWARF in `dir`, made by binutils' `strip` when it
+/// is there.
+fn stripped_tiny(dir: &Path) -> Option<PathBuf> {
+    let stripped = dir.join("stripped.elf");
+    std::process::Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(common::tiny_elf())
+        .status()
+        .is_ok_and(|s| s.success())
+        .then_some(stripped)
+}
+
 /// The function `sym` names at `probe` (the real one, last).
 fn named(sym: &mut Symbolizer, probe: u64) -> Option<String> {
     sym.frames(probe).last().map(|f| f.function.to_string())
@@ -187,18 +193,20 @@ fn named(sym: &mut Symbolizer, probe: u64) -> Option<String> {
 
 #[test]
 fn several_symbol_maps_are_looked_up_in_order() {
-    let dir = common::temp_dir("symmaps");
     // The kernel's map, and a second covering a low range (a decompressor's, say), which
     // also names one kernel address: the first source given wins there.
-    let kernel = common::write(
-        &dir,
-        "System.map",
-        b"c0100000 T leaf\nc0100040 T middle\nc0100080 T _start\n",
-    );
-    let low = common::write(
-        &dir,
-        "boot.map",
-        b"00001000 T low_one\n00005000 T low_two\nc0100000 T shadowed\n",
+    let (_, [kernel, low]) = common::temp_files(
+        "symmaps",
+        [
+            (
+                "System.map",
+                b"c0100000 T leaf\nc0100040 T middle\nc0100080 T _start\n",
+            ),
+            (
+                "boot.map",
+                b"00001000 T low_one\n00005000 T low_two\nc0100000 T shadowed\n",
+            ),
+        ],
     );
     let mut sym = Symbolizer::load(None, &[kernel.clone(), low.clone()]).unwrap();
     assert_eq!(named(&mut sym, 0xc010_0010).as_deref(), Some("leaf"));
@@ -215,18 +223,15 @@ fn several_symbol_maps_are_looked_up_in_order() {
 
 #[test]
 fn an_extra_elf_contributes_its_symbol_table() {
-    let dir = common::temp_dir("symelf");
-    let map = common::write(
-        &dir,
-        "kallsyms",
-        b"c1000000 T startup_32\nc1000100 T other\n",
-    );
     // A map, then an ELF (told by its magic, whatever its name): tiny.elf's functions at
     // 0xc0100000 are named from its symbol table, after the map.
-    let elf = common::write(
-        &dir,
-        "vmlinux.bin",
-        &std::fs::read(common::tiny_elf()).unwrap(),
+    let tiny = std::fs::read(common::tiny_elf()).unwrap();
+    let (dir, [map, elf]) = common::temp_files(
+        "symelf",
+        [
+            ("kallsyms", b"c1000000 T startup_32\nc1000100 T other\n"),
+            ("vmlinux.bin", &tiny),
+        ],
     );
     let mut sym = Symbolizer::load(None, &[map.clone(), elf.clone()]).unwrap();
     assert_eq!(named(&mut sym, LEAF_LOOP).as_deref(), Some("leaf"));
@@ -256,14 +261,7 @@ fn an_extra_elf_contributes_its_symbol_table() {
     assert_eq!(named(&mut sym, 0x1234).as_deref(), Some("low_one"));
 
     // An ELF without symbols names nothing: an error naming it.
-    let stripped = dir.join("stripped.elf");
-    let ok = std::process::Command::new("strip")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(common::tiny_elf())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
+    if let Some(stripped) = stripped_tiny(&dir) {
         let e = Symbolizer::load(None, &[map, stripped]).err().unwrap();
         assert!(matches!(e, SymbolError::NoElfSymbols { .. }), "{e}");
         assert!(e.to_string().contains("stripped.elf"), "{e}");

@@ -10,9 +10,8 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use kern_profile::{run_cpu, Options, OutputFormat, ProfileError};
+use kern_profile::{Options, OutputFormat, ProfileError};
 use serde_json::Value;
 
 fn data(dir: &str, name: &str) -> PathBuf {
@@ -20,19 +19,14 @@ fn data(dir: &str, name: &str) -> PathBuf {
 }
 
 fn run_with(raw: &Path, elf: Option<&Path>, opts: &Options) -> Result<String, ProfileError> {
-    let mut out = Vec::new();
-    let opts = Options {
-        progress: false,
-        ..opts.clone()
-    };
-    let report = run_cpu(raw, elf, &opts, &mut out)?;
+    let (out, report) = common::runs::cpu(raw, elf, opts)?;
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     Ok(String::from_utf8(out).unwrap())
 }
 
 fn run(dir: &str, raw: &str, opts: &Options) -> String {
-    run_with(&data(dir, raw), Some(&data(dir, "kernel.elf")), opts)
-        .unwrap_or_else(|e| panic!("{e}"))
+    let out = common::runs::recorded(dir, raw, opts).unwrap_or_else(|e| panic!("{e}"));
+    String::from_utf8(out).unwrap()
 }
 
 fn trace_opts() -> Options {
@@ -298,15 +292,11 @@ fn exact_counts_have_no_trace() {
 
 #[test]
 fn default_output_file_is_trace_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .current_dir(dir.path())
-        .arg(data("example", "raw-delay"))
-        .arg(data("example", "kernel.elf"))
-        .args(["-f", "trace", "--no-progress"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = common::kp_in_fresh_dir(
+        &data("example", "raw-delay"),
+        &data("example", "kernel.elf"),
+        &["-f", "trace", "--no-progress"],
+    );
     let json = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
     let (_, tracks, _) = parse(&json);
     assert_eq!(tracks.len(), 1);

@@ -7,12 +7,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
+use common::kp;
 use common::tiny::*;
+use common::Recording;
 use kern_profile::{run_cpu, Options, OutputFormat, RunReport};
-use kern_profile_format::{encode_exact_blocks, encode_sample, encode_stats, SampleRecord};
+use kern_profile_format::SampleRecord;
 
 /// Inside kmain (common::KERNEL_MAP).
 const KMAIN_PC: u64 = 0x0010_0150;
@@ -27,51 +29,35 @@ struct Fixture {
 /// system call whose walk went on into tiny.elf's frames); exact counts on both sides.
 fn fixture(name: &str) -> Fixture {
     let dir = common::temp_dir(name);
-    let mut out = Vec::new();
-    common::header(2, true).encode(&mut out);
-    let push = |out: &mut Vec<u8>, s: SampleRecord<'_>| encode_sample(out, 4, &s);
+    let mut r = Recording::new(&common::header(2, true));
     let user_stack = [RET_MIDDLE, RET_WORK, RET_START];
-    let mut t = 0;
-    let mut next = || {
-        t += 1000;
-        t
-    };
     for _ in 0..3 {
-        let mut s = common::sample(1, next(), LEAF_SQUARE, &user_stack);
-        s.user = true;
-        push(&mut out, s);
+        r.user_sample(1, LEAF_SQUARE, &user_stack);
     }
     // At leaf's first instruction: the walk skipped middle, the word at [SP] has it.
-    let mut s = common::sample(1, next(), LEAF, &user_stack[1..]);
-    s.user = true;
-    s.sp_word = Some(RET_MIDDLE);
-    push(&mut out, s);
+    let t = r.tick();
+    r.record(&SampleRecord {
+        user: true,
+        sp_word: Some(RET_MIDDLE),
+        ..common::sample(1, t, LEAF, &user_stack[1..])
+    });
     // A user PC in no binary.
-    let mut s = common::sample(0, next(), 0x0804_8000, &[]);
-    s.user = true;
-    push(&mut out, s);
+    r.user_sample(0, 0x0804_8000, &[]);
     // System calls: sys_work <- syscall_entry <- the user's middle <- work <- _start.
     let syscall = [common::RET_SYSCALL_ENTRY, RET_MIDDLE, RET_WORK, RET_START];
     for _ in 0..2 {
-        push(
-            &mut out,
-            common::sample(1, next(), common::SYS_WORK_PC, &syscall),
-        );
+        r.sample(1, common::SYS_WORK_PC, &syscall);
     }
     for _ in 0..5 {
-        push(
-            &mut out,
-            common::sample(0, next(), KMAIN_PC, &[common::RET_KSTART]),
-        );
+        r.sample(0, KMAIN_PC, &[common::RET_KSTART]);
     }
-    let blocks: Vec<(u64, Vec<u64>)> = vec![
+    r.exact_blocks(&[
         (10, vec![common::SYS_WORK_PC]),
         (7, vec![LEAF_SQUARE]),
         (1, vec![0x0001_2345]),
-    ];
-    encode_exact_blocks(&mut out, 4, blocks.iter().map(|(n, v)| (*n, v.as_slice())));
-    encode_stats(&mut out, 12, 0, &[12, 0, 0, 0, 0, 0], &[600_000, 600_000]);
-    let raw = common::write(&dir, "raw", &out);
+    ]);
+    r.stats(12, 0, &[12, 0, 0, 0, 0, 0], &[600_000, 600_000]);
+    let raw = common::write(&dir, "raw", &r.bytes);
     let map = common::write(&dir, "kernel.map", common::KERNEL_MAP.as_bytes());
     Fixture { dir, raw, map }
 }
@@ -79,11 +65,9 @@ fn fixture(name: &str) -> Fixture {
 fn run(f: &Fixture, opts: &Options) -> (String, RunReport) {
     let opts = Options {
         symbols: vec![f.map.clone()],
-        progress: false,
         ..opts.clone()
     };
-    let mut out = Vec::new();
-    let report = run_cpu(&f.raw, None, &opts, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    let (out, report) = common::runs::cpu(&f.raw, None, &opts).unwrap_or_else(|e| panic!("{e}"));
     (String::from_utf8(out).unwrap(), report)
 }
 
@@ -316,14 +300,6 @@ fn several_user_binaries_and_errors() {
     };
     let err = run_cpu(&f.raw, None, &missing, &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("nope.elf"), "{err}");
-}
-
-fn kp(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_kern-profile"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
 }
 
 #[test]

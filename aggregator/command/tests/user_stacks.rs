@@ -10,7 +10,7 @@
 mod common;
 
 use common::tiny::*;
-use kern_profile::{run_cpu, Options, OutputFormat};
+use kern_profile::{Options, OutputFormat};
 use kern_profile_format::frame_marker::{KERNEL_ENTRY as KE, STACK_SWITCH as SW};
 use kern_profile_format::{
     encode_sample_v2, encode_stats, CodeBytes, CpuMode, Privilege, SampleExtras, VERSION_2,
@@ -66,16 +66,9 @@ fn folded(stacks: &[(bool, Vec<u64>)]) -> Vec<String> {
         progress: false,
         ..Options::default()
     };
-    let mut text = Vec::new();
-    let report = run_cpu(&raw, None, &opts, &mut text).unwrap_or_else(|e| panic!("{e}"));
+    let (text, report) = common::runs::cpu(&raw, None, &opts).unwrap_or_else(|e| panic!("{e}"));
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    let mut lines: Vec<String> = String::from_utf8(text)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    lines.sort_unstable();
-    lines
+    common::sorted_lines(&text)
 }
 
 #[test]

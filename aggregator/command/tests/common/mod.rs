@@ -1,20 +1,26 @@
 //! Helpers shared by the integration tests: synthetic raw and legacy files against
-//! `tests/data/tiny.elf`, temporary directories, golden files.
+//! `tests/data/tiny.elf`, temporary directories, golden files, the binary's runs.
 
 #![allow(dead_code)]
+
+mod binary;
+pub mod runs;
+#[allow(unused_imports)]
+pub use binary::{kernel_dir, kp, kp_in_fresh_dir, stderr};
+#[allow(unused_imports)]
+pub use runs::sorted_lines;
 
 // The builders every test binary shares; each binary uses some of them.
 #[allow(unused_imports)]
 pub use kern_profile_test_support::memtrace as trace;
 #[allow(unused_imports)]
 pub use kern_profile_test_support::raw::{header, legacy, sample};
+#[allow(unused_imports)]
+pub use kern_profile_test_support::recording::Recording;
 
 use std::path::{Path, PathBuf};
 
-use kern_profile_format::{
-    encode_exact_blocks, encode_sample, encode_stats, Header, SampleRecord, SamplingMode,
-    StopReason,
-};
+use kern_profile_format::{Header, SampleRecord, SamplingMode, StopReason};
 
 pub fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -52,62 +58,54 @@ pub mod tiny {
 /// entry and ret fixes, an unknown address, user samples, exact counts and statistics.
 pub fn synthetic_raw(exact: bool) -> Vec<u8> {
     use tiny::*;
-    let mut out = Vec::new();
-    header(2, exact).encode(&mut out);
+    let mut r = Recording::new(&header(2, exact));
     let full = [RET_MIDDLE, RET_WORK, RET_START];
-    let mut t = 0;
-    let push = |out: &mut Vec<u8>, s: SampleRecord<'_>| encode_sample(out, 4, &s);
     for i in 0..40u64 {
-        t += 1000;
         let cpu = (i % 2) as u32;
         // 20 in square (inlined in leaf), 10 in leaf itself, 5 in middle, 5 in _start.
-        let s = match i % 8 {
-            0..=3 => sample(cpu, t, LEAF_SQUARE, &full),
-            4 | 5 => sample(cpu, t, LEAF_LOOP, &full),
-            6 => sample(cpu, t, MIDDLE_BODY, &full[1..]),
-            _ => sample(cpu, t, START_LOOP, &[]),
+        match i % 8 {
+            0..=3 => r.sample(cpu, LEAF_SQUARE, &full),
+            4 | 5 => r.sample(cpu, LEAF_LOOP, &full),
+            6 => r.sample(cpu, MIDDLE_BODY, &full[1..]),
+            _ => r.sample(cpu, START_LOOP, &[]),
         };
-        push(&mut out, s);
     }
     // Entry fix: at leaf's first instruction the walk skipped middle.
-    let mut s = sample(0, t + 1000, LEAF, &full[1..]);
-    s.sp_word = Some(RET_MIDDLE);
-    push(&mut out, s);
+    let t = r.tick();
+    r.record(&SampleRecord {
+        sp_word: Some(RET_MIDDLE),
+        ..sample(0, t, LEAF, &full[1..])
+    });
     // Ret fix: at leaf's `ret` too.
-    let mut s = sample(1, t + 2000, LEAF_RET, &full[1..]);
-    s.sp_word = Some(RET_MIDDLE);
-    push(&mut out, s);
+    let t = r.tick();
+    r.record(&SampleRecord {
+        sp_word: Some(RET_MIDDLE),
+        ..sample(1, t, LEAF_RET, &full[1..])
+    });
     // An address in no symbol, called from middle, and a stack that hit the depth limit.
-    let mut s = sample(
-        0,
-        t + 3000,
-        0x0000_1234,
-        &[0x0000_5678, RET_WORK, RET_START],
-    );
-    s.stop = StopReason::Unreadable;
-    push(&mut out, s);
-    // Two user-mode samples.
+    let t = r.tick();
+    r.record(&SampleRecord {
+        stop: StopReason::Unreadable,
+        ..sample(0, t, 0x0000_1234, &[0x0000_5678, RET_WORK, RET_START])
+    });
+    // Two user-mode samples, 1 ns apart.
+    let t = r.tick();
     for k in 0..2 {
-        let mut s = sample(1, t + 4000 + k, 0x0804_8000 + k, &[0x0804_9000]);
-        s.user = true;
-        push(&mut out, s);
+        r.record(&SampleRecord {
+            user: true,
+            ..sample(1, t + k, 0x0804_8000 + k, &[0x0804_9000])
+        });
     }
     if exact {
-        synthetic_exact_blocks(&mut out);
+        synthetic_exact_blocks(&mut r);
     }
-    encode_stats(
-        &mut out,
-        45,
-        0,
-        &[44, 0, 0, 1, 0, 0],
-        &[4_500_000, 4_400_000],
-    );
-    out
+    r.stats(45, 0, &[44, 0, 0, 1, 0, 0], &[4_500_000, 4_400_000]);
+    r.bytes
 }
 
 /// The synthetic run's exact block counts (one record).
-fn synthetic_exact_blocks(out: &mut Vec<u8>) {
-    let blocks: Vec<(u64, Vec<u64>)> = vec![
+fn synthetic_exact_blocks(r: &mut Recording) {
+    r.exact_blocks(&[
         // leaf's loop: square's instructions and leaf's own.
         (
             1000,
@@ -137,22 +135,19 @@ fn synthetic_exact_blocks(out: &mut Vec<u8>) {
         (1, vec![0xc010_0080, 0xc010_0081]),
         // Retranslated: counts add up.
         (5, vec![0xc010_0040]),
-    ];
-    encode_exact_blocks(out, 4, blocks.iter().map(|(n, v)| (*n, v.as_slice())));
+    ]);
 }
 
 /// An `exact=only` recording (header sampling mode off): the synthetic run's exact counts,
 /// no samples, statistics.
 pub fn exact_only_raw() -> Vec<u8> {
-    let mut out = Vec::new();
-    Header {
+    let mut r = Recording::new(&Header {
         sampling: SamplingMode::Off,
         ..header(2, true)
-    }
-    .encode(&mut out);
-    synthetic_exact_blocks(&mut out);
-    encode_stats(&mut out, 0, 0, &[0; 6], &[4_500_000, 4_400_000]);
-    out
+    });
+    synthetic_exact_blocks(&mut r);
+    r.stats(0, 0, &[0; 6], &[4_500_000, 4_400_000]);
+    r.bytes
 }
 
 /// A fresh temporary directory for one test, of a unique name. It is kept (the tests return
@@ -169,6 +164,16 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
     p
+}
+
+/// A fresh [`temp_dir`] holding `files` (name, contents), and their paths.
+pub fn temp_files<const N: usize>(
+    name: &str,
+    files: [(&str, &[u8]); N],
+) -> (PathBuf, [PathBuf; N]) {
+    let dir = temp_dir(name);
+    let paths = files.map(|(file, bytes)| write(&dir, file, bytes));
+    (dir, paths)
 }
 
 /// An SVG without its `<script>` element: inferno's JavaScript is inferno's, not ours, and
@@ -284,17 +289,13 @@ const ENTRIES_MAP: &str = "\
 /// 0 was halted 5 ms, vCPU 1 7 ms. Returns the recording and the map.
 pub fn kernel_entries_run(dir: &Path) -> (PathBuf, PathBuf) {
     use kern_profile_format::frame_marker::KERNEL_ENTRY as KE;
-    use kern_profile_format::{
-        encode_sample, encode_stats, Header, HostTimerStats, SamplingMode, VcpuTime,
-    };
+    use kern_profile_format::{HostTimerStats, VcpuTime};
     let map = write(dir, "kernel.map", ENTRIES_MAP.as_bytes());
-    let mut out = Vec::new();
-    Header {
+    let mut r = Recording::new(&Header {
         sampling: SamplingMode::DelayMicros(100),
         markers: true,
         ..header(2, false)
-    }
-    .encode(&mut out);
+    });
     let kmain = [0x0010_0010u64];
     // vCPU 0: kmain, two samples in the timer interrupt that came in kmain, kmain again.
     // vCPU 1: a system call.
@@ -308,7 +309,7 @@ pub fn kernel_entries_run(dir: &Path) -> (PathBuf, PathBuf) {
     ];
     for (i, (vcpu, pc, frames)) in stacks.iter().enumerate() {
         let t = 100_000 * (i as u64 % 4 + 1);
-        encode_sample(&mut out, 4, &sample(*vcpu, t, *pc, frames));
+        r.record(&sample(*vcpu, t, *pc, frames));
     }
     HostTimerStats {
         interval_ns: 100_000,
@@ -326,8 +327,8 @@ pub fn kernel_entries_run(dir: &Path) -> (PathBuf, PathBuf) {
         ],
         interrupts: None,
     }
-    .encode(&mut out);
-    encode_stats(&mut out, 6, 0, &[6, 0, 0, 0, 0, 0], &[]);
-    let raw = write(dir, "raw", &out);
+    .encode(&mut r.bytes);
+    r.stats(6, 0, &[6, 0, 0, 0, 0, 0], &[]);
+    let raw = write(dir, "raw", &r.bytes);
     (raw, map)
 }

@@ -1,0 +1,53 @@
+//! Numbers read back from `kern-profile`'s text outputs and folded stacks.
+
+/// The number after `key` on the first line of `block` (an allocator's block of the
+/// `--alloc -f text` report) that starts with it.
+pub fn report_value(block: &str, key: &str) -> u64 {
+    let line = block
+        .lines()
+        .find(|l| l.trim_start().starts_with(key))
+        .unwrap_or_else(|| panic!("no `{key}` in\n{block}"));
+    line.trim_start()[key.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Allocator `name`'s block of the `--alloc -f text` report.
+pub fn allocator_block<'a>(report: &'a str, name: &str) -> &'a str {
+    report
+        .split("allocator `")
+        .find(|b| b.starts_with(&format!("{name}`")))
+        .unwrap_or_else(|| panic!("no allocator {name} in\n{report}"))
+}
+
+/// What the folded stacks that pass through `function` count.
+pub fn count_through(folded: &[(Vec<String>, u64)], function: &str) -> u64 {
+    folded
+        .iter()
+        .filter(|(s, _)| s.iter().any(|f| f == function))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The `Count` column of `kern-profile annotate`'s "Source lines:" table.
+pub fn annotate_line_counts(text: &str) -> Vec<u64> {
+    text.lines()
+        .skip_while(|l| *l != "Source lines:")
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect()
+}
+
+/// The stacks of vCPU `cpu` in `--per-cpu` folded stacks, without their `cpu N` root.
+pub fn cpu_stacks(per_cpu: &[(Vec<String>, u64)], cpu: usize) -> Vec<(Vec<String>, u64)> {
+    let root = format!("cpu {cpu}");
+    per_cpu
+        .iter()
+        .filter(|(s, _)| s[0] == root)
+        .map(|(s, n)| (s[1..].to_vec(), *n))
+        .collect()
+}
