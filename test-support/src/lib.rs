@@ -1,8 +1,9 @@
 //! Builders the tests of several crates share, so that each test binary does not carry a
-//! copy: raw and legacy sample files ([`raw`], headers and read-backs in [`raw_file`]),
-//! allocation events ([`alloc_event`]), memtrace traces ([`memtrace`]), made with the format
-//! crate's own encoders, and whole synthetic recordings ([`recording`]); seeded damage for hostile-input tests ([`damage`]); and Debian's
-//! Linux images, found or skipped as the environment says ([`linux_image`]).
+//! copy, made with the format crate's own encoders: raw and legacy sample files ([`raw`],
+//! headers and read-backs in [`raw_file`]), whole synthetic recordings ([`recording`]),
+//! allocation events ([`alloc_event`]) and memtrace traces ([`memtrace`]); seeded damage for
+//! hostile-input tests ([`damage`]); and Debian's Linux images, found or skipped as the
+//! environment says ([`linux_image`]).
 
 pub mod alloc_event;
 pub mod damage;
