@@ -33,13 +33,14 @@ pub use gdb::{
 };
 pub use inputs::{built_kernel, skip_unless, Need};
 pub use irq::check_handler_stacks;
+pub use kern_profile_test_support::reports::annotate_line_counts;
 pub use kernels::{
     boot_kernel, boot_kernel_with, example_kernel, expected_of, nofp_kernel, ARCHES,
 };
 pub use linux_guests::linux_guest_present;
 pub use old_qemu::qemu_72_bin;
 pub use period::{instructions_over_period, whole_run_instructions};
-pub use reports::{allocator_block, annotate_line_counts, count_through, cpu_stacks, report_value};
+pub use reports::{allocator_block, count_through, cpu_stacks, report_value};
 pub use run_kernel::{run_kernel_args, run_kernel_command};
 pub use user_roots::{elf_names, syscall_roots, user_part_end_of, SyscallRoots, BOUNDARIES};
 pub use virt::{boot_virt, expected_virt, qemu_virt, skip_virt, virt_kernel, virt_user_elf};

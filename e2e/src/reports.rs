@@ -32,16 +32,6 @@ pub fn count_through(folded: &[(Vec<String>, u64)], function: &str) -> u64 {
         .sum()
 }
 
-/// The `Count` column of `kern-profile annotate`'s "Source lines:" table.
-pub fn annotate_line_counts(text: &str) -> Vec<u64> {
-    text.lines()
-        .skip_while(|l| *l != "Source lines:")
-        .skip(2)
-        .take_while(|l| !l.is_empty())
-        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
-        .collect()
-}
-
 /// The stacks of vCPU `cpu` in `--per-cpu` folded stacks, without their `cpu N` root.
 pub fn cpu_stacks(per_cpu: &[(Vec<String>, u64)], cpu: usize) -> Vec<(Vec<String>, u64)> {
     let root = format!("cpu {cpu}");

@@ -2,8 +2,8 @@
 //! copy, made with the format crate's own encoders: raw and legacy sample files ([`raw`],
 //! headers and read-backs in [`raw_file`]), whole synthetic recordings ([`recording`]),
 //! allocation events ([`alloc_event`]) and memtrace traces ([`memtrace`]); seeded damage for
-//! hostile-input tests ([`damage`]); and Debian's Linux images, found or skipped as the
-//! environment says ([`linux_image`]).
+//! hostile-input tests ([`damage`]); Debian's Linux images, found or skipped as the
+//! environment says ([`linux_image`]); readers of the command's text outputs ([`reports`]).
 
 pub mod alloc_event;
 pub mod damage;
@@ -12,3 +12,4 @@ pub mod memtrace;
 pub mod raw;
 pub mod raw_file;
 pub mod recording;
+pub mod reports;

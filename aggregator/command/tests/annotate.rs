@@ -4,19 +4,10 @@
 mod common;
 
 use common::kp;
+use kern_profile_test_support::reports::annotate_line_counts as line_counts;
 
 fn setup(name: &str) -> std::path::PathBuf {
     common::kernel_dir(name, &[("raw-data", &common::synthetic_raw(true))])
-}
-
-/// The `Share Count` pairs of the "Source lines:" table.
-fn line_counts(text: &str) -> Vec<u64> {
-    text.lines()
-        .skip_while(|l| *l != "Source lines:")
-        .skip(2)
-        .take_while(|l| !l.is_empty())
-        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
-        .collect()
 }
 
 #[test]
