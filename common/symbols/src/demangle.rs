@@ -1,9 +1,13 @@
-//! Symbol name demangling: Rust (legacy and v0, without hash suffixes), then C++.
+//! Symbol name demangling: Rust (legacy and v0, without hash suffixes), then C++ (Itanium),
+//! then FreePascal.
+
+mod freepascal;
 
 use std::borrow::Cow;
 
 /// Demangles a linker symbol name. Rust names lose their `::h0123…` hash (legacy) or crate
-/// disambiguators (v0); C++ names are demangled too; anything else is returned unchanged.
+/// disambiguators (v0); C++ names are demangled too; FreePascal's become `UNIT.NAME`
+/// (`UNIT.CLASS.METHOD`) without parameter types; anything else is returned unchanged.
 pub fn demangle(name: &str) -> Cow<'_, str> {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
         // `{:#}` is the alternate form: no hash, no disambiguators.
@@ -13,6 +17,9 @@ pub fn demangle(name: &str) -> Cow<'_, str> {
         if let Some(d) = addr2line::demangle(name, addr2line::gimli::DW_LANG_C_plus_plus) {
             return Cow::Owned(d);
         }
+    }
+    if let Some(d) = freepascal::demangle(name) {
+        return Cow::Owned(d);
     }
     Cow::Borrowed(name)
 }
@@ -62,6 +69,19 @@ mod tests {
         assert_eq!(demangle("_Z3fooi"), "foo(int)");
         assert_eq!(demangle("kmain"), "kmain");
         assert_eq!(demangle("_Zgarbage"), "_Zgarbage");
+    }
+
+    #[test]
+    fn freepascal() {
+        assert_eq!(
+            demangle("P$CRUNCH_$$_QUICKSORT$LONGINT$LONGINT"),
+            "CRUNCH.QUICKSORT"
+        );
+        assert_eq!(
+            demangle("CRUNCH$_$TSORTER_$__$$_SORT$array_of_LONGINT"),
+            "CRUNCH.TSORTER.SORT"
+        );
+        assert_eq!(demangle("DEBUGSTART_$CRUNCH"), "DEBUGSTART_$CRUNCH");
     }
 
     #[test]
