@@ -24,6 +24,17 @@ pub fn demangle(name: &str) -> Cow<'_, str> {
     Cow::Borrowed(name)
 }
 
+/// True when `name`, whose [`demangle`]d form is `demangled`, is a linkage name in no scheme
+/// the demangler knows: left as it is, and no plain C or assembly name (letters, digits, `_`,
+/// and `.` for compilers' clone suffixes such as `.isra.0`), which is its function's own name.
+/// Such a function is better named by its DWARF name.
+pub(crate) fn is_foreign(name: &str, demangled: &str) -> bool {
+    let plain = name
+        .chars()
+        .all(|c| c == '_' || c == '.' || c.is_ascii_alphanumeric());
+    !plain && demangled == name
+}
+
 /// Makes a name safe for the folded format, whose frames are separated by `;` and whose
 /// lines end with a count: `;` becomes the full-width `；` (so `[u8; 4]` still reads as an
 /// array type) and control characters become spaces.
@@ -82,6 +93,24 @@ mod tests {
             "CRUNCH.TSORTER.SORT"
         );
         assert_eq!(demangle("DEBUGSTART_$CRUNCH"), "DEBUGSTART_$CRUNCH");
+    }
+
+    #[test]
+    fn foreign_names() {
+        for known in [
+            "kmain",
+            "foo.isra.0",
+            "_ZN4core3fmt5write17h0123456789abcdefE",
+            "_RNvCs1234_7mycrate3foo",
+            "_Z3fooi",
+            "_Zgarbage",
+            "P$KERNEL_$$_SPIN",
+        ] {
+            assert!(!is_foreign(known, &demangle(known)), "{known}");
+        }
+        for foreign in ["weird$name", "DEBUGSTART_$CRUNCH", "?foo@@YAXXZ", "f@plt"] {
+            assert!(is_foreign(foreign, &demangle(foreign)), "{foreign}");
+        }
     }
 
     #[test]

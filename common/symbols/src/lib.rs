@@ -30,6 +30,7 @@ pub mod budget;
 pub mod by_name;
 pub mod cfi;
 mod demangle;
+mod dwarf_name;
 pub mod elf;
 mod kernel_file;
 mod return_register;
@@ -148,6 +149,9 @@ pub struct Symbolizer {
     /// PC → where it stands in its function's frame set-up.
     skip_memo: FxHashMap<u64, FrameSetup>,
     names: FxHashMap<Box<str>, Rc<str>>,
+    /// A function's DIE → its qualified DWARF name, shown for a symbol whose linkage name is
+    /// in no known scheme (`None`: DWARF does not name it).
+    dwarf_names: FxHashMap<dwarf_name::DieKey, Option<Rc<str>>>,
     /// User programs (`--user`), in the order given.
     users: Vec<UserBinary>,
     /// The lowest function start: where a kernel named by a symbol map begins.
@@ -315,6 +319,7 @@ impl Symbolizer {
             starts,
             skip_memo: FxHashMap::default(),
             names: FxHashMap::default(),
+            dwarf_names: FxHashMap::default(),
             users: Vec::new(),
             ra_fix: Default::default(),
             no_code_cuts: 0,
@@ -607,15 +612,27 @@ impl Symbolizer {
     }
 
     fn symbol_name(&self, probe: u64) -> Option<&str> {
-        let from_elf = self.elf.as_ref().and_then(|e| e.symbols.lookup(probe));
-        from_elf
-            .or_else(|| self.maps.iter().find_map(|m| m.lookup(probe)))
-            .map(|s| &*s.name)
+        self.symbol(probe).map(|(s, _)| &*s.name)
+    }
+
+    /// The symbol covering `probe`, and whether its linkage name is in no known scheme.
+    fn symbol(&self, probe: u64) -> Option<(&Symbol, bool)> {
+        let tables = self.elf.iter().map(|e| &e.symbols).chain(&self.maps);
+        tables
+            .into_iter()
+            .find_map(|t| t.lookup(probe).map(|s| (s, t.is_foreign(s))))
     }
 
     fn resolve(&mut self, probe: u64) -> Vec<Frame> {
         // (name, file, line), innermost first.
         let mut raw: Vec<(Option<String>, Option<String>, Option<u32>)> = Vec::new();
+        let sym = self
+            .symbol(probe)
+            .map(|(s, foreign)| (s.start, s.name.to_string(), foreign));
+        // A linkage name in no known scheme: the DWARF name of the real function, with its
+        // scope, names it instead.
+        let foreign = sym.as_ref().is_some_and(|s| s.2);
+        let mut dwarf_name: Option<Rc<str>> = None;
         // addr2line looks at `probe + 1`: the top address (a null return address minus
         // one) must not reach it.
         // Only addresses in the ELF's code: the DWARF of functions the linker discarded
@@ -627,7 +644,9 @@ impl Symbolizer {
             .and_then(|e| e.dwarf.as_ref());
         if let Some(ctx) = dwarf.filter(|_| probe != u64::MAX) {
             if let Ok(mut it) = ctx.find_frames(probe).skip_all_loads() {
+                let mut outer_die = None;
                 while let Ok(Some(f)) = it.next() {
+                    outer_die = f.dw_die_offset;
                     let name = f
                         .function
                         .as_ref()
@@ -639,9 +658,27 @@ impl Symbolizer {
                     };
                     raw.push((name, file, line));
                 }
+                let unit = outer_die
+                    .filter(|_| foreign)
+                    .and_then(|die| Some((ctx.find_dwarf_and_unit(probe).skip_all_loads()?, die)));
+                if let Some((unit, die)) = unit {
+                    let key = dwarf_name::DieKey::new(unit, die);
+                    dwarf_name = match self.dwarf_names.get(&key) {
+                        Some(n) => n.clone(),
+                        None => {
+                            let n = dwarf_name::qualified_name(unit, die)
+                                .map(|n| Rc::from(sanitize(&n)));
+                            self.dwarf_names.insert(key, n.clone());
+                            n
+                        }
+                    };
+                }
             }
         }
-        let sym = self.symbol_name(probe).map(str::to_string);
+        let sym = match dwarf_name {
+            Some(n) => Some(n.to_string()),
+            None => sym.map(|s| s.1),
+        };
         if raw.iter().all(|r| r.0.is_none()) {
             // No DWARF function here: the symbol table names it, DWARF may still place it.
             let Some(name) = sym else { return Vec::new() };
