@@ -7,65 +7,84 @@
 //! (its source file's stem) comes first. C++ and Rust join the parts with `::`, other
 //! languages with `.`.
 
+use std::rc::Rc;
+
 use gimli::{AttributeValue, Reader, UnitOffset, UnitRef, UnitSectionOffset};
+use rustc_hash::FxHashMap;
 
-/// A DIE's place: its unit's offset in its section (`.debug_types` units marked by the top
-/// bit) and its offset in the unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct DieKey(u64, u64);
-
-impl DieKey {
-    pub(crate) fn new<R: Reader<Offset = usize>>(unit: UnitRef<'_, R>, die: UnitOffset) -> Self {
-        let unit_at = match unit.header.offset() {
-            UnitSectionOffset::DebugInfoOffset(o) => o.0 as u64,
-            UnitSectionOffset::DebugTypesOffset(o) => o.0 as u64 | 1 << 63,
-        };
-        DieKey(unit_at, die.0 as u64)
+/// A unit's place: its offset in its section (`.debug_types` units marked by the top bit).
+pub(crate) fn unit_key<R: Reader<Offset = usize>>(unit: UnitRef<'_, R>) -> u64 {
+    match unit.header.offset() {
+        UnitSectionOffset::DebugInfoOffset(o) => o.0 as u64,
+        UnitSectionOffset::DebugTypesOffset(o) => o.0 as u64 | 1 << 63,
     }
 }
 
 /// How many `DW_AT_specification` / `DW_AT_abstract_origin` links are followed to a name.
 const MAX_LINKS: usize = 4;
 
-/// The qualified DWARF name of the function whose DIE is at `offset` in `unit`; `None` when
-/// the DIE has no name or the DWARF cannot be read.
-pub(crate) fn qualified_name<R: Reader>(
-    unit: UnitRef<'_, R>,
-    offset: UnitOffset<R::Offset>,
-) -> Option<String> {
-    let (named_at, name) = named_die(unit, offset)?;
-    let root = unit.entry(first_entry(unit)?).ok()?;
-    let language = match root.attr_value(gimli::DW_AT_language).ok()? {
-        Some(AttributeValue::Language(l)) => Some(l),
-        _ => None,
-    };
-    let mut parts = Vec::new();
-    if language.is_some_and(|l| UNIT_IS_MODULE.contains(&l)) {
-        let case_insensitive = matches!(
-            root.attr_value(gimli::DW_AT_identifier_case).ok()?,
-            Some(AttributeValue::IdentifierCase(
-                gimli::DW_ID_up_case | gimli::DW_ID_case_insensitive
-            ))
-        );
-        if let Some(stem) = unit
-            .name
-            .as_ref()
-            .and_then(|n| unit_stem(n, case_insensitive))
-        {
-            parts.push(stem);
+/// What names a unit's functions: its own name (a Pascal unit), the scopes of every function
+/// DIE, the separator. Made in one walk over the unit's tree, so that naming many functions
+/// of a large unit stays linear.
+pub(crate) struct UnitNames {
+    unit: Option<String>,
+    /// Function (subprogram) DIE offset → the names of its scopes, outermost first.
+    scopes: FxHashMap<usize, Rc<[String]>>,
+    sep: &'static str,
+}
+
+impl UnitNames {
+    /// `None` when the unit's tree cannot be read.
+    pub(crate) fn new<R: Reader<Offset = usize>>(unit: UnitRef<'_, R>) -> Option<Self> {
+        let mut cursor = unit.entries();
+        let (_, root) = cursor.next_dfs().ok()??;
+        let language = match root.attr_value(gimli::DW_AT_language).ok()? {
+            Some(AttributeValue::Language(l)) => Some(l),
+            _ => None,
+        };
+        let mut own = None;
+        if language.is_some_and(|l| UNIT_IS_MODULE.contains(&l)) {
+            let case_insensitive = matches!(
+                root.attr_value(gimli::DW_AT_identifier_case).ok()?,
+                Some(AttributeValue::IdentifierCase(
+                    gimli::DW_ID_up_case | gimli::DW_ID_case_insensitive
+                ))
+            );
+            own = unit
+                .name
+                .as_ref()
+                .and_then(|n| unit_stem(n, case_insensitive));
         }
+        let sep = match language {
+            Some(gimli::DW_LANG_Rust)
+            | Some(gimli::DW_LANG_C_plus_plus)
+            | Some(gimli::DW_LANG_C_plus_plus_03)
+            | Some(gimli::DW_LANG_C_plus_plus_11)
+            | Some(gimli::DW_LANG_C_plus_plus_14) => "::",
+            _ => ".",
+        };
+        Some(UnitNames {
+            unit: own,
+            scopes: function_scopes(unit, cursor)?,
+            sep,
+        })
     }
-    parts.extend(scopes(unit, named_at)?);
-    parts.push(name);
-    let sep = match language {
-        Some(gimli::DW_LANG_Rust)
-        | Some(gimli::DW_LANG_C_plus_plus)
-        | Some(gimli::DW_LANG_C_plus_plus_03)
-        | Some(gimli::DW_LANG_C_plus_plus_11)
-        | Some(gimli::DW_LANG_C_plus_plus_14) => "::",
-        _ => ".",
-    };
-    Some(parts.join(sep))
+
+    /// The qualified DWARF name of the function whose DIE is at `offset`; `None` when the DIE
+    /// has no name or the DWARF cannot be read.
+    pub(crate) fn name<R: Reader<Offset = usize>>(
+        &self,
+        unit: UnitRef<'_, R>,
+        offset: UnitOffset,
+    ) -> Option<String> {
+        let (named_at, name) = named_die(unit, offset)?;
+        let mut parts: Vec<&str> = self.unit.iter().map(String::as_str).collect();
+        if let Some(scopes) = self.scopes.get(&named_at.0) {
+            parts.extend(scopes.iter().map(String::as_str));
+        }
+        parts.push(&name);
+        Some(parts.join(self.sep))
+    }
 }
 
 /// Languages whose compilation unit is a unit or module that names its functions' scope.
@@ -75,19 +94,12 @@ const UNIT_IS_MODULE: [gimli::DwLang; 3] = [
     gimli::DW_LANG_Modula3,
 ];
 
-/// The offset of the unit's first (root) entry.
-fn first_entry<R: Reader>(unit: UnitRef<'_, R>) -> Option<UnitOffset<R::Offset>> {
-    let mut cursor = unit.entries();
-    let (_, root) = cursor.next_dfs().ok()??;
-    Some(root.offset())
-}
-
 /// The DIE holding the function's name (itself, or a declaration or abstract instance it
 /// refers to within the unit) and that name.
-fn named_die<R: Reader>(
+fn named_die<R: Reader<Offset = usize>>(
     unit: UnitRef<'_, R>,
-    mut offset: UnitOffset<R::Offset>,
-) -> Option<(UnitOffset<R::Offset>, String)> {
+    mut offset: UnitOffset,
+) -> Option<(UnitOffset, String)> {
     for _ in 0..=MAX_LINKS {
         let entry = unit.entry(offset).ok()?;
         if let Some(v) = entry.attr_value(gimli::DW_AT_name).ok()? {
@@ -110,22 +122,34 @@ fn named_die<R: Reader>(
     None
 }
 
-/// The names of the scopes the DIE at `target` is declared in, outermost first: one walk
-/// over the unit's tree, keeping the open scopes.
-fn scopes<R: Reader>(unit: UnitRef<'_, R>, target: UnitOffset<R::Offset>) -> Option<Vec<String>> {
-    let mut cursor = unit.entries();
+/// The scopes of every function DIE after the root, outermost first: one walk over the
+/// unit's tree, keeping the open scopes.
+fn function_scopes<R: Reader<Offset = usize>>(
+    unit: UnitRef<'_, R>,
+    mut cursor: gimli::EntriesCursor<'_, '_, R>,
+) -> Option<FxHashMap<usize, Rc<[String]>>> {
     let mut depth = 0isize;
-    // (depth, name) of the open scopes.
+    // (depth, name) of the open scopes; `current` is their names, shared by the functions
+    // declared in them.
     let mut open: Vec<(isize, Option<String>)> = Vec::new();
+    let mut current: Rc<[String]> = Rc::from([]);
+    let mut changed = false;
+    let mut scopes = FxHashMap::default();
     while let Some((delta, entry)) = cursor.next_dfs().ok()? {
         depth += delta;
         while open.last().is_some_and(|(d, _)| *d >= depth) {
             open.pop();
+            changed = true;
         }
-        if entry.offset() == target {
-            return Some(open.into_iter().filter_map(|(_, n)| n).collect());
+        let tag = entry.tag();
+        if tag == gimli::DW_TAG_subprogram {
+            if changed {
+                current = open.iter().filter_map(|(_, n)| n.clone()).collect();
+                changed = false;
+            }
+            scopes.insert(entry.offset().0, current.clone());
         }
-        if SCOPES.contains(&entry.tag()) {
+        if SCOPES.contains(&tag) {
             let name = match entry.attr_value(gimli::DW_AT_name) {
                 Ok(Some(v)) => unit
                     .attr_string(v)
@@ -134,9 +158,10 @@ fn scopes<R: Reader>(unit: UnitRef<'_, R>, target: UnitOffset<R::Offset>) -> Opt
                 _ => None,
             };
             open.push((depth, name));
+            changed = true;
         }
     }
-    None
+    Some(scopes)
 }
 
 /// The DIEs that name a scope of the functions declared in them.

@@ -1,6 +1,6 @@
 //! kern-profile's symbols: addresses to names and names to addresses, for the reports and
 //! for the plugin's `alloc=` hooks alike ([`by_name`]), with the same demangling (Rust
-//! without hash, C++) and the same bound on decompressed sections ([`Budget`]).
+//! without hash, C++, FreePascal) and the same bound on decompressed sections ([`Budget`]).
 //!
 //! Address → function frames, from DWARF (with inlined functions), the ELF symbol table,
 //! or a text symbol map; each distinct address resolved once and cached.
@@ -9,7 +9,8 @@
 //! 1. DWARF (`addr2line`): the chain of inlined functions at the address, innermost first,
 //!    each with its file and line. The outermost (real) function takes its name from the
 //!    symbol table when a symbol covers the address (the linker name is the full path, where
-//!    DWARF may only hold the last path segment), else from DWARF.
+//!    DWARF may only hold the last path segment), else from DWARF. A linkage name in no
+//!    scheme the demangler knows gives way to the DWARF name with its scope.
 //! 2. The ELF symbol table.
 //! 3. The `--symbols` sources, in the order given: text maps, and the symbol tables of
 //!    further ELFs (e.g. Linux's decompressor, `arch/x86/boot/compressed/vmlinux`).
@@ -149,9 +150,9 @@ pub struct Symbolizer {
     /// PC → where it stands in its function's frame set-up.
     skip_memo: FxHashMap<u64, FrameSetup>,
     names: FxHashMap<Box<str>, Rc<str>>,
-    /// A function's DIE → its qualified DWARF name, shown for a symbol whose linkage name is
-    /// in no known scheme (`None`: DWARF does not name it).
-    dwarf_names: FxHashMap<dwarf_name::DieKey, Option<Rc<str>>>,
+    /// A DWARF unit (by offset) → what names its functions, for symbols whose linkage name
+    /// is in no known scheme (`None`: its tree cannot be read).
+    dwarf_units: FxHashMap<u64, Option<dwarf_name::UnitNames>>,
     /// User programs (`--user`), in the order given.
     users: Vec<UserBinary>,
     /// The lowest function start: where a kernel named by a symbol map begins.
@@ -319,7 +320,7 @@ impl Symbolizer {
             starts,
             skip_memo: FxHashMap::default(),
             names: FxHashMap::default(),
-            dwarf_names: FxHashMap::default(),
+            dwarf_units: FxHashMap::default(),
             users: Vec::new(),
             ra_fix: Default::default(),
             no_code_cuts: 0,
@@ -662,16 +663,15 @@ impl Symbolizer {
                     .filter(|_| foreign)
                     .and_then(|die| Some((ctx.find_dwarf_and_unit(probe).skip_all_loads()?, die)));
                 if let Some((unit, die)) = unit {
-                    let key = dwarf_name::DieKey::new(unit, die);
-                    dwarf_name = match self.dwarf_names.get(&key) {
-                        Some(n) => n.clone(),
-                        None => {
-                            let n = dwarf_name::qualified_name(unit, die)
-                                .map(|n| Rc::from(sanitize(&n)));
-                            self.dwarf_names.insert(key, n.clone());
-                            n
-                        }
-                    };
+                    let key = dwarf_name::unit_key(unit);
+                    let names = self
+                        .dwarf_units
+                        .entry(key)
+                        .or_insert_with(|| dwarf_name::UnitNames::new(unit));
+                    dwarf_name = names
+                        .as_ref()
+                        .and_then(|n| n.name(unit, die))
+                        .map(|n| Rc::from(sanitize(&n)));
                 }
             }
         }
