@@ -1,8 +1,9 @@
 //! Function addresses by name, for the plugin's `alloc=` hooks: from an ELF's symbol table or
 //! a text symbol map (System.map, `nm` output with or without `-S`, `/proc/kallsyms`). The
 //! symbols and names are those the reports print ([`crate::elf`], [`crate::symbol_map`],
-//! [`crate::demangle`]: Rust without hash, C++ demangled), so a SPEC names a function as a
-//! flamegraph shows it.
+//! [`crate::demangle`]: Rust without hash, C++ and FreePascal demangled), so a SPEC names a
+//! function as a flamegraph shows it; a function whose linkage name is in no known scheme
+//! answers to that name here (the DWARF name the reports show for it is no symbol's).
 
 use crate::table::RawSymbol;
 

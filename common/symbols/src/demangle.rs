@@ -1,9 +1,13 @@
-//! Symbol name demangling: Rust (legacy and v0, without hash suffixes), then C++.
+//! Symbol name demangling: Rust (legacy and v0, without hash suffixes), then C++ (Itanium),
+//! then FreePascal.
+
+mod freepascal;
 
 use std::borrow::Cow;
 
 /// Demangles a linker symbol name. Rust names lose their `::h0123…` hash (legacy) or crate
-/// disambiguators (v0); C++ names are demangled too; anything else is returned unchanged.
+/// disambiguators (v0); C++ names are demangled too; FreePascal's become `UNIT.NAME`
+/// (`UNIT.CLASS.METHOD`) without parameter types; anything else is returned unchanged.
 pub fn demangle(name: &str) -> Cow<'_, str> {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
         // `{:#}` is the alternate form: no hash, no disambiguators.
@@ -14,7 +18,21 @@ pub fn demangle(name: &str) -> Cow<'_, str> {
             return Cow::Owned(d);
         }
     }
+    if let Some(d) = freepascal::demangle(name) {
+        return Cow::Owned(d);
+    }
     Cow::Borrowed(name)
+}
+
+/// True when `name`, whose [`demangle`]d form is `demangled`, is a linkage name in no scheme
+/// the demangler knows: left as it is, and no plain C or assembly name (letters, digits, `_`,
+/// and `.` for compilers' clone suffixes such as `.isra.0`), which is its function's own name.
+/// Such a function is better named by its DWARF name.
+pub(crate) fn is_foreign(name: &str, demangled: &str) -> bool {
+    let plain = name
+        .chars()
+        .all(|c| c == '_' || c == '.' || c.is_ascii_alphanumeric());
+    !plain && demangled == name
 }
 
 /// Makes a name safe for the folded format, whose frames are separated by `;` and whose
@@ -62,6 +80,37 @@ mod tests {
         assert_eq!(demangle("_Z3fooi"), "foo(int)");
         assert_eq!(demangle("kmain"), "kmain");
         assert_eq!(demangle("_Zgarbage"), "_Zgarbage");
+    }
+
+    #[test]
+    fn freepascal() {
+        assert_eq!(
+            demangle("P$CRUNCH_$$_QUICKSORT$LONGINT$LONGINT"),
+            "CRUNCH.QUICKSORT"
+        );
+        assert_eq!(
+            demangle("CRUNCH$_$TSORTER_$__$$_SORT$array_of_LONGINT"),
+            "CRUNCH.TSORTER.SORT"
+        );
+        assert_eq!(demangle("DEBUGSTART_$CRUNCH"), "DEBUGSTART_$CRUNCH");
+    }
+
+    #[test]
+    fn foreign_names() {
+        for known in [
+            "kmain",
+            "foo.isra.0",
+            "_ZN4core3fmt5write17h0123456789abcdefE",
+            "_RNvCs1234_7mycrate3foo",
+            "_Z3fooi",
+            "_Zgarbage",
+            "P$KERNEL_$$_SPIN",
+        ] {
+            assert!(!is_foreign(known, &demangle(known)), "{known}");
+        }
+        for foreign in ["weird$name", "DEBUGSTART_$CRUNCH", "?foo@@YAXXZ", "f@plt"] {
+            assert!(is_foreign(foreign, &demangle(foreign)), "{foreign}");
+        }
     }
 
     #[test]

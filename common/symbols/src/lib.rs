@@ -1,6 +1,6 @@
 //! kern-profile's symbols: addresses to names and names to addresses, for the reports and
 //! for the plugin's `alloc=` hooks alike ([`by_name`]), with the same demangling (Rust
-//! without hash, C++) and the same bound on decompressed sections ([`Budget`]).
+//! without hash, C++, FreePascal) and the same bound on decompressed sections ([`Budget`]).
 //!
 //! Address → function frames, from DWARF (with inlined functions), the ELF symbol table,
 //! or a text symbol map; each distinct address resolved once and cached.
@@ -9,7 +9,8 @@
 //! 1. DWARF (`addr2line`): the chain of inlined functions at the address, innermost first,
 //!    each with its file and line. The outermost (real) function takes its name from the
 //!    symbol table when a symbol covers the address (the linker name is the full path, where
-//!    DWARF may only hold the last path segment), else from DWARF.
+//!    DWARF may only hold the last path segment), else from DWARF. A linkage name in no
+//!    scheme the demangler knows gives way to the DWARF name with its scope.
 //! 2. The ELF symbol table.
 //! 3. The `--symbols` sources, in the order given: text maps, and the symbol tables of
 //!    further ELFs (e.g. Linux's decompressor, `arch/x86/boot/compressed/vmlinux`).
@@ -30,6 +31,7 @@ pub mod budget;
 pub mod by_name;
 pub mod cfi;
 mod demangle;
+mod dwarf_name;
 pub mod elf;
 mod kernel_file;
 mod return_register;
@@ -148,6 +150,9 @@ pub struct Symbolizer {
     /// PC → where it stands in its function's frame set-up.
     skip_memo: FxHashMap<u64, FrameSetup>,
     names: FxHashMap<Box<str>, Rc<str>>,
+    /// A DWARF unit (by offset) → what names its functions, for symbols whose linkage name
+    /// is in no known scheme (`None`: its tree cannot be read).
+    dwarf_units: FxHashMap<u64, Option<dwarf_name::UnitNames>>,
     /// User programs (`--user`), in the order given.
     users: Vec<UserBinary>,
     /// The lowest function start: where a kernel named by a symbol map begins.
@@ -315,6 +320,7 @@ impl Symbolizer {
             starts,
             skip_memo: FxHashMap::default(),
             names: FxHashMap::default(),
+            dwarf_units: FxHashMap::default(),
             users: Vec::new(),
             ra_fix: Default::default(),
             no_code_cuts: 0,
@@ -607,15 +613,27 @@ impl Symbolizer {
     }
 
     fn symbol_name(&self, probe: u64) -> Option<&str> {
-        let from_elf = self.elf.as_ref().and_then(|e| e.symbols.lookup(probe));
-        from_elf
-            .or_else(|| self.maps.iter().find_map(|m| m.lookup(probe)))
-            .map(|s| &*s.name)
+        self.symbol(probe).map(|(s, _)| &*s.name)
+    }
+
+    /// The symbol covering `probe`, and whether its linkage name is in no known scheme.
+    fn symbol(&self, probe: u64) -> Option<(&Symbol, bool)> {
+        let tables = self.elf.iter().map(|e| &e.symbols).chain(&self.maps);
+        tables
+            .into_iter()
+            .find_map(|t| t.lookup(probe).map(|s| (s, t.is_foreign(s))))
     }
 
     fn resolve(&mut self, probe: u64) -> Vec<Frame> {
         // (name, file, line), innermost first.
         let mut raw: Vec<(Option<String>, Option<String>, Option<u32>)> = Vec::new();
+        let sym = self
+            .symbol(probe)
+            .map(|(s, foreign)| (s.start, s.name.to_string(), foreign));
+        // A linkage name in no known scheme: the DWARF name of the real function, with its
+        // scope, names it instead.
+        let foreign = sym.as_ref().is_some_and(|s| s.2);
+        let mut dwarf_name: Option<Rc<str>> = None;
         // addr2line looks at `probe + 1`: the top address (a null return address minus
         // one) must not reach it.
         // Only addresses in the ELF's code: the DWARF of functions the linker discarded
@@ -627,7 +645,9 @@ impl Symbolizer {
             .and_then(|e| e.dwarf.as_ref());
         if let Some(ctx) = dwarf.filter(|_| probe != u64::MAX) {
             if let Ok(mut it) = ctx.find_frames(probe).skip_all_loads() {
+                let mut outer_die = None;
                 while let Ok(Some(f)) = it.next() {
+                    outer_die = f.dw_die_offset;
                     let name = f
                         .function
                         .as_ref()
@@ -639,9 +659,26 @@ impl Symbolizer {
                     };
                     raw.push((name, file, line));
                 }
+                let unit = outer_die
+                    .filter(|_| foreign)
+                    .and_then(|die| Some((ctx.find_dwarf_and_unit(probe).skip_all_loads()?, die)));
+                if let Some((unit, die)) = unit {
+                    let key = dwarf_name::unit_key(unit);
+                    let names = self
+                        .dwarf_units
+                        .entry(key)
+                        .or_insert_with(|| dwarf_name::UnitNames::new(unit));
+                    dwarf_name = names
+                        .as_ref()
+                        .and_then(|n| n.name(unit, die))
+                        .map(|n| Rc::from(sanitize(&n)));
+                }
             }
         }
-        let sym = self.symbol_name(probe).map(str::to_string);
+        let sym = match dwarf_name {
+            Some(n) => Some(n.to_string()),
+            None => sym.map(|s| s.1),
+        };
         if raw.iter().all(|r| r.0.is_none()) {
             // No DWARF function here: the symbol table names it, DWARF may still place it.
             let Some(name) = sym else { return Vec::new() };

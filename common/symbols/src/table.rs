@@ -32,6 +32,9 @@ pub struct Symbol {
 #[derive(Debug, Clone, Default)]
 pub struct SymbolTable {
     syms: Vec<Symbol>,
+    /// The starts of the symbols whose linkage name is in no known mangling scheme (sorted):
+    /// their DWARF name is shown instead where there is one.
+    foreign: Vec<u64>,
 }
 
 /// How far a last symbol of unknown size is taken to extend.
@@ -66,6 +69,7 @@ impl SymbolTable {
             kept.push(s);
         }
         let mut syms = Vec::with_capacity(kept.len());
+        let mut foreign = Vec::new();
         for (i, s) in kept.iter().enumerate() {
             let next = kept.get(i + 1).map(|n| n.start);
             let end = match s.size {
@@ -80,13 +84,17 @@ impl SymbolTable {
                     end
                 }
             };
+            let demangled = demangle(&s.name);
+            if super::demangle::is_foreign(&s.name, &demangled) {
+                foreign.push(s.start);
+            }
             syms.push(Symbol {
                 start: s.start,
                 end: end.max(s.start + 1),
-                name: display_name(&s.name).into_boxed_str(),
+                name: super::demangle::sanitize(&demangled).into(),
             });
         }
-        SymbolTable { syms }
+        SymbolTable { syms, foreign }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -102,6 +110,12 @@ impl SymbolTable {
         let i = self.syms.partition_point(|s| s.start <= addr);
         let s = self.syms.get(i.checked_sub(1)?)?;
         (addr < s.end).then_some(s)
+    }
+
+    /// True when `sym`'s linkage name is in no mangling scheme the demangler knows (nor a
+    /// plain C name): its DWARF name, where there is one, names it better.
+    pub fn is_foreign(&self, sym: &Symbol) -> bool {
+        self.foreign.binary_search(&sym.start).is_ok()
     }
 
     /// Start addresses of all symbols.
@@ -160,6 +174,21 @@ mod tests {
             |_| Some(0x12),
         );
         assert_eq!(t.lookup(0x13).unwrap().name.as_ref(), "foo::bar");
+    }
+
+    #[test]
+    fn foreign_linkage_names_are_marked() {
+        let t = SymbolTable::new(
+            vec![
+                raw(0x10, Some(4), "weird$name", true),
+                raw(0x20, Some(4), "kmain", true),
+                raw(0x30, Some(4), "P$KERNEL_$$_SPIN", true),
+            ],
+            |_| None,
+        );
+        let foreign: Vec<bool> = t.symbols().iter().map(|s| t.is_foreign(s)).collect();
+        assert_eq!(foreign, [true, false, false]);
+        assert_eq!(t.lookup(0x30).unwrap().name.as_ref(), "KERNEL.SPIN");
     }
 
     #[test]

@@ -78,7 +78,8 @@ pub struct LaunchArgs {
 
     /// The kernel to name samples with, when QEMU's -kernel cannot: an ELF with symbols (a
     /// vmlinux with DWARF names inlined frames too), or a Linux image (vmlinuz, Image.gz),
-    /// named from its kallsyms. Default: QEMU's -kernel
+    /// named from its kallsyms. Rust (legacy, v0), C++ (Itanium) and FreePascal names are
+    /// demangled; a name in no such scheme is shown by its DWARF name. Default: QEMU's -kernel
     #[arg(long, value_name = "ELF")]
     pub kernel: Option<PathBuf>,
 

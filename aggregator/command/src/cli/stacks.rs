@@ -43,7 +43,8 @@ pub struct StacksArgs {
     attach: String,
 
     /// The kernel that runs: an ELF with symbols (DWARF for inlined frames and lines), or a
-    /// Linux image (vmlinuz), named from its kallsyms
+    /// Linux image (vmlinuz), named from its kallsyms. Rust (legacy, v0), C++ (Itanium) and
+    /// FreePascal names are demangled; a name in no such scheme is shown by its DWARF name
     #[arg(value_name = "ELF", conflicts_with = "kernel")]
     elf: Option<PathBuf>,
 

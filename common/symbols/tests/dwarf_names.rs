@@ -1,0 +1,40 @@
+//! Functions whose linkage names are in no mangling scheme are named from DWARF, with their
+//! scope (tests/data/dwarf-names, built by its build.sh); plain names stay.
+
+use std::path::Path;
+
+use kern_profile_symbols::Symbolizer;
+
+#[test]
+fn foreign_linkage_names_take_their_dwarf_names() {
+    let elf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dwarf-names/names.elf");
+    let mut s = Symbolizer::load(Some(&elf), &[]).unwrap();
+    let starts: Vec<(u64, String)> = s
+        .elf()
+        .unwrap()
+        .symbols
+        .symbols()
+        .iter()
+        .map(|sym| (sym.start, sym.name.to_string()))
+        .collect();
+    let mut named = Vec::new();
+    for (at, table) in starts {
+        // Inside the function too: one name for all its addresses.
+        for probe in [at, at + 1] {
+            let frames = s.frames(probe);
+            named.push((table.clone(), frames.last().unwrap().function.to_string()));
+        }
+    }
+    for (table, shown) in [
+        ("net$poll", "drivers::net::poll"),
+        ("Queue$push", "Queue::push"),
+        ("helper$1", "helper"),
+        ("_start", "_start"),
+    ] {
+        let n = named
+            .iter()
+            .filter(|(t, f)| t == table && f == shown)
+            .count();
+        assert_eq!(n, 2, "{table} shown as {shown}: {named:?}");
+    }
+}
