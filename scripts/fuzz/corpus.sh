@@ -108,8 +108,12 @@ strip -o "$corpus/elf/tiny-stripped.elf" "$tiny"
 cp "$ex/user.embed.elf" "$corpus/elf/user-embed.elf"
 # riscv64 with call-frame information (.eh_frame) and without.
 cp aggregator/command/tests/data/tiny-riscv64.elf aggregator/command/tests/data/tiny-riscv64-nocfi.elf "$corpus/elf/"
+# FreePascal's mangled names and its DWARF (unit names, case-insensitive identifiers).
+fpc_elf=common/symbols/tests/data/freepascal/kernel.elf
+cp "$fpc_elf" "$corpus/elf/freepascal.elf"
 strip -o "$corpus/elf/user-stripped.elf" "$ex/user.elf"
 nm "$tiny" >"$corpus/symbol_map/tiny.nm"
+nm "$fpc_elf" >"$corpus/symbol_map/freepascal.nm"
 nm -S -C "$ex/user.elf" >"$corpus/symbol_map/user.nm-S-C"
 nm -n "$ex/kernel.elf" | head -n 200 >"$corpus/symbol_map/kernel.System.map"
 # /proc/kallsyms' layout: a tab, then the module in brackets.
