@@ -151,8 +151,10 @@ struct ReportArgs {
     #[arg(value_name = "RAW", required = true)]
     raw: Option<PathBuf>,
 
-    /// The kernel ELF that ran (with symbols; DWARF for inlined frames and lines). May be
-    /// left out when --symbols gives a symbol map
+    /// The kernel ELF that ran (with symbols; DWARF for inlined frames and lines). Rust
+    /// (legacy, v0), C++ (Itanium) and FreePascal names are demangled; a name in no such
+    /// scheme is shown by its DWARF name with its scope. May be left out when --symbols gives
+    /// a symbol map
     #[arg(value_name = "ELF")]
     elf: Option<PathBuf>,
 
