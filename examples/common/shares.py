@@ -30,8 +30,8 @@ SLACK = 8
 
 
 def default_rounds(kernel_dir, name="DEFAULT_ROUNDS"):
-    """The u32 constant `name` of the kernel's src/multiboot.rs."""
-    src = open(os.path.join(kernel_dir, "src", "multiboot.rs")).read()
+    """The u32 constant `name` of the kernels' command line (kernel-common/src/config.rs)."""
+    src = open(os.path.join(kernel_dir, "..", "kernel-common", "src", "config.rs")).read()
     return int(re.search(name + r": u32 = ([0-9_]+);", src).group(1).replace("_", ""))
 
 

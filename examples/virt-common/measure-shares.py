@@ -11,7 +11,7 @@ examples/common/shares.py) on QEMU's `virt` boards: every executed instruction's
 symbol table (`nm`) and by DWARF inline info (`addr2line -i`); counts are exactly linear in
 `rounds`, so runs at R1 and R2 give count(R) = fixed + per_round * R per function, a run at
 R3 checks the model, and the shares are computed for --target-rounds (default: the kernel's
-default for the mode, virt-common/src/config.rs).
+default for the mode, kernel-common/src/config.rs).
 
 --mode cpu writes the [cpu] block (the default run), --mode smp the [smp] block (`smp=on`
 under -smp N, single-threaded TCG so that the log's "Stopped execution" lines follow their
@@ -50,7 +50,7 @@ TOTAL = "(kernel .text)"
 
 
 def default_rounds(name):
-    src = open(os.path.join(HERE, "src", "config.rs")).read()
+    src = open(os.path.join(HERE, "..", "kernel-common", "src", "config.rs")).read()
     return int(re.search(name + r": u32 = ([0-9_]+);", src).group(1).replace("_", ""))
 
 

@@ -16,6 +16,7 @@
 //! and its old size class (256) is not allocated again. A reader that keeps a realloc'ed
 //! block under its old pointer therefore gets exact live and leaked totals.
 
+use crate::console::Console;
 use crate::kalloc::{self, kfree, kmalloc, krealloc, pages_alloc, pages_free, pages_realloc, Stats};
 
 #[inline(never)]
@@ -112,13 +113,6 @@ pub fn leaky_cache_fill() {
     }
     let arena = pages_alloc(3);
     touch(arena, 0xCAC4E);
-}
-
-/// The text console `report` prints on: the x86 kernels' `serial::Com1`, the virt kernels'
-/// UART console.
-pub trait Console {
-    fn str(&mut self, s: &str);
-    fn dec(&mut self, v: u64);
 }
 
 /// The allocators' counters and the memtrace totals, on the x86 kernels' COM1: compiled in

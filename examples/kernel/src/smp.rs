@@ -24,8 +24,10 @@
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use crate::serial::Com1;
-use crate::{acpi, apic, boot};
+use kernel_common::console::Console;
+use kernel_common::serial::Com1;
+use crate::{acpi, apic};
+use kernel_common::x86::idt;
 use kernel_common::opaque;
 
 // MAX_CPUS (workloads for APIC IDs 0..MAX_CPUS), ROUND_ITERS, OWN_ITERS and smp_run with
@@ -182,11 +184,11 @@ extern "C" {
 pub fn run(rounds: u32, out: &mut Com1) -> u32 {
     apic::init_base();
     EOI_REG.store(apic::eoi_register(), Ordering::Relaxed);
-    boot::init_full_idt();
-    boot::set_gate(WAKE_VECTOR, smp_wake_isr as usize as u32, 0);
-    boot::set_gate(TIMER_VECTOR, smp_timer_isr as usize as u32, 0);
-    boot::set_gate(apic::SPURIOUS_VECTOR, smp_spurious_isr as usize as u32, 0);
-    boot::load_full_idt();
+    idt::init_full();
+    idt::set_gate(WAKE_VECTOR, smp_wake_isr as usize, 0);
+    idt::set_gate(TIMER_VECTOR, smp_timer_isr as usize, 0);
+    idt::set_gate(apic::SPURIOUS_VECTOR, smp_spurious_isr as usize, 0);
+    idt::load_full();
     apic::enable();
     let bsp = apic::id();
     BSP_APIC.store(bsp, Ordering::Relaxed);
@@ -297,7 +299,7 @@ fn wait_for_aps(aps: u32) -> bool {
 /// An AP, on its own stack, with the kernel's GDT: the same IDT as the BSP, its APIC on,
 /// its workload; then done, the BSP woken, halted for good.
 extern "C" fn ap_main(id: u32) -> ! {
-    boot::load_full_idt();
+    idt::load_full();
     apic::enable();
     let c = smp_run(id, ROUNDS.load(Ordering::Relaxed));
     CHECKSUMS[id as usize].store(c, Ordering::Relaxed);

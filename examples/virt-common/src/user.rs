@@ -13,6 +13,7 @@
 
 use crate::arch::{USER_BASE, USER_STACK_TOP};
 use crate::console::Console;
+use kernel_common::console::Console as _;
 
 const SYS_EXIT: usize = 0;
 const SYS_WORK: usize = 1;

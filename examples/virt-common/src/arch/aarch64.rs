@@ -261,7 +261,7 @@ user_exit:
     dispatch = sym crate::user::syscall_dispatch,
     report = sym crate::kmain::trap_report,
     saved_ksp = sym SAVED_KSP,
-    tick = sym crate::irq::timer_tick,
+    tick = sym kernel_common::tick::timer_tick,
     gicc = const GICC,
     ppi = const TIMER_PPI,
     hz = const crate::irq::HZ,

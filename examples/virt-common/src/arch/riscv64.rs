@@ -369,7 +369,7 @@ user_exit:
     dispatch = sym crate::user::syscall_dispatch,
     report = sym crate::kmain::trap_report,
     saved_ksp = sym SAVED_KSP,
-    tick = sym crate::irq::timer_tick,
+    tick = sym kernel_common::tick::timer_tick,
     mtime = const CLINT_MTIME,
     period = const TIMEBASE_HZ / crate::irq::HZ as usize,
 );
