@@ -1,7 +1,9 @@
-//! `kmain`'s progress lines, the same on every example kernel's console (README.md, "COM1").
+//! `kmain`'s progress lines, the same on every example kernel's console (README.md, "COM1"),
+//! and its failures on purpose.
 //! Printing only: the phases themselves are called from each kernel's `kmain`, whose frame
 //! the profiles and the memtrace stacks show above them.
 
+use crate::cmdline::Crash;
 use crate::config::{Config, Mode};
 use crate::console::Console;
 
@@ -42,6 +44,17 @@ pub fn config<C: Console>(out: &mut C, cfg: &Config) {
         out.str(" irq=on");
     }
     out.str("\n");
+}
+
+/// `crash=panic` / `crash=fault`: fails on purpose (the panic's location is the caller's).
+#[inline]
+#[track_caller]
+pub fn crash(crash: Crash, fault: fn() -> !) {
+    match crash {
+        Crash::No => {}
+        Crash::Panic => panic!("crash=panic on the command line"),
+        Crash::Fault => fault(),
+    }
 }
 
 /// "phase NAME: done, checksum 0x…".

@@ -33,12 +33,9 @@ _start:
     push eax
     retf
 .Lreload_cs:
-    mov ax, 0x10
-    mov ds, ax
-    mov es, ax
-    mov fs, ax
-    mov gs, ax
-    mov ss, ax
+    "#,
+    kernel_common::x86_flat_data_segments!(),
+    r#"
 
     /* Zero .bss (the stack is outside it). */
     mov edi, offset __bss_start
@@ -54,13 +51,9 @@ _start:
     cpuid
     test edx, 1 << 24
     jz .Lno_sse
-    mov eax, cr0
-    and eax, ~(1 << 2)              /* EM = 0 */
-    or eax, 1 << 1                  /* MP = 1 */
-    mov cr0, eax
-    mov eax, cr4
-    or eax, (1 << 9) | (1 << 10)    /* OSFXSR, OSXMMEXCPT */
-    mov cr4, eax
+    "#,
+    kernel_common::x86_sse_on!("eax"),
+    r#"
 .Lno_sse:
 
     /* EBP = 0 ends every frame-pointer walk at kmain (its return address is in _start). */

@@ -23,7 +23,7 @@ use core::panic::PanicInfo;
 use kernel_common::config::{self, Keys, Mode};
 use kernel_common::console::{self, Console};
 use kernel_common::x86::{exit, idt, multiboot, pic};
-use kernel_common::{alloc_phase, cmdline::Crash, kalloc, phases, serial};
+use kernel_common::{alloc_phase, kalloc, phases, serial};
 use serial::Com1;
 
 /// The command line's keys beyond the default run's (README.md, "Command line").
@@ -48,11 +48,7 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     }
     let cfg = config::parse(info.cmdline, &KEYS);
     phases::config(&mut out, &cfg);
-    match cfg.crash {
-        Crash::No => {}
-        Crash::Panic => panic!("crash=panic on the command line"),
-        Crash::Fault => exit::fault(),
-    }
+    phases::crash(cfg.crash, exit::fault);
 
     // The two phases run one after the other, never interleaved, so that the CPU profile
     // and the allocation trace each have a clean, known shape.

@@ -98,12 +98,9 @@ ap_trampoline_end:
     .global ap_start32
     .type ap_start32, @function
 ap_start32:
-    mov ax, 0x10
-    mov ds, ax
-    mov es, ax
-    mov fs, ax
-    mov gs, ax
-    mov ss, ax
+    "#,
+    kernel_common::x86_flat_data_segments!(),
+    r#"
     mov eax, 1
     cpuid
     shr ebx, 24                     /* initial APIC ID */
@@ -117,13 +114,9 @@ ap_start32:
     fninit
     test edx, 1 << 24
     jz 1f
-    mov eax, cr0
-    and eax, ~(1 << 2)
-    or eax, 1 << 1
-    mov cr0, eax
-    mov eax, cr4
-    or eax, (1 << 9) | (1 << 10)
-    mov cr4, eax
+    "#,
+    kernel_common::x86_sse_on!("eax"),
+    r#"
 1:
     xor ebp, ebp
     sub esp, 12

@@ -174,13 +174,9 @@ _start:
 
     /* rustc's x86_64 target uses SSE2 anywhere: enable x87 and SSE. */
     fninit
-    mov rax, cr0
-    and rax, ~(1 << 2)              /* EM = 0 */
-    or rax, 1 << 1                  /* MP = 1 */
-    mov cr0, rax
-    mov rax, cr4
-    or rax, (1 << 9) | (1 << 10)    /* OSFXSR, OSXMMEXCPT */
-    mov cr4, rax
+    "#,
+    kernel_common::x86_sse_on!("rax"),
+    r#"
 
     mov edi, r12d
     mov esi, r13d

@@ -19,7 +19,7 @@ use core::panic::PanicInfo;
 use kernel_common::config::{self, Keys};
 use kernel_common::console::{self, Console};
 use kernel_common::x86::{exit, idt, multiboot, pic};
-use kernel_common::{alloc_phase, cmdline::Crash, phases, serial};
+use kernel_common::{alloc_phase, phases, serial};
 use serial::Com1;
 
 /// No other mode than the default run's: `rounds`, `alloc_rounds`, `crash`, `irq`.
@@ -38,11 +38,7 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     phases::banner(&mut out, "kernel64", None);
     let cfg = config::parse(multiboot::read(magic, info).cmdline, &KEYS);
     phases::config(&mut out, &cfg);
-    match cfg.crash {
-        Crash::No => {}
-        Crash::Panic => panic!("crash=panic on the command line"),
-        Crash::Fault => exit::fault(),
-    }
+    phases::crash(cfg.crash, exit::fault);
 
     out.str("phase cpu: start\n");
     let checksum = match cfg.irq {

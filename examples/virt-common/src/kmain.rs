@@ -4,7 +4,6 @@
 use crate::console::Console;
 use crate::{arch, fdt, irq, smp, user, workload};
 use core::panic::PanicInfo;
-use kernel_common::cmdline::Crash;
 use kernel_common::config::{self, Keys, Mode};
 use kernel_common::console::{self, Console as _};
 use kernel_common::{alloc_phase, memtrace, phases};
@@ -28,11 +27,7 @@ pub extern "C" fn kmain(dtb: usize) -> ! {
     let dt = fdt::parse(dtb);
     let cfg = config::parse(dt.bootargs, &KEYS);
     phases::config(&mut out, &cfg);
-    match cfg.crash {
-        Crash::No => {}
-        Crash::Panic => panic!("crash=panic on the command line"),
-        Crash::Fault => arch::fault(),
-    }
+    phases::crash(cfg.crash, arch::fault);
 
     match cfg.mode {
         Mode::Kernel => {

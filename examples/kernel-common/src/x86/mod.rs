@@ -3,6 +3,7 @@
 //! PIT's timer interrupt (`irq=on`), the multiboot information. Each kernel keeps its own boot
 //! code (`_start`; x86_64's long-mode bootstrap).
 
+mod asm;
 pub mod exit;
 pub mod idt;
 pub mod multiboot;

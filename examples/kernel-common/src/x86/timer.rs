@@ -21,15 +21,11 @@ const VECTOR: u8 = 0x20;
 /// PIT input clock / 1193: about 1000 interrupts a second.
 const PIT_DIVISOR: u16 = 1193;
 
+// The stub's body per architecture, between the shared header and end below.
 #[cfg(target_arch = "x86")]
-global_asm!(
-    r#"
-    .section .text.isr_timer, "ax"
-    .global isr_timer
-    .type isr_timer, @function
-isr_timer:
-    .cfi_startproc simple
-    .cfi_signal_frame
+macro_rules! ISR_TIMER {
+    () => {
+        r#"
     .cfi_def_cfa esp, 12            /* the interrupted ESP: above EIP, CS, EFLAGS */
     .cfi_offset eip, -12
     push ebp
@@ -55,21 +51,13 @@ isr_timer:
     .cfi_def_cfa esp, 12
     .cfi_restore ebp
     iretd
-    .cfi_endproc
-    .size isr_timer, . - isr_timer
-    "#,
-    tick = sym crate::tick::timer_tick,
-);
-
+"#
+    };
+}
 #[cfg(target_arch = "x86_64")]
-global_asm!(
-    r#"
-    .section .text.isr_timer, "ax"
-    .global isr_timer
-    .type isr_timer, @function
-isr_timer:
-    .cfi_startproc simple
-    .cfi_signal_frame
+macro_rules! ISR_TIMER {
+    () => {
+        r#"
     .cfi_def_cfa rsp, 40            /* above RIP, CS, RFLAGS, RSP, SS */
     .cfi_offset rip, -40
     .cfi_offset rsp, -16
@@ -106,9 +94,20 @@ isr_timer:
     .cfi_def_cfa rsp, 40
     .cfi_restore rbp
     iretq
-    .cfi_endproc
-    .size isr_timer, . - isr_timer
-    "#,
+"#
+    };
+}
+
+global_asm!(
+    ".section .text.isr_timer, \"ax\"",
+    ".global isr_timer",
+    ".type isr_timer, @function",
+    "isr_timer:",
+    ".cfi_startproc simple",
+    ".cfi_signal_frame",
+    ISR_TIMER!(),
+    ".cfi_endproc",
+    ".size isr_timer, . - isr_timer",
     tick = sym crate::tick::timer_tick,
 );
 
