@@ -143,20 +143,18 @@ pub fn report_on<C: Console>(out: &mut C) {
 fn line<C: Console>(out: &mut C, name: &str, unit: &str, s: &Stats) {
     out.str("alloc ");
     out.str(name);
-    out.str(": alloc=");
-    out.dec(s.alloc);
-    out.str(" realloc=");
-    out.dec(s.realloc);
-    out.str(" (moved=");
-    out.dec(s.realloc_moved);
-    out.str(") free=");
-    out.dec(s.free);
-    out.str(" total_allocated=");
-    out.dec(s.total_allocated);
-    out.str(" peak_live=");
-    out.dec(s.peak_live);
-    out.str(" live_at_end=");
-    out.dec(s.live);
+    for (label, v) in [
+        (": alloc=", s.alloc),
+        (" realloc=", s.realloc),
+        (" (moved=", s.realloc_moved),
+        (") free=", s.free),
+        (" total_allocated=", s.total_allocated),
+        (" peak_live=", s.peak_live),
+        (" live_at_end=", s.live),
+    ] {
+        out.str(label);
+        out.dec(v);
+    }
     out.str(" (");
     out.str(unit);
     out.str(")\n");

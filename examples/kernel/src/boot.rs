@@ -56,12 +56,9 @@ _start:
     r#"
 .Lno_sse:
 
-    /* EBP = 0 ends every frame-pointer walk at kmain (its return address is in _start). */
-    xor ebp, ebp
-    call kmain
-.Lhang:
-    hlt
-    jmp .Lhang
+    "#,
+    kernel_common::x86_call_kmain!(),
+    r#"
     .size _start, . - _start
 
     /* Like many multiboot kernels (xv6's `_start = V2P_WO(entry)`), a code-typed absolute

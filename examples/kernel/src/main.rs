@@ -22,9 +22,9 @@ mod workload;
 use core::panic::PanicInfo;
 use kernel_common::config::{self, Keys, Mode};
 use kernel_common::console::{self, Console};
-use kernel_common::x86::{exit, idt, multiboot, pic};
-use kernel_common::{alloc_phase, kalloc, phases, serial};
-use serial::Com1;
+use kernel_common::serial::Com1;
+use kernel_common::x86::{self, exit, multiboot};
+use kernel_common::{alloc_phase, kalloc, phases};
 
 /// The command line's keys beyond the default run's (README.md, "Command line").
 const KEYS: Keys =
@@ -34,12 +34,7 @@ const KEYS: Keys =
 /// boot stack, with EBP = 0 so that every frame-pointer walk ends here.
 #[no_mangle]
 pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
-    idt::init(); // first: from here on a fault is reported, not a silent triple fault
-    pic::mask();
-    serial::init(serial::COM1);
-    serial::init(serial::COM2);
-
-    let mut out = Com1;
+    let mut out = x86::init();
     phases::banner(&mut out, "kernel", None);
     let info = multiboot::read(magic, info);
     if let Some(end) = info.mem_end.filter(|&end| end < kalloc::HEAP_END) {

@@ -129,25 +129,24 @@ ap_start32:
     .size ap_start32, . - ap_start32
 
     /* The BSP's wake-up IPI and timer: acknowledge (the timer also counts), return. */
-    .section .text.smp_isr, "ax"
-    .global smp_wake_isr
-    .type smp_wake_isr, @function
-smp_wake_isr:
+    .macro eoi_iret
     push eax
     mov eax, dword ptr [{eoi}]
     mov dword ptr [eax], 0
     pop eax
     iretd
+    .endm
+    .section .text.smp_isr, "ax"
+    .global smp_wake_isr
+    .type smp_wake_isr, @function
+smp_wake_isr:
+    eoi_iret
     .size smp_wake_isr, . - smp_wake_isr
     .global smp_timer_isr
     .type smp_timer_isr, @function
 smp_timer_isr:
     lock inc dword ptr [{ticks}]
-    push eax
-    mov eax, dword ptr [{eoi}]
-    mov dword ptr [eax], 0
-    pop eax
-    iretd
+    eoi_iret
     .size smp_timer_isr, . - smp_timer_isr
     .global smp_spurious_isr
     .type smp_spurious_isr, @function

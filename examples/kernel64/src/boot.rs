@@ -180,11 +180,9 @@ _start:
 
     mov edi, r12d
     mov esi, r13d
-    xor ebp, ebp
-    call kmain
-.Lhang:
-    hlt
-    jmp .Lhang
+    "#,
+    kernel_common::x86_call_kmain!(),
+    r#"
     .size _start, . - _start
 
     "#

@@ -18,9 +18,9 @@ mod workload;
 use core::panic::PanicInfo;
 use kernel_common::config::{self, Keys};
 use kernel_common::console::{self, Console};
-use kernel_common::x86::{exit, idt, multiboot, pic};
-use kernel_common::{alloc_phase, phases, serial};
-use serial::Com1;
+use kernel_common::serial::Com1;
+use kernel_common::x86::{self, exit, multiboot};
+use kernel_common::{alloc_phase, phases};
 
 /// No other mode than the default run's: `rounds`, `alloc_rounds`, `crash`, `irq`.
 const KEYS: Keys = Keys { modes: &[], irq_alone: false, halt: false, memtrace: false };
@@ -29,12 +29,7 @@ const KEYS: Keys = Keys { modes: &[], irq_alone: false, halt: false, memtrace: f
 /// kernel stack in the higher half, with RBP = 0 so that every frame-pointer walk ends here.
 #[no_mangle]
 pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
-    idt::init(); // first: from here on a fault is reported, not a silent triple fault
-    pic::mask();
-    serial::init(serial::COM1);
-    serial::init(serial::COM2);
-
-    let mut out = Com1;
+    let mut out = x86::init();
     phases::banner(&mut out, "kernel64", None);
     let cfg = config::parse(multiboot::read(magic, info).cmdline, &KEYS);
     phases::config(&mut out, &cfg);

@@ -18,6 +18,15 @@ macro_rules! x86_sse_on {
     };
 }
 
+/// The end of `_start`: EBP/RBP = 0 ends every frame-pointer walk at kmain (its return
+/// address is in _start), which never returns.
+#[macro_export]
+macro_rules! x86_call_kmain {
+    () => {
+        "    xor ebp, ebp\n    call kmain\n.Lhang:\n    hlt\n    jmp .Lhang\n"
+    };
+}
+
 /// The flat ring-0 data segment (the GDTs' 0x10) in every data segment register.
 #[macro_export]
 macro_rules! x86_flat_data_segments {

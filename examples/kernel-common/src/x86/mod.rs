@@ -9,3 +9,16 @@ pub mod idt;
 pub mod multiboot;
 pub mod pic;
 pub mod timer;
+
+use crate::serial::{self, Com1};
+
+/// kmain's first steps: the IDT first (from there on a fault is reported, not a silent
+/// triple fault), the PICs masked, the UARTs set up; COM1 for the progress lines.
+#[inline]
+pub fn init() -> Com1 {
+    idt::init();
+    pic::mask();
+    serial::init(serial::COM1);
+    serial::init(serial::COM2);
+    Com1
+}
