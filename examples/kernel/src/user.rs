@@ -1,4 +1,4 @@
-//! `user=on`: a ring-3 program (examples/kernel/user, its own ELF) that enters the kernel
+//! `user=on`: a ring-3 program (examples/kernel-common/user, its own ELF) that enters the kernel
 //! through `int 0x80` system calls.
 //!
 //! The program's ELF (built by scripts/guests/build-kernel.sh, debug info stripped) is embedded
