@@ -1,7 +1,6 @@
-"""The measuring machinery of both example kernels' measure-shares.py (examples/kernel/,
-examples/kernel64/; each imports this file and says which QEMU, ELF and ranges): QEMU's
-exec log streamed through a FIFO, PCs attributed by symbol table and DWARF inline info,
-the linear model count(R) = fixed + per_round * R, the [cpu] TOML block.
+"""The measuring machinery of examples/common/measure-shares.py (all four example kernels):
+QEMU's exec log streamed through a FIFO, PCs attributed by symbol table and DWARF inline
+info, the linear model count(R) = fixed + per_round * R, the [cpu] TOML block.
 """
 import bisect
 import os
@@ -29,10 +28,11 @@ FUNCS = ["run_workload", "stage_outer", "stage_middle", "hot_leaf", "cold_leaf",
 SLACK = 8
 
 
-def default_rounds(kernel_dir, name="DEFAULT_ROUNDS"):
-    """The u32 constant `name` of the kernel's src/multiboot.rs."""
-    src = open(os.path.join(kernel_dir, "src", "multiboot.rs")).read()
-    return int(re.search(name + r": u32 = ([0-9_]+);", src).group(1).replace("_", ""))
+def default_rounds(name="DEFAULT_ROUNDS"):
+    """The u32 constant `name` of the kernels' command line (kernel-common/src/config.rs)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel-common", "src",
+                        "config.rs")
+    return int(re.search(name + r": u32 = ([0-9_]+);", open(path).read()).group(1).replace("_", ""))
 
 
 def text_symbols(elf):
@@ -73,10 +73,10 @@ def in_ranges(ranges, pc):
     return any(lo <= pc < hi for lo, hi in ranges)
 
 
-def run_counted(arch, qemu, elf, rounds, append="", smp=1, qemu_args=()):
-    """PC -> executions for one boot of `arch`'s kernel (i386, x86_64) with rounds=R, via a
-    FIFO log; with smp > 1, a dict vCPU -> (PC -> executions). `qemu_args` go after COM1's
-    `-serial` and the exit device (scripts/guests/run-kernel.sh's command line)."""
+def run_counted(arch, qemu, elf, rounds, append="", smp=1, qemu_args=(), success=33):
+    """vCPU -> (PC -> executions) for one boot of `arch`'s kernel with rounds=R, via a FIFO
+    log; QEMU must exit with `success`. `qemu_args` go after the console's `-serial` (and
+    the PCs' exit device: scripts/guests/run-kernel.sh's command line)."""
     tmp = tempfile.mkdtemp(prefix="kp-measure-")
     fifo = os.path.join(tmp, "exec.log")
     os.mkfifo(fifo)
@@ -116,10 +116,13 @@ def run_counted(arch, qemu, elf, rounds, append="", smp=1, qemu_args=()):
     for name in os.listdir(tmp):
         os.unlink(os.path.join(tmp, name))
     os.rmdir(tmp)
-    if rc != 33 or "done" not in com1:
-        sys.exit(f"rounds={rounds}: QEMU exited {rc} (want 33); COM1:\n{com1}")
-    if smp > 1:
-        return per_cpu
+    if rc != success or not com1.rstrip().endswith("done"):
+        sys.exit(f"rounds={rounds}: QEMU exited {rc} (want {success}); console:\n{com1}")
+    return per_cpu
+
+
+def merged(per_cpu):
+    """PC -> executions of all vCPUs."""
     total = {}
     for counts in per_cpu.values():
         for pc, n in counts.items():
@@ -209,11 +212,14 @@ def add_common_args(ap):
     ap.add_argument("--write", metavar="TOML")
 
 
-def measure_cpu(args, run, ranges, workload, target, script, denominator, fixed_what):
+def measure_cpu(args, run, ranges, workload, target, script, denominator, fixed_what, excluded,
+                firmware_what):
     """The default run's [cpu] block: `run(rounds)` boots the kernel and gives PC ->
     executions, `ranges` are the kernel's code, `workload` the workload functions' prefix
-    ("kernel::workload::"); `denominator` are the TOML's comment lines on what is counted,
-    `fixed_what` what the fixed part holds."""
+    ("kernel::workload::"), `script` the command for the BEGIN line; `denominator` are the
+    TOML's comment lines on what is counted, `fixed_what` what the fixed part holds,
+    `excluded` a comment line on what is not counted (or None), `firmware_what` the comment
+    of firmware_insns_approx."""
     def full(short):
         return short if short == "kmain" else workload + short
 
@@ -264,13 +270,13 @@ def measure_cpu(args, run, ranges, workload, target, script, denominator, fixed_
              "[cpu]",
              f"rounds = {target}",
              *denominator,
-             "# Firmware (SeaBIOS, multiboot option ROM) is excluded: see firmware_insns_approx.",
+             *([excluded] if excluded else []),
              "# Counts are linear in rounds: count(R) = fixed + per_round * R, exactly, so a test",
              "# may run fewer rounds and compute its own expected shares from these.",
              f"kernel_insns = {round(total)}",
              f"kernel_insns_per_round = {per_round}",
              f"kernel_insns_fixed = {round(fixed_total)}  # {fixed_what}",
-             f"firmware_insns_approx = {round((fw1 + fw2) / 2)}  # varies a little run to run",
+             f"firmware_insns_approx = {round((fw1 + fw2) / 2)}  # {firmware_what}",
              f"hot_cold_ratio = {hot / cold:.4f}  # self instructions hot_leaf / cold_leaf (10x the iterations)",
              "# self_share: symbol-table attribution (inlined code counts in its caller);",
              "# self_share_inline: DWARF inline attribution (mix_inlined apart from blend);",

@@ -13,8 +13,8 @@
 # No Cargo. First `core` for the target, compiled once from Debian's
 # rust-web-src (the same 1.85 as rustc-web; `RUSTC_BOOTSTRAP=1`) into
 # target/examples/virt-sysroot; then examples/kernel-common into an rlib (crate
-# kernel_common); the user program (examples/virt-common/user/main.rs, linked with
-# examples/kernel-ARCH/user/linker.ld; it takes kernel_common's macros) into
+# kernel_common); the user program (examples/kernel-common/user/main.rs, linked with
+# examples/kernel-ARCH/user/linker.ld) into
 # target/examples/user-ARCH.elf (give that one to `kern-profile --user`; the kernel embeds a
 # copy without debug info); then examples/virt-common into an
 # rlib with it (crate `kernel`: --extern kernel_common), and the binary
@@ -120,14 +120,15 @@ fi
 want_flags="$("$GUEST_RUSTC" --version) ${KCOMMON_FLAGS[*]} / ${VCOMMON_FLAGS[*]} / ${USER_FLAGS[*]} / ${FLAGS[*]}"
 if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" -- \
     "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$COMMON_SRC" "$KP_ROOT/examples/kernel-common/src" \
+    "$KP_ROOT/examples/kernel-common/user" \
     "$KP_ROOT/scripts/guests/build-kernel-virt.sh" "$KP_ROOT/scripts/guests/lib.sh"; then
     say "building examples/kernel-$arch (and its user program) with $("$GUEST_RUSTC" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build-$arch.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT
     (cd "$KP_ROOT" && "$GUEST_RUSTC" "${KCOMMON_FLAGS[@]}" -o "$tmp/libkernel_common.rlib" \
         examples/kernel-common/src/lib.rs) || die "rustc failed to build examples/kernel-common"
-    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${USER_FLAGS[@]}" \
-        --extern "kernel_common=$tmp/libkernel_common.rlib" -o "$tmp/user.elf" "$COMMON_SRC/user/main.rs") ||
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${USER_FLAGS[@]}" -o "$tmp/user.elf" \
+        examples/kernel-common/user/main.rs) ||
         die "rustc failed to build the $arch user program"
     "$objcopy" --strip-debug "$tmp/user.elf" "$tmp/user.embed.elf" ||
         die "$objcopy failed on the user program"

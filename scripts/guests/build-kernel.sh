@@ -17,8 +17,9 @@
 # No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
 # examples/kernel/src/main.rs with `core` and that rlib (--extern kernel_common), linked by
 # GNU ld with examples/kernel/linker.ld. The toolchain comes from scripts/setup.sh.
-# First the kernel's user program (user=on): examples/kernel/user/main.rs, linked with
-# examples/kernel/user/linker.ld, into target/examples/user.elf (give that one to
+# First the kernel's user program (user=on): examples/kernel-common/user/main.rs (the virt
+# kernels' too), linked with examples/kernel/user/linker.ld, into target/examples/user.elf
+# (give that one to
 # `kern-profile --user`); the kernel embeds a copy without debug info
 # (target/examples/user.embed.elf, through $KP_USER_ELF and include_bytes!). The same source
 # built with `--cfg variant_b` is procs=on's second program, target/examples/user-b.elf
@@ -35,6 +36,7 @@ esac
 build_args "$@"
 
 SRC="$KP_ROOT/examples/kernel"
+USER_SRC="$KP_ROOT/examples/kernel-common/user/main.rs"
 OUT_DIR="$KP_ROOT/target/examples"
 FRAMES=(-C force-frame-pointers=yes)
 if [ "$nofp" = 1 ]; then
@@ -88,16 +90,17 @@ flock 9
 want_flags="$("$GUEST_RUSTC" --version) ${COMMON_FLAGS[*]} / ${USER_FLAGS[*]} / ${USER_B_FLAGS[*]} / ${FLAGS[*]}"
 if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" "$USER_B_ELF" "$USER_B_EMBED" -- \
     "$SRC/src" "$SRC/linker.ld" "$SRC/user" "$KP_ROOT/examples/kernel-common/src" \
+    "$KP_ROOT/examples/kernel-common/user" \
     "$KP_ROOT/scripts/guests/build-kernel.sh" "$KP_ROOT/scripts/guests/lib.sh"; then
     say "building examples/kernel (and its user program) with $("$GUEST_RUSTC" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT
-    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${USER_FLAGS[@]}" -o "$tmp/user.elf" "$SRC/user/main.rs") ||
-        die "rustc failed to build examples/kernel/user"
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${USER_FLAGS[@]}" -o "$tmp/user.elf" "$USER_SRC") ||
+        die "rustc failed to build the user program"
     objcopy --strip-debug "$tmp/user.elf" "$tmp/user.embed.elf" ||
         die "objcopy failed on the user program"
-    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${USER_B_FLAGS[@]}" -o "$tmp/user-b.elf" "$SRC/user/main.rs") ||
-        die "rustc failed to build examples/kernel/user (--cfg variant_b)"
+    (cd "$KP_ROOT" && "$GUEST_RUSTC" "${USER_B_FLAGS[@]}" -o "$tmp/user-b.elf" "$USER_SRC") ||
+        die "rustc failed to build the user program (--cfg variant_b)"
     objcopy --strip-debug "$tmp/user-b.elf" "$tmp/user-b.embed.elf" ||
         die "objcopy failed on the second user program"
     (cd "$KP_ROOT" && "$GUEST_RUSTC" "${COMMON_FLAGS[@]}" -o "$tmp/libkernel_common.rlib" \

@@ -16,6 +16,7 @@
 //! and its old size class (256) is not allocated again. A reader that keeps a realloc'ed
 //! block under its old pointer therefore gets exact live and leaked totals.
 
+use crate::console::Console;
 use crate::kalloc::{self, kfree, kmalloc, krealloc, pages_alloc, pages_free, pages_realloc, Stats};
 
 #[inline(never)]
@@ -114,13 +115,6 @@ pub fn leaky_cache_fill() {
     touch(arena, 0xCAC4E);
 }
 
-/// The text console `report` prints on: the x86 kernels' `serial::Com1`, the virt kernels'
-/// UART console.
-pub trait Console {
-    fn str(&mut self, s: &str);
-    fn dec(&mut self, v: u64);
-}
-
 /// The allocators' counters and the memtrace totals, on the x86 kernels' COM1: compiled in
 /// this crate, as before the virt kernels shared it.
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
@@ -149,20 +143,18 @@ pub fn report_on<C: Console>(out: &mut C) {
 fn line<C: Console>(out: &mut C, name: &str, unit: &str, s: &Stats) {
     out.str("alloc ");
     out.str(name);
-    out.str(": alloc=");
-    out.dec(s.alloc);
-    out.str(" realloc=");
-    out.dec(s.realloc);
-    out.str(" (moved=");
-    out.dec(s.realloc_moved);
-    out.str(") free=");
-    out.dec(s.free);
-    out.str(" total_allocated=");
-    out.dec(s.total_allocated);
-    out.str(" peak_live=");
-    out.dec(s.peak_live);
-    out.str(" live_at_end=");
-    out.dec(s.live);
+    for (label, v) in [
+        (": alloc=", s.alloc),
+        (" realloc=", s.realloc),
+        (" (moved=", s.realloc_moved),
+        (") free=", s.free),
+        (" total_allocated=", s.total_allocated),
+        (" peak_live=", s.peak_live),
+        (" live_at_end=", s.live),
+    ] {
+        out.str(label);
+        out.dec(v);
+    }
     out.str(" (");
     out.str(unit);
     out.str(")\n");

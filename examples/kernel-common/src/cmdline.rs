@@ -1,5 +1,5 @@
-//! The multiboot command line's parsing, shared by the example kernels (each kernel's
-//! src/multiboot.rs picks its own keys).
+//! The command line's tokens and values, shared by the example kernels (the keys and what
+//! they set: crate::config).
 //!
 //! QEMU passes "<kernel path> <-append text>" as the command line; every whitespace-separated
 //! `key=value` token is looked at and anything else is ignored. A malformed value is a panic,

@@ -42,18 +42,14 @@ extern "C" {
     fn semihost_call(op: usize, param: usize) -> isize;
 }
 
-/// The walk's frame records, `[fp + FP_RECORD_OFFSET]`: word FP_NEXT_SLOT is the caller's
-/// frame pointer, word FP_RET_SLOT the return address. riscv64: s0 points just above the
-/// saved pair.
+/// The walk's frame records, `[fp + FP_RECORD_OFFSET]`: a word, the caller's frame pointer,
+/// then the return address. riscv64: s0 points just above the saved pair.
 #[cfg(target_arch = "riscv64")]
 const FP_RECORD_OFFSET: isize = -16;
-/// aarch64: x29 points to the pair {saved x29, saved x30}.
-#[cfg(target_arch = "aarch64")]
+/// x86: EBP/RBP points to {saved EBP/RBP, return address}; aarch64: x29 to {saved x29,
+/// saved x30}.
+#[cfg(not(target_arch = "riscv64"))]
 const FP_RECORD_OFFSET: isize = 0;
-#[cfg(any(target_arch = "riscv64", target_arch = "aarch64"))]
-const FP_NEXT_SLOT: usize = 0;
-#[cfg(any(target_arch = "riscv64", target_arch = "aarch64"))]
-const FP_RET_SLOT: usize = 1;
 /// Semihosting operations (the same numbers on both).
 #[cfg(any(target_arch = "riscv64", target_arch = "aarch64"))]
 const SYS_OPEN: usize = 0x01;
@@ -159,39 +155,19 @@ pub fn record(allocator: &str, op: u8, ptr: usize, size: usize) {
     // at anything that does not look like a frame of the kernel's stacks, so a corrupt chain
     // cannot fault or loop.
     let mut n = 0;
-    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
     {
         const W: usize = core::mem::size_of::<usize>();
-        let lo = unsafe { &__stack_bottom as *const u8 as usize };
-        let hi = unsafe { &__stack_top as *const u8 as usize };
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        let (lo, hi) = unsafe { (&__stack_bottom as *const u8 as usize, &__stack_top as *const u8 as usize) };
+        #[cfg(any(target_arch = "riscv64", target_arch = "aarch64"))]
+        let (lo, hi) = unsafe { (&__stacks_start as *const u8 as usize, &__stacks_end as *const u8 as usize) };
         let mut fp = frame_pointer();
-        while n < MAX_FRAMES && fp != 0 && fp % W == 0 && fp >= lo && fp <= hi - 2 * W {
-            let (next, ret) = unsafe { ((fp as *const usize).read(), (fp as *const usize).add(1).read()) };
-            if ret == 0 {
-                break;
-            }
-            unsafe { (b.add(head + 8 * n) as *mut u64).write_unaligned(ret as u64) };
-            n += 1;
-            if next != 0 && next <= fp {
-                break;
-            }
-            fp = next;
-        }
-    }
-    #[cfg(any(target_arch = "riscv64", target_arch = "aarch64"))]
-    {
-        let lo = unsafe { &__stacks_start as *const u8 as usize };
-        let hi = unsafe { &__stacks_end as *const u8 as usize };
-        let mut fp = frame_pointer();
-        while n < MAX_FRAMES && fp != 0 && fp % 8 == 0 {
+        while n < MAX_FRAMES && fp != 0 && fp % W == 0 {
             let rec = fp.wrapping_add_signed(FP_RECORD_OFFSET);
-            if rec < lo || rec > hi - 16 {
+            if rec < lo || rec > hi - 2 * W {
                 break;
             }
-            let (next, ret) = unsafe {
-                let p = rec as *const usize;
-                (p.add(FP_NEXT_SLOT).read(), p.add(FP_RET_SLOT).read())
-            };
+            let (next, ret) = unsafe { ((rec as *const usize).read(), (rec as *const usize).add(1).read()) };
             if ret == 0 {
                 break;
             }

@@ -1,8 +1,5 @@
 //! 16550 UARTs, shared by the x86 example kernels (port I/O is the same on i386 and x86_64): COM1 (0x3F8) carries progress text, COM2 (0x2F8) the i386
 //! kernel's binary memtrace (the x86_64 kernel has no COM2).
-//! No core::fmt on the normal paths: Debian's precompiled i686 `core` has no frame pointers, and
-//! these small printers keep the instruction counts of the run easy to reason about (the same
-//! in both kernels).
 
 use core::arch::asm;
 
@@ -61,73 +58,17 @@ pub fn write_burst(port: u16, data: &[u8]) {
     }
 }
 
-/// COM1 text output.
+/// COM1 text output (the printers: crate::console).
 pub struct Com1;
 
-impl Com1 {
+impl crate::console::Console for Com1 {
     #[inline]
-    pub fn bytes(&mut self, s: &[u8]) {
+    fn bytes(&mut self, s: &[u8]) {
         for &b in s {
             if b == b'\n' {
                 write_byte(COM1, b'\r');
             }
             write_byte(COM1, b);
         }
-    }
-
-    #[inline]
-    pub fn str(&mut self, s: &str) {
-        self.bytes(s.as_bytes());
-    }
-
-    #[inline]
-    pub fn dec(&mut self, mut v: u64) {
-        let mut buf = [0u8; 20];
-        let mut i = buf.len();
-        loop {
-            i -= 1;
-            buf[i] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        self.bytes(&buf[i..]);
-    }
-
-    #[inline]
-    pub fn hex(&mut self, v: u64) {
-        let mut buf = [0u8; 18];
-        buf[0] = b'0';
-        buf[1] = b'x';
-        let mut n = 16;
-        while n > 1 && (v >> ((n - 1) * 4)) & 0xF == 0 {
-            n -= 1;
-        }
-        for k in 0..n {
-            let d = ((v >> ((n - 1 - k) * 4)) & 0xF) as u8;
-            buf[2 + k] = if d < 10 { b'0' + d } else { b'a' + d - 10 };
-        }
-        self.bytes(&buf[..2 + n]);
-    }
-}
-
-impl core::fmt::Write for Com1 {
-    #[inline]
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        self.str(s);
-        Ok(())
-    }
-}
-
-impl crate::alloc_phase::Console for Com1 {
-    #[inline]
-    fn str(&mut self, s: &str) {
-        Com1::str(self, s)
-    }
-
-    #[inline]
-    fn dec(&mut self, v: u64) {
-        Com1::dec(self, v)
     }
 }

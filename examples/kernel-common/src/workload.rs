@@ -8,7 +8,7 @@
 //! measured (and is compiled with the kernel's flags, in its codegen unit).
 //!
 //! CPU phase: a call tree whose instruction shares are known by construction and measured
-//! exactly (each kernel's measure-shares.py, numbers in its expected.toml):
+//! exactly (examples/common/measure-shares.py, numbers in each kernel's expected.toml):
 //!
 //! ```text
 //! kmain

@@ -18,7 +18,8 @@
 
 use core::arch::global_asm;
 
-use crate::serial::Com1;
+use kernel_common::console::Console;
+use kernel_common::serial::Com1;
 
 /// Where the chains are built: free RAM above the heaps (src/kalloc.rs) and below the user
 /// program (src/user.rs).

@@ -19,7 +19,8 @@
 
 use core::arch::asm;
 
-use crate::serial::Com1;
+use kernel_common::console::Console;
+use kernel_common::serial::Com1;
 use crate::user;
 
 /// Program B (stripped of debug info; target/examples/user-b.elf has it all).

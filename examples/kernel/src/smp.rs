@@ -24,8 +24,10 @@
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use crate::serial::Com1;
-use crate::{acpi, apic, boot};
+use kernel_common::console::Console;
+use kernel_common::serial::Com1;
+use crate::{acpi, apic};
+use kernel_common::x86::idt;
 use kernel_common::opaque;
 
 // MAX_CPUS (workloads for APIC IDs 0..MAX_CPUS), ROUND_ITERS, OWN_ITERS and smp_run with
@@ -96,12 +98,9 @@ ap_trampoline_end:
     .global ap_start32
     .type ap_start32, @function
 ap_start32:
-    mov ax, 0x10
-    mov ds, ax
-    mov es, ax
-    mov fs, ax
-    mov gs, ax
-    mov ss, ax
+    "#,
+    kernel_common::x86_flat_data_segments!(),
+    r#"
     mov eax, 1
     cpuid
     shr ebx, 24                     /* initial APIC ID */
@@ -115,13 +114,9 @@ ap_start32:
     fninit
     test edx, 1 << 24
     jz 1f
-    mov eax, cr0
-    and eax, ~(1 << 2)
-    or eax, 1 << 1
-    mov cr0, eax
-    mov eax, cr4
-    or eax, (1 << 9) | (1 << 10)
-    mov cr4, eax
+    "#,
+    kernel_common::x86_sse_on!("eax"),
+    r#"
 1:
     xor ebp, ebp
     sub esp, 12
@@ -134,25 +129,24 @@ ap_start32:
     .size ap_start32, . - ap_start32
 
     /* The BSP's wake-up IPI and timer: acknowledge (the timer also counts), return. */
-    .section .text.smp_isr, "ax"
-    .global smp_wake_isr
-    .type smp_wake_isr, @function
-smp_wake_isr:
+    .macro eoi_iret
     push eax
     mov eax, dword ptr [{eoi}]
     mov dword ptr [eax], 0
     pop eax
     iretd
+    .endm
+    .section .text.smp_isr, "ax"
+    .global smp_wake_isr
+    .type smp_wake_isr, @function
+smp_wake_isr:
+    eoi_iret
     .size smp_wake_isr, . - smp_wake_isr
     .global smp_timer_isr
     .type smp_timer_isr, @function
 smp_timer_isr:
     lock inc dword ptr [{ticks}]
-    push eax
-    mov eax, dword ptr [{eoi}]
-    mov dword ptr [eax], 0
-    pop eax
-    iretd
+    eoi_iret
     .size smp_timer_isr, . - smp_timer_isr
     .global smp_spurious_isr
     .type smp_spurious_isr, @function
@@ -182,11 +176,11 @@ extern "C" {
 pub fn run(rounds: u32, out: &mut Com1) -> u32 {
     apic::init_base();
     EOI_REG.store(apic::eoi_register(), Ordering::Relaxed);
-    boot::init_full_idt();
-    boot::set_gate(WAKE_VECTOR, smp_wake_isr as usize as u32, 0);
-    boot::set_gate(TIMER_VECTOR, smp_timer_isr as usize as u32, 0);
-    boot::set_gate(apic::SPURIOUS_VECTOR, smp_spurious_isr as usize as u32, 0);
-    boot::load_full_idt();
+    idt::init_full();
+    idt::set_gate(WAKE_VECTOR, smp_wake_isr as usize, 0);
+    idt::set_gate(TIMER_VECTOR, smp_timer_isr as usize, 0);
+    idt::set_gate(apic::SPURIOUS_VECTOR, smp_spurious_isr as usize, 0);
+    idt::load_full();
     apic::enable();
     let bsp = apic::id();
     BSP_APIC.store(bsp, Ordering::Relaxed);
@@ -297,7 +291,7 @@ fn wait_for_aps(aps: u32) -> bool {
 /// An AP, on its own stack, with the kernel's GDT: the same IDT as the BSP, its APIC on,
 /// its workload; then done, the BSP woken, halted for good.
 extern "C" fn ap_main(id: u32) -> ! {
-    boot::load_full_idt();
+    idt::load_full();
     apic::enable();
     let c = smp_run(id, ROUNDS.load(Ordering::Relaxed));
     CHECKSUMS[id as usize].store(c, Ordering::Relaxed);

@@ -1,4 +1,4 @@
-//! `user=on`: a ring-3 program (examples/kernel/user, its own ELF) that enters the kernel
+//! `user=on`: a ring-3 program (examples/kernel-common/user, its own ELF) that enters the kernel
 //! through `int 0x80` system calls.
 //!
 //! The program's ELF (built by scripts/guests/build-kernel.sh, debug info stripped) is embedded
@@ -32,7 +32,9 @@
 use core::arch::{asm, global_asm};
 
 use crate::boot;
-use crate::serial::Com1;
+use kernel_common::x86::idt;
+use kernel_common::console::Console;
+use kernel_common::serial::Com1;
 
 /// The program (stripped of debug info; target/examples/user.elf has it all).
 static USER_ELF: &[u8] = include_bytes!(env!("KP_USER_ELF"));
@@ -226,9 +228,9 @@ pub(crate) fn init_entry() {
         boot::set_gdt_entry((boot::TSS_SEL >> 3) as usize, desc);
         asm!("ltr {0:x}", in(reg) boot::TSS_SEL, options(nomem, nostack, preserves_flags));
     }
-    boot::init_full_idt();
-    boot::set_gate(0x80, syscall_entry as usize as u32, 3);
-    boot::load_full_idt();
+    idt::init_full();
+    idt::set_gate(0x80, syscall_entry as usize, 3);
+    idt::load_full();
 }
 
 /// Runs the program loaded at `entry` in ring 3 with `arg` (EAX) until it calls `exit`;

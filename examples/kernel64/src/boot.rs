@@ -1,6 +1,5 @@
-//! Multiboot v1 header (address fields), the 32-bit bootstrap that enters long mode, the
-//! higher-half `_start`, an IDT that turns every CPU exception into a message and a failure
-//! exit (never a silent triple fault), and QEMU's `isa-debug-exit`.
+//! Multiboot v1 header (address fields), the 32-bit bootstrap that enters long mode and the
+//! higher-half `_start`. The IDT, the exception stubs and the exit are kernel_common::x86's.
 //!
 //! Boot path, in physical memory at 1 MiB (section `.boot`, linked where it runs):
 //!
@@ -15,13 +14,7 @@
 //!
 //! The identity map stays: the multiboot information (command line) lies in low memory.
 
-use crate::serial::Com1;
-use core::arch::{asm, global_asm};
-
-/// Values written to `isa-debug-exit` (iobase 0xf4). QEMU exits with `(value << 1) | 1`.
-pub const EXIT_SUCCESS: u32 = 0x10; // QEMU exit status 33
-pub const EXIT_PANIC: u32 = 0x11; // 35
-pub const EXIT_EXCEPTION: u32 = 0x12; // 37
+use core::arch::global_asm;
 
 global_asm!(
     r#"
@@ -181,128 +174,16 @@ _start:
 
     /* rustc's x86_64 target uses SSE2 anywhere: enable x87 and SSE. */
     fninit
-    mov rax, cr0
-    and rax, ~(1 << 2)              /* EM = 0 */
-    or rax, 1 << 1                  /* MP = 1 */
-    mov cr0, rax
-    mov rax, cr4
-    or rax, (1 << 9) | (1 << 10)    /* OSFXSR, OSXMMEXCPT */
-    mov cr4, rax
+    "#,
+    kernel_common::x86_sse_on!("rax"),
+    r#"
 
     mov edi, r12d
     mov esi, r13d
-    xor ebp, ebp
-    call kmain
-.Lhang:
-    hlt
-    jmp .Lhang
+    "#,
+    kernel_common::x86_call_kmain!(),
+    r#"
     .size _start, . - _start
 
-    /* One 16-byte stub per exception vector 0..31, pushing a dummy error code where the CPU
-       pushes none, then the vector number. */
-    .section .text.isr, "ax"
-    .balign 16
-    .global isr_stubs
-    .type isr_stubs, @function
-isr_stubs:
-    .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
-    .balign 16
-    .if (\n == 8) || (\n == 10) || (\n == 11) || (\n == 12) || (\n == 13) || (\n == 14) || (\n == 17) || (\n == 21) || (\n == 29) || (\n == 30)
-    .else
-    push 0
-    .endif
-    push \n
-    jmp isr_common
-    .endr
-    .size isr_stubs, . - isr_stubs
-    .type isr_common, @function
-isr_common:
-    mov rdi, rsp                    /* &ExceptionFrame */
-    and rsp, -16
-    call {handler}
-    .size isr_common, . - isr_common
-    "#,
-    handler = sym exception_handler,
+    "#
 );
-
-#[repr(C, packed)]
-pub(crate) struct DescriptorPtr {
-    pub limit: u16,
-    pub base: u64,
-}
-
-pub(crate) static mut IDT: [[u64; 2]; 32] = [[0; 2]; 32];
-
-extern "C" {
-    static isr_stubs: u8;
-}
-
-/// Masks every line of both 8259 PICs. Interrupts are off anyway, but a pending IRQ (the
-/// PIT's) still makes QEMU leave and re-enter translated code, which shows up as noise in
-/// `-d exec` instruction logs (examples/kernel64/measure-shares.py).
-pub fn mask_pic() {
-    crate::serial::outb(0x21, 0xFF);
-    crate::serial::outb(0xA1, 0xFF);
-}
-
-/// Fills the IDT with 64-bit interrupt gates to the 32 exception stubs and loads it.
-pub fn init_idt() {
-    unsafe {
-        let base = &isr_stubs as *const u8 as u64;
-        let idt = &raw mut IDT;
-        for n in 0..32u64 {
-            let off = base + 16 * n;
-            // Present, DPL 0, 64-bit interrupt gate, selector 0x08, no IST.
-            let low = (off & 0xFFFF) | (0x08u64 << 16) | (0x8Eu64 << 40) | (((off >> 16) & 0xFFFF) << 48);
-            (*idt)[n as usize] = [low, off >> 32];
-        }
-        let ptr = DescriptorPtr { limit: (32 * 16 - 1) as u16, base: idt as u64 };
-        asm!("lidt [{}]", in(reg) &ptr, options(readonly, nostack, preserves_flags));
-    }
-}
-
-#[repr(C)]
-struct ExceptionFrame {
-    vector: u64,
-    error: u64,
-    rip: u64,
-    cs: u64,
-    rflags: u64,
-    rsp: u64,
-    ss: u64,
-}
-
-extern "C" fn exception_handler(frame: &ExceptionFrame) -> ! {
-    let mut out = Com1;
-    out.str("\nCPU EXCEPTION ");
-    out.dec(frame.vector);
-    out.str(" error ");
-    out.hex(frame.error);
-    out.str(" at rip ");
-    out.hex(frame.rip);
-    out.str(" rsp ");
-    out.hex(frame.rsp);
-    out.str("\n");
-    exit(EXIT_EXCEPTION)
-}
-
-/// Ends the run through `isa-debug-exit`.
-pub fn exit(code: u32) -> ! {
-    // isa-debug-exit has no read side: a read gives 0 when it is there and all ones (an
-    // unassigned port) when it is not.
-    let probe: u32;
-    unsafe { asm!("in eax, dx", out("eax") probe, in("dx") 0xf4u16, options(nomem, nostack)) };
-    if probe != 0xFFFF_FFFF {
-        unsafe {
-            asm!("out dx, eax", in("dx") 0xf4u16, in("eax") code, options(nomem, nostack));
-            // QEMU stops the vCPU a little after the write, not at once: halt with
-            // interrupts off so that no further instruction runs (exact counts stay exact).
-            asm!("cli", "2:", "hlt", "jmp 2b", options(noreturn));
-        }
-    }
-    Com1.str("no isa-debug-exit device at 0xf4: triple-faulting (QEMU -no-reboot exits with 0)\n");
-    unsafe {
-        let null = DescriptorPtr { limit: 0, base: 0 };
-        asm!("lidt [{}]", "int3", in(reg) &null, options(noreturn));
-    }
-}

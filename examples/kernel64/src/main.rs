@@ -13,78 +13,47 @@
 
 mod boot;
 mod irq;
-mod mem;
-mod multiboot;
 mod workload;
 
 use core::panic::PanicInfo;
-use kernel_common::{alloc_phase, serial};
-use serial::Com1;
+use kernel_common::config::{self, Keys};
+use kernel_common::console::{self, Console};
+use kernel_common::serial::Com1;
+use kernel_common::x86::{self, exit, multiboot};
+use kernel_common::{alloc_phase, phases};
 
-/// Version of the workload's shape: bump it whenever expected.toml has to be re-measured.
-const WORKLOAD_VERSION: u32 = 1;
+/// No other mode than the default run's: `rounds`, `alloc_rounds`, `crash`, `irq`.
+const KEYS: Keys = Keys { modes: &[], irq_alone: false, halt: false, memtrace: false };
 
 /// Rust entry point, called by `_start` (src/boot.rs) with the multiboot registers, on the
 /// kernel stack in the higher half, with RBP = 0 so that every frame-pointer walk ends here.
 #[no_mangle]
 pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
-    boot::init_idt(); // first: from here on a fault is reported, not a silent triple fault
-    boot::mask_pic();
-    serial::init(serial::COM1);
-    serial::init(serial::COM2);
-
-    let mut out = Com1;
-    out.str("kern-profile example kernel64 v");
-    out.dec(WORKLOAD_VERSION as u64);
-    out.str("\n");
-
-    let cfg = multiboot::parse(magic, info);
-    out.str("cmdline: ");
-    out.bytes(cfg.cmdline);
-    out.str("\nrounds=");
-    out.dec(cfg.rounds as u64);
-    out.str(" alloc_rounds=");
-    out.dec(cfg.alloc_rounds as u64);
-    if cfg.irq {
-        out.str(" irq=on");
-    }
-    out.str("\n");
-
-    match cfg.crash {
-        multiboot::Crash::No => {}
-        multiboot::Crash::Panic => panic!("crash=panic on the command line"),
-        multiboot::Crash::Fault => unsafe { core::arch::asm!("ud2", options(noreturn)) },
-    }
+    let mut out = x86::init();
+    phases::banner(&mut out, "kernel64", None);
+    let cfg = config::parse(multiboot::read(magic, info).cmdline, &KEYS);
+    phases::config(&mut out, &cfg);
+    phases::crash(cfg.crash, exit::fault);
 
     out.str("phase cpu: start\n");
     let checksum = match cfg.irq {
         false => workload::run_workload(cfg.rounds),
         true => irq::run(cfg.rounds, &mut out),
     };
-    out.str("phase cpu: done, checksum ");
-    out.hex(checksum);
-    out.str("\n");
+    phases::checksum(&mut out, "cpu", checksum);
 
     // After the CPU phase, never interleaved with it, as on i386.
     out.str("phase alloc: start\n");
     alloc_phase::run(cfg.alloc_rounds);
     alloc_phase::report(&mut out);
-    out.str("phase alloc: done\n");
-
-    out.str("done\n");
-    boot::exit(boot::EXIT_SUCCESS)
+    out.str("phase alloc: done\ndone\n");
+    exit::exit(exit::EXIT_SUCCESS)
 }
 
 #[panic_handler]
 fn panic(info: &PanicInfo) -> ! {
-    use core::fmt::Write;
-    let mut out = Com1;
     // core::fmt only here (rustup's precompiled x86_64 `core` is built with frame pointers,
     // so even its frames show in stacks).
-    let _ = write!(out, "\nPANIC: {}", info.message());
-    if let Some(loc) = info.location() {
-        let _ = write!(out, " at {}:{}", loc.file(), loc.line());
-    }
-    out.str("\n");
-    boot::exit(boot::EXIT_PANIC)
+    console::panic_message(&mut Com1, info);
+    exit::exit(exit::EXIT_PANIC)
 }

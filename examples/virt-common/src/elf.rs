@@ -40,8 +40,8 @@ pub fn load(image: &[u8], machine: u16, lo: usize, hi: usize) -> usize {
             panic!("user program: segment at {:#x} ({} bytes) outside {:#x}..{:#x}", vaddr, memsz, lo, hi);
         }
         unsafe {
-            crate::mem::memcpy(vaddr as *mut u8, image.as_ptr().add(off), filesz);
-            crate::mem::memset((vaddr + filesz) as *mut u8, 0, memsz - filesz);
+            kernel_common::mem::memcpy(vaddr as *mut u8, image.as_ptr().add(off), filesz);
+            kernel_common::mem::memset((vaddr + filesz) as *mut u8, 0, memsz - filesz);
         }
     }
     u64_at(image, 24)

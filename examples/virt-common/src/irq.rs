@@ -12,41 +12,15 @@
 //! end). A frame-pointer walk from `timer_tick` finds that record, whose saved frame
 //! pointer leads down, off the interrupt stack, into the interrupted stack: kern-profile
 //! marks the kernel entry there (`[interrupt]`) and goes on at the interrupted pc. The
-//! handler preserves every register `timer_tick` may change (it is integer code: no FP/SIMD
-//! registers), so the workload's checksum is the default run's.
-//!
-//! The statics are in `.data`: `_start` zeroes `.bss` a word at a time, and the default
-//! run's instruction counts stay as measured.
-
-use core::sync::atomic::{AtomicU32, Ordering};
+//! handler preserves every register `timer_tick` (kernel_common::tick, as on x86) may change
+//! (it is integer code: no FP/SIMD registers), so the workload's checksum is the default
+//! run's.
 
 use crate::console::Console;
 use crate::{arch, workload};
 
 /// Interrupts a second.
 pub const HZ: u32 = 1000;
-/// Iterations of the handler's loop: enough work for samples to land there.
-const TICK_WORK: u32 = 5000;
-
-#[link_section = ".data"]
-static TICKS: AtomicU32 = AtomicU32::new(0);
-#[link_section = ".data"]
-static TICK_HASH: AtomicU32 = AtomicU32::new(0);
-
-/// The timer interrupt's work, called by the board's `isr_timer`.
-#[no_mangle]
-#[inline(never)]
-pub extern "C" fn timer_tick() {
-    let mut h = TICK_HASH.load(Ordering::Relaxed);
-    let mut i = 0;
-    while i < TICK_WORK {
-        h = h.rotate_left(5) ^ i.wrapping_mul(0x9E37_79B9);
-        i += 1;
-    }
-    TICK_HASH.store(h, Ordering::Relaxed);
-    // Only this handler writes it, one CPU: no read-modify-write atomics needed.
-    TICKS.store(TICKS.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-}
 
 /// Runs the CPU workload with the timer interrupt on; returns its checksum.
 #[inline(never)]
@@ -54,8 +28,5 @@ pub fn run(rounds: u32, out: &mut Console) -> u32 {
     arch::irq_start(HZ);
     let checksum = workload::run_workload(rounds);
     arch::irq_stop();
-    out.str("irq: ");
-    out.dec(TICKS.load(Ordering::Relaxed) as u64);
-    out.str(" timer interrupts\n");
-    checksum
+    kernel_common::tick::report(out, checksum)
 }

@@ -1,14 +1,16 @@
 //! `kmain`, the run's phases, the panic handler and the trap report: the i386 kernel's
 //! (examples/kernel/src/main.rs) over the board's `arch` module.
 
-use crate::config::{self, Crash, Mode};
 use crate::console::Console;
 use crate::{arch, fdt, irq, smp, user, workload};
 use core::panic::PanicInfo;
-use kernel_common::{alloc_phase, memtrace};
+use kernel_common::config::{self, Keys, Mode};
+use kernel_common::console::{self, Console as _};
+use kernel_common::{alloc_phase, memtrace, phases};
 
-/// Version of the workload's shape: bump it whenever expected.toml has to be re-measured.
-const WORKLOAD_VERSION: u32 = 1;
+/// The command line's keys beyond the default run's (../README.md, "Command line"); `irq=on`
+/// is ignored in the other modes.
+const KEYS: Keys = Keys { modes: &[Mode::Smp, Mode::User], irq_alone: false, halt: false, memtrace: true };
 
 /// QEMU exit statuses: 0 (success), and the i386 kernel's for a panic and a CPU exception.
 pub const EXIT_SUCCESS: u32 = 0;
@@ -21,35 +23,11 @@ pub const EXIT_EXCEPTION: u32 = 37;
 pub extern "C" fn kmain(dtb: usize) -> ! {
     arch::init();
     let mut out = Console;
-    out.str("kern-profile example kernel v");
-    out.dec(WORKLOAD_VERSION as u64);
-    out.str(" (");
-    out.str(arch::NAME);
-    out.str(")\n");
-
+    phases::banner(&mut out, "kernel", Some(arch::NAME));
     let dt = fdt::parse(dtb);
-    let cfg = config::parse(dt.bootargs);
-    out.str("cmdline: ");
-    out.bytes(cfg.cmdline);
-    out.str("\nrounds=");
-    out.dec(cfg.rounds as u64);
-    out.str(" alloc_rounds=");
-    out.dec(cfg.alloc_rounds as u64);
-    match cfg.mode {
-        Mode::Kernel => {}
-        Mode::Smp => out.str(" smp=on"),
-        Mode::User => out.str(" user=on"),
-    }
-    if cfg.irq {
-        out.str(" irq=on");
-    }
-    out.str("\n");
-
-    match cfg.crash {
-        Crash::No => {}
-        Crash::Panic => panic!("crash=panic on the command line"),
-        Crash::Fault => arch::fault(),
-    }
+    let cfg = config::parse(dt.bootargs, &KEYS);
+    phases::config(&mut out, &cfg);
+    phases::crash(cfg.crash, arch::fault);
 
     match cfg.mode {
         Mode::Kernel => {
@@ -58,24 +36,20 @@ pub extern "C" fn kmain(dtb: usize) -> ! {
                 false => workload::run_workload(cfg.rounds),
                 true => irq::run(cfg.rounds, &mut out),
             };
-            out.str("phase cpu: done, checksum ");
-            out.hex(checksum as u64);
-            out.str("\n");
+            phases::checksum(&mut out, "cpu", checksum as u64);
         }
         Mode::Smp => {
             out.str("phase cpu: start (smp)\nsmp: ");
             let checksum = smp::run(cfg.rounds, dt.cpus, &mut out);
-            out.str("phase cpu: done, checksum ");
-            out.hex(checksum as u64);
-            out.str("\n");
+            phases::checksum(&mut out, "cpu", checksum as u64);
         }
         Mode::User => {
             out.str("phase user: start\n");
             let code = user::run(cfg.rounds, &mut out);
-            out.str("phase user: done, exit code ");
-            out.dec(code as u64);
-            out.str("\n");
+            phases::exit_code(&mut out, "user", code);
         }
+        // Not among KEYS' modes.
+        Mode::Hostile | Mode::Procs => unreachable!(),
     }
 
     out.str("phase alloc: start\n");
@@ -84,9 +58,7 @@ pub extern "C" fn kmain(dtb: usize) -> ! {
     }
     alloc_phase::run(cfg.alloc_rounds);
     alloc_phase::report(&mut out);
-    out.str("phase alloc: done\n");
-
-    out.str("done\n");
+    out.str("phase alloc: done\ndone\n");
     arch::exit(EXIT_SUCCESS)
 }
 
@@ -111,12 +83,6 @@ pub extern "C" fn trap_report(cause: usize, pc: usize, addr: usize) -> ! {
 
 #[panic_handler]
 fn panic(info: &PanicInfo) -> ! {
-    use core::fmt::Write;
-    let mut out = Console;
-    let _ = write!(out, "\nPANIC: {}", info.message());
-    if let Some(loc) = info.location() {
-        let _ = write!(out, " at {}:{}", loc.file(), loc.line());
-    }
-    out.str("\n");
+    console::panic_message(&mut Console, info);
     arch::exit(EXIT_PANIC)
 }

@@ -21,13 +21,11 @@
 extern crate kernel_common;
 
 mod arch;
-mod config;
 mod console;
 mod elf;
 mod fdt;
 mod irq;
 mod kmain;
-mod mem;
 mod smp;
 mod user;
 mod workload;

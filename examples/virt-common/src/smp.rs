@@ -13,6 +13,7 @@
 //! (arch::wait_event, no busy loop) until each has stored its checksum.
 
 use crate::console::Console;
+use kernel_common::console::Console as _;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 kernel_common::smp_workload!();

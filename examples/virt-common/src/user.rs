@@ -1,4 +1,4 @@
-//! `user=on`: the user program (examples/virt-common/user/main.rs, its own ELF, embedded without
+//! `user=on`: the user program (examples/kernel-common/user/main.rs, its own ELF, embedded without
 //! debug info) runs in user mode (riscv64 U-mode / aarch64 EL0) and asks for work through
 //! system calls (riscv64 `ecall`, aarch64 `svc #0`; number in a0/x0, arguments in a1-a2 /
 //! x1-x2, result in a0/x0), as the i386 kernel's `int 0x80` (examples/kernel/src/user.rs):
@@ -13,6 +13,7 @@
 
 use crate::arch::{USER_BASE, USER_STACK_TOP};
 use crate::console::Console;
+use kernel_common::console::Console as _;
 
 const SYS_EXIT: usize = 0;
 const SYS_WORK: usize = 1;

@@ -11,15 +11,13 @@
 //! Frame records (LLVM, `-C force-frame-pointers=non-leaf`): x29 points to the pair
 //! {saved x29, saved x30}. Leaves have none.
 
+use super::park;
 use core::arch::{asm, global_asm};
 
 pub const NAME: &str = "aarch64";
 pub const CAUSE_NAME: &str = "ESR_EL1";
 pub const ELF_MACHINE: u16 = 183; // EM_AARCH64
 pub const RAM_BASE: usize = 0x4000_0000;
-/// The user program's area: linked at RAM + 64 MiB (user/linker.ld), stack top RAM + 80 MiB.
-pub const USER_BASE: usize = RAM_BASE + 0x0400_0000;
-pub const USER_STACK_TOP: usize = RAM_BASE + 0x0500_0000;
 const SYS_EXIT: usize = 0x18;
 const ADP_STOPPED_APPLICATION_EXIT: usize = 0x20026;
 
@@ -37,6 +35,17 @@ static mut SAVED_KSP: usize = 0;
 
 global_asm!(
     r#"
+    /* Every CPU's first steps: FP/SIMD at EL0 and EL1 (CPACR_EL1.FPEN: LLVM may use the
+       vector registers), the exception vectors. */
+    .macro cpu_setup
+    mov x1, #(3 << 20)
+    msr cpacr_el1, x1
+    adrp x1, vectors
+    add x1, x1, :lo12:vectors
+    msr vbar_el1, x1
+    isb
+    .endm
+
     .section .text._start, "ax"
     .global _start
     .type _start, @function
@@ -44,13 +53,7 @@ _start:
     mrs x1, mpidr_el1
     and x1, x1, #0xff
     cbnz x1, park
-    /* FP/SIMD at EL0 and EL1 (CPACR_EL1.FPEN): LLVM may use the vector registers. */
-    mov x1, #(3 << 20)
-    msr cpacr_el1, x1
-    adrp x1, vectors
-    add x1, x1, :lo12:vectors
-    msr vbar_el1, x1
-    isb
+    cpu_setup
     adrp x1, __stack_top
     add x1, x1, :lo12:__stack_top
     mov sp, x1
@@ -75,12 +78,7 @@ _start:
     .global ap_start
     .type ap_start, @function
 ap_start:
-    mov x1, #(3 << 20)
-    msr cpacr_el1, x1
-    adrp x1, vectors
-    add x1, x1, :lo12:vectors
-    msr vbar_el1, x1
-    isb
+    cpu_setup
     adrp x1, __ap_stacks_bottom
     add x1, x1, :lo12:__ap_stacks_bottom
     add x1, x1, x0, lsl #14
@@ -261,18 +259,14 @@ user_exit:
     dispatch = sym crate::user::syscall_dispatch,
     report = sym crate::kmain::trap_report,
     saved_ksp = sym SAVED_KSP,
-    tick = sym crate::irq::timer_tick,
+    tick = sym kernel_common::tick::timer_tick,
     gicc = const GICC,
     ppi = const TIMER_PPI,
     hz = const crate::irq::HZ,
 );
 
 extern "C" {
-    fn semihost_call(op: usize, param: usize) -> isize;
-    static semihost_call_end: u8;
     fn ap_start();
-    pub fn enter_user(entry: usize, sp: usize, arg: usize) -> usize;
-    pub fn user_exit(code: usize) -> !;
 }
 
 /// The PL011: transmitter and UART enabled (QEMU sends regardless, real ones do not).
@@ -291,9 +285,7 @@ pub fn putc(b: u8) {
 pub fn exit(code: u32) -> ! {
     let block = [ADP_STOPPED_APPLICATION_EXIT, code as usize];
     semihost(SYS_EXIT, block.as_ptr() as usize);
-    loop {
-        unsafe { asm!("wfi") };
-    }
+    park()
 }
 
 /// The exit status needs semihosting: without it, stop here (QEMU keeps running; the
@@ -307,12 +299,7 @@ pub fn fault() -> ! {
 }
 
 pub fn semihost(op: usize, param: usize) -> isize {
-    unsafe { semihost_call(op, param) }
-}
-
-pub fn in_semihosting(pc: usize) -> bool {
-    let start = semihost_call as usize;
-    (start..unsafe { &semihost_call_end as *const u8 as usize }).contains(&pc)
+    unsafe { super::semihost_call(op, param) }
 }
 
 /// Starts CPU `id` (MPIDR affinity 0 = id on `virt`) at `ap_start` with PSCI `CPU_ON`.
@@ -333,12 +320,6 @@ pub fn wait_event() {
 
 pub fn signal_event() {
     unsafe { asm!("dsb sy", "sev", options(nomem, nostack)) };
-}
-
-pub fn park() -> ! {
-    loop {
-        unsafe { asm!("wfi", options(nomem, nostack)) };
-    }
 }
 
 fn mmio_write(addr: usize, v: u32) {

@@ -16,6 +16,7 @@
 //! Frame records (LLVM, `-C force-frame-pointers=non-leaf`): s0 points just above the saved
 //! pair, [s0 - 8] = return address, [s0 - 16] = the caller's s0. Leaves have none.
 
+use super::park;
 use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -23,9 +24,6 @@ pub const NAME: &str = "riscv64";
 pub const CAUSE_NAME: &str = "scause (mcause from M-mode)";
 pub const ELF_MACHINE: u16 = 243; // EM_RISCV
 pub const RAM_BASE: usize = 0x8000_0000;
-/// The user program's area: linked at RAM + 64 MiB (user/linker.ld), stack top RAM + 80 MiB.
-pub const USER_BASE: usize = RAM_BASE + 0x0400_0000;
-pub const USER_STACK_TOP: usize = RAM_BASE + 0x0500_0000;
 
 const UART: usize = 0x1000_0000;
 const TEST_DEVICE: usize = 0x10_0000;
@@ -369,7 +367,7 @@ user_exit:
     dispatch = sym crate::user::syscall_dispatch,
     report = sym crate::kmain::trap_report,
     saved_ksp = sym SAVED_KSP,
-    tick = sym crate::irq::timer_tick,
+    tick = sym kernel_common::tick::timer_tick,
     mtime = const CLINT_MTIME,
     period = const TIMEBASE_HZ / crate::irq::HZ as usize,
 );
@@ -377,10 +375,6 @@ user_exit:
 extern "C" {
     fn isr_timer();
     fn trap_vector();
-    fn semihost_call(op: usize, param: usize) -> isize;
-    static semihost_call_end: u8;
-    pub fn enter_user(entry: usize, sp: usize, arg: usize) -> usize;
-    pub fn user_exit(code: usize) -> !;
 }
 
 pub fn init() {}
@@ -397,9 +391,7 @@ pub fn putc(b: u8) {
 pub fn exit(code: u32) -> ! {
     let v = if code == 0 { 0x5555 } else { (code << 16) | 0x3333 };
     unsafe { (TEST_DEVICE as *mut u32).write_volatile(v) };
-    loop {
-        unsafe { asm!("wfi") };
-    }
+    park()
 }
 
 /// The test device needs no semihosting.
@@ -409,11 +401,6 @@ pub fn exit_without_semihosting(code: u32) -> ! {
 
 pub fn fault() -> ! {
     unsafe { asm!("unimp", options(noreturn)) }
-}
-
-pub fn in_semihosting(pc: usize) -> bool {
-    let start = semihost_call as usize;
-    (start..unsafe { &semihost_call_end as *const u8 as usize }).contains(&pc)
 }
 
 fn msip(hart: u32) -> *mut u32 {
@@ -436,12 +423,6 @@ pub fn wait_event() {
 
 pub fn signal_event() {
     unsafe { msip(0).write_volatile(1) };
-}
-
-pub fn park() -> ! {
-    loop {
-        unsafe { asm!("wfi", options(nomem, nostack)) };
-    }
 }
 
 /// irq=on: the supervisor timer interrupt every `TIMEBASE_HZ / hz` ticks of `mtime`, taken
