@@ -1,22 +1,12 @@
 //! Functions whose linkage names are in no mangling scheme are named from DWARF, with their
 //! scope (tests/data/dwarf-names, built by its build.sh); plain names stay.
 
-use std::path::Path;
-
-use kern_profile_symbols::Symbolizer;
+mod common;
 
 #[test]
 fn foreign_linkage_names_take_their_dwarf_names() {
-    let elf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/dwarf-names/names.elf");
-    let mut s = Symbolizer::load(Some(&elf), &[]).unwrap();
-    let starts: Vec<(u64, String)> = s
-        .elf()
-        .unwrap()
-        .symbols
-        .symbols()
-        .iter()
-        .map(|sym| (sym.start, sym.name.to_string()))
-        .collect();
+    let mut s = common::load("dwarf-names/names.elf");
+    let starts = common::symbol_starts(&s);
     let mut named = Vec::new();
     for (at, table) in starts {
         // Inside the function too: one name for all its addresses.

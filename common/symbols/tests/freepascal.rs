@@ -2,26 +2,17 @@
 //! routines demangled, and a routine exported under a name in no known scheme named from
 //! DWARF.
 
-use std::path::Path;
+mod common;
 
 use kern_profile_symbols::Symbolizer;
 
 fn symbolizer() -> Symbolizer {
-    let elf = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/freepascal/kernel.elf");
-    Symbolizer::load(Some(&elf), &[]).unwrap()
+    common::load("freepascal/kernel.elf")
 }
 
 /// The frames at each code symbol's start (the symbol table's name, then what frames show).
 fn names(s: &mut Symbolizer) -> Vec<(String, String)> {
-    let starts: Vec<(u64, String)> = s
-        .elf()
-        .unwrap()
-        .symbols
-        .symbols()
-        .iter()
-        .map(|sym| (sym.start, sym.name.to_string()))
-        .collect();
-    starts
+    common::symbol_starts(s)
         .into_iter()
         .map(|(at, table)| {
             let frames = s.frames(at);
