@@ -177,11 +177,10 @@ fn record_gdb_keeps_two_address_spaces_apart() {
             .unwrap_or_else(|| panic!("no address space of {program}:\n{com1}"));
         line.rsplit("cr3 ").next().unwrap().trim().to_string()
     };
-    // Sized for a loaded machine: each program holds about a third of the looks, and at load
-    // 10 on 2 cores the stub gave 22 looks a second (a look then takes ~0.8 ms, and the 5%
-    // budget spaces them), so 30,000 rounds (1.4 s, 31 looks) left 7 to one program. 150,000
-    // rounds run ~7 s there: ~150 looks, ~50 a program, the bound of 10 some 7 standard
-    // deviations below; on a quiet machine ~1 s at 200 looks a second, the same count.
+    // Sized for a loaded machine: each program holds about a third of the looks, and the 5%
+    // stopped budget spaces the looks further apart as each takes longer. At load 10 on 2
+    // cores, 30,000 rounds gave 31 looks in 1.4 s and 7 samples to one program; 150,000
+    // rounds at load 5 gave 122 looks in 10 s: some 40 a program, the bound of 10 far below.
     let (out_dir, err) = record_gdb(
         "i386",
         "gdb-record-procs",
