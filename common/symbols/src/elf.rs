@@ -59,10 +59,16 @@ impl ElfImage {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let arch = kern_profile_arch::from_elf(file.architecture());
+        let guest = kern_profile_arch::elf_guest(file.architecture(), file.is_64());
+        let arch = guest.map(|g| g.arch);
         let machine = format!("{:?}", file.architecture()).to_lowercase();
 
         let mut warnings = Vec::new();
+        if guest.is_some_and(|g| g.remarked) {
+            warnings.push(SymbolWarning::RemarkedElf {
+                path: path.to_path_buf(),
+            });
+        }
         let code = code_sections(&file, data.len(), path, &mut warnings);
 
         let mut segments: Vec<(u64, u64)> = file
