@@ -4,7 +4,8 @@
 //! address fields). `kern-profile record -- QEMU...` samples it, says the ELF is taken as
 //! x86_64 (record's note before the run, the plugin's `elf=` line, the report's warning), and
 //! its hottest functions and shares are the unmarked kernel's; `kern-profile RAW COPY` names
-//! them the same.
+//! them the same. The plugin's `alloc=` hooks it from the re-marked ELF as from the unmarked
+//! one.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use kern_profile_e2e::{
-    bin, expected64, kernel64, output_with_timeout, run_kernel_command, scratch, skip_x86_64,
+    bin, boot_kernel, expected64, kern_profile, kernel64, output_with_timeout, root,
+    run_kernel_command, scratch, skip_x86_64,
 };
 
 const LIMIT: Duration = Duration::from_secs(300);
@@ -168,4 +170,37 @@ fn record_profiles_the_remarked_kernel_as_the_unmarked_one() {
     assert!(out.status.success(), "{err}");
     assert!(text.contains(&hottest), "{text}");
     assert!(err.contains(&said("warning: ")), "{err}");
+}
+
+/// The plugin alone, `alloc=SPEC,elf=COPY`: the hooks found in the re-marked ELF (symbols and
+/// DWARF arguments), the note at start, the allocation report the unmarked kernel's.
+#[test]
+fn alloc_hooks_the_remarked_kernel_as_the_unmarked_one() {
+    if skip_x86_64() {
+        return;
+    }
+    let dir = scratch("remarked-elf-alloc");
+    let copy = remarked_copy(&dir);
+    let spec = root().join("examples/kernel-common/alloc.spec");
+    let report = |kernel: &Path, name: &str| {
+        let args = format!("alloc={},elf={}", spec.display(), kernel.display());
+        let run = boot_kernel("x86_64", kernel, name, &args, "rounds=100");
+        let text = kern_profile(&[
+            "--alloc",
+            run.raw.to_str().unwrap(),
+            kernel.to_str().unwrap(),
+            "-f",
+            "text",
+            "-o",
+            "-",
+        ]);
+        (run.stderr, text)
+    };
+    let (plain_err, plain) = report(&kernel64(), "remarked-alloc-plain");
+    let (err, remarked) = report(&copy, "remarked-alloc");
+    let note = format!("kern-profile: note: elf={}: {NOTE}", copy.display());
+    assert!(err.contains(&note), "{err}");
+    assert!(!plain_err.contains("marked i386"), "{plain_err}");
+    assert!(remarked.contains("allocator `kmalloc`"), "{remarked}");
+    assert_eq!(remarked, plain);
 }
