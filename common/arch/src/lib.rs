@@ -10,6 +10,7 @@
 
 pub mod aarch64;
 mod convention;
+mod elf_guest;
 mod facts;
 mod frame_record;
 pub mod gdb;
@@ -20,6 +21,7 @@ pub mod x86;
 pub mod x86_64;
 
 pub use convention::Convention;
+pub use elf_guest::{elf_guest, elf_guest_of_header, ElfGuest, REMARKED_NOTE};
 pub use facts::Facts;
 pub use frame_record::FrameRecord;
 pub use gdb::{CoreRegs, GdbLayout};
@@ -257,14 +259,6 @@ pub fn guests() -> [&'static dyn Guest; 4] {
     ]
 }
 
-/// The guest whose code an ELF for `machine` is (x86_64's x32 ABI runs on x86_64 guests).
-pub fn from_elf(machine: object::Architecture) -> Option<Arch> {
-    guests()
-        .into_iter()
-        .find(|g| g.elf_machines().contains(&machine))
-        .map(|g| g.arch())
-}
-
 /// The guest of a QEMU whose target name is `name`.
 pub fn from_qemu_target(name: &str) -> Option<Arch> {
     guests()
@@ -292,7 +286,8 @@ mod tests {
             assert_eq!(from_qemu_target(g.qemu_target()), Some(g.arch()));
             assert_eq!(g.qemu_target(), g.arch().name());
             for &m in g.elf_machines() {
-                assert_eq!(from_elf(m), Some(g.arch()));
+                let is_64 = m.address_size() == Some(object::AddressSize::U64);
+                assert_eq!(elf_guest(m, is_64).map(|e| e.arch), Some(g.arch()));
             }
         }
     }
@@ -335,18 +330,6 @@ mod tests {
         assert_eq!(guest(Arch::Riscv64).page_table_identity(satp), satp);
         let names = guests().map(|g| g.page_table_register());
         assert_eq!(names, ["cr3", "cr3", "satp", "ttbr0"]);
-    }
-
-    #[test]
-    fn elf_machines() {
-        use object::Architecture as A;
-        assert_eq!(from_elf(A::I386), Some(Arch::I386));
-        assert_eq!(from_elf(A::X86_64), Some(Arch::X86_64));
-        assert_eq!(from_elf(A::X86_64_X32), Some(Arch::X86_64));
-        assert_eq!(from_elf(A::Riscv64), Some(Arch::Riscv64));
-        assert_eq!(from_elf(A::Aarch64), Some(Arch::Aarch64));
-        assert_eq!(from_elf(A::Riscv32), None);
-        assert_eq!(from_elf(A::Arm), None);
     }
 
     /// A block ends at its first jump, call, return or trap, which it includes; an

@@ -34,15 +34,18 @@ impl Arch {
         }
     }
 
-    /// The architecture of an ELF with this `e_machine` and class (1: 32-bit, 2: 64-bit).
+    /// The architecture of an ELF with this `e_machine` and class (1: 32-bit, 2: 64-bit), by
+    /// [`kern_profile_arch::elf_guest_of_header`]'s rule (a 64-bit ELF marked i386 is x86_64).
     pub fn from_elf(machine: u16, class: u8) -> Option<Arch> {
-        match (machine, class) {
-            (3, 1) => Some(Arch::I386),
-            (62, 2) => Some(Arch::X86_64),
-            (183, 2) => Some(Arch::Aarch64),
-            (243, 2) => Some(Arch::Riscv64),
-            _ => None,
-        }
+        use kern_profile_arch::Arch as Guest;
+        Some(
+            match kern_profile_arch::elf_guest_of_header(machine, class)?.arch {
+                Guest::I386 => Arch::I386,
+                Guest::X86_64 => Arch::X86_64,
+                Guest::Aarch64 => Arch::Aarch64,
+                Guest::Riscv64 => Arch::Riscv64,
+            },
+        )
     }
 }
 
@@ -59,5 +62,22 @@ impl std::str::FromStr for Arch {
             .into_iter()
             .find(|a| a.name() == s)
             .ok_or_else(|| format!("unknown architecture '{s}' (i386, x86_64, aarch64, riscv64)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elf_headers() {
+        assert_eq!(Arch::from_elf(3, 1), Some(Arch::I386));
+        assert_eq!(Arch::from_elf(62, 2), Some(Arch::X86_64));
+        assert_eq!(Arch::from_elf(183, 2), Some(Arch::Aarch64));
+        assert_eq!(Arch::from_elf(243, 2), Some(Arch::Riscv64));
+        assert_eq!(Arch::from_elf(243, 1), None);
+        assert_eq!(Arch::from_elf(40, 1), None);
+        // Asterinas' OSDK marks its x86_64 kernels EM_386 in a 64-bit ELF.
+        assert_eq!(Arch::from_elf(3, 2), Some(Arch::X86_64));
     }
 }

@@ -25,7 +25,8 @@ pub struct ElfImage {
     pub path: PathBuf,
     /// `None` for an architecture samples never come from.
     pub arch: Option<Arch>,
-    /// The ELF machine as object names it (for error messages).
+    /// The architecture it is read as, else the ELF machine as object names it (for error
+    /// messages).
     pub machine: String,
     pub symbols: SymbolTable,
     pub dwarf: Option<addr2line::Context<DwarfReader>>,
@@ -59,10 +60,20 @@ impl ElfImage {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let arch = kern_profile_arch::from_elf(file.architecture());
-        let machine = format!("{:?}", file.architecture()).to_lowercase();
+        let guest = kern_profile_arch::elf_guest(file.architecture(), file.is_64());
+        let arch = guest.map(|g| g.arch);
+        // Messages name what the file is read as (x86_64 for one re-marked i386).
+        let machine = arch.map_or_else(
+            || format!("{:?}", file.architecture()).to_lowercase(),
+            |a| a.name().to_string(),
+        );
 
         let mut warnings = Vec::new();
+        if guest.is_some_and(|g| g.remarked) {
+            warnings.push(SymbolWarning::RemarkedElf {
+                path: path.to_path_buf(),
+            });
+        }
         let code = code_sections(&file, data.len(), path, &mut warnings);
 
         let mut segments: Vec<(u64, u64)> = file

@@ -1,9 +1,11 @@
-//! What loading a symbol source could not use; the report prints it among its warnings.
+//! What loading a symbol source could not use, or read other than its header says; the
+//! report prints it among its warnings.
 
 use std::fmt;
 use std::path::PathBuf;
 
-/// A part of an ELF that was unusable; loading went on without it.
+/// A part of an ELF that was unusable (loading went on without it), or read otherwise than
+/// marked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SymbolWarning {
     /// The DWARF could not be read: names come from the symbol table only.
@@ -13,6 +15,9 @@ pub enum SymbolWarning {
     /// Executable sections claim more bytes than the file holds: those from `section` on are
     /// not used.
     OverlappingCode { path: PathBuf, section: String },
+    /// Marked i386 but a 64-bit ELF (Asterinas' OSDK's kernels): read as x86_64's
+    /// (`kern_profile_arch::ElfGuest::remarked`).
+    RemarkedElf { path: PathBuf },
 }
 
 impl fmt::Display for SymbolWarning {
@@ -34,6 +39,12 @@ impl fmt::Display for SymbolWarning {
                 "{}: executable sections overlap (more code than the file holds); those \
                  after {section} are not used",
                 path.display()
+            ),
+            SymbolWarning::RemarkedElf { path } => write!(
+                f,
+                "{}: {}",
+                path.display(),
+                kern_profile_arch::REMARKED_NOTE
             ),
         }
     }

@@ -9,11 +9,23 @@ use kern_profile_unwind::tables::load_kernel_tables;
 use kern_profile_unwind::UnwindTables;
 
 /// The tables of the kernel at `path` for an `arch` guest; `None` when it has none (or is a
-/// raw arm64/riscv64 Image, which has no sections). Errors name the file.
+/// raw arm64/riscv64 Image, which has no sections). Errors name the file; an ELF marked
+/// i386 but 64-bit is read as x86_64 and said so at start.
 pub fn load(path: &Path, arch: Arch) -> Result<Option<Arc<UnwindTables>>, String> {
-    load_kernel_tables(path, arch)
-        .map(|t| t.map(Arc::new))
-        .map_err(|e| format!("elf={e}"))
+    let k = load_kernel_tables(path, arch).map_err(|e| format!("elf={e}"))?;
+    if k.remarked {
+        crate::stderr_line(&remarked_line("elf", path));
+    }
+    Ok(k.tables.map(Arc::new))
+}
+
+/// The line the plugin prints at start for an ELF marked i386 but 64-bit, given as `arg=`.
+pub fn remarked_line(arg: &str, path: &Path) -> String {
+    format!(
+        "kern-profile: note: {arg}={}: {}",
+        path.display(),
+        kern_profile_arch::REMARKED_NOTE
+    )
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use kern_profile::filter::SampleFilter;
 use kern_profile::input::Sample;
 use kern_profile::say;
 use kern_profile::stacks::{short_path, KeyBuilder};
-use kern_profile::symbolize::{KernelFile, Symbolizer};
+use kern_profile::symbolize::{KernelFile, SymbolWarning, Symbolizer};
 use kern_profile::unnamed::CpuState;
 use kern_profile::Options;
 use kern_profile_format::{Arch, Privilege};
@@ -87,7 +87,12 @@ pub fn run(a: StacksArgs) -> Result<ExitCode> {
         arch,
     ) {
         (Some(path), Some(bytes), Some(arch)) => {
-            kernel_tables_of_elf(path, bytes, arch)?.map(Arc::new)
+            let k = kernel_tables_of_elf(path, bytes, arch)?;
+            if k.remarked {
+                let w = SymbolWarning::RemarkedElf { path: path.clone() };
+                say!("kern-profile: note: {w}");
+            }
+            k.tables.map(Arc::new)
         }
         _ => None,
     };

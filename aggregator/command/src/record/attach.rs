@@ -95,6 +95,7 @@ impl AttachTarget {
                     path: path.clone(),
                     why: e.to_string(),
                 })?
+                .tables
                 .map(Arc::new),
             _ => None,
         };

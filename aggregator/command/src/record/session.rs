@@ -16,7 +16,7 @@ use super::plugin::{self, Plugin};
 use super::qemu::QemuCommand;
 use super::RecordError;
 use crate::job::SymbolSources;
-use crate::symbolize::KernelFile;
+use crate::symbolize::{KernelFile, SymbolWarning};
 use kern_profile_format::qemu::{discon_qemu_version, version_at_least};
 
 /// How the plugin samples (its `-plugin` arguments but `out=`).
@@ -105,7 +105,15 @@ impl Session {
             .map(|w| window_range(w, kernel.loaded.as_ref()))
             .transpose()?;
         let mut qemu = qemu;
-        let mut notes = Vec::new();
+        // A kernel marked i386 but 64-bit (Asterinas' OSDK's) is x86_64's: said before it runs.
+        let mut notes: Vec<String> = kernel
+            .loaded
+            .iter()
+            .flat_map(|k| &k.elf)
+            .flat_map(|e| &e.warnings)
+            .filter(|w| matches!(w, SymbolWarning::RemarkedElf { .. }))
+            .map(ToString::to_string)
+            .collect();
         if kernel.is_linux() && qemu.kernel().is_some() {
             notes.extend(qemu.disable_kaslr());
         }

@@ -25,15 +25,24 @@ pub enum KernelTablesError {
     },
 }
 
-/// The tables of the kernel at `path` for an `arch` guest; `None` when it has none (or is a
-/// raw arm64/riscv64 Image, which has no sections).
-pub fn load_kernel_tables(
-    path: &Path,
-    arch: Arch,
-) -> Result<Option<UnwindTables>, KernelTablesError> {
+/// A kernel's tables, and what its ELF's header said otherwise.
+#[derive(Debug, Clone)]
+pub struct KernelTables {
+    /// `None` when it has none (or is a raw arm64/riscv64 Image, which has no sections).
+    pub tables: Option<UnwindTables>,
+    /// Marked i386 but 64-bit, read as x86_64 (`kern_profile_arch::ElfGuest::remarked`): the
+    /// caller tells the user ([`kern_profile_arch::REMARKED_NOTE`]).
+    pub remarked: bool,
+}
+
+/// The tables of the kernel at `path` for an `arch` guest.
+pub fn load_kernel_tables(path: &Path, arch: Arch) -> Result<KernelTables, KernelTablesError> {
     let image = open(path, &Options::default())?;
     if !image.is_elf() {
-        return Ok(None);
+        return Ok(KernelTables {
+            tables: None,
+            remarked: false,
+        });
     }
     kernel_tables_of_elf(path, &image.bytes, arch)
 }
@@ -44,13 +53,14 @@ pub fn kernel_tables_of_elf(
     path: &Path,
     elf: &[u8],
     arch: Arch,
-) -> Result<Option<UnwindTables>, KernelTablesError> {
-    let tables = UnwindTables::from_elf(elf, Limits::default()).map_err(|source| {
-        KernelTablesError::Tables {
-            path: path.to_path_buf(),
-            source,
-        }
-    })?;
+) -> Result<KernelTables, KernelTablesError> {
+    let (tables, elf_guest) =
+        UnwindTables::from_elf_guest(elf, Limits::default()).map_err(|source| {
+            KernelTablesError::Tables {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     if tables.arch != arch {
         return Err(KernelTablesError::WrongArch {
             path: path.to_path_buf(),
@@ -58,5 +68,8 @@ pub fn kernel_tables_of_elf(
             guest: arch.name(),
         });
     }
-    Ok((!tables.is_empty()).then_some(tables))
+    Ok(KernelTables {
+        tables: (!tables.is_empty()).then_some(tables),
+        remarked: elf_guest.remarked,
+    })
 }

@@ -3,7 +3,7 @@
 //! Bounded in memory: a table with more entries than [`Limits`] allows is refused with an
 //! error that says so.
 
-use kern_profile_arch::guest;
+use kern_profile_arch::{guest, ElfGuest};
 use kern_profile_format::Arch;
 use object::{Object, ObjectSection};
 
@@ -14,7 +14,7 @@ pub mod orc;
 pub mod walk;
 
 pub use cfi::{CfaBase, CfiRow, CfiTable, Rule};
-pub use kernel::{kernel_tables_of_elf, load_kernel_tables, KernelTablesError};
+pub use kernel::{kernel_tables_of_elf, load_kernel_tables, KernelTables, KernelTablesError};
 pub use orc::{OrcEntry, OrcKind, OrcLayout, OrcTable};
 
 /// What is wrong with a kernel's unwind tables.
@@ -72,9 +72,19 @@ impl UnwindTables {
     /// The tables of the kernel ELF in `elf`: ORC on x86_64, CFI on any architecture. `None`
     /// tables where the ELF has no such sections.
     pub fn from_elf(elf: &[u8], limits: Limits) -> Result<UnwindTables, TableError> {
+        Self::from_elf_guest(elf, limits).map(|(tables, _)| tables)
+    }
+
+    /// As [`from_elf`](Self::from_elf), with the guest the ELF's header gave (whether it was
+    /// re-marked, for the caller to say).
+    pub fn from_elf_guest(
+        elf: &[u8],
+        limits: Limits,
+    ) -> Result<(UnwindTables, ElfGuest), TableError> {
         let file = object::File::parse(elf).map_err(|e| TableError::Elf(e.to_string()))?;
-        let arch =
-            kern_profile_arch::from_elf(file.architecture()).ok_or(TableError::UnknownMachine)?;
+        let guest_of_elf = kern_profile_arch::elf_guest(file.architecture(), file.is_64())
+            .ok_or(TableError::UnknownMachine)?;
+        let arch = guest_of_elf.arch;
         let bytes = |name: &'static str| -> Result<Option<(u64, &[u8])>, TableError> {
             let Some(s) = file.section_by_name(name) else {
                 return Ok(None);
@@ -122,7 +132,7 @@ impl UnwindTables {
                 (!t.is_empty()).then_some(t)
             }
         };
-        Ok(UnwindTables { arch, orc, cfi })
+        Ok((UnwindTables { arch, orc, cfi }, guest_of_elf))
     }
 
     /// Whether there is any table to walk with.

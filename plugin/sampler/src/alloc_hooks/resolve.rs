@@ -140,7 +140,12 @@ fn load_elf(spec: &Spec, path: &Path, arch: Arch, source: &str) -> Result<HookSe
         ElfInput::NotElf(_) => return from_image(),
     };
     let file = object::File::parse(&*data).map_err(|e| bad(format!("not an ELF: {e}")))?;
-    let elf_arch = kern_profile_arch::from_elf(object::Object::architecture(&file));
+    // One marked i386 but 64-bit is x86_64's; the plugin says so when it reads elf='s tables.
+    let elf_arch = kern_profile_arch::elf_guest(
+        object::Object::architecture(&file),
+        object::Object::is_64(&file),
+    )
+    .map(|g| g.arch);
     if elf_arch != Some(arch) {
         return Err(wrong_arch("an ELF", elf_arch));
     }
