@@ -150,7 +150,12 @@ fn linux_aarch64_slab_through_the_preset() {
 /// became macros): the preset must find them, on Debian 12's 6.12 amd64.
 #[test]
 fn linux_6_12_noprof_names_through_the_preset() {
-    let Some((line, report)) = hooked_run("x86_64", Kernel::Debian612, "x86_64-6.12") else {
+    // Alone: the guest's timers (and so, likely, its RCU batches and the frees the trace
+    // misses with them) follow host time. Beside this binary's three other Linux guests, one
+    // of six runs on 2026-11-29 (sid's QEMU) counted 570 double frees of 30,923, over the
+    // bound, against the 17 to 19 the bound was set on.
+    let Some((line, report)) = alone(|| hooked_run("x86_64", Kernel::Debian612, "x86_64-6.12"))
+    else {
         return;
     };
     const PRESET: &str = include_str!("../../plugin/sampler/src/alloc_hooks/presets/linux.spec");
