@@ -8,6 +8,15 @@
 //! bit cleared. The walk decodes it, checks the saved `cs`, and goes on at the interrupted
 //! `ip` and `bp`, kernel or user, after a [`frame_marker::KERNEL_ENTRY`] marker.
 //!
+//! Linux's layouts (that encoding, i386's SYSENTER registers and vDSO frame, i386's interrupt
+//! stacks) are Linux's alone: they are taken when the kernel is known to be Linux (its
+//! symbols say so, [`KernelOs::Linux`]), never when it is known to be another
+//! ([`KernelOs::Other`]), and, when nothing says which ([`KernelOs::Unknown`]: no kernel file
+//! given), only where what they read is Linux's beyond chance: Linux's own selector values,
+//! flags as the CPU pushes them, an `ip` in the half its mode runs in ([`Crossings::maybe_linux`]).
+//! An odd frame pointer is no evidence: a FreePascal kernel starts its threads' stacks at
+//! `top - 1`, and every frame pointer of its chains is odd.
+//!
 //! Kernels that are not Linux get the same from the hardware's interrupt frame: an entry stub
 //! that starts with `push bp; mov bp, sp` right after the CPU pushed `ip, cs, flags, sp, ss`
 //! makes a frame record whose "return address" is the interrupted `ip`, with the rest of the
@@ -15,6 +24,10 @@
 //! the chain) and a ring-3 interrupt frame follows it, or when the kernel's own code selector
 //! and flags with interrupts enabled follow it (an interrupt of kernel code, on the same
 //! stack), the walk marks a kernel entry there.
+//!
+//! A frame record is followed on its own evidence: readable, above the last within its stack
+//! (and within the stack's span), with a nonzero return address; its alignment is no part of
+//! that on x86, which requires none (the FreePascal chains above are at 8n+7).
 //!
 //! Elsewhere a frame pointer must move strictly upwards, which guards against loops; a jump
 //! downwards is taken as a switch to another stack at most `stack_switches` times, after a
@@ -33,17 +46,40 @@
 //! i386 Linux runs hard and soft interrupts on 8 KiB stacks of their own
 //! (arch/x86/kernel/irq_32.c) and saves the interrupted stack pointer in the lowest word of
 //! the interrupt stack; a frame pointer just above that saved pointer is the interrupted
-//! stack's, wherever it lies.
+//! stack's, wherever it lies (not on a kernel known to be another than Linux).
 
 use kern_profile_format::{frame_marker, StopReason};
 
 use crate::{PtrWidth, Walk};
 
+/// What the walk knows of the kernel's OS, for the layouts that are one OS's alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KernelOs {
+    /// Nothing says (no kernel file): Linux's layouts only where their contents prove them.
+    #[default]
+    Unknown,
+    /// Linux: its symbols say so (`linux_banner`, its x86 entries, or kallsyms tables).
+    Linux,
+    /// Another kernel: its symbols name none of Linux's.
+    Other,
+}
+
 /// What a walk may cross besides plain frame records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Crossings {
-    /// Decode Linux's encoded `pt_regs` frame pointers.
+    /// The kernel is Linux ([`KernelOs::Linux`]): decode its encoded `pt_regs` frame pointers,
+    /// take i386's SYSENTER registers and vDSO frame, and leave i386's interrupt stacks by the
+    /// stack pointer their lowest word saved.
     pub linux_pt_regs: bool,
+    /// Nothing says which kernel it is ([`KernelOs::Unknown`]): the same Linux layouts, but
+    /// only where the registers they read hold Linux's own selectors (x86_64 `cs` 0x10, 0x33
+    /// or 0x23, `ss` 0x2b from user mode, 0 or 0x18 from kernel mode; i386 `cs` 0x60 or
+    /// 0x73, `ss` 0x7b from user mode), flags as the CPU pushes them, and an `ip` in the
+    /// half of the address space its mode runs in. A chain of odd frame pointers that is not
+    /// Linux's (FreePascal's) has no such words where an encoded pointer would lead; Linux's
+    /// do, so a Linux guest profiled without `elf=` keeps its crossings. Ignored with
+    /// `linux_pt_regs`.
+    pub maybe_linux: bool,
     /// Recognise the hardware interrupt frame above an entry stub's frame record (x86); on
     /// riscv64 and aarch64, take a record whose saved frame pointer leads down off the stack
     /// as a trap entry's record of the interrupted context (the crate's `records` module).
@@ -63,16 +99,63 @@ pub struct Crossings {
 }
 
 impl Crossings {
-    /// Everything: what the plugin uses on x86 guests.
+    /// Everything, Linux's layouts as on Linux: what the plugin uses on x86 guests, with
+    /// [`Crossings::for_kernel`].
     pub const ALL: Crossings = Crossings {
         linux_pt_regs: true,
+        maybe_linux: false,
         interrupt_frames: true,
         user_mode: false,
         kernel_cs: 0,
         stack_switches: 2,
         stack_span: STACK_SPAN,
     };
+
+    /// These crossings with Linux's layouts as `os` allows them: all of them on Linux, none
+    /// on another kernel, only the proven ones when nothing says.
+    pub const fn for_kernel(self, os: KernelOs) -> Crossings {
+        Crossings {
+            linux_pt_regs: matches!(os, KernelOs::Linux),
+            maybe_linux: matches!(os, KernelOs::Unknown),
+            ..self
+        }
+    }
+
+    /// How Linux's layouts are taken: `None` not at all, else whether only with proof.
+    fn linux(&self) -> Option<Proof> {
+        match (self.linux_pt_regs, self.maybe_linux) {
+            (true, _) => Some(Proof::AsFound),
+            (false, true) => Some(Proof::LinuxSelectors),
+            (false, false) => None,
+        }
+    }
 }
+
+/// How much a Linux layout must show before the walk takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proof {
+    /// The kernel is Linux: a code selector and a nonzero ip, as always.
+    AsFound,
+    /// Nothing says the kernel is Linux: Linux's own selectors, plausible flags, an ip in
+    /// its mode's half ([`Crossings::maybe_linux`]).
+    LinuxSelectors,
+}
+
+/// Linux's selectors (arch/x86/include/asm/segment.h): x86_64 `__KERNEL_CS`, `__KERNEL_DS`,
+/// `__USER32_CS`, `__USER_DS`, `__USER_CS`.
+const X86_64_KERNEL_CS: u64 = 0x10;
+const X86_64_KERNEL_DS: u64 = 0x18;
+const X86_64_USER32_CS: u64 = 0x23;
+const X86_64_USER_DS: u64 = 0x2b;
+const X86_64_USER_CS: u64 = 0x33;
+/// i386 `__KERNEL_CS`, `__USER_CS`, `__USER_DS`.
+const I386_KERNEL_CS: u64 = 0x60;
+const I386_USER_CS: u64 = 0x73;
+const I386_USER_DS: u64 = 0x7b;
+
+/// The lowest x86_64 kernel address, and the end of the user half.
+const X86_64_KERNEL_HALF: u64 = 0xffff_8000_0000_0000;
+const X86_64_USER_END: u64 = 0x0000_8000_0000_0000;
 
 /// The most a frame chain may climb above its stack's start: twice the largest kernel stack
 /// of the kernels we know (Linux 16 KiB, the example kernels 64 KiB), with room for deep user
@@ -136,7 +219,9 @@ struct PtRegsLayout {
     bp: u64,
     ip: u64,
     cs: u64,
+    flags: u64,
     sp: u64,
+    ss: u64,
 }
 
 impl PtRegsLayout {
@@ -146,13 +231,17 @@ impl PtRegsLayout {
                 bp: 20,
                 ip: 48,
                 cs: 52,
+                flags: 56,
                 sp: 60,
+                ss: 64,
             },
             PtrWidth::W8 => PtRegsLayout {
                 bp: 32,
                 ip: 128,
                 cs: 136,
+                flags: 144,
                 sp: 152,
+                ss: 160,
             },
         }
     }
@@ -168,12 +257,14 @@ where
 }
 
 /// The registers an encoded frame pointer `fp` points to, if it is one and they look right:
-/// they lie on the stack being walked (at or above `lowest`) and hold a code selector.
+/// they lie on the stack being walked (at or above `lowest`) and hold a code selector (and,
+/// with `proof` [`Proof::LinuxSelectors`], are Linux's beyond chance: [`linux_selectors`]).
 fn decode_pt_regs<R>(
     fp: u64,
     lowest: u64,
     seg_end: u64,
     width: PtrWidth,
+    proof: Proof,
     read: &mut R,
 ) -> Option<PtRegs>
 where
@@ -208,7 +299,40 @@ where
     };
     // A code selector: not null, ring 0 or 3.
     let plausible = r.cs & !3 != 0 && matches!(r.cs & 3, 0 | 3) && r.ip != 0;
-    plausible.then_some(r)
+    let proven = match proof {
+        Proof::AsFound => true,
+        Proof::LinuxSelectors => linux_selectors(regs, &r, width, read),
+    };
+    (plausible && proven).then_some(r)
+}
+
+/// Whether the registers `r` read from the `pt_regs` at `regs` are Linux's beyond chance:
+/// `cs` one of Linux's code selectors, the saved flags as the CPU pushes them, `ip` in the
+/// half of the address space that mode runs in, and the saved `ss` Linux's for that mode
+/// (x86_64 always, i386 from user mode: from kernel mode i386 saves none). What an unknown
+/// kernel is held to before its frame pointer is taken for an encoded `pt_regs` pointer
+/// ([`Crossings::maybe_linux`]).
+fn linux_selectors<R>(regs: u64, r: &PtRegs, width: PtrWidth, read: &mut R) -> bool
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let at = PtRegsLayout::of(width);
+    if !regs_word(regs, at.flags, width, read).is_some_and(plausible_flags) {
+        return false;
+    }
+    let mut ss = || regs_word(regs, at.ss, width, read).map(|v| v & 0xffff);
+    match (width, r.cs) {
+        (PtrWidth::W8, X86_64_KERNEL_CS) => {
+            r.ip >= X86_64_KERNEL_HALF && matches!(ss(), Some(0 | X86_64_KERNEL_DS))
+        }
+        (PtrWidth::W8, X86_64_USER_CS) => r.ip < X86_64_USER_END && ss() == Some(X86_64_USER_DS),
+        (PtrWidth::W8, X86_64_USER32_CS) => {
+            r.ip <= u64::from(u32::MAX) && ss() == Some(X86_64_USER_DS)
+        }
+        (PtrWidth::W4, I386_KERNEL_CS) => r.ip > I386_TOP,
+        (PtrWidth::W4, I386_USER_CS) => ss() == Some(I386_USER_DS),
+        _ => false,
+    }
 }
 
 /// The user context saved right above the frame record at `fp`, where Linux's entry code
@@ -218,8 +342,14 @@ where
 /// The vDSO had set that to its stack pointer, which the kernel copies into `pt_regs->sp`
 /// (and then reloads `pt_regs->bp` from the user stack), so the registers are taken when
 /// they say so: a user code selector, a nonzero ip, and `bp` or `sp` equal to the record's
-/// saved frame pointer.
-fn pt_regs_above_record<R>(fp: u64, saved_fp: u64, width: PtrWidth, read: &mut R) -> Option<PtRegs>
+/// saved frame pointer (and, with `proof` [`Proof::LinuxSelectors`], [`linux_selectors`]).
+fn pt_regs_above_record<R>(
+    fp: u64,
+    saved_fp: u64,
+    width: PtrWidth,
+    proof: Proof,
+    read: &mut R,
+) -> Option<PtRegs>
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
@@ -238,7 +368,13 @@ where
         sp: word(at.sp)?,
     };
     let linked = r.bp == saved_fp || r.sp == saved_fp;
-    (linked && r.ip != 0 && r.sp != 0).then_some(r)
+    if !(linked && r.ip != 0 && r.sp != 0) {
+        return None;
+    }
+    match proof {
+        Proof::AsFound => Some(r),
+        Proof::LinuxSelectors => linux_selectors(regs, &r, width, read).then_some(r),
+    }
 }
 
 /// i386 Linux's vDSO entry, `__kernel_vsyscall`: `push ecx; push edx; push ebp; mov ebp,
@@ -423,15 +559,16 @@ where
     let seg_end = |start: u64| span_end(crossings.stack_span, start);
     let mut switches = 0u8;
     let mut entries = 0u8;
+    // Linux's layouts, as the kernel allows them.
+    let linux = crossings.linux();
     let stop = loop {
         if cur.fp == 0 {
             break StopReason::NullFramePointer;
         }
         // Even the first: a sample in entry code, after the encoding, before the call.
-        if crossings.linux_pt_regs && entries < MAX_ENTRIES && !cur.in_user {
-            if let Some(r) =
-                decode_pt_regs(cur.fp, cur.lowest, seg_end(cur.seg_start), width, &mut read)
-            {
+        if let Some(proof) = linux.filter(|_| entries < MAX_ENTRIES && !cur.in_user) {
+            let end = seg_end(cur.seg_start);
+            if let Some(r) = decode_pt_regs(cur.fp, cur.lowest, end, width, proof, &mut read) {
                 entries += 1;
                 if !frames.push_entry(r.ip) {
                     break StopReason::DepthLimit;
@@ -441,9 +578,7 @@ where
                 continue;
             }
         }
-        if cur.fp & (w as u64 - 1) != 0 {
-            break StopReason::Misaligned;
-        }
+        // No alignment asked: x86 requires none (a FreePascal chain is at 8n+7).
         if cur.fp < cur.lowest {
             if frames.n == 0 || switches >= crossings.stack_switches || cur.in_user {
                 break StopReason::NotIncreasing;
@@ -458,8 +593,11 @@ where
             && switches < crossings.stack_switches
             && frames.n > 0
             && !cur.in_user
+            && linux.is_some()
         {
-            // Up off an interrupt stack, to the interrupted stack it names.
+            // Up off i386 Linux's interrupt stack, to the interrupted stack it names: no
+            // more proof asked of an unknown kernel, as the jump alone would stop the walk and
+            // the saved pointer must name the frame's stack.
             if let Some(prev_sp) = i386_irq_stack_exit(cur.seg_start, cur.fp, width, &mut read) {
                 switches += 1;
                 if !frames.push(frame_marker::STACK_SWITCH) {
@@ -501,13 +639,11 @@ where
             && saved_fp > cur.fp
             && kernel_interrupt_frame(cur.fp, width, crossings.kernel_cs, &mut read);
         // i386 Linux's SYSENTER path: the user's registers right above this record.
-        let sysenter = (crossings.linux_pt_regs
-            && !cur.in_user
-            && entries < MAX_ENTRIES
-            && saved_fp != 0
-            && saved_fp < cur.lowest)
-            .then(|| pt_regs_above_record(cur.fp, saved_fp, width, &mut read))
-            .flatten();
+        let sysenter = linux
+            .filter(|_| {
+                !cur.in_user && entries < MAX_ENTRIES && saved_fp != 0 && saved_fp < cur.lowest
+            })
+            .and_then(|proof| pt_regs_above_record(cur.fp, saved_fp, width, proof, &mut read));
         if let Some(r) = sysenter {
             entries += 1;
             if !frames.push(ret) || !frames.push_entry(r.ip) {

@@ -37,7 +37,7 @@ pub use kern_profile_arch::registers;
 pub use kern_profile_arch::x86::insn as x86;
 
 use cross::Frames;
-pub use cross::{walk_across, Crossings};
+pub use cross::{walk_across, Crossings, KernelOs};
 pub use entry::{sampled_index, EntryState};
 use records::walk_records;
 pub use tables::walk::{walk_tables, StartRegs};
@@ -165,12 +165,17 @@ where
 /// (`2 * width` bytes), never across the end of the address space.
 ///
 /// The walk stops at, in this order of checks for each frame pointer:
-/// a null FP ([`StopReason::NullFramePointer`], the normal end), an FP not aligned to the
-/// pointer width ([`StopReason::Misaligned`]), an FP not above the previous one
-/// ([`StopReason::NotIncreasing`], which guards against loops), the depth cap
+/// a null FP ([`StopReason::NullFramePointer`], the normal end), an FP not above the
+/// previous one ([`StopReason::NotIncreasing`], which guards against loops), the depth cap
 /// ([`StopReason::DepthLimit`]), a record that cannot be read or would wrap past the end of
 /// the address space ([`StopReason::Unreadable`]), or a null return address
 /// ([`StopReason::NullReturnAddress`]).
+///
+/// A frame pointer needs no alignment: x86 requires none of a stack, and a record is followed
+/// on its own evidence (readable, above the last, a return address). A FreePascal kernel
+/// starts each thread's stack at `top - 1`, so every frame pointer of its chains is odd (8n+7
+/// on x86_64), and those chains are whole. [`StopReason::Misaligned`] stays in the format
+/// for riscv64's and aarch64's records, which their ABIs align, and for older recordings.
 pub fn walk<R>(fp: u64, width: PtrWidth, max_depth: usize, read: R, out: &mut [u64]) -> Walk
 where
     R: FnMut(u64, &mut [u8]) -> bool,
@@ -213,9 +218,6 @@ where
     let stop = loop {
         if fp == 0 {
             break StopReason::NullFramePointer;
-        }
-        if fp & (width.bytes() as u64 - 1) != 0 {
-            break StopReason::Misaligned;
         }
         if fp < lowest {
             break StopReason::NotIncreasing;

@@ -40,6 +40,7 @@ mod tests {
     /// The plain walk: no crossings, no span.
     const NO: Crossings = Crossings {
         linux_pt_regs: false,
+        maybe_linux: false,
         interrupt_frames: false,
         user_mode: false,
         kernel_cs: 0,

@@ -99,16 +99,33 @@ fn null_fp_at_start_reads_nothing() {
     }
 }
 
+/// x86 asks no alignment of a frame pointer: an odd chain (FreePascal's threads start their
+/// stacks at `top - 1`: 8n+7 on x86_64, 4n+3 on i386) is walked to its root.
 #[test]
-fn misaligned_fp() {
+fn odd_frame_pointers_are_followed() {
     for w in BOTH {
-        let (mut m, fp, _) = chain(w, 2, 0);
-        assert_eq!(m.walk(fp + 2, 64), (vec![], StopReason::Misaligned));
-        // A misaligned saved FP in the middle of the chain.
-        let (mut m, fp, rets) = chain(w, 3, fp + 0x40 * 3 + 1);
-        let (frames, stop) = m.walk(fp, 64);
-        assert_eq!(frames, rets);
-        assert_eq!(stop, StopReason::Misaligned);
+        let wb = w.bytes() as u64;
+        let base = 0x10_0000;
+        let mut m = Mem::new(base, 0x400, w);
+        // Three records at wb*n - 1, 0x48 apart, the outermost holding a null frame pointer.
+        let fps: Vec<u64> = (0..3).map(|i| base + 0x100 + 0x48 * i + wb - 1).collect();
+        for (i, &fp) in fps.iter().enumerate() {
+            let saved = fps.get(i + 1).copied().unwrap_or(0);
+            m.frame(fp, saved, 0xc010_0000 + i as u64);
+        }
+        assert_eq!(fps[0] % wb, wb - 1);
+        let (frames, stop) = m.walk(fps[0], 64);
+        assert_eq!(frames, [0xc010_0000, 0xc010_0001, 0xc010_0002], "{w:?}");
+        assert_eq!(stop, StopReason::NullFramePointer, "{w:?}");
+        // An odd saved frame pointer into zeroed memory: no caller there.
+        m.frame(fps[2], fps[2] + 0x41, 0xc010_0002);
+        let (frames, stop) = m.walk(fps[0], 64);
+        assert_eq!(frames.len(), 3, "{w:?}");
+        assert_eq!(stop, StopReason::NullReturnAddress, "{w:?}");
+        // Still strictly upwards: an odd pointer below the last is a loop's.
+        m.frame(fps[2], fps[1] + 1, 0xc010_0002);
+        let (_, stop) = m.walk(fps[0], 64);
+        assert_eq!(stop, StopReason::NotIncreasing, "{w:?}");
     }
 }
 

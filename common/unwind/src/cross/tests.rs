@@ -84,10 +84,11 @@ fn x86_64_linux_syscall_goes_on_into_user_space() {
         ]
     );
     assert_eq!(stop, StopReason::NullFramePointer);
-    // Without crossings the encoded pointer is a misaligned frame pointer, as before.
+    // Without crossings the encoded pointer is an odd frame pointer, followed as any other:
+    // no record there.
     let (frames, stop) = m.walk(kstack - 8, kstack, Crossings::default());
     assert_eq!(frames.len(), 2);
-    assert_eq!(stop, StopReason::Misaligned);
+    assert_eq!(stop, StopReason::Unreadable);
 }
 
 /// i386 Linux: the encoded pointer has its top bit cleared; an interrupt of kernel code
@@ -137,15 +138,16 @@ fn implausible_pt_regs_are_not_crossed() {
     m.put(regs + 128, 0x1234);
     m.put(regs + 136, 0x33);
     let (frames, stop) = m.walk(0x7ff0, 0x8000, Crossings::ALL);
-    assert_eq!((frames, stop), (vec![0xaaaa], StopReason::Misaligned));
+    // Not decoded: the odd pointer is followed down as a stack switch, to nothing readable.
+    assert_eq!((frames, stop), (vec![0xaaaa, SW], StopReason::Unreadable));
     let mut m = Mem::new(PtrWidth::W8);
     let regs = 0x9000u64;
     m.frame(0x8000, regs | 1, 0xaaaa);
     m.put(regs + 32, 0xa000);
     m.put(regs + 128, 0x1234);
     m.put(regs + 136, 0x0); // null selector
-    let (_, stop) = m.walk(0x7ff0, 0x8000, Crossings::ALL);
-    assert_eq!(stop, StopReason::Misaligned);
+    let (frames, stop) = m.walk(0x7ff0, 0x8000, Crossings::ALL);
+    assert_eq!((frames, stop), (vec![0xaaaa], StopReason::Unreadable));
 }
 
 /// A system-call stub that keeps the user's frame pointer: the kernel chain jumps down to
@@ -574,6 +576,283 @@ fn random_memory_never_panics() {
             }
             let (frames, _) = m.walk(0, rng.u64(0..0x1000), Crossings::ALL);
             assert!(frames.len() <= 32);
+        }
+    }
+}
+
+/// Crossings as the plugin makes them for a kernel `os` (x86, ring 0, selector unknown).
+fn for_os(os: KernelOs) -> Crossings {
+    Crossings::ALL.for_kernel(os)
+}
+
+const OSES: [KernelOs; 3] = [KernelOs::Linux, KernelOs::Unknown, KernelOs::Other];
+
+/// A FreePascal unikernel's thread: its stack starts at `top - 1`, so every frame pointer
+/// is odd (8n+7 on x86_64, 4n+3 on i386). Four records up to the thread's root, whose saved
+/// frame pointer is null; returns the memory, the frame pointers and the return addresses.
+fn odd_thread(width: PtrWidth, top: u64) -> (Mem, Vec<u64>, Vec<u64>) {
+    let offsets: &[u64] = match width {
+        PtrWidth::W8 => &[0x1f9, 0x109, 0x59, 0x11],
+        PtrWidth::W4 => &[0x1a1, 0x101, 0x45, 0x0d],
+    };
+    let fps: Vec<u64> = offsets.iter().map(|o| top - o).collect();
+    let rets: Vec<u64> = (0..fps.len() as u64)
+        .map(|i| 0x0010_2000 + 0x40 * i)
+        .collect();
+    let mut m = Mem::new(width);
+    for (i, &fp) in fps.iter().enumerate() {
+        m.frame(fp, fps.get(i + 1).copied().unwrap_or(0), rets[i]);
+    }
+    (m, fps, rets)
+}
+
+/// The FreePascal chain is walked to its root on every kernel, x86_64 and i386, lower and
+/// upper half: no alignment is asked, and no Linux layout is seen in it.
+#[test]
+fn an_odd_frame_pointer_chain_is_walked_to_its_root() {
+    for (width, top) in [
+        (PtrWidth::W8, 0x0020_0000u64),
+        (PtrWidth::W8, 0xffff_8000_0020_0000),
+        (PtrWidth::W4, 0x0020_0000),
+        (PtrWidth::W4, 0xc020_0000),
+    ] {
+        let w = width.bytes() as u64;
+        let (m, fps, rets) = odd_thread(width, top);
+        assert!(fps.iter().all(|fp| fp % w == w - 1), "{fps:x?}");
+        for os in OSES {
+            let (frames, stop) = m.walk(fps[0] - 0x20, fps[0], for_os(os));
+            assert_eq!(frames, rets, "{width:?} {top:#x} {os:?}");
+            assert_eq!(
+                stop,
+                StopReason::NullFramePointer,
+                "{width:?} {top:#x} {os:?}"
+            );
+        }
+        let (frames, stop) = m.walk(fps[0] - 0x20, fps[0], Crossings::default());
+        assert_eq!((frames, stop), (rets, StopReason::NullFramePointer));
+    }
+}
+
+/// Words of a FreePascal thread's stack where an encoded pointer would lead (the odd frame
+/// pointer less 1, + Linux's `pt_regs` offsets): a ring-3 selector and a nonzero ip, which on
+/// Linux make an entry. A kernel known to be another, or unknown (those words are no Linux
+/// selectors, no flags), gets its whole chain and no invented `[kernel entry]`.
+#[test]
+fn an_odd_chain_yields_no_kernel_entry_unless_the_kernel_is_linux() {
+    let top = 0xffff_8000_0020_0000u64;
+    let (mut m, fps, rets) = odd_thread(PtrWidth::W8, top);
+    // Under the second record: bp, ip, cs (ring 3, not Linux's), flags, sp, ss.
+    let regs = fps[1] - 1;
+    m.put(regs + 32, fps[2]);
+    m.put(regs + 128, 0x40_1000);
+    m.put(regs + 136, 0x1b);
+    m.put(regs + 144, 0x1234_5678);
+    m.put(regs + 152, top - 0x100);
+    m.put(regs + 160, 0x23);
+    // Under the third: Linux's user selectors, but no flags the CPU pushes.
+    let regs = fps[2] - 1;
+    m.put(regs + 32, fps[3]);
+    m.put(regs + 128, 0x40_2000);
+    m.put(regs + 136, 0x33);
+    m.put(regs + 144, 0x8000_0000_0000_0000);
+    m.put(regs + 152, top - 0x80);
+    m.put(regs + 160, 0x2b);
+    for os in [KernelOs::Unknown, KernelOs::Other] {
+        let (frames, stop) = m.walk(fps[0] - 0x20, fps[0], for_os(os));
+        assert!(!frames.contains(&KE), "{os:?}: {frames:x?}");
+        assert_eq!((frames, stop), (rets.clone(), StopReason::NullFramePointer));
+    }
+    // On Linux an odd frame pointer is its encoding, and these words its registers.
+    let (frames, _) = m.walk(fps[0] - 0x20, fps[0], for_os(KernelOs::Linux));
+    assert_eq!(frames[..3], [rets[0], KE, 0x40_1000]);
+}
+
+/// x86_64 Linux's encoded `pt_regs` as its entry code saves them (cs, flags, ss as the CPU
+/// pushed them): decoded on Linux and on an unknown kernel, not on another one. Contents
+/// short of Linux's (a selector of another GDT, flags with a reserved bit, a user ip in the
+/// kernel half) are decoded on Linux only, as before.
+#[test]
+fn a_real_encoded_pt_regs_is_decoded_unless_the_kernel_is_another() {
+    let mut m = Mem::new(PtrWidth::W8);
+    let kstack = 0xffff_c900_0001_3f00u64;
+    let regs = 0xffff_c900_0001_3f58u64;
+    let ustack = 0x7ffe_1000u64;
+    m.frame(kstack, kstack + 0x20, 0xffff_ffff_8100_0100); // ksys_read <- ...
+    m.frame(kstack + 0x20, regs | 1, 0xffff_ffff_8100_0200); // do_syscall_64's frame
+    m.put(regs + 32, ustack); // bp
+    m.put(regs + 128, 0x40_1234); // ip
+    m.put(regs + 136, 0x33); // cs: __USER_CS
+    m.put(regs + 144, 0x246); // flags
+    m.put(regs + 152, ustack - 0x18); // sp: the user stack
+    m.put(regs + 160, 0x2b); // ss: __USER_DS
+    m.frame(ustack, ustack + 0x30, 0x40_2000);
+    m.frame(ustack + 0x30, 0, 0x40_3000);
+    let kernel = [0xffff_ffff_8100_0100, 0xffff_ffff_8100_0200];
+    let crossed = [kernel[0], kernel[1], KE, 0x40_1234, 0x40_2000, 0x40_3000];
+    for os in [KernelOs::Linux, KernelOs::Unknown] {
+        let (frames, stop) = m.walk(kstack - 8, kstack, for_os(os));
+        assert_eq!(frames, crossed, "{os:?}");
+        assert_eq!(stop, StopReason::NullFramePointer, "{os:?}");
+    }
+    // Another kernel: the odd pointer is a frame pointer, with nothing readable there.
+    let (frames, stop) = m.walk(kstack - 8, kstack, for_os(KernelOs::Other));
+    assert_eq!((frames, stop), (kernel.to_vec(), StopReason::Unreadable));
+    for (at, bad) in [
+        (136, 0x2b),
+        (144, 0x8246),
+        (128, 0xffff_ffff_8100_0300),
+        (160, 0x18),
+    ] {
+        let mut m2 = Mem::new(PtrWidth::W8);
+        m2.words = m.words.clone();
+        m2.put(regs + at, bad);
+        let (frames, _) = m2.walk(kstack - 8, kstack, for_os(KernelOs::Linux));
+        assert_eq!(frames[2], KE, "Linux, {at} = {bad:#x}");
+        let (frames, _) = m2.walk(kstack - 8, kstack, for_os(KernelOs::Unknown));
+        assert_eq!(frames, kernel, "unknown, {at} = {bad:#x}");
+    }
+    // An interrupt of kernel code: __KERNEL_CS, a kernel ip, ss 0 or __KERNEL_DS.
+    let mut m = Mem::new(PtrWidth::W8);
+    let inner = 0xffff_c900_0001_3fa0u64;
+    m.frame(kstack, regs | 1, 0xffff_ffff_8100_0100);
+    m.put(regs + 32, inner);
+    m.put(regs + 128, 0xffff_ffff_8100_4444);
+    m.put(regs + 136, 0x10);
+    m.put(regs + 144, 0x282);
+    m.put(regs + 152, inner - 0x10);
+    m.put(regs + 160, 0x18);
+    m.frame(inner, 0, 0xffff_ffff_8100_5000);
+    let (frames, _) = m.walk(kstack - 8, kstack, for_os(KernelOs::Unknown));
+    assert_eq!(
+        frames,
+        [
+            0xffff_ffff_8100_0100,
+            KE,
+            0xffff_ffff_8100_4444,
+            0xffff_ffff_8100_5000
+        ]
+    );
+}
+
+/// i386 Linux with an unknown kernel (the e2e Linux guests, profiled without `elf=`): an
+/// int 0x80 system call's encoded pointer and the SYSENTER layout cross with Linux's
+/// selectors and flags in them, the interrupt stack is left by its saved pointer; on a
+/// kernel known to be another, none of them.
+#[test]
+fn i386_linux_layouts_follow_the_kernel_os() {
+    // int 0x80: the pointer with its top bit cleared, user registers as the CPU pushed them.
+    let mut m = Mem::new(PtrWidth::W4);
+    let regs = 0xc1a0_1f00u64;
+    let ubp = 0xbfff_f100u64;
+    m.frame(0xc1a0_1e00, 0xc1a0_1e40, 0xc100_1000);
+    m.frame(0xc1a0_1e40, regs & 0x7fff_ffff, 0xc100_2000);
+    m.put(regs + 20, ubp);
+    m.put(regs + 48, 0x0804_9999);
+    m.put(regs + 52, 0x73);
+    m.put(regs + 56, 0x246);
+    m.put(regs + 60, ubp - 0x20);
+    m.put(regs + 64, 0x7b);
+    m.frame(ubp, 0, 0x0804_8888);
+    let crossed = [0xc100_1000, 0xc100_2000, KE, 0x0804_9999, 0x0804_8888];
+    for os in [KernelOs::Linux, KernelOs::Unknown] {
+        let (frames, _) = m.walk(0xc1a0_1df0, 0xc1a0_1e00, for_os(os));
+        assert_eq!(frames, crossed, "{os:?}");
+    }
+    let (frames, _) = m.walk(0xc1a0_1df0, 0xc1a0_1e00, for_os(KernelOs::Other));
+    assert!(!frames.contains(&KE), "{frames:x?}");
+    // Another user ss: Linux's registers only on Linux.
+    m.put(regs + 64, 0x23);
+    let (frames, _) = m.walk(0xc1a0_1df0, 0xc1a0_1e00, for_os(KernelOs::Unknown));
+    assert!(!frames.contains(&KE), "{frames:x?}");
+
+    // SYSENTER: the registers right above do_SYSENTER_32's record.
+    let mut m = Mem::new(PtrWidth::W4);
+    let kstack = 0xc2a0_1f00u64;
+    let rec = kstack + 0x20;
+    let regs = rec + 8;
+    let (user_sp, user_bp) = (0xbfff_f000u64, 0xbfff_f100u64);
+    m.frame(kstack, rec, 0xc10d_0100);
+    m.frame(rec, user_sp, 0xc191_a0a8);
+    m.put(regs + 20, user_bp);
+    m.put(regs + 48, 0xb7ff_0429);
+    m.put(regs + 52, 0x73);
+    m.put(regs + 56, 0x246);
+    m.put(regs + 60, user_sp);
+    m.put(regs + 64, 0x7b);
+    m.put(user_sp, user_bp);
+    m.put(user_sp + 4, 0x1_0000);
+    m.put(user_sp + 8, 3);
+    m.put(user_sp + 12, 0x0805_1234);
+    m.frame(user_bp, 0, 0x0804_9000);
+    let crossed = [
+        0xc10d_0100,
+        0xc191_a0a8,
+        KE,
+        0xb7ff_0429,
+        0x0805_1234,
+        0x0804_9000,
+    ];
+    for os in [KernelOs::Linux, KernelOs::Unknown] {
+        let (frames, _) = m.walk(kstack - 8, kstack, for_os(os));
+        assert_eq!(frames, crossed, "{os:?}");
+    }
+    let (frames, _) = m.walk(kstack - 8, kstack, for_os(KernelOs::Other));
+    assert_eq!(frames[..3], [0xc10d_0100, 0xc191_a0a8, SW]);
+    // No flags where the CPU's would be: not proven.
+    m.words.remove(&(regs + 56));
+    let (frames, _) = m.walk(kstack - 8, kstack, for_os(KernelOs::Unknown));
+    assert_eq!(frames[..3], [0xc10d_0100, 0xc191_a0a8, SW]);
+    let (frames, _) = m.walk(kstack - 8, kstack, for_os(KernelOs::Linux));
+    assert_eq!(frames, crossed);
+
+    // The interrupt stack's saved pointer.
+    let mut m = Mem::new(PtrWidth::W4);
+    let irq_stack = 0xc200_4000u64;
+    let task = 0xc340_1e00u64;
+    m.put(irq_stack, task - 0x10);
+    m.frame(irq_stack + 0x1f00, task, 0xc100_1000);
+    m.frame(task, 0, 0xc100_3000);
+    for os in [KernelOs::Linux, KernelOs::Unknown] {
+        let (frames, _) = m.walk(irq_stack + 0x1ef0, irq_stack + 0x1f00, for_os(os));
+        assert_eq!(frames, [0xc100_1000, SW, 0xc100_3000], "{os:?}");
+    }
+    let (frames, stop) = m.walk(
+        irq_stack + 0x1ef0,
+        irq_stack + 0x1f00,
+        for_os(KernelOs::Other),
+    );
+    assert_eq!((frames, stop), (vec![0xc100_1000], StopReason::OffStack));
+}
+
+/// Odd frame pointers into garbage (words at every alignment): never a panic, always a stop
+/// within the depth, whatever the kernel; at most [`MAX_ENTRIES`] entries.
+#[test]
+fn odd_frame_pointers_into_garbage_stay_bounded() {
+    for seed in 0..300u64 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        for width in [PtrWidth::W4, PtrWidth::W8] {
+            let mut m = Mem::new(width);
+            let base = if rng.bool() {
+                0
+            } else {
+                width.max_addr() & !0xf_ffff
+            };
+            for _ in 0..256 {
+                let addr = base + rng.u64(0..0x2000);
+                let v = match rng.u8(0..4) {
+                    0 => base + rng.u64(0..0x2000),
+                    1 => rng.u64(0..0x100),
+                    _ => rng.u64(..),
+                };
+                m.put(addr, v & width.max_addr());
+            }
+            let fp = (base + rng.u64(0..0x1000)) | 1;
+            for os in OSES {
+                let (frames, _) = m.walk(base + rng.u64(0..0x800), fp, for_os(os));
+                assert!(frames.len() <= 32, "{seed} {width:?} {os:?}");
+                let entries = frames.iter().filter(|&&f| f == KE).count();
+                assert!(entries <= MAX_ENTRIES as usize, "{seed} {width:?} {os:?}");
+            }
         }
     }
 }
