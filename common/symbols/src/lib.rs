@@ -49,7 +49,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 pub use budget::Budget;
 pub use demangle::{demangle, sanitize};
 pub use elf::ElfImage;
-pub use kernel_file::{KallsymsNames, KernelFile};
+pub use kernel_file::{kernel_os_of_image, KallsymsNames, KernelFile, LINUX_SYMBOLS};
 pub use return_register::{Corrections, Source};
 pub use table::{Symbol, SymbolTable};
 pub use warning::SymbolWarning;

@@ -60,3 +60,20 @@ fn a_name_in_no_scheme_is_named_from_dwarf() {
         "{names:?}"
     );
 }
+
+/// A FreePascal kernel is no Linux: the stack walks take none of Linux's layouts on it
+/// (its odd frame pointers are no encoded `pt_regs` pointers).
+#[test]
+fn a_freepascal_kernel_is_no_linux() {
+    use kern_profile_linux_image::{open, Options};
+    use kern_profile_symbols::{kernel_os_of_image, KernelFile};
+    use kern_profile_unwind::KernelOs;
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/freepascal/kernel.elf");
+    assert_eq!(
+        KernelFile::load(&path).unwrap().kernel_os(),
+        KernelOs::Other
+    );
+    let image = open(&path, &Options::default()).unwrap();
+    assert_eq!(kernel_os_of_image(&image), KernelOs::Other);
+}

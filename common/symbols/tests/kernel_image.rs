@@ -5,8 +5,10 @@
 use std::path::Path;
 
 use kern_profile_format::Arch;
-use kern_profile_symbols::{KernelFile, SymbolError, Symbolizer};
+use kern_profile_linux_image::{open, Options};
+use kern_profile_symbols::{kernel_os_of_image, KernelFile, SymbolError, Symbolizer};
 use kern_profile_test_support::linux_image::linux_image;
+use kern_profile_unwind::KernelOs;
 
 /// The address of function `name` in the kernel's names.
 fn address_of(kernel: &KernelFile, name: &str) -> u64 {
@@ -24,6 +26,10 @@ fn address_of(kernel: &KernelFile, name: &str) -> u64 {
 fn names_functions(path: &Path, arch: Arch, other: Arch) {
     let kernel = KernelFile::load(path).unwrap();
     assert!(kernel.is_linux());
+    // The stack walks take Linux's layouts on it, from the image alone (the plugin's elf=).
+    assert_eq!(kernel.kernel_os(), KernelOs::Linux);
+    let image = open(path, &Options::default()).unwrap();
+    assert_eq!(kernel_os_of_image(&image), KernelOs::Linux);
     let n = kernel.symbols().unwrap().len();
     assert!(n > 30_000, "{n} code symbols");
     let mut sym = Symbolizer::load(Some(path), &[]).unwrap();
