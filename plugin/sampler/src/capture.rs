@@ -11,7 +11,7 @@ use kern_profile_format::{
 use std::sync::Arc;
 
 use kern_profile_unwind::{
-    walk_guest, walk_tables, Crossings, EntryState, PtrWidth, StartRegs, UnwindTables,
+    walk_guest, walk_tables, Crossings, EntryState, KernelOs, PtrWidth, StartRegs, UnwindTables,
 };
 
 use crate::window::WindowReader;
@@ -64,6 +64,8 @@ pub struct Capture {
     stack_only: bool,
     /// The kernel's ORC and CFI tables ([`Capture::with_tables`]).
     tables: Option<Arc<UnwindTables>>,
+    /// Which kernel it is, for Linux's layouts ([`Capture::with_kernel_os`]).
+    kernel_os: KernelOs,
 }
 
 /// How long a CPU mode read stays good, in host ns.
@@ -83,6 +85,7 @@ impl Capture {
             mode_cache: None,
             stack_only: false,
             tables: None,
+            kernel_os: KernelOs::Unknown,
         }
     }
 
@@ -91,6 +94,13 @@ impl Capture {
     /// elsewhere.
     pub fn with_tables(self, tables: Option<Arc<UnwindTables>>) -> Self {
         Capture { tables, ..self }
+    }
+
+    /// A capture whose walks take Linux's layouts (encoded `pt_regs` and the like) as the
+    /// kernel `os` allows: the plugin learns it from `elf=`, and without it the kernel is
+    /// [`KernelOs::Unknown`] (see kern-profile-unwind's `Crossings::maybe_linux`).
+    pub fn with_kernel_os(self, kernel_os: KernelOs) -> Self {
+        Capture { kernel_os, ..self }
     }
 
     /// A capture for callers that need the stack, the privilege and the return-address
@@ -132,6 +142,7 @@ impl Capture {
             mode_cache,
             stack_only,
             tables,
+            kernel_os,
         } = self;
         let (arch, width, w) = (*arch, *width, width.bytes());
         let sp = regs.read(Reg::StackPointer).unwrap_or(0) & width.max_addr();
@@ -155,7 +166,7 @@ impl Capture {
         let crossings = Crossings {
             kernel_cs: kernel_cs.unwrap_or(0) as u16,
             user_mode: user,
-            ..Crossings::ALL
+            ..Crossings::ALL.for_kernel(*kernel_os)
         };
         // The kernel's tables, where they cover the pc: whole stacks without frame
         // pointers, the caller of a frameless entry included.

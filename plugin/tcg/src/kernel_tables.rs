@@ -1,22 +1,43 @@
 //! `elf=`: the kernel's unwind tables (ORC, DWARF CFI), read once at start from its ELF or
-//! the vmlinux inside a Linux image, for the stack walks of a kernel without frame pointers.
+//! the vmlinux inside a Linux image, for the stack walks of a kernel without frame pointers;
+//! and which kernel it is ([`KernelOs`]): Linux's layouts (encoded `pt_regs` frame pointers
+//! and the like) are taken on Linux only, from its symbols or kallsyms.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use kern_profile_format::Arch;
-use kern_profile_unwind::tables::load_kernel_tables;
-use kern_profile_unwind::UnwindTables;
+use kern_profile_linux_image::{open, Options};
+use kern_profile_symbols::kernel_os_of_image;
+use kern_profile_unwind::tables::kernel_tables_of_elf;
+use kern_profile_unwind::{KernelOs, UnwindTables};
 
-/// The tables of the kernel at `path` for an `arch` guest; `None` when it has none (or is a
-/// raw arm64/riscv64 Image, which has no sections). Errors name the file; an ELF marked
+/// What the stack walks learn from `elf=`.
+#[derive(Debug, Clone, Default)]
+pub struct Kernel {
+    /// Its unwind tables; `None` when it has none (or is a raw arm64/riscv64 Image, which
+    /// has no sections).
+    pub tables: Option<Arc<UnwindTables>>,
+    /// Which kernel it is, by its symbols.
+    pub os: KernelOs,
+}
+
+/// The kernel at `path` for an `arch` guest, read once. Errors name the file; an ELF marked
 /// i386 but 64-bit is read as x86_64 and said so at start.
-pub fn load(path: &Path, arch: Arch) -> Result<Option<Arc<UnwindTables>>, String> {
-    let k = load_kernel_tables(path, arch).map_err(|e| format!("elf={e}"))?;
+pub fn load(path: &Path, arch: Arch) -> Result<Kernel, String> {
+    let image = open(path, &Options::default()).map_err(|e| format!("elf={e}"))?;
+    let os = kernel_os_of_image(&image);
+    if !image.is_elf() {
+        return Ok(Kernel { tables: None, os });
+    }
+    let k = kernel_tables_of_elf(path, &image.bytes, arch).map_err(|e| format!("elf={e}"))?;
     if k.remarked {
         crate::stderr_line(&remarked_line("elf", path));
     }
-    Ok(k.tables.map(Arc::new))
+    Ok(Kernel {
+        tables: k.tables.map(Arc::new),
+        os,
+    })
 }
 
 /// The line the plugin prints at start for an ELF marked i386 but 64-bit, given as `arg=`.
@@ -55,8 +76,9 @@ mod tests {
             eprintln!("skipped: no {}", root.display());
             return;
         }
-        let t = load(&root, Arch::X86_64).unwrap().unwrap();
-        assert!(t.orc.is_some());
+        let k = load(&root, Arch::X86_64).unwrap();
+        assert!(k.tables.unwrap().orc.is_some());
+        assert_eq!(k.os, KernelOs::Linux);
         let err = load(&root, Arch::Aarch64).unwrap_err();
         assert!(
             err.contains("a kernel for x86_64, and the guest is aarch64"),

@@ -75,7 +75,7 @@ use crate::target::{check_threading, guest_arch};
 use kern_profile_format::qemu::check_api;
 use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3};
 use kern_profile_sampler::writer::{Writer, WriterConfig};
-use kern_profile_unwind::{PtrWidth, UnwindTables};
+use kern_profile_unwind::{KernelOs, PtrWidth, UnwindTables};
 pub use qemu_plugin_sys as sys;
 
 use abi::Api;
@@ -132,6 +132,8 @@ struct Plugin {
     window: Option<window::Window>,
     /// `elf=`: the kernel's unwind tables, for its stacks without frame pointers.
     tables: Option<Arc<UnwindTables>>,
+    /// `elf=`: which kernel it is, for Linux's layouts in the walks (unknown without it).
+    kernel_os: KernelOs,
     /// QEMU runs with `-icount`: `trigger=interrupt` samples the interrupted instruction as
     /// it is (see [`vcpu::at_interrupt`]).
     icount: bool,
@@ -273,14 +275,15 @@ unsafe fn install(
     } else {
         VERSION_2
     };
-    let tables = match &cfg.kernel {
+    let kernel = match &cfg.kernel {
         Some(path) => kernel_tables::load(path, arch)?,
-        None => None,
+        None => kernel_tables::Kernel::default(),
     };
     let table = alloc.as_ref().map(|a| &a.set.table);
     let writer = open_output(&cfg.out, &header, version, table)?;
     let mut plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
-    plugin.tables = tables;
+    plugin.tables = kernel.tables;
+    plugin.kernel_os = kernel.os;
     plugin.icount = qemu_args::counts_instructions(&cmdline);
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
@@ -400,6 +403,7 @@ impl Plugin {
             vcpu_threads: Mutex::new(Vec::new()),
             window,
             tables: None,
+            kernel_os: KernelOs::Unknown,
             icount: false,
         })
     }

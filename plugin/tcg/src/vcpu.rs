@@ -208,9 +208,12 @@ pub fn vcpu_init(idx: u32) {
             None
         }
     };
-    v.capture = Capture::new(p.arch, p.cfg.depth).with_tables(p.tables.clone());
+    v.capture = Capture::new(p.arch, p.cfg.depth)
+        .with_tables(p.tables.clone())
+        .with_kernel_os(p.kernel_os);
     if let Some(a) = &p.alloc {
-        v.hooks = Some(VcpuHooks::new(p.arch, p.cfg.depth).with_tables(p.tables.clone()));
+        let hooks = VcpuHooks::new(p.arch, p.cfg.depth).with_tables(p.tables.clone());
+        v.hooks = Some(hooks.with_kernel_os(p.kernel_os));
         crate::alloc::vcpu_init(a, idx, &mut v);
         warn_missing_registers(&v.machine, &named, idx);
     }

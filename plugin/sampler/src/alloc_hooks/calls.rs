@@ -22,7 +22,7 @@ use kern_profile_format::memtrace::Op;
 use kern_profile_format::{alloc_flags, frame_marker, AllocEvent, Arch, StopReason};
 use std::sync::Arc;
 
-use kern_profile_unwind::{EntryState, PtrWidth, UnwindTables};
+use kern_profile_unwind::{EntryState, KernelOs, PtrWidth, UnwindTables};
 
 use super::args::{read, return_register, sp_at_return, Location, RegisterFile};
 use super::matcher::{Matcher, Pending, WATCH_SLOTS};
@@ -110,6 +110,15 @@ impl VcpuHooks {
     pub fn with_tables(self, tables: Option<Arc<UnwindTables>>) -> Self {
         VcpuHooks {
             capture: self.capture.with_tables(tables),
+            ..self
+        }
+    }
+
+    /// Stacks walked with Linux's layouts as the kernel `os` allows them (see
+    /// [`Capture::with_kernel_os`]).
+    pub fn with_kernel_os(self, os: KernelOs) -> Self {
+        VcpuHooks {
+            capture: self.capture.with_kernel_os(os),
             ..self
         }
     }

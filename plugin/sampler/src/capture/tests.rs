@@ -618,3 +618,50 @@ fn regs_without_fp() -> Regs {
         ra: None,
     }
 }
+
+/// A FreePascal thread's odd chain (8n+7) over words where an encoded `pt_regs` pointer
+/// would lead (a ring-3 selector and an ip: Linux's layout, but not Linux's selectors): walked
+/// whole with no `[kernel entry]` on a kernel that is not Linux or not known (elf= not given),
+/// and taken for Linux's entry only on Linux, as the capture is told.
+#[test]
+fn an_odd_chain_is_walked_whole_unless_the_kernel_is_linux() {
+    let w = PtrWidth::W8;
+    let mut stack = Stack::new(w);
+    let fps = [FP + 7, FP + 0x47, FP + 0x87];
+    for (i, &fp) in fps.iter().enumerate() {
+        stack.put(fp, fps.get(i + 1).copied().unwrap_or(0));
+        stack.put(fp + 8, RET + i as u64);
+    }
+    let regs_at = fps[1] - 1;
+    stack.put(regs_at + 32, fps[2]);
+    stack.put(regs_at + 128, 0x40_1000);
+    stack.put(regs_at + 136, 0x1b);
+    stack.put(regs_at + 152, FP + 0x300);
+    let sampled = Regs {
+        fp: Some(fps[0]),
+        ..regs()
+    };
+    let walked = |os: Option<KernelOs>, stack: &mut Stack| {
+        let mut c = Capture::new(Arch::X86_64, 64);
+        if let Some(os) = os {
+            c = c.with_kernel_os(os);
+        }
+        let (rec, _) = c.take(&site(EntryState::Framed), &mut { sampled }, stack.reader());
+        (rec.frames.to_vec(), rec.stop)
+    };
+    let whole = vec![RET, RET + 1, RET + 2];
+    for os in [None, Some(KernelOs::Unknown), Some(KernelOs::Other)] {
+        let (frames, stop) = walked(os, &mut stack);
+        assert_eq!(frames, whole, "{os:?}");
+        assert_eq!(stop, StopReason::NullFramePointer, "{os:?}");
+    }
+    let (frames, _) = walked(Some(KernelOs::Linux), &mut stack);
+    assert_eq!(
+        frames[..3],
+        [
+            RET,
+            kern_profile_format::frame_marker::KERNEL_ENTRY,
+            0x40_1000
+        ]
+    );
+}
