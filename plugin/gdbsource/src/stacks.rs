@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use kern_profile_arch::registers::{clean_return_address, cpu_mode, privilege};
 use kern_profile_arch::{guest, CoreRegs};
 use kern_profile_format::{Arch, CpuMode, Privilege, StopReason};
-use kern_profile_unwind::{walk_guest, walk_tables, Crossings, PtrWidth, StartRegs, UnwindTables};
+use kern_profile_unwind::{
+    walk_guest, walk_tables, Crossings, KernelOs, PtrWidth, StartRegs, UnwindTables,
+};
 
 use crate::client::{stop_thread, Client, Limits, ThreadId};
 use crate::{target, GdbError};
@@ -26,6 +28,10 @@ pub struct StackOptions {
     /// The kernel's unwind tables (`kern_profile_unwind::tables::load_kernel_tables`), when
     /// it has some: walked first, frame pointers where they do not cover the pc.
     pub tables: Option<Arc<UnwindTables>>,
+    /// Which kernel it is (kern-profile-symbols' `KernelFile::kernel_os`), for Linux's
+    /// layouts in the walks: taken on Linux, never on another kernel, and only with Linux's
+    /// own selectors when unknown (no kernel file).
+    pub kernel_os: KernelOs,
 }
 
 impl Default for StackOptions {
@@ -35,6 +41,7 @@ impl Default for StackOptions {
             window: 4096,
             max_reads: 32,
             tables: None,
+            kernel_os: KernelOs::Unknown,
         }
     }
 }
@@ -475,7 +482,7 @@ fn walk_vcpu(
     let crossings = Crossings {
         kernel_cs: kernel_cs.unwrap_or(0) as u16,
         user_mode: privilege == Privilege::User,
-        ..Crossings::ALL
+        ..Crossings::ALL.for_kernel(opts.kernel_os)
     };
     let mut r = Reader {
         c,

@@ -20,6 +20,7 @@ use kern_profile::Options;
 use kern_profile_format::{Arch, Privilege};
 use kern_profile_gdb::{Limits, Snapshot, StackOptions, VcpuStack};
 use kern_profile_unwind::tables::kernel_tables_of_elf;
+use kern_profile_unwind::KernelOs;
 
 const STACKS_EXAMPLES: &str = "\
 Examples:
@@ -96,6 +97,10 @@ pub fn run(a: StacksArgs) -> Result<ExitCode> {
         }
         _ => None,
     };
+    // Linux's layouts in the walks only on Linux (its symbols say so).
+    let kernel_os = kernel
+        .as_ref()
+        .map_or(KernelOs::Unknown, KernelFile::kernel_os);
     let mut sym = match (kernel, a.symbols.is_empty()) {
         (None, true) => None,
         (kernel, _) => Some(Symbolizer::with_kernel(
@@ -112,6 +117,7 @@ pub fn run(a: StacksArgs) -> Result<ExitCode> {
     let opts = StackOptions {
         depth: a.depth,
         tables,
+        kernel_os,
         ..StackOptions::default()
     };
     // The library's errors name the address.

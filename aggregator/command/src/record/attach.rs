@@ -18,7 +18,7 @@ use kern_profile_gdb::{sample, Limits, SampleOptions, Sampled, StackOptions, Vcp
 use kern_profile_unwind::tables::kernel_tables_of_elf;
 
 use crate::symbolize::KernelFile;
-use kern_profile_unwind::UnwindTables;
+use kern_profile_unwind::{KernelOs, UnwindTables};
 
 use super::kernel::symbol_sources;
 use super::outdir::OutputDir;
@@ -67,6 +67,8 @@ pub struct AttachTarget {
     /// The kernel is Linux (`record --gdb` then boots it with nokaslr).
     pub linux: bool,
     tables: Option<Arc<UnwindTables>>,
+    /// Which kernel it is, for Linux's layouts in the walks.
+    kernel_os: KernelOs,
     out: OutputDir,
 }
 
@@ -85,6 +87,10 @@ impl AttachTarget {
         }
         let choice = symbol_sources(kernel, symbols, qemu_kernel)?;
         let linux = choice.is_linux();
+        let kernel_os = choice
+            .loaded
+            .as_ref()
+            .map_or(KernelOs::Unknown, KernelFile::kernel_os);
         // The tables from the kernel already read, not from the file again.
         let loaded = choice.loaded.as_ref();
         let arch = loaded.and_then(|k| k.elf.as_ref()).and_then(|e| e.arch);
@@ -106,6 +112,7 @@ impl AttachTarget {
             sources: choice.sources,
             linux,
             tables,
+            kernel_os,
             out: OutputDir::prepare(out_dir)?,
         };
         Ok((target, kernel))
@@ -142,6 +149,7 @@ impl AttachTarget {
             stack: StackOptions {
                 depth,
                 tables: self.tables,
+                kernel_os: self.kernel_os,
                 ..StackOptions::default()
             },
             ..SampleOptions::default()
