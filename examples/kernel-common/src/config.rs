@@ -30,6 +30,9 @@ pub enum Mode {
     /// `procs=on`: two user programs linked at the same addresses, each in its own address
     /// space, in turns (i386).
     Procs,
+    /// `odd_stack=on`: the kernel's CPU workload on a thread stack whose top is odd, as a
+    /// FreePascal kernel starts its threads' (x86_64).
+    OddStack,
 }
 
 impl Mode {
@@ -41,6 +44,7 @@ impl Mode {
             Mode::User => "user",
             Mode::Hostile => "hostile",
             Mode::Procs => "procs",
+            Mode::OddStack => "odd_stack",
         }
     }
 
@@ -51,6 +55,7 @@ impl Mode {
             Mode::User => DEFAULT_USER_ROUNDS,
             Mode::Hostile => DEFAULT_HOSTILE_ROUNDS,
             Mode::Procs => DEFAULT_PROCS_ROUNDS,
+            Mode::OddStack => DEFAULT_ROUNDS,
         }
     }
 }

@@ -10,7 +10,7 @@
 //! | --- | --- | --- |
 //! | `cycle` | two frame records pointing at each other | frame pointer not increasing (after the switches a walk allows) |
 //! | `unmapped` | the end of RAM (the stack is RAM's last page): nothing there | unreadable memory |
-//! | `misaligned` | an odd address | misaligned frame pointer |
+//! | `misaligned` | an odd address, over zeroed memory | null return address (x86 asks no alignment: the record there is read and names no caller) |
 //! | `deep` | 4096 records, one per 4 KiB page | read budget spent (or the depth cap, if lower) |
 //!
 //! Each case's code that runs with the hostile EBP (from its loop to the function's end) is

@@ -79,6 +79,8 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
             let checksum = hostile::run(cfg.rounds, info.mem_end, &mut out);
             phases::checksum(&mut out, "hostile", checksum as u64);
         }
+        // Not among KEYS' modes (x86_64's).
+        Mode::OddStack => unreachable!(),
     }
 
     out.str("phase alloc: start\n");

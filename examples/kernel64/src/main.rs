@@ -13,17 +13,19 @@
 
 mod boot;
 mod irq;
+mod odd_stack;
 mod workload;
 
 use core::panic::PanicInfo;
-use kernel_common::config::{self, Keys};
+use kernel_common::config::{self, Keys, Mode};
 use kernel_common::console::{self, Console};
 use kernel_common::serial::Com1;
 use kernel_common::x86::{self, exit, multiboot};
 use kernel_common::{alloc_phase, phases};
 
-/// No other mode than the default run's: `rounds`, `alloc_rounds`, `crash`, `irq`.
-const KEYS: Keys = Keys { modes: &[], irq_alone: false, halt: false, memtrace: false };
+/// Besides the default run's keys (`rounds`, `alloc_rounds`, `crash`, `irq`), `odd_stack=on`:
+/// the CPU workload in a thread whose stack top is odd (src/odd_stack.rs), without `irq`.
+const KEYS: Keys = Keys { modes: &[Mode::OddStack], irq_alone: true, halt: false, memtrace: false };
 
 /// Rust entry point, called by `_start` (src/boot.rs) with the multiboot registers, on the
 /// kernel stack in the higher half, with RBP = 0 so that every frame-pointer walk ends here.
@@ -36,9 +38,10 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     phases::crash(cfg.crash, exit::fault);
 
     out.str("phase cpu: start\n");
-    let checksum = match cfg.irq {
-        false => workload::run_workload(cfg.rounds),
-        true => irq::run(cfg.rounds, &mut out),
+    let checksum = match (cfg.mode, cfg.irq) {
+        (Mode::OddStack, _) => odd_stack::run(cfg.rounds, &mut out),
+        (_, false) => workload::run_workload(cfg.rounds),
+        (_, true) => irq::run(cfg.rounds, &mut out),
     };
     phases::checksum(&mut out, "cpu", checksum);
 
