@@ -7,10 +7,10 @@
 //! other example-kernel tests do: the frame-pointer walk, the kernel's OS unknown (Linux's
 //! layouts only where Linux's own selectors prove them, which this stack has nowhere).
 //!
-//! Before odd frame pointers were followed (the plugin of main at 71b59e0, this run): 0 of
+//! Before odd frame pointers were followed (the plugin of main at 0d84201, this run): 0 of
 //! the thread's 119,330 samples rooted, 1.42 frames a sample, 16,100 (13.5%) of them
-//! `[user];[kernel entry];…` (an odd frame pointer taken for Linux's encoding), and 117,474
-//! of the run's 119,970 walks stopped at a "misaligned frame pointer". After: all rooted,
+//! `[user];[kernel entry];…` (an odd frame pointer taken for Linux's encoding), and 117,374
+//! of the run's 119,971 walks stopped at a "misaligned frame pointer". After: all rooted,
 //! 6.41 frames a sample, none invented.
 
 use kern_profile_e2e::*;
