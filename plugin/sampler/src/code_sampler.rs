@@ -173,7 +173,7 @@ mod tests {
         SampleRecord {
             vcpu: 3,
             user,
-            stop: StopReason::NullFramePointer,
+            stop: StopReason::NullFramePointer.into(),
             time_ns: 0,
             icount: 0,
             pc,
