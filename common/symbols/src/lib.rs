@@ -427,6 +427,17 @@ impl Symbolizer {
         }
     }
 
+    /// True when `addr` lies below the whole kernel (its ELF's lowest loadable segment, or
+    /// with symbol maps alone, its lowest function): where user programs live on every
+    /// kernel we know, which runs in the upper part of the address space.
+    pub fn below_kernel(&self, addr: u64) -> bool {
+        let low = match &self.elf {
+            Some(e) => e.segments().first().map(|s| s.0),
+            None => self.lowest_start,
+        };
+        low.is_some_and(|low| addr < low)
+    }
+
     /// True when `addr` is the kernel's rather than a user program's: in the kernel's range
     /// ([`Symbolizer::kernel_holds`]) and, where a user program holds it too, named by a
     /// kernel symbol (a kernel named by symbol maps alone holds everything above its lowest
