@@ -1,32 +1,51 @@
-//! How the kernel samples' stacks were walked, for the warning that a kernel built without
-//! frame pointers was walked by them: most of its stacks then stop at the sampled function
-//! or its caller, with a "normal" null frame pointer, and nothing else says so.
+//! How the kept samples' stacks were walked, by where each was taken: the report's `stacks:`
+//! line (whole against cut, for kernel and user stacks apart; boot code is no kernel stack),
+//! and the warning that a kernel built without frame pointers was walked by them (most of its
+//! stacks then stop at the sampled function or its caller, with a "normal" null frame
+//! pointer, and nothing else says so).
 
-use kern_profile_format::{WalkEnd, Walker};
+use kern_profile_format::{CpuMode, StopCounts, WalkEnd, Walker};
 
 use crate::input::Sample;
 
-/// Kernel-mode samples with a recorded walk: how many, how many walked by frame pointers
-/// (or by a recorder that did not say), and the addresses (pc and return addresses) those
-/// found.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// The kept samples' walk ends: kernel stacks, user stacks, and boot or firmware samples
+/// (paging off, real mode, or code below the kernel with paging on: a decompressor), with
+/// the kernel stacks' depths by frame pointers.
+#[derive(Debug, Default, Clone)]
 pub struct KernelWalks {
+    /// Kernel samples with a recorded walk.
     pub samples: u64,
+    /// Of those, walked by frame pointers (or by a recorder that did not say).
     pub by_frame_pointers: u64,
+    /// Addresses (the pc and return addresses) the frame-pointer walks found.
     pub addresses: u64,
+    pub kernel_ends: StopCounts,
+    pub user_ends: StopCounts,
+    /// Boot and firmware samples: their walks say nothing of the kernel's stacks.
+    pub boot: u64,
 }
 
 /// Fewer kernel samples than this say nothing about the kernel's build.
 const ENOUGH: u64 = 50;
 
 impl KernelWalks {
-    pub fn add(&mut self, s: &Sample<'_>) {
+    /// Counts `s`; `below_kernel` when its pc lies below the whole kernel.
+    pub fn add(&mut self, s: &Sample<'_>, below_kernel: bool) {
         let Some(stop) = s.stop else {
             return;
         };
         if s.user {
+            self.user_ends.add_byte(stop);
             return;
         }
+        let boot = s.cpu.firmware
+            || matches!(s.cpu.mode, CpuMode::Real | CpuMode::PagingOff)
+            || (matches!(s.cpu.mode, CpuMode::Paging | CpuMode::Long) && below_kernel);
+        if boot {
+            self.boot += 1;
+            return;
+        }
+        self.kernel_ends.add_byte(stop);
         self.samples += 1;
         if matches!(
             WalkEnd::of_byte(stop).walker(),

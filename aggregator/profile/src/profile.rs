@@ -52,7 +52,7 @@ pub struct CpuProfile {
     /// as samples are read: `--focus`/`--exclude`, which keep stacks by name, are not
     /// applied to them.
     pub stops_by_place: StopsByPlace,
-    /// How the kept kernel samples were walked (raw format).
+    /// How the kept samples were walked, kernel, user and boot apart (raw format).
     pub kernel_walks: KernelWalks,
 }
 
@@ -109,7 +109,8 @@ impl CpuProfile {
                     let crossed = markers && s.addrs.iter().skip(1).copied().any(is_marker);
                     stops_by_place.add(Place::of(s.user, s.cpu, crossed), stop);
                 }
-                kernel_walks.add(s);
+                let below = s.addrs.first().is_some_and(|&pc| sym.below_kernel(pc));
+                kernel_walks.add(s, below);
                 match per_vcpu_low.get_mut(s.vcpu as usize) {
                     Some(n) => *n += 1,
                     None => *per_vcpu.entry(s.vcpu).or_insert(0) += 1,

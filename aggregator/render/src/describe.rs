@@ -49,7 +49,7 @@ pub fn describe(
         h.extend(split_lines(p, per_cpu));
     }
     if p.format == CpuFormat::Raw {
-        h.extend(stacks_line(&p.summary));
+        h.extend(stacks_lines(p));
         h.extend(stops_line(&p.summary));
         let by_place = place_lines(&p.summary, &p.stops_by_place, filter);
         h.extend(by_place.iter().map(|(line, _)| line.clone()));
@@ -168,10 +168,30 @@ fn host_timer_line(t: &HostTimerStats, asked_ns: Option<u64>) -> String {
     line
 }
 
-/// `stacks: 98.1% whole (…); cut 1.9%: …`: the run's stacks whole and cut, first.
-fn stacks_line(s: &ReadSummary) -> Option<String> {
-    let (stops, _) = s.tally.run_stops();
-    (stops.total() > 0).then(|| format!("stacks: {}", StackSummary(stops)))
+/// `stacks of 1000 kernel samples: 98.1% whole (…); cut 1.9%: …`, then the user samples'
+/// line and the boot samples' count: the kept samples' stacks whole and cut, first, kernel
+/// and user apart (a user program built without frame pointers cuts its own stacks, which
+/// says nothing of the kernel's), boot code (a decompressor, paging off) counted alone.
+fn stacks_lines(p: &CpuProfile) -> Vec<String> {
+    let w = &p.kernel_walks;
+    let mut lines = Vec::new();
+    for (ends, what) in [(&w.kernel_ends, "kernel"), (&w.user_ends, "user")] {
+        let n = ends.total();
+        if n > 0 {
+            lines.push(format!(
+                "stacks of {n} {what} samples: {}",
+                StackSummary(ends)
+            ));
+        }
+    }
+    if w.boot > 0 && !lines.is_empty() {
+        lines.push(format!(
+            "stacks of {} boot and firmware samples (paging off, or code below the kernel): \
+             not counted, they are not the kernel's",
+            w.boot
+        ));
+    }
+    lines
 }
 
 /// Why unwinds stopped: from the statistics record, else as counted from the samples.

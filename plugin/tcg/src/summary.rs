@@ -2,19 +2,18 @@
 
 use std::path::Path;
 
-use kern_profile_format::{AllocHookStats, HostTimerStats, StackSummary, Stats};
+use kern_profile_format::{AllocHookStats, HostTimerStats, Stats};
 
 use kern_profile_sampler::alloc_hooks::CallCounts;
 
 /// The one-line summary printed to stderr at exit, from the statistics record just written.
 pub fn summary_line(stats: &Stats, exact_blocks: Option<usize>, out: &Path) -> String {
+    // The stops by walker, not whole against cut: that needs the kernel's symbols (boot
+    // code outside the kernel, a decompressor, is no kernel stack), which the report has.
     let mut s = format!(
-        "kern-profile: {} samples written, {} dropped",
-        stats.samples, stats.dropped
+        "kern-profile: {} samples written, {} dropped; unwind stops: {}",
+        stats.samples, stats.dropped, stats.stops
     );
-    if stats.stops.total() > 0 {
-        s.push_str(&format!("; stacks: {}", StackSummary(&stats.stops)));
-    }
     if let Some(n) = exact_blocks {
         s.push_str(&format!("; {n} exact blocks"));
     }
@@ -174,11 +173,11 @@ mod tests {
         };
         assert_eq!(
             summary_line(&stats(3, 1, c), None, Path::new("/tmp/raw")),
-            "kern-profile: 3 samples written, 1 dropped; stacks: 66.7% whole (a thread's root); cut 33.3%: depth limit 33.3%; output /tmp/raw"
+            "kern-profile: 3 samples written, 1 dropped; unwind stops: null frame pointer 2, depth limit 1; output /tmp/raw"
         );
         assert_eq!(
             summary_line(&stats(0, 0, StopCounts::default()), Some(7), Path::new("x")),
-            "kern-profile: 0 samples written, 0 dropped; 7 exact blocks; output x"
+            "kern-profile: 0 samples written, 0 dropped; unwind stops: none; 7 exact blocks; output x"
         );
     }
 }
