@@ -156,6 +156,11 @@ impl ElfImage {
     }
 
     /// The loadable segments, `[start, end)`, sorted by start.
+    /// The lowest address of its executable sections.
+    pub fn lowest_code(&self) -> Option<u64> {
+        self.code.iter().map(|(a, _)| *a).min()
+    }
+
     pub fn segments(&self) -> &[(u64, u64)] {
         &self.segments
     }

@@ -427,12 +427,13 @@ impl Symbolizer {
         }
     }
 
-    /// True when `addr` lies below the whole kernel (its ELF's lowest loadable segment, or
-    /// with symbol maps alone, its lowest function): where user programs live on every
-    /// kernel we know, which runs in the upper part of the address space.
+    /// True when `addr` lies below all the kernel's code (its ELF's lowest executable
+    /// section, or with symbol maps alone, its lowest function): where user programs and a
+    /// decompressor run on every kernel we know. Not its lowest segment: x86_64 Linux links
+    /// its per-CPU data at 0.
     pub fn below_kernel(&self, addr: u64) -> bool {
         let low = match &self.elf {
-            Some(e) => e.segments().first().map(|s| s.0),
+            Some(e) => e.lowest_code(),
             None => self.lowest_start,
         };
         low.is_some_and(|low| addr < low)
