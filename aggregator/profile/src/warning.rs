@@ -68,6 +68,8 @@ pub enum Warning {
     ProgramsOverlap {
         programs: Vec<String>,
         addresses: u64,
+        /// Why the recording could not tell: no address space, or no code recorded in one.
+        why: String,
     },
     /// Most kernel stacks were walked by frame pointers to at most one caller, and the
     /// kernel's ELF has unwind tables the plugin was not given: a kernel built without
@@ -283,12 +285,12 @@ impl fmt::Display for Warning {
             Warning::ProgramsOverlap {
                 programs,
                 addresses,
+                why,
             } => write!(
                 f,
                 "the --user programs {} overlap in memory and the recording does not say \
-                 which one ran (no page-table bases or code bytes: an older plugin): \
-                 {addresses} sampled addresses were named from the first of them that holds \
-                 them, which may be the wrong one",
+                 which one ran ({why}): {addresses} sampled addresses were named from the \
+                 first of them that holds them, which may be the wrong one",
                 programs.join(", ")
             ),
             Warning::StuckVcpu {
