@@ -222,6 +222,13 @@ impl<'a> ElfTables<'a> {
             let Some(s) = file.section_by_name(name) else {
                 return Ok(None);
             };
+            // A compressed `.debug_frame` (`SHF_COMPRESSED`, `objcopy
+            // --compress-debug-sections`) is not read: its bytes are no table.
+            let compressed = matches!(s.flags(), object::SectionFlags::Elf { sh_flags }
+                if sh_flags & u64::from(object::elf::SHF_COMPRESSED) != 0);
+            if compressed {
+                return Ok(None);
+            }
             let data = s
                 .data()
                 .map_err(|e| TableError::Section(name, e.to_string()))?;
