@@ -9,7 +9,7 @@ use kern_profile_format::{read_elf_input, Arch, ElfInput};
 use kern_profile_linux_image::{self as image, ImageError, KernelImage};
 
 use super::table::{RawSymbol, SymbolTable};
-use super::{ElfImage, SymbolError};
+use super::{ElfImage, SymbolError, SymbolWarning};
 
 /// A kernel file, loaded for naming.
 pub struct KernelFile {
@@ -57,7 +57,7 @@ impl KernelFile {
         };
         let image = match read_elf_input(path).map_err(open_err)? {
             ElfInput::Elf(data) => {
-                let elf = ElfImage::parse(&data, path)?;
+                let elf = checked(ElfImage::parse(&data, path)?, &data, path);
                 if !elf.is_stripped() {
                     return Ok(KernelFile {
                         elf: Some(elf),
@@ -80,10 +80,8 @@ impl KernelFile {
         };
         let kallsyms = kallsyms_names(&image)?;
         let (elf, vmlinux) = if image.is_elf() {
-            (
-                Some(ElfImage::parse(&image.bytes, path)?),
-                Some(image.bytes),
-            )
+            let elf = checked(ElfImage::parse(&image.bytes, path)?, &image.bytes, path);
+            (Some(elf), Some(image.bytes))
         } else {
             (None, None)
         };
@@ -122,6 +120,20 @@ impl KernelFile {
                     .any(|s| &*s.name == "start_kernel")
             })
     }
+}
+
+/// `elf` with a warning when the checks of its unwind tables (what the plugin's `elf=` walks
+/// with) refuse some entry: the report's line about them.
+fn checked(mut elf: ElfImage, bytes: &[u8], path: &Path) -> ElfImage {
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    if let Some(line) = kern_profile_unwind::tables::refusals_line(&name, bytes) {
+        elf.warnings
+            .push(SymbolWarning::RefusedUnwindEntries { line });
+    }
+    elf
 }
 
 /// The kallsyms names of the Linux image at `path`, without loading its vmlinux for naming.

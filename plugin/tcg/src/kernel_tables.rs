@@ -5,18 +5,58 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kern_profile_format::Arch;
-use kern_profile_unwind::tables::load_kernel_tables;
+use kern_profile_unwind::tables::{load_kernel_tables, TableStats};
 use kern_profile_unwind::UnwindTables;
 
-/// The tables of the kernel at `path` for an `arch` guest; `None` when it has none (or is a
-/// raw arm64/riscv64 Image, which has no sections). Errors name the file; an ELF marked
-/// i386 but 64-bit is read as x86_64 and said so at start.
-pub fn load(path: &Path, arch: Arch) -> Result<Option<Arc<UnwindTables>>, String> {
+/// `elf=`'s tables, and what their checks refused.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// `None` when the kernel has none (or is a raw arm64/riscv64 Image, which has no
+    /// sections), or every entry was refused.
+    pub tables: Option<Arc<UnwindTables>>,
+    /// [`TableStats::refusals`], for the exit line.
+    pub refusals: Option<String>,
+}
+
+/// The tables of the kernel at `path` for an `arch` guest. Errors name the file; an ELF
+/// marked i386 but 64-bit is read as x86_64, and entries refused are counted, both said at
+/// start.
+pub fn load(path: &Path, arch: Arch) -> Result<Loaded, String> {
     let k = load_kernel_tables(path, arch).map_err(|e| format!("elf={e}"))?;
     if k.remarked {
         crate::stderr_line(&remarked_line("elf", path));
     }
-    Ok(k.tables.map(Arc::new))
+    if let Some(line) = checked_line(path, &k.stats) {
+        crate::stderr_line(&line);
+    }
+    Ok(Loaded {
+        tables: k.tables.map(Arc::new),
+        refusals: k.stats.refusals(),
+    })
+}
+
+/// The line the plugin prints at start when the checks of `elf=`'s tables refused entries,
+/// or read FreePascal's layout of `.debug_frame`.
+pub fn checked_line(path: &Path, stats: &TableStats) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(r) = stats.refusals() {
+        let used: u64 = [stats.orc, stats.cfi]
+            .iter()
+            .flatten()
+            .map(|c| c.used)
+            .sum();
+        parts.push(match used {
+            0 => format!("{r}; none is left: stacks are walked by frame pointers alone"),
+            _ => format!("{r}; the rest are used"),
+        });
+    }
+    if let Some(n) = stats.cfi.map(|c| c.wide_cie_pointers).filter(|&n| n > 0) {
+        parts.push(format!(
+            "{n} CFI entries have 8-byte CIE pointers in 32-bit DWARF (FreePascal's layout), read as such"
+        ));
+    }
+    (!parts.is_empty())
+        .then(|| format!("kern-profile: elf={}: {}", path.display(), parts.join("; ")))
 }
 
 /// The line the plugin prints at start for an ELF marked i386 but 64-bit, given as `arg=`.
@@ -55,8 +95,10 @@ mod tests {
             eprintln!("skipped: no {}", root.display());
             return;
         }
-        let t = load(&root, Arch::X86_64).unwrap().unwrap();
-        assert!(t.orc.is_some());
+        let t = load(&root, Arch::X86_64).unwrap();
+        assert!(t.tables.unwrap().orc.is_some());
+        // Debian's ORC entries are all in its text, none at one address twice.
+        assert_eq!(t.refusals, None);
         let err = load(&root, Arch::Aarch64).unwrap_err();
         assert!(
             err.contains("a kernel for x86_64, and the guest is aarch64"),
