@@ -122,27 +122,37 @@ pub fn record_gdb(arch: &str, name: &str, args: &[&str]) -> (PathBuf, String) {
     (out_dir, err)
 }
 
-/// The largest gap, in points of share, between a documented function's self share sampled
-/// through the stub and its exact share (expected.toml's `self_share`, by real function:
-/// under TCG a stop lands at a block boundary, never in code inlined mid-block). Measured on
-/// QEMU 7.2.22, 10.0.2 and 11.1.3, x86_64, riscv64 and aarch64, 270 to 2,000 workload
-/// samples a run: at most 6.9 points (aarch64's hot_leaf, 0.613 against 0.544: a stop is
-/// weighed by host time, which is not the instructions' count); a share's standard error at
-/// 200 samples is up to 3.5 points.
-pub const SHARE_BOUND: f64 = 0.12;
+/// The gap, in points of share, that a stop's weighing by host time leaves between a
+/// documented function's self share sampled through the stub and its exact share
+/// (expected.toml's `self_share`, by real function: under TCG a stop lands at a block
+/// boundary, never in code inlined mid-block), before sampling error. Measured on QEMU
+/// 7.2.22, 10.0.2 and 11.1.3, x86_64, riscv64 and aarch64, 270 to 2,000 workload samples a
+/// run: at most 6.9 points (aarch64's hot_leaf, 0.613 against 0.544: a stop is weighed by
+/// host time, which is not the instructions' count).
+pub const SHARE_BIAS: f64 = 0.07;
+
+/// How far a share sampled `n` times may lie from `want`: the bias plus three standard
+/// errors of a share of `n` samples. A loaded machine gives fewer looks, and the bound
+/// widens with them (222 samples of a 50% share: 17 points; 2,000: 10), instead of a fixed
+/// bound that a quiet machine's luck had set (12 points failed at 222 samples, load 5-7).
+pub fn share_bound(want: f64, n: u64) -> f64 {
+    let p = want.clamp(0.0, 1.0);
+    SHARE_BIAS + 3.0 * (p * (1.0 - p) / n.max(1) as f64).sqrt()
+}
 
 /// Each documented function's self share in `counts` (by real function) within
-/// [`SHARE_BOUND`] of its exact share in `arch`'s expected.toml.
+/// [`share_bound`] of its exact share in `arch`'s expected.toml.
 pub fn assert_real_function_shares(arch: &str, counts: &BTreeMap<String, u64>) {
     let total: u64 = counts.values().sum();
     for f in expected_of(arch)["cpu"]["function"].as_array().unwrap() {
         let symbol = f["symbol"].as_str().unwrap();
         let want = f["self_share"].as_float().unwrap();
         let got = share(counts, symbol);
-        println!("{arch} {symbol}: {got:.3} sampled, {want:.3} by exact counts");
+        let bound = share_bound(want, total);
+        println!("{arch} {symbol}: {got:.3} sampled, {want:.3} by exact counts (bound {bound:.3})");
         assert!(
-            (got - want).abs() < SHARE_BOUND,
-            "{arch} {symbol}: {got:.3} sampled, {want:.3} by exact counts ({total} samples)"
+            (got - want).abs() < bound,
+            "{arch} {symbol}: {got:.3} sampled, {want:.3} by exact counts ({total} samples, bound {bound:.3})"
         );
     }
 }

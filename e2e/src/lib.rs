@@ -28,8 +28,8 @@ mod run_kernel;
 mod user_roots;
 mod virt;
 pub use gdb::{
-    assert_real_function_shares, boot_with_gdbstub, exit_success, frames_of, record_gdb, skip_gdb,
-    stacks, wait_for_console, workload_of, SHARE_BOUND,
+    assert_real_function_shares, boot_with_gdbstub, exit_success, frames_of, record_gdb,
+    share_bound, skip_gdb, stacks, wait_for_console, workload_of, SHARE_BIAS,
 };
 pub use inputs::{built_kernel, skip_unless, Need};
 pub use irq::check_handler_stacks;

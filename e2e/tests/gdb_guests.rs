@@ -1,8 +1,8 @@
 //! The gdbstub source on every example kernel's architecture: `record --gdb -- QEMU...` of
 //! the x86_64, riscv64 and aarch64 kernels (each its `g` layout, its stack walk, its exit)
 //! returns QEMU's status, every workload sample is rooted at `_start;kmain` with the
-//! documented callers, and the documented functions' shares are within [`SHARE_BOUND`] of
-//! exact counts; `stacks --attach` of a 2-vCPU i386 guest names both vCPUs, the boot CPU's
+//! documented callers, and the documented functions' shares are within [`share_bound`] of
+//! exact counts (the stop's bias plus three standard errors); `stacks --attach` of a 2-vCPU i386 guest names both vCPUs, the boot CPU's
 //! stack and the AP's each down to its own root, and detaches from a guest that runs on to
 //! its success; and the i386 kernel's two processes are kept apart by the `cr3` the stub
 //! gives.
@@ -36,7 +36,7 @@ fn record_gdb_samples_the_aarch64_kernel() {
 /// status is the kernel's success (record_gdb), every sample in a documented function is
 /// rooted at `_start;kmain` through `run_workload` with every
 /// caller documented, the hottest function is the documented one, and the documented
-/// functions' self shares by real function are within [`SHARE_BOUND`] of exact counts.
+/// functions' self shares by real function are within [`share_bound`] of exact counts.
 fn record_gdb_samples(arch: &'static str) {
     if skip_gdb(arch) {
         return;

@@ -57,15 +57,32 @@ fn skip(arch: &'static str) -> bool {
     ])
 }
 
-/// The collapsed stacks of a `period=` run of `kernel`, with `elf=` naming it when `tables`.
-fn profile(arch: &str, kernel: &Path, name: &str, tables: bool) -> Stacks {
+/// The collapsed stacks of a `period=` run of `kernel`, with `elf=` naming it when `tables`,
+/// and the text report's `# stacks:` line and warnings.
+fn profile(arch: &str, kernel: &Path, name: &str, tables: bool) -> (Stacks, String) {
     let mut args = format!("period={PERIOD}");
     if tables {
         args += &format!(",elf={}", kernel.display());
     }
     let run = boot_kernel(arch, kernel, name, &args, &format!("rounds={ROUNDS}"));
-    folded_of(&run.raw, kernel, &[])
+    let out = std::process::Command::new(bin())
+        .arg(&run.raw)
+        .arg(kernel)
+        .args(["-f", "text", "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{name}: the text report failed");
+    let stacks = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("# stacks: "))
+        .unwrap_or_default()
+        .to_string();
+    let said = format!("{stacks}\n{}", String::from_utf8_lossy(&out.stderr));
+    (folded_of(&run.raw, kernel, &[]), said)
 }
+
+/// The report's warning that a kernel with unwind tables was walked by frame pointers.
+const SHALLOW_WARNING: &str = "has unwind tables";
 
 /// A function's self share and total share (samples with it anywhere on the stack) of the
 /// samples taken in the kernel's code, inline markers removed.
@@ -150,9 +167,19 @@ fn shares_and_callers_match_the_frame_pointer_build(arch: &'static str) {
     }
     let (fp_kernel, nofp) = (example_kernel(arch), nofp_kernel(arch));
     let e = expected_of(arch);
-    let with_fp = profile(arch, &fp_kernel, "fp", false);
-    let by_cfi = profile(arch, &nofp, "nofp-elf", true);
-    let without_tables = profile(arch, &nofp, "nofp-no-elf", false);
+    let (with_fp, said_fp) = profile(arch, &fp_kernel, "fp", false);
+    let (by_cfi, said_cfi) = profile(arch, &nofp, "nofp-elf", true);
+    let (without_tables, said_none) = profile(arch, &nofp, "nofp-no-elf", false);
+    println!("{arch} fp: {said_fp}\n{arch} cfi: {said_cfi}\n{arch} none: {said_none}");
+    // The report tells a kernel walked by the wrong rule: the build without frame pointers
+    // walked by them gets the warning naming elf=, the same kernel walked by its tables and
+    // the frame-pointer build do not; the tables' walks are named CFI.
+    assert!(
+        said_none.contains(SHALLOW_WARNING) && said_none.contains("elf="),
+        "{arch}: no warning for the kernel without frame pointers walked by them:\n{said_none}"
+    );
+    assert!(!said_cfi.contains(SHALLOW_WARNING), "{arch}: {said_cfi}");
+    assert!(!said_fp.contains(SHALLOW_WARNING), "{arch}: {said_fp}");
     let without: BTreeMap<String, (f64, f64)> = expected_functions_of(&e)
         .iter()
         .map(|f| (f.symbol.clone(), shares(&without_tables, &f.symbol)))

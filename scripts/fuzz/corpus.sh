@@ -4,7 +4,8 @@
 # kilobytes), legacy files converted from them, Maestro memtraces of the example kernel's
 # COM2, tiny.elf of the command's tests (plain, zlib- and zstd-compressed DWARF,
 # stripped) and its riscv64 ones (with and without CFI), the ring-3 example programs, `nm` symbol maps,
-# plugin argument strings, allocator SPECs and tiny unwind tables. Inputs fuzzing found (found-*) are kept.
+# plugin argument strings, allocator SPECs and tiny unwind tables (malformed ones too: entries
+# outside the text, overlapping, FreePascal's .debug_frame). Inputs fuzzing found (found-*) are kept.
 # The corpus is checked in; run this again after a format change (needs QEMU, the kernels
 # and the plugin: scripts/setup.sh, scripts/build.sh).
 #
@@ -120,7 +121,8 @@ nm -n "$ex/kernel.elf" | head -n 200 >"$corpus/symbol_map/kernel.System.map"
 nm -n "$ex/kernel64.elf" | head -n 60 | sed '1~3s/$/\t[example]/' >"$corpus/symbol_map/kernel64.kallsyms"
 
 # Unwind tables: tiny ORC tables in the 6.1 and 6.4 layouts, a .debug_frame, ELFs with
-# .eh_frame and .debug_frame.
+# .eh_frame and .debug_frame; tables whose entries the checks refuse in part, FreePascal's
+# .debug_frame layout.
 python3 - "$corpus" <<'PY'
 import struct, sys, pathlib
 corpus = pathlib.Path(sys.argv[1])
@@ -153,8 +155,35 @@ def debug_frame():
     return struct.pack("<I", len(cie)) + cie + struct.pack("<I", len(fde)) + fde
 d = corpus / "unwind_cfi"
 (d / "debug-frame").write_bytes(debug_frame())
+# Tables the entry checks refuse parts of. The target checks a section against the text
+# 0x2000..0x100000. ORC (the text around IP_ADDR): an entry 1.8 GiB below the kernel, two
+# real entries at one address.
+(corpus / "unwind_orc" / "refused").write_bytes(orc(2, [
+    (K + 0x1000, entry(5, 16, 0, 0, 2)), (IP_ADDR - 0x7000_0000, entry(5, 8, 0, 0, 2)),
+    (K + 0x2000, entry(5, 8, 0, 0, 2)), (K + 0x2000, entry(5, 24, 0, 0, 2)),
+    (K + 0x3000, entry(0, 0, 0, 0, 0))]))
+INSNS = bytes([0x41, 0x0e, 16, 0x86, 2, 0x44, 0x0d, 6])
+def frame(fdes):
+    """A .debug_frame: the CIE of debug_frame(), then FDEs (bytes after the length)."""
+    cie = debug_frame()[:24]
+    return cie + b"".join(struct.pack("<I", len(f)) + f for f in fdes)
+def fde(start, size, cie=0):
+    return struct.pack("<IQQ", cie, start, size) + INSNS
+# FDEs outside the text, overlapping, wrapping, empty, naming no CIE, and a length past
+# the section's end.
+(d / "checks-debug-frame").write_bytes(frame([
+    fde(0x2000, 0x40), fde(0x1000, 0x40), fde(0x2020, 0x40), fde(0x2000, 0x100),
+    fde(2**64 - 0x10, 0x40), fde(0x3000, 0), fde(0x3100, 0x40, cie=28), fde(0x2040, 0x40),
+]) + struct.pack("<I", 0x100) + bytes(20))
+# FreePascal's layout: 32-bit FDEs with 8-byte CIE pointers; one of a discarded routine (at
+# 0, 0x27 bytes), which read as DWARF says covers 0 to 0x27_0000_0000.
+fpc = lambda start, size: struct.pack("<QQQ", 0, start, size) + INSNS
+(d / "freepascal-debug-frame").write_bytes(frame([
+    fpc(0x2000, 0x40), fpc(0, 0x27), fpc(0x2100, 0x40), fde(0x2200, 0x40)]))
 PY
 cp "$tiny" aggregator/command/tests/data/tiny-riscv64.elf "$corpus/unwind_cfi/"
+# FreePascal's .debug_frame in a real ELF.
+cp common/symbols/tests/data/freepascal/kernel.elf "$corpus/unwind_cfi/freepascal.elf"
 
 # Plugin arguments as QEMU passes them (comma-separated) and command lines as
 # /proc/self/cmdline holds them (NUL-separated).

@@ -18,7 +18,7 @@ pub fn alloc_event(
         flags: 0,
         function,
         allocator: 0,
-        stop: StopReason::NullFramePointer,
+        stop: StopReason::NullFramePointer.into(),
         time_ns,
         icount: 0,
         size: 0,

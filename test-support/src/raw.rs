@@ -24,7 +24,7 @@ pub fn sample(vcpu: u32, t: u64, pc: u64, frames: &[u64]) -> SampleRecord<'_> {
     SampleRecord {
         vcpu,
         user: false,
-        stop: StopReason::NullFramePointer,
+        stop: StopReason::NullFramePointer.into(),
         time_ns: t,
         icount: t * 10,
         pc,

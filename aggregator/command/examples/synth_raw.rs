@@ -67,7 +67,7 @@ fn main() -> anyhow::Result<()> {
             &SampleRecord {
                 vcpu: (i % 4) as u32,
                 user: false,
-                stop: StopReason::NullFramePointer,
+                stop: StopReason::NullFramePointer.into(),
                 time_ns: i * 1000,
                 icount: i * 100_000,
                 pc,

@@ -29,6 +29,7 @@ const SPACE_COMMON: u64 = 0x0011_2000;
 struct Fixture {
     raw: PathBuf,
     v1: PathBuf,
+    nocode: PathBuf,
     map: PathBuf,
     a: PathBuf,
     b: PathBuf,
@@ -66,7 +67,10 @@ fn fixture(name: &str) -> Fixture {
 
     let mut out = Vec::new();
     let mut v1 = Vec::new();
+    // Version 2 without code records: address spaces, nothing to tell their programs by.
+    let mut nocode = Vec::new();
     common::header(1, false).encode_version(VERSION_2, &mut out);
+    common::header(1, false).encode_version(VERSION_2, &mut nocode);
     common::header(1, false).encode(&mut v1);
     let full = [RET_MIDDLE, RET_WORK, RET_START];
     let syscall = [common::RET_SYSCALL_ENTRY, RET_MIDDLE, RET_WORK, RET_START];
@@ -80,25 +84,31 @@ fn fixture(name: &str) -> Fixture {
         .encode(out, 4)
     };
     let mut t = 0;
-    let mut push =
-        |out: &mut Vec<u8>, v1: &mut Vec<u8>, space: Option<u64>, user: bool, pc, frames| {
-            t += 1000;
-            let mut s: SampleRecord<'_> = common::sample(0, t, pc, frames);
-            s.user = user;
-            let x = SampleExtras {
-                mode: CpuMode::Paging,
-                privilege: if user {
-                    Privilege::User
-                } else {
-                    Privilege::Kernel
-                },
-                return_register: None,
-                // The low bits (a PCID) do not make another address space.
-                page_table_base: space.map(|s| s | 0x7),
-            };
-            encode_sample_v2(out, 4, &s, &x);
-            encode_sample(v1, 4, &s);
+    let mut push = |out: &mut Vec<u8>,
+                    v1: &mut Vec<u8>,
+                    nocode: &mut Vec<u8>,
+                    space: Option<u64>,
+                    user: bool,
+                    pc,
+                    frames| {
+        t += 1000;
+        let mut s: SampleRecord<'_> = common::sample(0, t, pc, frames);
+        s.user = user;
+        let x = SampleExtras {
+            mode: CpuMode::Paging,
+            privilege: if user {
+                Privilege::User
+            } else {
+                Privilege::Kernel
+            },
+            return_register: None,
+            // The low bits (a PCID) do not make another address space.
+            page_table_base: space.map(|s| s | 0x7),
         };
+        encode_sample_v2(out, 4, &s, &x);
+        encode_sample_v2(nocode, 4, &s, &x);
+        encode_sample(v1, 4, &s);
+    };
     code(
         &mut out,
         SPACE_A,
@@ -109,6 +119,7 @@ fn fixture(name: &str) -> Fixture {
         push(
             &mut out,
             &mut v1,
+            &mut nocode,
             Some(SPACE_A),
             true,
             LEAF_SQUARE,
@@ -125,6 +136,7 @@ fn fixture(name: &str) -> Fixture {
         push(
             &mut out,
             &mut v1,
+            &mut nocode,
             Some(SPACE_B),
             true,
             LEAF_SQUARE,
@@ -135,6 +147,7 @@ fn fixture(name: &str) -> Fixture {
     push(
         &mut out,
         &mut v1,
+        &mut nocode,
         Some(SPACE_B),
         false,
         common::SYS_WORK_PC,
@@ -144,6 +157,7 @@ fn fixture(name: &str) -> Fixture {
     push(
         &mut out,
         &mut v1,
+        &mut nocode,
         Some(SPACE_OTHER),
         true,
         LEAF_SQUARE,
@@ -155,15 +169,32 @@ fn fixture(name: &str) -> Fixture {
         START_LOOP,
         &code_at(&a_bytes, START_LOOP, 2),
     );
-    push(&mut out, &mut v1, Some(SPACE_COMMON), true, START_LOOP, &[]);
+    push(
+        &mut out,
+        &mut v1,
+        &mut nocode,
+        Some(SPACE_COMMON),
+        true,
+        START_LOOP,
+        &[],
+    );
     // The kernel without an address space (paging off: the recorder's CR3 means nothing).
-    push(&mut out, &mut v1, None, false, 0x0010_0150, &[0x0010_0010]);
-    for f in [&mut out, &mut v1] {
+    push(
+        &mut out,
+        &mut v1,
+        &mut nocode,
+        None,
+        false,
+        0x0010_0150,
+        &[0x0010_0010],
+    );
+    for f in [&mut out, &mut v1, &mut nocode] {
         encode_stats(f, 9, 0, &[9, 0, 0, 0, 0, 0], &[900_000]);
     }
     Fixture {
         raw: common::write(&dir, "raw", &out),
         v1: common::write(&dir, "v1.raw", &v1),
+        nocode: common::write(&dir, "nocode.raw", &nocode),
         map,
         a,
         b,
@@ -283,9 +314,24 @@ fn recordings_without_code_bytes_name_from_the_first_program_and_warn() {
         Warning::ProgramsOverlap {
             programs,
             addresses,
+            why,
         } => {
             assert_eq!(programs, &["a.elf", "b.elf"]);
             assert!(*addresses > 0);
+            // A version-1 recording: no address space at all.
+            assert!(why.contains("recorded no address space"), "{why}");
+        }
+        w => panic!("{w:?}"),
+    }
+    // Address spaces recorded, but no code in them: the warning names them.
+    let (_, report) = run(&f, &f.nocode, &[&f.a, &f.b], false);
+    match &report.warnings[..] {
+        [Warning::ProgramsOverlap { why, .. }] => {
+            assert!(
+                why.contains("no code was recorded in address spaces cr3 "),
+                "{why}"
+            );
+            assert!(!why.contains("older plugin"), "{why}");
         }
         w => panic!("{w:?}"),
     }

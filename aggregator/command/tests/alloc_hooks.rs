@@ -42,7 +42,7 @@ fn raw() -> Vec<u8> {
             flags: 0,
             function,
             allocator: 0,
-            stop: StopReason::NullFramePointer,
+            stop: StopReason::NullFramePointer.into(),
             time_ns: t,
             icount: 0,
             size,

@@ -693,10 +693,10 @@ fn text_report_breaks_unwind_stops_down_by_place() {
         0x0804_9000,
     ];
     let mut t = 0;
-    let mut push = |pc, frames: &[u64], stop, mode, privilege| {
+    let mut push = |pc, frames: &[u64], stop: StopReason, mode, privilege| {
         t += 1000;
         let mut s = common::sample(0, t, pc, frames);
-        s.stop = stop;
+        s.stop = stop.into();
         let x = SampleExtras {
             mode,
             privilege,

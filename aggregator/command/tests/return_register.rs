@@ -68,7 +68,7 @@ fn raw(name: &str, samples: &[(u64, &[u64], u64)]) -> PathBuf {
         let rec = SampleRecord {
             vcpu: 0,
             user: false,
-            stop: StopReason::NullFramePointer,
+            stop: StopReason::NullFramePointer.into(),
             time_ns: i as u64 * 1000,
             icount: i as u64 * 10_000,
             pc,

@@ -216,17 +216,29 @@ impl AddressSpaces {
 }
 
 /// User addresses named from the first program holding them while several programs hold
-/// them (no recorded code decided): for one warning at the end.
+/// them (no recorded code decided): for one warning at the end, which says why.
 #[derive(Debug, Default)]
 pub struct Overlaps {
     probes: FxHashSet<u64>,
     programs: Vec<usize>,
+    /// Of those, addresses of samples that recorded no address space.
+    without_space: u64,
+    /// The address spaces, recorded, whose code no record gave.
+    spaces_without_code: FxHashSet<u64>,
 }
 
 impl Overlaps {
-    /// Notes that `probe` was named from the first of `holding` (two or more programs).
-    pub fn add(&mut self, probe: u64, holding: &[usize]) {
-        self.probes.insert(probe);
+    /// Notes that `probe`, in address space `space` (when the sample recorded one), was
+    /// named from the first of `holding` (two or more programs).
+    pub fn add(&mut self, probe: u64, space: Option<u64>, holding: &[usize]) {
+        if self.probes.insert(probe) {
+            match space {
+                Some(s) => {
+                    self.spaces_without_code.insert(s);
+                }
+                None => self.without_space += 1,
+            }
+        }
         for &p in holding {
             if !self.programs.contains(&p) {
                 self.programs.push(p);
@@ -235,18 +247,49 @@ impl Overlaps {
     }
 
     /// The warning, when addresses were named so.
-    pub fn warning(&self, sym: &Symbolizer) -> Option<Warning> {
+    pub fn warning(&self, sym: &Symbolizer, spaces: &AddressSpaces) -> Option<Warning> {
         if self.probes.is_empty() {
             return None;
         }
         let mut programs = self.programs.clone();
         programs.sort_unstable();
+        let mut without_code: Vec<u64> = self.spaces_without_code.iter().copied().collect();
+        without_code.sort_unstable();
+        let why = match (self.without_space, without_code.len()) {
+            (_, 0) => "its samples recorded no address space (an older plugin, or address \
+                       translation off)"
+                .to_string(),
+            (n, k) => {
+                let shown: Vec<String> = without_code
+                    .iter()
+                    .take(4)
+                    .map(|&s| spaces.describe(s))
+                    .collect();
+                let more = if k > 4 {
+                    format!(" and {} more", k - 4)
+                } else {
+                    String::new()
+                };
+                let older = if n > 0 {
+                    "; other samples recorded no address space"
+                } else {
+                    ""
+                };
+                format!(
+                    "no code was recorded in address space{} {}{more} (no user-mode sample \
+                     there, and no system call whose walk crossed into the program){older}",
+                    if k == 1 { "" } else { "s" },
+                    shown.join(", ")
+                )
+            }
+        };
         Some(Warning::ProgramsOverlap {
             programs: programs
                 .iter()
                 .map(|&p| sym.user_binary_name(p).to_string())
                 .collect(),
             addresses: self.probes.len() as u64,
+            why,
         })
     }
 }

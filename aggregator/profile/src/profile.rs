@@ -13,6 +13,7 @@ use crate::counts::{RunCoalescer, StackCounts};
 use crate::error::ProfileError;
 use crate::filter::SampleFilter;
 use crate::input::{CpuInput, ReadSummary, Sample};
+use crate::kernel_walks::KernelWalks;
 use crate::place::{Place, StopsByPlace};
 use crate::stacks::{meta_unhidden, meta_user, meta_vcpu, KeyBuilder};
 use crate::stuck::{Stuck, StuckDetector};
@@ -51,6 +52,8 @@ pub struct CpuProfile {
     /// as samples are read: `--focus`/`--exclude`, which keep stacks by name, are not
     /// applied to them.
     pub stops_by_place: StopsByPlace,
+    /// How the kept samples were walked, kernel, user and boot apart (raw format).
+    pub kernel_walks: KernelWalks,
 }
 
 impl CpuProfile {
@@ -90,6 +93,7 @@ impl CpuProfile {
         let mut stuck = StuckDetector::default();
         let cuts_before = sym.no_code_cuts();
         let mut stops_by_place = StopsByPlace::default();
+        let mut kernel_walks = KernelWalks::default();
         let mut seq = 0u64;
         let summary = input.for_each(want_exact, |s| {
             let index = seq;
@@ -105,6 +109,8 @@ impl CpuProfile {
                     let crossed = markers && s.addrs.iter().skip(1).copied().any(is_marker);
                     stops_by_place.add(Place::of(s.user, s.cpu, crossed), stop);
                 }
+                let below = s.addrs.first().is_some_and(|&pc| sym.below_kernel(pc));
+                kernel_walks.add(s, below);
                 match per_vcpu_low.get_mut(s.vcpu as usize) {
                     Some(n) => *n += 1,
                     None => *per_vcpu.entry(s.vcpu).or_insert(0) += 1,
@@ -143,6 +149,7 @@ impl CpuProfile {
             spaces,
             no_code_cuts,
             stops_by_place,
+            kernel_walks,
         })
     }
 

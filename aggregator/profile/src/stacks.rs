@@ -342,7 +342,7 @@ impl<'s> StackNamer<'s> {
 
     /// The warning about addresses named from the first of several programs holding them.
     pub fn overlap_warning(&self) -> Option<crate::warning::Warning> {
-        self.overlaps.warning(self.sym)
+        self.overlaps.warning(self.sym, &self.spaces)
     }
 
     pub fn symbolizer(&mut self) -> &mut Symbolizer {
@@ -567,7 +567,7 @@ impl<'s> StackNamer<'s> {
             Choice::FirstHolding => {
                 let holding: Vec<usize> = self.sym.user_binaries_holding(probe).collect();
                 if holding.len() > 1 {
-                    self.overlaps.add(probe, &holding);
+                    self.overlaps.add(probe, space, &holding);
                 }
                 holding.first().copied()
             }

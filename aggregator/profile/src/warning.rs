@@ -68,6 +68,19 @@ pub enum Warning {
     ProgramsOverlap {
         programs: Vec<String>,
         addresses: u64,
+        /// Why the recording could not tell: no address space, or no code recorded in one.
+        why: String,
+    },
+    /// Most kernel stacks were walked by frame pointers to at most one caller, and the
+    /// kernel's ELF has unwind tables the plugin was not given: a kernel built without
+    /// frame pointers, whose stacks the tables would walk whole.
+    ShallowFramePointerWalks {
+        /// Addresses per stack, the sampled pc included.
+        mean_depth: f64,
+        samples: u64,
+        kernel: String,
+        /// The ELF's unwind sections (`.orc_unwind`, `.eh_frame`, `.debug_frame`).
+        sections: Vec<&'static str>,
     },
     /// A vCPU never left one stack while others ran (a failed bring-up, spinning).
     StuckVcpu {
@@ -126,6 +139,22 @@ impl Warning {
             w.push(Warning::NoSamples { path: path() });
         }
         w
+    }
+
+    /// [`Warning::ShallowFramePointerWalks`] when most kernel stacks were walked by frame
+    /// pointers to at most one caller while the kernel's ELF has unwind tables.
+    pub fn shallow_walks(
+        walks: &crate::kernel_walks::KernelWalks,
+        kernel: &str,
+        sections: &[&'static str],
+    ) -> Option<Warning> {
+        let mean_depth = walks.mostly_shallow()?;
+        (!sections.is_empty()).then(|| Warning::ShallowFramePointerWalks {
+            mean_depth,
+            samples: walks.samples,
+            kernel: kernel.to_string(),
+            sections: sections.to_vec(),
+        })
     }
 
     /// [`Warning::MostlyUnknown`] when more than half of `folded` ends in `[unknown]` (never
@@ -193,6 +222,21 @@ impl fmt::Display for Warning {
                 path.display()
             ),
             Warning::NoSamples { path } => write!(f, "{} holds no samples", path.display()),
+            Warning::ShallowFramePointerWalks {
+                mean_depth,
+                samples,
+                kernel,
+                sections,
+            } => write!(
+                f,
+                "the {samples} kernel stacks were walked by frame pointers to a mean depth \
+                 of {mean_depth:.1} frames, and {kernel} has unwind tables ({}): a kernel built \
+                 without frame pointers, whose stacks end early although the report calls \
+                 them whole. Record with `kern-profile record`, or give the plugin the \
+                 kernel (`-plugin kern-profile.so,elf={kernel},...`), and its stacks are \
+                 walked by the tables",
+                sections.join(", ")
+            ),
             Warning::MostlyUnknown {
                 share,
                 kernel,
@@ -241,12 +285,12 @@ impl fmt::Display for Warning {
             Warning::ProgramsOverlap {
                 programs,
                 addresses,
+                why,
             } => write!(
                 f,
                 "the --user programs {} overlap in memory and the recording does not say \
-                 which one ran (no page-table bases or code bytes: an older plugin): \
-                 {addresses} sampled addresses were named from the first of them that holds \
-                 them, which may be the wrong one",
+                 which one ran ({why}): {addresses} sampled addresses were named from the \
+                 first of them that holds them, which may be the wrong one",
                 programs.join(", ")
             ),
             Warning::StuckVcpu {

@@ -160,8 +160,8 @@ pub struct AllocEvent<'a> {
     pub function: u16,
     /// Index into [`AllocTable::allocators`].
     pub allocator: u16,
-    /// Why the walk of the stack at entry stopped.
-    pub stop: StopReason,
+    /// How the walk of the stack at entry ended.
+    pub stop: crate::WalkEnd,
     /// Host time since the plugin started, ns, when the call took effect: at the return of
     /// an allocation or reallocation, at the entry of a free.
     pub time_ns: u64,
@@ -190,7 +190,7 @@ impl AllocEvent<'_> {
         out.push(self.flags);
         out.extend_from_slice(&self.function.to_le_bytes());
         out.extend_from_slice(&self.allocator.to_le_bytes());
-        out.push(self.stop as u8);
+        out.push(self.stop.byte());
         out.push(0);
         out.extend_from_slice(&(frames.len() as u16).to_le_bytes());
         out.extend_from_slice(&[0, 0]);

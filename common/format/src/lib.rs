@@ -23,10 +23,12 @@ pub mod qemu;
 mod raw_reader;
 mod raw_writer;
 mod source;
+mod stack_summary;
 mod stats;
 mod stop_reason;
 mod summary;
 mod timer_record;
+mod walk_end;
 
 pub use alloc_record::{
     alloc_flags, AllocEvent, AllocEventRef, AllocHookStats, AllocTable, HookedFunction,
@@ -44,10 +46,12 @@ pub use raw_writer::{
     encode_exact_blocks, encode_sample, encode_sample_v2, encode_stats, SampleExtras, SampleRecord,
 };
 pub use source::Truncation;
+pub use stack_summary::StackSummary;
 pub use stats::Stats;
 pub use stop_reason::{StopCounts, StopReason};
 pub use summary::{RawSummary, StopsFrom, VcpuCounts};
 pub use timer_record::{HostTimerStats, InterruptWaits, VcpuTime, LONG_WAIT_NS};
+pub use walk_end::{Outcome, WalkEnd, Walker};
 
 /// Record kinds of the raw format.
 pub mod kind {

@@ -4,14 +4,15 @@
 use crate::kind;
 use crate::machine::{CpuMode, Privilege};
 use crate::sample_flags;
-use crate::stop_reason::StopReason;
+use crate::walk_end::WalkEnd;
 
 /// One sample as the recorder has it, borrowed.
 #[derive(Debug, Clone, Copy)]
 pub struct SampleRecord<'a> {
     pub vcpu: u32,
     pub user: bool,
-    pub stop: StopReason,
+    /// How the walk ended (its byte: reason, walker, crossing).
+    pub stop: WalkEnd,
     pub time_ns: u64,
     pub icount: u64,
     pub pc: u64,
@@ -62,7 +63,7 @@ pub fn encode_sample(out: &mut Vec<u8>, ptr_width: usize, s: &SampleRecord<'_>) 
         flags |= sample_flags::ENTRY_RESOLVED;
     }
     out.push(flags);
-    out.push(s.stop as u8);
+    out.push(s.stop.byte());
     out.extend_from_slice(&(frames.len() as u16).to_le_bytes());
     out.extend_from_slice(&s.time_ns.to_le_bytes());
     out.extend_from_slice(&s.icount.to_le_bytes());
@@ -113,7 +114,7 @@ pub fn encode_sample_v2(
     let at = begin(out, kind::SAMPLE);
     out.extend_from_slice(&s.vcpu.to_le_bytes());
     out.push(flags);
-    out.push(s.stop as u8);
+    out.push(s.stop.byte());
     out.extend_from_slice(&(frames.len() as u16).to_le_bytes());
     out.extend_from_slice(&s.time_ns.to_le_bytes());
     out.extend_from_slice(&s.icount.to_le_bytes());

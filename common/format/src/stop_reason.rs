@@ -59,13 +59,11 @@ impl StopReason {
         }
     }
 
-    /// The name of a stop byte as stored in a file: `reason N` for one this version does
-    /// not know (a newer recorder's).
+    /// The name of a stop byte as stored in a file, with its walker and crossing
+    /// ([`crate::WalkEnd`]): `reason N` for a reason this version does not know (a newer
+    /// recorder's).
     pub fn name_of_byte(b: u8) -> Cow<'static, str> {
-        match StopReason::from_u8(b) {
-            Some(r) => Cow::Borrowed(r.name()),
-            None => Cow::Owned(format!("reason {b}")),
-        }
+        crate::WalkEnd::of_byte(b).name()
     }
 }
 
@@ -94,6 +92,11 @@ impl StopCounts {
         self.add_byte(r as u8);
     }
 
+    /// Counts one walk's end.
+    pub fn add_end(&mut self, e: crate::WalkEnd) {
+        self.add_byte(e.byte());
+    }
+
     /// Counts one stop given by its stored byte.
     #[inline]
     pub fn add_byte(&mut self, b: u8) {
@@ -113,8 +116,24 @@ impl StopCounts {
         }
     }
 
+    /// Stops for reason `r`, whatever walker met it and wherever ([`crate::WalkEnd`]).
     pub fn get(&self, r: StopReason) -> u64 {
-        self.0.get(r as usize).copied().unwrap_or(0)
+        self.nonzero()
+            .filter(|&(b, _)| crate::WalkEnd::of_byte(b).reason() == Some(r))
+            .fold(0u64, |t, (_, n)| t.saturating_add(n))
+    }
+
+    /// The counts by reason alone, as an older recorder's file counts them.
+    pub fn by_reason(&self) -> StopCounts {
+        let mut out = StopCounts::default();
+        for (b, n) in self.nonzero() {
+            let i = (b & 0x0f) as usize;
+            if i >= out.0.len() {
+                out.0.resize(i + 1, 0);
+            }
+            out.0[i] = out.0[i].saturating_add(n);
+        }
+        out
     }
 
     /// All stops; saturating, as counts come from files.

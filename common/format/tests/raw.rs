@@ -16,7 +16,7 @@ fn sample(frames: &[u64]) -> SampleRecord<'_> {
     SampleRecord {
         vcpu: 1,
         user: false,
-        stop: StopReason::NullFramePointer,
+        stop: StopReason::NullFramePointer.into(),
         time_ns: 12_345,
         icount: 99_999,
         pc: 0x0010_2030,
@@ -246,7 +246,7 @@ fn summary_counts_every_record() {
         let s = SampleRecord {
             vcpu,
             user,
-            stop,
+            stop: stop.into(),
             sp_word: (vcpu == 0).then_some(7),
             ..sample(&frames)
         };

@@ -15,7 +15,7 @@ fn sample(frames: &[u64]) -> SampleRecord<'_> {
     SampleRecord {
         vcpu: 2,
         user: false,
-        stop: StopReason::NullFramePointer,
+        stop: StopReason::NullFramePointer.into(),
         time_ns: 5_000,
         icount: 77,
         pc: 0x8020_1000,

@@ -48,7 +48,7 @@ fn event(frames: &[u64]) -> AllocEvent<'_> {
         flags: alloc_flags::USER,
         function: 1,
         allocator: 0,
-        stop: StopReason::NullFramePointer,
+        stop: StopReason::NullFramePointer.into(),
         time_ns: 12_345,
         icount: 678,
         size: 1500,

@@ -9,7 +9,9 @@ use gimli::{
 use kern_profile_arch::registers::dwarf_fp_ra;
 use kern_profile_format::Arch;
 use kern_profile_unwind::frame_state::CfiFacts;
-use kern_profile_unwind::tables::cfi::for_each_fde;
+use kern_profile_unwind::tables::cfi::freepascal::standard_layout;
+use kern_profile_unwind::tables::cfi::{for_each_fde, FdeCheck, Taken};
+use kern_profile_unwind::tables::TextRanges;
 use object::{Object, ObjectSection};
 
 use crate::budget::Budget;
@@ -41,8 +43,10 @@ struct Row {
 
 impl CfiTable {
     /// Reads `file`'s `.debug_frame` and `.eh_frame` for an `arch` guest. `None` when the
-    /// file has neither (or `arch` keeps return addresses on the stack); a section that does
-    /// not parse gives what was read before the error, and the error.
+    /// file has neither (or `arch` keeps return addresses on the stack). Entries are checked
+    /// one by one (kern-profile-unwind's `for_each_fde`): a bad one is left out alone; a
+    /// section cut short by an entry running past its end gives what came before, and the
+    /// error.
     pub fn load(
         file: &object::File<'_>,
         arch: Arch,
@@ -59,6 +63,11 @@ impl CfiTable {
         };
         let mut table = CfiTable::default();
         let mut error = None;
+        // Entries are checked as the kernel's unwind tables check theirs (refused ones are
+        // counted there, for the report's warning: kern_profile_unwind::tables::refusals_line).
+        let text = TextRanges::of_elf(file);
+        let address_size = if file.is_64() { 8 } else { 4 };
+        let mut check = FdeCheck::new(&text, address_size);
         for name in [".debug_frame", ".eh_frame"] {
             let Some(section) = file.section_by_name(name) else {
                 continue;
@@ -71,6 +80,10 @@ impl CfiTable {
                     continue;
                 }
             };
+            let data = match name {
+                ".debug_frame" => standard_layout(&data, endian, address_size, &text).0,
+                _ => data,
+            };
             let data = EndianSlice::new(&data, endian);
             let read = if name == ".eh_frame" {
                 let mut bases = BaseAddresses::default().set_eh_frame(section.address());
@@ -78,16 +91,19 @@ impl CfiTable {
                     bases = bases.set_text(text.address());
                 }
                 let mut s = EhFrame::from(data);
-                s.set_address_size(8);
-                read_section(&s, &bases, regs, &mut table.fdes)
+                s.set_address_size(address_size);
+                read_section(&s, &bases, regs, &mut check, &mut table.fdes)
             } else {
                 let mut s = DebugFrame::from(data);
-                s.set_address_size(8);
-                read_section(&s, &BaseAddresses::default(), regs, &mut table.fdes)
+                s.set_address_size(address_size);
+                let bases = BaseAddresses::default();
+                read_section(&s, &bases, regs, &mut check, &mut table.fdes)
             };
             table.sections.push(name);
-            if let Err(e) = read {
-                error = Some(format!("{name}: {e}"));
+            if let Some(at) = read {
+                error = Some(format!(
+                    "{name}: the entry at offset {at:#x} runs past the section's end"
+                ));
             }
         }
         if table.sections.is_empty() {
@@ -117,28 +133,36 @@ impl CfiTable {
     }
 }
 
-/// Appends the FDEs of `section` to `out`, up to the first entry that does not parse.
+/// Appends the FDEs of `section` that pass `check` to `out`; the offset of an entry that ran
+/// past the section's end (what follows it unread).
 fn read_section<R, S>(
     section: &S,
     bases: &BaseAddresses,
     (fp, ra_default): (Register, Register),
+    check: &mut FdeCheck<'_>,
     out: &mut Vec<Fde>,
-) -> gimli::Result<()>
+) -> Option<u64>
 where
     R: Reader,
-    S: UnwindSection<R>,
+    S: UnwindSection<R> + gimli::Section<R>,
 {
     let mut ctx = UnwindContext::new();
-    for_each_fde(section, bases, ra_default, |fde, ra| {
+    let stopped = for_each_fde(section, bases, ra_default, check, |fde, ra| {
         let mut rows = Vec::new();
-        let mut table = fde.rows(section, bases, &mut ctx)?;
-        while let Some(row) = table.next_row()? {
-            rows.push(Row {
-                start: row.start_address(),
-                cfa_on_fp: matches!(row.cfa(), CfaRule::RegisterAndOffset { register, .. } if *register == fp),
-                fp_saved: is_saved(&row.register(fp)),
-                ra_saved: is_saved(&row.register(ra)),
-            });
+        let mut rows_of = || -> gimli::Result<()> {
+            let mut table = fde.rows(section, bases, &mut ctx)?;
+            while let Some(row) = table.next_row()? {
+                rows.push(Row {
+                    start: row.start_address(),
+                    cfa_on_fp: matches!(row.cfa(), CfaRule::RegisterAndOffset { register, .. } if *register == fp),
+                    fp_saved: is_saved(&row.register(fp)),
+                    ra_saved: is_saved(&row.register(ra)),
+                });
+            }
+            Ok(())
+        };
+        if rows_of().is_err() {
+            return Ok::<_, std::convert::Infallible>(Taken::Unreadable);
         }
         out.push(Fde {
             start: fde.initial_address(),
@@ -147,8 +171,12 @@ where
             ra_saved_anywhere: rows.iter().any(|r| r.ra_saved),
             rows,
         });
-        Ok(())
-    })
+        Ok(Taken::Used)
+    });
+    match stopped {
+        Ok(at) => at,
+        Err(never) => match never {},
+    }
 }
 
 /// Whether a rule keeps the register's value elsewhere than in the register itself (compilers

@@ -32,6 +32,9 @@ pub struct ElfImage {
     pub dwarf: Option<addr2line::Context<DwarfReader>>,
     /// Call-frame information (riscv64 and aarch64 only: for the leaf and prologue correction).
     pub cfi: Option<CfiTable>,
+    /// Its unwind tables' sections that hold something (`.orc_unwind`, `.eh_frame`,
+    /// `.debug_frame`): what the plugin walks a kernel without frame pointers by.
+    pub unwind_sections: Vec<&'static str>,
     /// Executable sections: start address and bytes.
     code: Vec<(u64, Vec<u8>)>,
     /// Loadable segments (PT_LOAD): `[start, end)` in memory, sorted.
@@ -123,6 +126,10 @@ impl ElfImage {
                 error: e.to_string(),
             });
         }
+        let unwind_sections = [".orc_unwind", ".eh_frame", ".debug_frame"]
+            .into_iter()
+            .filter(|n| file.section_by_name(n).is_some_and(|s| s.size() > 0))
+            .collect();
         Ok(ElfImage {
             path: path.to_path_buf(),
             arch,
@@ -130,6 +137,7 @@ impl ElfImage {
             symbols,
             dwarf,
             cfi,
+            unwind_sections,
             code,
             segments,
             warnings,
@@ -148,6 +156,11 @@ impl ElfImage {
     }
 
     /// The loadable segments, `[start, end)`, sorted by start.
+    /// The lowest address of its executable sections.
+    pub fn lowest_code(&self) -> Option<u64> {
+        self.code.iter().map(|(a, _)| *a).min()
+    }
+
     pub fn segments(&self) -> &[(u64, u64)] {
         &self.segments
     }

@@ -11,7 +11,7 @@ use kern_profile_unwind::KernelOs;
 use object::{Object, ObjectSymbol};
 
 use super::table::{RawSymbol, SymbolTable};
-use super::{ElfImage, SymbolError};
+use super::{ElfImage, SymbolError, SymbolWarning};
 
 /// A kernel file, loaded for naming.
 pub struct KernelFile {
@@ -59,7 +59,7 @@ impl KernelFile {
         };
         let image = match read_elf_input(path).map_err(open_err)? {
             ElfInput::Elf(data) => {
-                let elf = ElfImage::parse(&data, path)?;
+                let elf = checked(ElfImage::parse(&data, path)?, &data, path);
                 if !elf.is_stripped() {
                     return Ok(KernelFile {
                         elf: Some(elf),
@@ -82,10 +82,8 @@ impl KernelFile {
         };
         let kallsyms = kallsyms_names(&image)?;
         let (elf, vmlinux) = if image.is_elf() {
-            (
-                Some(ElfImage::parse(&image.bytes, path)?),
-                Some(image.bytes),
-            )
+            let elf = checked(ElfImage::parse(&image.bytes, path)?, &image.bytes, path);
+            (Some(elf), Some(image.bytes))
         } else {
             (None, None)
         };
@@ -183,6 +181,20 @@ fn elf_os(elf: &[u8]) -> Option<KernelOs> {
         }
     }
     named.then_some(KernelOs::Other)
+}
+
+/// `elf` with a warning when the checks of its unwind tables (what the plugin's `elf=` walks
+/// with) refuse some entry: the report's line about them.
+fn checked(mut elf: ElfImage, bytes: &[u8], path: &Path) -> ElfImage {
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    if let Some(line) = kern_profile_unwind::tables::refusals_line(&name, bytes) {
+        elf.warnings
+            .push(SymbolWarning::RefusedUnwindEntries { line });
+    }
+    elf
 }
 
 /// The kallsyms names of the Linux image at `path`, without loading its vmlinux for naming.

@@ -427,6 +427,18 @@ impl Symbolizer {
         }
     }
 
+    /// True when `addr` lies below all the kernel's code (its ELF's lowest executable
+    /// section, or with symbol maps alone, its lowest function): where user programs and a
+    /// decompressor run on every kernel we know. Not its lowest segment: x86_64 Linux links
+    /// its per-CPU data at 0.
+    pub fn below_kernel(&self, addr: u64) -> bool {
+        let low = match &self.elf {
+            Some(e) => e.lowest_code(),
+            None => self.lowest_start,
+        };
+        low.is_some_and(|low| addr < low)
+    }
+
     /// True when `addr` is the kernel's rather than a user program's: in the kernel's range
     /// ([`Symbolizer::kernel_holds`]) and, where a user program holds it too, named by a
     /// kernel symbol (a kernel named by symbol maps alone holds everything above its lowest

@@ -18,6 +18,9 @@ pub enum SymbolWarning {
     /// Marked i386 but a 64-bit ELF (Asterinas' OSDK's kernels): read as x86_64's
     /// (`kern_profile_arch::ElfGuest::remarked`).
     RemarkedElf { path: PathBuf },
+    /// The kernel's unwind tables have entries the checks refuse (what the plugin's `elf=`
+    /// leaves out): `line` is kern_profile_unwind's `tables::refusals_line`.
+    RefusedUnwindEntries { line: String },
 }
 
 impl fmt::Display for SymbolWarning {
@@ -46,6 +49,7 @@ impl fmt::Display for SymbolWarning {
                 path.display(),
                 kern_profile_arch::REMARKED_NOTE
             ),
+            SymbolWarning::RefusedUnwindEntries { line } => f.write_str(line),
         }
     }
 }

@@ -679,10 +679,8 @@ where
         }
         cur.fp = saved_fp;
     };
-    Walk {
-        frames: frames.n,
-        stop,
-    }
+    // Past an entry from ring 3: the kernel's part of the stack is whole.
+    Walk::by_frame_pointers(frames.n, stop, cur.in_user && !crossings.user_mode)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 //! short stack: every step must move strictly upwards, so a walk ends after at most
 //! `max_depth` reads.
 
-use kern_profile_format::{Arch, StopReason};
+use kern_profile_format::{Arch, StopReason, WalkEnd, Walker};
 
 pub mod aarch64;
 pub mod code;
@@ -122,11 +122,32 @@ impl PtrWidth {
     }
 }
 
-/// The outcome of a walk: how many return addresses were stored, and why it stopped.
+/// The outcome of a walk: how many return addresses were stored, why it stopped, which
+/// walker stopped it, and whether it had crossed an entry from user space into the program
+/// that entered the kernel (the kernel's part of such a stack is whole).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Walk {
     pub frames: usize,
     pub stop: StopReason,
+    pub walker: Walker,
+    pub from_user: bool,
+}
+
+impl Walk {
+    /// A frame-pointer walk's outcome.
+    pub(crate) fn by_frame_pointers(frames: usize, stop: StopReason, from_user: bool) -> Self {
+        Walk {
+            frames,
+            stop,
+            walker: Walker::FramePointers,
+            from_user,
+        }
+    }
+
+    /// How it ended, as a sample's stop byte keeps it.
+    pub fn end(&self) -> WalkEnd {
+        WalkEnd::new(self.stop, self.walker, self.from_user)
+    }
 }
 
 /// Walks a guest's frame-pointer chain from `fp`, with `sp` the stack pointer, the way
@@ -239,10 +260,7 @@ where
         lowest = fp + 1;
         fp = saved_fp;
     };
-    Walk {
-        frames: frames.n,
-        stop,
-    }
+    Walk::by_frame_pointers(frames.n, stop, false)
 }
 
 #[cfg(test)]

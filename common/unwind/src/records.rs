@@ -216,10 +216,7 @@ where
         }
         cur.fp = saved_fp;
     };
-    Walk {
-        frames: frames.n,
-        stop,
-    }
+    Walk::by_frame_pointers(frames.n, stop, cur.in_user && !crossings.user_mode)
 }
 
 /// The user context saved around the final record at `at`, when the layout knows where and

@@ -156,7 +156,9 @@ fn walk_above_rejects_fp_below_floor() {
             r,
             Walk {
                 frames: 0,
-                stop: StopReason::NotIncreasing
+                stop: StopReason::NotIncreasing,
+                walker: kern_profile_format::Walker::FramePointers,
+                from_user: false
             }
         );
         let r = walk_above(fp, fp, w, 8, |a, b| m.read(a, b), &mut out);
@@ -164,7 +166,9 @@ fn walk_above_rejects_fp_below_floor() {
             r,
             Walk {
                 frames: 2,
-                stop: StopReason::NullFramePointer
+                stop: StopReason::NullFramePointer,
+                walker: kern_profile_format::Walker::FramePointers,
+                from_user: false
             }
         );
         assert_eq!(&out[..2], &rets[..]);
@@ -217,7 +221,9 @@ fn depth_cap() {
             r,
             Walk {
                 frames: 4,
-                stop: StopReason::DepthLimit
+                stop: StopReason::DepthLimit,
+                walker: kern_profile_format::Walker::FramePointers,
+                from_user: false
             }
         );
         assert_eq!(&out[..], &rets[..4]);
@@ -324,7 +330,9 @@ fn reader_that_writes_nothing_gives_null_return() {
             r,
             Walk {
                 frames: 0,
-                stop: StopReason::NullReturnAddress
+                stop: StopReason::NullReturnAddress,
+                walker: kern_profile_format::Walker::FramePointers,
+                from_user: false
             }
         );
     }
@@ -351,7 +359,9 @@ fn long_upward_garbage_chain_is_capped() {
             r,
             Walk {
                 frames: 1024,
-                stop: StopReason::DepthLimit
+                stop: StopReason::DepthLimit,
+                walker: kern_profile_format::Walker::FramePointers,
+                from_user: false
             }
         );
     }

@@ -27,6 +27,11 @@ fn check(dir: &str, entries: usize, layout: OrcLayout, fork: &str) {
     let tables = UnwindTables::from_elf(&image.bytes, Limits::default()).unwrap();
     let orc = tables.orc.as_ref().expect("an ORC table");
     assert_eq!((orc.len(), orc.layout), (entries, layout));
+    // Every entry is in an executable section (.text, .init.text, .altinstr_replacement…),
+    // and none shares its address with another real one.
+    let stats = tables.stats();
+    println!("{dir}: {stats}");
+    assert_eq!(stats.refused(), 0, "{stats}");
     // No CFI: Linux's amd64 build discards .eh_frame.
     assert!(tables.cfi.is_none());
     let at = |name: &str, off: u64| {

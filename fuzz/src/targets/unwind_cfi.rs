@@ -1,12 +1,14 @@
 //! DWARF CFI: `CfiTable::parse` over the input as `.debug_frame` and as `.eh_frame` (for
-//! x86_64 and aarch64 registers), an ELF input through `UnwindTables::from_elf`, then
-//! lookups and table walks over a fake stack made of the input itself.
+//! x86_64 and aarch64 registers), without the kernel's text and with it (each FDE checked,
+//! FreePascal's layout told apart), an ELF input through `UnwindTables::from_elf` and
+//! `TableStats::of_elf`, then lookups and table walks over a fake stack made of the input
+//! itself.
 
 use std::hint::black_box;
 
 use kern_profile_format::Arch;
 use kern_profile_unwind::tables::cfi::{CfiRegisters, CfiSection};
-use kern_profile_unwind::tables::CfiTable;
+use kern_profile_unwind::tables::{CfiTable, TableStats, TextRanges};
 use kern_profile_unwind::{Limits, StartRegs, UnwindTables};
 
 use super::unwind_orc::walk_all;
@@ -25,6 +27,7 @@ fn check(data: &[u8]) {
             orc_entries: 1 << 16,
             cfi_rows: 1 << 16,
         };
+        black_box(TableStats::of_elf(data).map(|s| s.to_string()).ok());
         match UnwindTables::from_elf(data, limits) {
             Ok(t) => {
                 black_box(t.summary());
@@ -62,6 +65,15 @@ fn check(data: &[u8]) {
                 address: 0x1000,
                 text: Some(0x2000),
             };
+            // The kernel's text unknown, and known (the FDEs checked against it, FreePascal's
+            // layout told apart).
+            let text = TextRanges::new([(0x2000, 0x10_0000)]);
+            black_box(CfiTable::check(std::slice::from_ref(&section), 8, &text));
+            let checked =
+                CfiTable::parse_in(std::slice::from_ref(&section), 8, regs, 1 << 16, &text);
+            if let Ok(t) = checked {
+                black_box((t.stats().to_string(), t.find(0x2000)));
+            }
             match CfiTable::parse(&[section], 8, regs, 1 << 16) {
                 Ok(t) => {
                     black_box(&t.warnings);

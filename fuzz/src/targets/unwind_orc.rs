@@ -6,7 +6,7 @@
 use std::hint::black_box;
 
 use kern_profile_format::Arch;
-use kern_profile_unwind::tables::{OrcLayout, OrcTable};
+use kern_profile_unwind::tables::{OrcLayout, OrcTable, TextRanges};
 use kern_profile_unwind::{walk_tables, Crossings, UnwindTables};
 
 use super::unwind_cfi::{fake_memory, starts};
@@ -30,6 +30,11 @@ fn check(data: &[u8]) {
     };
     let n = rest.len() / 10;
     let (ips, entries) = rest.split_at(4 * n);
+    // Checked against a text around IP_ADDR too: entries refused, perhaps all.
+    let text = TextRanges::new([(IP_ADDR - (1 << 30), IP_ADDR + (1 << 20))]);
+    if let Ok(t) = OrcTable::parse_in(IP_ADDR, ips, &entries[..6 * n], layout, 1 << 16, &text) {
+        black_box((t.stats().to_string(), t.find(IP_ADDR), t.span()));
+    }
     let orc = match OrcTable::parse(IP_ADDR, ips, &entries[..6 * n], layout, 1 << 16) {
         Ok(t) => t,
         Err(e) => {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use kern_profile_arch::registers::{clean_return_address, cpu_mode, privilege};
 use kern_profile_arch::{guest, CoreRegs};
-use kern_profile_format::{Arch, CpuMode, Privilege, StopReason};
+use kern_profile_format::{Arch, CpuMode, Privilege, StopReason, WalkEnd};
 use kern_profile_unwind::{
     walk_guest, walk_tables, Crossings, KernelOs, PtrWidth, StartRegs, UnwindTables,
 };
@@ -65,7 +65,8 @@ pub struct VcpuStack {
     /// Walked by the kernel's unwind tables, which found every caller themselves (no `[SP]`
     /// or return-register fix applies).
     pub by_tables: bool,
-    pub stop: StopReason,
+    /// How the walk ended: reason, walker, and whether it crossed from user space.
+    pub stop: WalkEnd,
     /// The first read the stub refused: address and its reply.
     pub refused: Option<(u64, String)>,
     /// `m` requests made.
@@ -537,9 +538,9 @@ fn walk_vcpu(
     frames.truncate(walk.frames);
     let stop = match walk.stop {
         StopReason::Unreadable if r.refused.is_none() && r.reads >= r.max_reads => {
-            StopReason::ReadBudget
+            walk.end().with_reason(StopReason::ReadBudget)
         }
-        s => s,
+        _ => walk.end(),
     };
     let (span, refused, reads) = (r.span, r.refused, r.reads);
     Ok((

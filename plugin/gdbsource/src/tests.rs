@@ -69,7 +69,7 @@ fn every_vcpu_walked_without_acks() {
         assert_eq!(v.regs.pc, pc);
         assert_eq!(v.privilege, Privilege::Kernel);
         assert_eq!(&v.frames[..2], &[0x100123, 0x100456]);
-        assert_eq!(v.stop, StopReason::NullFramePointer);
+        assert_eq!(v.stop.reason(), Some(StopReason::NullFramePointer));
         assert_eq!(v.sp_word, Some(0x100999));
         // One window from SP held the whole chain.
         assert_eq!(v.reads, 1, "{v:?}");
@@ -118,7 +118,7 @@ fn refused_memory_is_reported() {
     h.join().unwrap();
     let v = &snap.vcpus[0];
     assert!(v.frames.is_empty());
-    assert_eq!(v.stop, StopReason::Unreadable);
+    assert_eq!(v.stop.reason(), Some(StopReason::Unreadable));
     assert_eq!(v.refused, Some((0x20000, "E14".to_string())));
 }
 

@@ -111,7 +111,7 @@ mod tests {
         SampleRecord {
             vcpu: 1,
             user: false,
-            stop: StopReason::NullFramePointer,
+            stop: StopReason::NullFramePointer.into(),
             time_ns: t,
             icount: t * 3,
             pc: 0xc000_1000,

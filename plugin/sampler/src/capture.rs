@@ -6,7 +6,7 @@
 use kern_profile_arch::guest;
 use kern_profile_arch::registers::{clean_return_address, cpu_mode};
 use kern_profile_format::{
-    Arch, CpuMode, Privilege, SampleExtras, SampleRecord, StopCounts, StopReason,
+    Arch, CpuMode, Privilege, SampleExtras, SampleRecord, StopCounts, StopReason, WalkEnd,
 };
 use std::sync::Arc;
 
@@ -183,7 +183,7 @@ impl Capture {
         // Frames kept, and whether the sampled function's caller was found despite a missing
         // frame record (the tables always find it).
         let (stop, kept, entry_resolved) = match by_tables {
-            Some(walk) => (walk.stop, walk.frames, true),
+            Some(walk) => (walk.end(), walk.frames, true),
             None => {
                 let mut read_word = |addr: u64| {
                     window
@@ -210,11 +210,11 @@ impl Capture {
                     |addr, out| window.read(addr, out, &mut mem),
                     &mut frames[skip..],
                 );
-                (walk.stop, skip + walk.frames, caller.is_some())
+                (walk.end(), skip + walk.frames, caller.is_some())
             }
         };
         let stop = stop_of(stop, window);
-        stops.add(stop);
+        stops.add_end(stop);
         let rec = SampleRecord {
             vcpu: site.vcpu,
             user,
@@ -236,7 +236,7 @@ impl Capture {
         SampleRecord {
             vcpu: site.vcpu,
             user: false,
-            stop: StopReason::Unreadable,
+            stop: StopReason::Unreadable.into(),
             time_ns: site.time_ns,
             icount: site.icount,
             pc: site.pc,
@@ -262,12 +262,14 @@ pub fn record_extras(rec: &SampleRecord<'_>, extras: SampleExtras) -> SampleExtr
     }
 }
 
-/// Why a walk stopped, as counted: an unreadable word after the sample spent its read
-/// budget is the budget's stop.
-fn stop_of(stop: StopReason, window: &WindowReader) -> StopReason {
-    match stop {
-        StopReason::Unreadable if window.budget_spent() => StopReason::ReadBudget,
-        s => s,
+/// How a walk ended, as counted: an unreadable word after the sample spent its read budget
+/// is the budget's stop.
+fn stop_of(end: WalkEnd, window: &WindowReader) -> WalkEnd {
+    match end.reason() {
+        Some(StopReason::Unreadable) if window.budget_spent() => {
+            end.with_reason(StopReason::ReadBudget)
+        }
+        _ => end,
     }
 }
 

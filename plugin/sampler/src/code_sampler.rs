@@ -89,9 +89,12 @@ impl CodeSampler {
             }
             return;
         }
+        // A walk that crossed from the program into the kernel says its frames past the
+        // entry are the program's, wherever the kernel lies; else the kernel's place says.
+        let crossed = rec.stop.from_user();
         if self.user_spaces.contains(&base)
             || self.from_kernel >= MAX_FROM_KERNEL
-            || rec.pc < self.kernel_start
+            || (!crossed && rec.pc < self.kernel_start)
         {
             return;
         }
@@ -106,7 +109,7 @@ impl CodeSampler {
         let mut tried = 0;
         for &addr in &rec.frames[entry + 1..] {
             // A marker (another entry or stack switch) or a kernel address: no user part.
-            if addr < frame_marker::LIMIT || addr >= self.kernel_start {
+            if addr < frame_marker::LIMIT || (!crossed && addr >= self.kernel_start) {
                 break;
             }
             if tried == MAX_FROM_ENTRY || self.from_kernel >= MAX_FROM_KERNEL {
@@ -173,7 +176,7 @@ mod tests {
         SampleRecord {
             vcpu: 3,
             user,
-            stop: StopReason::NullFramePointer,
+            stop: StopReason::NullFramePointer.into(),
             time_ns: 0,
             icount: 0,
             pc,
@@ -327,6 +330,26 @@ mod tests {
         let r = take_kernel(&mut c, 0xffff_ffff_8100_1000, x64, 3, mem);
         assert_eq!(r.len(), 1);
         assert!(take_kernel(&mut c, 0xc010_3000, low, 4, mem).is_empty());
+    }
+
+    /// A classic kernel in the lower half (xv6's at 0x80100000, below i386 Linux's split):
+    /// only a walk that says it crossed from the program marks the frames past the entry as
+    /// the program's.
+    #[test]
+    fn a_walk_that_crossed_from_user_space_names_the_programs_frames_anywhere() {
+        const FRAMES: &[u64] = &[0x8010_2000, KE, 0x0000_1234, 0x0000_2345];
+        let mut c = i386();
+        // The reason alone (an older walker's): the kernel is below the split, so nothing.
+        assert!(take_kernel(&mut c, 0x8010_1000, FRAMES, 0x3f_f000, mem).is_empty());
+        let mut crossed = kernel_rec(0x8010_1000, false, FRAMES);
+        crossed.stop = kern_profile_format::WalkEnd::new(
+            StopReason::NullFramePointer,
+            kern_profile_format::Walker::FramePointers,
+            true,
+        );
+        let got = take(&mut c, &crossed, &kernel(0x3f_f000), mem);
+        let read: Vec<u64> = got.iter().map(|r| r.2).collect();
+        assert_eq!(read, [0x1234, 0x2345]);
     }
 
     #[test]

@@ -64,7 +64,12 @@ pub fn finish() {
             ));
         }
     }
-    stderr_line(&summary_line(&stats, exact_blocks, &p.cfg.out));
+    stderr_line(&summary_line(
+        &stats,
+        exact_blocks,
+        p.table_refusals.as_deref(),
+        &p.cfg.out,
+    ));
     if let (Some((t, wake_cost_ns)), Some(timed)) = (&timer, &p.timed) {
         let mut line = timer_line(t, timed.interval_ns, *wake_cost_ns);
         if p.cfg.at_interrupts && p.icount {

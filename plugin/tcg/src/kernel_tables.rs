@@ -9,35 +9,69 @@ use std::sync::Arc;
 use kern_profile_format::Arch;
 use kern_profile_linux_image::{open, Options};
 use kern_profile_symbols::kernel_os_of_image;
-use kern_profile_unwind::tables::kernel_tables_of_elf;
+use kern_profile_unwind::tables::{kernel_tables_of_elf, TableStats};
 use kern_profile_unwind::{KernelOs, UnwindTables};
 
-/// What the stack walks learn from `elf=`.
-#[derive(Debug, Clone, Default)]
-pub struct Kernel {
-    /// Its unwind tables; `None` when it has none (or is a raw arm64/riscv64 Image, which
-    /// has no sections).
+/// What the stack walks learn from `elf=`: its tables, what their checks refused, and which
+/// kernel it is.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// `None` when the kernel has none (or is a raw arm64/riscv64 Image, which has no
+    /// sections), or every entry was refused.
     pub tables: Option<Arc<UnwindTables>>,
+    /// [`TableStats::refusals`], for the exit line.
+    pub refusals: Option<String>,
     /// Which kernel it is, by its symbols.
     pub os: KernelOs,
 }
 
 /// The kernel at `path` for an `arch` guest, read once. Errors name the file; an ELF marked
-/// i386 but 64-bit is read as x86_64 and said so at start.
-pub fn load(path: &Path, arch: Arch) -> Result<Kernel, String> {
+/// i386 but 64-bit is read as x86_64, and entries refused are counted, both said at start.
+pub fn load(path: &Path, arch: Arch) -> Result<Loaded, String> {
     let image = open(path, &Options::default()).map_err(|e| format!("elf={e}"))?;
     let os = kernel_os_of_image(&image);
     if !image.is_elf() {
-        return Ok(Kernel { tables: None, os });
+        return Ok(Loaded {
+            os,
+            ..Loaded::default()
+        });
     }
     let k = kernel_tables_of_elf(path, &image.bytes, arch).map_err(|e| format!("elf={e}"))?;
     if k.remarked {
         crate::stderr_line(&remarked_line("elf", path));
     }
-    Ok(Kernel {
+    if let Some(line) = checked_line(path, &k.stats) {
+        crate::stderr_line(&line);
+    }
+    Ok(Loaded {
         tables: k.tables.map(Arc::new),
+        refusals: k.stats.refusals(),
         os,
     })
+}
+
+/// The line the plugin prints at start when the checks of `elf=`'s tables refused entries,
+/// or read FreePascal's layout of `.debug_frame`.
+pub fn checked_line(path: &Path, stats: &TableStats) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(r) = stats.refusals() {
+        let used: u64 = [stats.orc, stats.cfi]
+            .iter()
+            .flatten()
+            .map(|c| c.used)
+            .sum();
+        parts.push(match used {
+            0 => format!("{r}; none is left: stacks are walked by frame pointers alone"),
+            _ => format!("{r}; the rest are used"),
+        });
+    }
+    if let Some(n) = stats.cfi.map(|c| c.wide_cie_pointers).filter(|&n| n > 0) {
+        parts.push(format!(
+            "{n} CFI entries have 8-byte CIE pointers in 32-bit DWARF (FreePascal's layout), read as such"
+        ));
+    }
+    (!parts.is_empty())
+        .then(|| format!("kern-profile: elf={}: {}", path.display(), parts.join("; ")))
 }
 
 /// The line the plugin prints at start for an ELF marked i386 but 64-bit, given as `arg=`.
@@ -76,9 +110,11 @@ mod tests {
             eprintln!("skipped: no {}", root.display());
             return;
         }
-        let k = load(&root, Arch::X86_64).unwrap();
-        assert!(k.tables.unwrap().orc.is_some());
-        assert_eq!(k.os, KernelOs::Linux);
+        let t = load(&root, Arch::X86_64).unwrap();
+        assert!(t.tables.unwrap().orc.is_some());
+        // Debian's ORC entries are all in its text, none at one address twice.
+        assert_eq!(t.refusals, None);
+        assert_eq!(t.os, KernelOs::Linux);
         let err = load(&root, Arch::Aarch64).unwrap_err();
         assert!(
             err.contains("a kernel for x86_64, and the guest is aarch64"),

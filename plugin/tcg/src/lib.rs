@@ -132,6 +132,8 @@ struct Plugin {
     window: Option<window::Window>,
     /// `elf=`: the kernel's unwind tables, for its stacks without frame pointers.
     tables: Option<Arc<UnwindTables>>,
+    /// What the checks refused of them, for the exit line (`TableStats::refusals`).
+    table_refusals: Option<String>,
     /// `elf=`: which kernel it is, for Linux's layouts in the walks (unknown without it).
     kernel_os: KernelOs,
     /// QEMU runs with `-icount`: `trigger=interrupt` samples the interrupted instruction as
@@ -275,15 +277,15 @@ unsafe fn install(
     } else {
         VERSION_2
     };
-    let kernel = match &cfg.kernel {
+    let loaded = match &cfg.kernel {
         Some(path) => kernel_tables::load(path, arch)?,
-        None => kernel_tables::Kernel::default(),
+        None => kernel_tables::Loaded::default(),
     };
     let table = alloc.as_ref().map(|a| &a.set.table);
     let writer = open_output(&cfg.out, &header, version, table)?;
     let mut plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
-    plugin.tables = kernel.tables;
-    plugin.kernel_os = kernel.os;
+    (plugin.tables, plugin.table_refusals) = (loaded.tables, loaded.refusals);
+    plugin.kernel_os = loaded.os;
     plugin.icount = qemu_args::counts_instructions(&cmdline);
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
@@ -403,6 +405,7 @@ impl Plugin {
             vcpu_threads: Mutex::new(Vec::new()),
             window,
             tables: None,
+            table_refusals: None,
             kernel_os: KernelOs::Unknown,
             icount: false,
         })

@@ -6,14 +6,25 @@ use kern_profile_format::{AllocHookStats, HostTimerStats, Stats};
 
 use kern_profile_sampler::alloc_hooks::CallCounts;
 
-/// The one-line summary printed to stderr at exit, from the statistics record just written.
-pub fn summary_line(stats: &Stats, exact_blocks: Option<usize>, out: &Path) -> String {
+/// The one-line summary printed to stderr at exit, from the statistics record just written;
+/// `refused`: what `elf=`'s tables refused (`TableStats::refusals`), when they refused any.
+pub fn summary_line(
+    stats: &Stats,
+    exact_blocks: Option<usize>,
+    refused: Option<&str>,
+    out: &Path,
+) -> String {
+    // The stops by walker, not whole against cut: that needs the kernel's symbols (boot
+    // code outside the kernel, a decompressor, is no kernel stack), which the report has.
     let mut s = format!(
         "kern-profile: {} samples written, {} dropped; unwind stops: {}",
         stats.samples, stats.dropped, stats.stops
     );
     if let Some(n) = exact_blocks {
         s.push_str(&format!("; {n} exact blocks"));
+    }
+    if let Some(r) = refused {
+        s.push_str(&format!("; unwind tables: {r}"));
     }
     s.push_str(&format!("; output {}", out.display()));
     s
@@ -170,12 +181,18 @@ mod tests {
             vcpu_instructions: vec![],
         };
         assert_eq!(
-            summary_line(&stats(3, 1, c), None, Path::new("/tmp/raw")),
+            summary_line(&stats(3, 1, c), None, None, Path::new("/tmp/raw")),
             "kern-profile: 3 samples written, 1 dropped; unwind stops: null frame pointer 2, depth limit 1; output /tmp/raw"
         );
         assert_eq!(
-            summary_line(&stats(0, 0, StopCounts::default()), Some(7), Path::new("x")),
+            summary_line(&stats(0, 0, StopCounts::default()), Some(7), None, Path::new("x")),
             "kern-profile: 0 samples written, 0 dropped; unwind stops: none; 7 exact blocks; output x"
+        );
+        let refused =
+            "17 of 1251 CFI entries refused (outside the kernel's text 12, overlapping 5)";
+        assert_eq!(
+            summary_line(&stats(5, 0, StopCounts::default()), None, Some(refused), Path::new("x")),
+            "kern-profile: 5 samples written, 0 dropped; unwind stops: none; unwind tables: 17 of 1251 CFI entries refused (outside the kernel's text 12, overlapping 5); output x"
         );
     }
 }

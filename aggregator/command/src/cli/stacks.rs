@@ -13,7 +13,7 @@ use kern_profile::boundary;
 use kern_profile::filter::SampleFilter;
 use kern_profile::input::Sample;
 use kern_profile::say;
-use kern_profile::stacks::{short_path, KeyBuilder};
+use kern_profile::stacks::{short_path, KeyBuilder, USER_FRAME};
 use kern_profile::symbolize::{KernelFile, SymbolWarning, Symbolizer};
 use kern_profile::unnamed::CpuState;
 use kern_profile::Options;
@@ -220,8 +220,11 @@ fn print_vcpu(out: &mut String, i: u32, v: &VcpuStack, arch: Arch, sym: Option<&
 
 fn print_frames(out: &mut String, addrs: &[u64], w: usize, mut sym: Option<&mut Symbolizer>) {
     let mut n = 0;
+    // Past a kernel entry, a frame outside the kernel is the interrupted program's.
+    let mut entered = false;
     for (i, &a) in addrs.iter().enumerate() {
         let Some(probe) = boundary::probe(addrs, i, true) else {
+            entered |= a == kern_profile_format::frame_marker::KERNEL_ENTRY;
             let inner: Vec<String> = match (i, sym.as_deref_mut()) {
                 (1.., Some(s)) => match boundary::probe(addrs, i - 1, true) {
                     Some(p) => s.frames(p).iter().map(|f| f.function.to_string()).collect(),
@@ -248,7 +251,12 @@ fn print_frames(out: &mut String, addrs: &[u64], w: usize, mut sym: Option<&mut 
                 }
             }
             _ => {
-                let _ = writeln!(out, "#{n:<3} 0x{a:0w$x} in ??");
+                // As the reports name it: below the kernel, a user program's frame.
+                let user = sym
+                    .as_deref()
+                    .is_some_and(|s| s.below_kernel(probe) || (entered && !s.kernel_holds(probe)));
+                let name = if user { USER_FRAME } else { "??" };
+                let _ = writeln!(out, "#{n:<3} 0x{a:0w$x} in {name}");
                 n += 1;
             }
         }

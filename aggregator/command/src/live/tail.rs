@@ -116,7 +116,7 @@ mod tests {
         let rec = SampleRecord {
             vcpu,
             user: false,
-            stop: StopReason::NullFramePointer,
+            stop: StopReason::NullFramePointer.into(),
             time_ns: 5,
             icount: 0,
             pc,

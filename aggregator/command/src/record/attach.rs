@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kern_profile_format::{
-    encode_sample_v2, encode_stats, Header, SampleExtras, SampleRecord, SamplingMode, StopReason,
+    encode_sample_v2, encode_stats, Header, SampleExtras, SampleRecord, SamplingMode, StopCounts,
     VERSION_2,
 };
 use kern_profile_gdb::{sample, Limits, SampleOptions, Sampled, StackOptions, VcpuStack};
@@ -140,7 +140,7 @@ impl AttachTarget {
             w: std::io::BufWriter::new(file),
             buf: Vec::new(),
             ptr_width: 8,
-            stops: [0; StopReason::ALL.len()],
+            stops: StopCounts::default(),
             samples: 0,
         });
         let opts = SampleOptions {
@@ -220,7 +220,7 @@ struct RawOut {
     w: std::io::BufWriter<std::fs::File>,
     buf: Vec<u8>,
     ptr_width: usize,
-    stops: [u64; StopReason::ALL.len()],
+    stops: StopCounts,
     samples: u64,
 }
 
@@ -237,7 +237,7 @@ impl RawOut {
         self.buf.clear();
         for (i, v) in vcpus.iter().enumerate() {
             encode(&mut self.buf, self.ptr_width, i as u32, time_ns, v);
-            self.stops[v.stop as usize] += 1;
+            self.stops.add_end(v.stop);
             self.samples += 1;
         }
         self.w.write_all(&self.buf)?;

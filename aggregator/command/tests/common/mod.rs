@@ -85,7 +85,7 @@ pub fn synthetic_raw(exact: bool) -> Vec<u8> {
     // An address in no symbol, called from middle, and a stack that hit the depth limit.
     let t = r.tick();
     r.record(&SampleRecord {
-        stop: StopReason::Unreadable,
+        stop: StopReason::Unreadable.into(),
         ..sample(0, t, 0x0000_1234, &[0x0000_5678, RET_WORK, RET_START])
     });
     // Two user-mode samples, 1 ns apart.

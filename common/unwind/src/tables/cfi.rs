@@ -10,15 +10,23 @@
 //! marks an interrupt frame, whose return address is the interrupted instruction, and the
 //! interrupted stack pointer may be saved in it (`.cfi_offset rsp`, x86_64's frame).
 
+use std::borrow::Cow;
 use std::num::NonZeroI16;
 
 use gimli::{
-    BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, EndianSlice, FrameDescriptionEntry,
-    Reader, Register, RegisterRule, RunTimeEndian, UnwindContext, UnwindSection,
+    BaseAddresses, CfaRule, DebugFrame, EhFrame, EndianSlice, FrameDescriptionEntry, Reader,
+    Register, RegisterRule, RunTimeEndian, UnwindContext, UnwindSection,
 };
 
 use super::index::{self, BlockIndex};
+use super::stats::EntryCounts;
+use super::text::TextRanges;
 use super::TableError;
+
+mod entries;
+pub mod freepascal;
+
+pub use entries::{for_each_fde, FdeCheck, Taken};
 
 /// Where the CFA is computed from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,8 +95,11 @@ pub struct CfiTable {
     len: usize,
     /// The sections read.
     pub sections: Vec<&'static str>,
-    /// The first entry of each section that did not parse (what came before it is kept).
+    /// Each section whose reading ended early, at an entry running past its end (what came
+    /// before it is kept).
     pub warnings: Vec<String>,
+    /// The FDEs used and refused.
+    stats: EntryCounts,
 }
 
 /// What a CFI section is: its name, contents, load address (`.eh_frame`'s pointers may be
@@ -111,47 +122,50 @@ pub struct CfiRegisters {
 
 impl CfiTable {
     /// Reads `.eh_frame` and `.debug_frame` sections (little-endian, `address_size` bytes a
-    /// pointer), with at most `max_rows` rows in all.
+    /// pointer), with at most `max_rows` rows in all, the kernel's text unknown.
     pub fn parse(
         sections: &[CfiSection<'_>],
         address_size: u8,
         regs: CfiRegisters,
         max_rows: usize,
     ) -> Result<CfiTable, TableError> {
-        let (mut rows, mut names, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
-        let mut ctx = UnwindContext::new();
-        for s in sections {
-            let data = EndianSlice::new(s.data, RunTimeEndian::Little);
-            let read = if s.name == ".eh_frame" {
-                let mut bases = BaseAddresses::default().set_eh_frame(s.address);
-                if let Some(text) = s.text {
-                    bases = bases.set_text(text);
-                }
-                let mut section = EhFrame::from(data);
-                section.set_address_size(address_size);
-                read_section(&section, &bases, regs, &mut ctx, max_rows, &mut rows)
-            } else {
-                let mut section = DebugFrame::from(data);
-                section.set_address_size(address_size);
-                let bases = BaseAddresses::default();
-                read_section(&section, &bases, regs, &mut ctx, max_rows, &mut rows)
-            };
-            names.push(s.name);
-            match read {
-                Ok(()) => {}
-                Err(ReadError::TooLarge) => {
-                    return Err(TableError::TooLarge {
-                        what: "CFI rows",
-                        count: rows.len(),
-                        cap: max_rows,
-                    })
-                }
-                Err(ReadError::Gimli(e)) => warnings.push(format!("{}: {e}", s.name)),
-            }
-        }
+        Self::parse_in(
+            sections,
+            address_size,
+            regs,
+            max_rows,
+            &TextRanges::unknown(),
+        )
+    }
+
+    /// As [`parse`](Self::parse), each FDE checked against the kernel's `text` and the FDEs
+    /// kept before it ([`entries`]); FreePascal's layout read as such ([`freepascal`]).
+    pub fn parse_in(
+        sections: &[CfiSection<'_>],
+        address_size: u8,
+        regs: CfiRegisters,
+        max_rows: usize,
+        text: &TextRanges,
+    ) -> Result<CfiTable, TableError> {
+        let mut rows = Vec::new();
+        let out = Some(RowsOut {
+            regs,
+            max_rows,
+            rows: &mut rows,
+        });
+        let (stats, names, warnings) = read_sections(sections, address_size, text, out)?;
         let mut table = CfiTable::sorted(rows);
-        (table.sections, table.warnings) = (names, warnings);
+        (table.sections, table.warnings, table.stats) = (names, warnings, stats);
         Ok(table)
+    }
+
+    /// The counts of [`parse_in`](Self::parse_in) without its rows (what the report says of
+    /// a kernel's tables, at a fraction of the cost). Instructions are not run: an FDE whose
+    /// instructions do not decode counts as used here.
+    pub fn check(sections: &[CfiSection<'_>], address_size: u8, text: &TextRanges) -> EntryCounts {
+        // Without rows there is no row bound to pass: no error.
+        read_sections(sections, address_size, text, None)
+            .map_or_else(|_| EntryCounts::default(), |r| r.0)
     }
 
     /// The table of `rows`, sorted by address; at one address a range's end before another's
@@ -165,6 +179,7 @@ impl CfiTable {
             len: rows.len(),
             sections: Vec::new(),
             warnings: Vec::new(),
+            stats: EntryCounts::default(),
         }
     }
 
@@ -192,6 +207,11 @@ impl CfiTable {
             .get(self.index.get_by_search(addr)? as usize)?
     }
 
+    /// The FDEs used and refused.
+    pub fn stats(&self) -> EntryCounts {
+        self.stats
+    }
+
     /// How many rows (range ends included) the table holds.
     pub fn len(&self) -> usize {
         self.len
@@ -207,86 +227,152 @@ impl CfiTable {
     }
 }
 
-enum ReadError {
-    TooLarge,
-    Gimli(gimli::Error),
+/// Where [`read_sections`] puts the rows, and their bound.
+struct RowsOut<'a> {
+    regs: CfiRegisters,
+    max_rows: usize,
+    rows: &'a mut Vec<Row>,
 }
 
-impl From<gimli::Error> for ReadError {
-    fn from(e: gimli::Error) -> Self {
-        ReadError::Gimli(e)
+/// More rows than [`RowsOut::max_rows`].
+struct TooLarge;
+
+/// Reads the FDEs of `sections`, checked, and their rows into `out` when given: the counts,
+/// the sections' names, and a warning for each section whose reading ended early.
+fn read_sections(
+    sections: &[CfiSection<'_>],
+    address_size: u8,
+    text: &TextRanges,
+    mut out: Option<RowsOut<'_>>,
+) -> Result<(EntryCounts, Vec<&'static str>, Vec<String>), TableError> {
+    let mut check = FdeCheck::new(text, address_size);
+    let (mut names, mut warnings) = (Vec::new(), Vec::new());
+    let mut ctx = UnwindContext::new();
+    let endian = RunTimeEndian::Little;
+    for s in sections {
+        let data = match s.name {
+            ".debug_frame" => {
+                let (data, wide) = freepascal::standard_layout(s.data, endian, address_size, text);
+                check.counts.wide_cie_pointers += wide;
+                data
+            }
+            _ => Cow::Borrowed(s.data),
+        };
+        let data = EndianSlice::new(&data, endian);
+        let read = if s.name == ".eh_frame" {
+            let mut bases = BaseAddresses::default().set_eh_frame(s.address);
+            if let Some(text) = s.text {
+                bases = bases.set_text(text);
+            }
+            let mut section = EhFrame::from(data);
+            section.set_address_size(address_size);
+            read_section(&section, &bases, &mut check, &mut ctx, out.as_mut())
+        } else {
+            let mut section = DebugFrame::from(data);
+            section.set_address_size(address_size);
+            let bases = BaseAddresses::default();
+            read_section(&section, &bases, &mut check, &mut ctx, out.as_mut())
+        };
+        names.push(s.name);
+        match read {
+            Ok(None) => {}
+            Ok(Some(offset)) => warnings.push(format!(
+                "{}: the entry at offset {offset:#x} runs past the section's end; what follows is not read",
+                s.name
+            )),
+            Err(TooLarge) => {
+                let (count, cap) = out.map_or((0, 0), |o| (o.rows.len(), o.max_rows));
+                return Err(TableError::TooLarge {
+                    what: "CFI rows",
+                    count,
+                    cap,
+                });
+            }
+        }
     }
+    Ok((check.counts, names, warnings))
 }
 
-/// Appends the rows of `section`'s FDEs to `out`, up to the first entry that does not parse.
+/// Appends the rows of `section`'s FDEs that pass `check` to `out`, if any; the offset of an
+/// entry that ran past the section's end.
 fn read_section<R, S>(
     section: &S,
     bases: &BaseAddresses,
-    regs: CfiRegisters,
+    check: &mut FdeCheck<'_>,
     ctx: &mut UnwindContext<R::Offset>,
-    max_rows: usize,
-    out: &mut Vec<Row>,
-) -> Result<(), ReadError>
+    mut out: Option<&mut RowsOut<'_>>,
+) -> Result<Option<u64>, TooLarge>
 where
     R: Reader,
-    S: UnwindSection<R>,
+    S: UnwindSection<R> + gimli::Section<R>,
 {
-    for_each_fde(section, bases, Register(regs.ra), |fde, ra| {
-        let signal = fde.cie().is_signal_trampoline();
-        let mut rows = fde.rows(section, bases, ctx)?;
-        let mut end = None;
-        while let Some(row) = rows.next_row()? {
-            if out.len() + 2 > max_rows {
-                return Err(ReadError::TooLarge);
+    let ra = Register(out.as_ref().map_or(0, |o| o.regs.ra));
+    for_each_fde(section, bases, ra, check, |fde, ra| {
+        match out.as_deref_mut() {
+            Some(out) => {
+                let at = out.rows.len();
+                match push_rows(fde, ra, section, bases, ctx, out) {
+                    Ok(true) => Ok(Taken::Used),
+                    Ok(false) | Err(RowError::Gimli) => {
+                        out.rows.truncate(at);
+                        Ok(Taken::Unreadable)
+                    }
+                    Err(RowError::TooLarge) => Err(TooLarge),
+                }
             }
-            let rules = Rules {
-                fp: row.register(Register(regs.fp)),
-                ra: row.register(ra),
-                sp: row.register(Register(regs.sp)),
-            };
-            out.push(Row {
-                start: row.start_address(),
-                row: compact(row.cfa(), &rules, signal, regs),
-            });
-            end = Some(row.end_address());
+            None => Ok(Taken::Used),
         }
-        if let Some(end) = end {
-            out.push(Row {
-                start: end,
-                row: None,
-            });
-        }
-        Ok(())
     })
 }
 
-/// Calls `f` with each FDE of `section` and the column its CIE gives the return address in
-/// (`ra` where the CIE says 0: compilers use the architecture's), up to the first entry that
-/// does not parse or the first error of `f`.
-pub fn for_each_fde<R, S, E>(
+enum RowError {
+    TooLarge,
+    Gimli,
+}
+
+impl From<gimli::Error> for RowError {
+    fn from(_: gimli::Error) -> Self {
+        RowError::Gimli
+    }
+}
+
+/// Appends `fde`'s rows and its end to `out`; whether it had any.
+fn push_rows<R, S>(
+    fde: &FrameDescriptionEntry<R>,
+    ra: Register,
     section: &S,
     bases: &BaseAddresses,
-    ra: Register,
-    mut f: impl FnMut(&FrameDescriptionEntry<R>, Register) -> Result<(), E>,
-) -> Result<(), E>
+    ctx: &mut UnwindContext<R::Offset>,
+    out: &mut RowsOut<'_>,
+) -> Result<bool, RowError>
 where
     R: Reader,
     S: UnwindSection<R>,
-    E: From<gimli::Error>,
 {
-    let mut entries = section.entries(bases);
-    while let Some(entry) = entries.next()? {
-        let CieOrFde::Fde(partial) = entry else {
-            continue;
+    let (regs, signal) = (out.regs, fde.cie().is_signal_trampoline());
+    let mut rows = fde.rows(section, bases, ctx)?;
+    let mut end = None;
+    while let Some(row) = rows.next_row()? {
+        if out.rows.len() + 2 > out.max_rows {
+            return Err(RowError::TooLarge);
+        }
+        let rules = Rules {
+            fp: row.register(Register(regs.fp)),
+            ra: row.register(ra),
+            sp: row.register(Register(regs.sp)),
         };
-        let fde = partial.parse(S::cie_from_offset)?;
-        let column = match fde.cie().return_address_register() {
-            Register(0) => ra,
-            r => r,
-        };
-        f(&fde, column)?;
+        out.rows.push(Row {
+            start: row.start_address(),
+            row: compact(row.cfa(), &rules, signal, regs),
+        });
+        end = Some(row.end_address());
     }
-    Ok(())
+    let Some(end) = end else { return Ok(false) };
+    out.rows.push(Row {
+        start: end,
+        row: None,
+    });
+    Ok(true)
 }
 
 /// A row's rules for the registers the walk restores.

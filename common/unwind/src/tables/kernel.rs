@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use kern_profile_format::Arch;
 use kern_profile_linux_image::{open, ImageError, Options};
 
-use super::{Limits, TableError, UnwindTables};
+use super::{Limits, TableError, TableStats, UnwindTables};
 
 /// Why a kernel file gives no tables.
 #[derive(Debug, thiserror::Error)]
@@ -28,8 +28,12 @@ pub enum KernelTablesError {
 /// A kernel's tables, and what its ELF's header said otherwise.
 #[derive(Debug, Clone)]
 pub struct KernelTables {
-    /// `None` when it has none (or is a raw arm64/riscv64 Image, which has no sections).
+    /// `None` when it has none (or is a raw arm64/riscv64 Image, which has no sections, or
+    /// every entry was refused).
     pub tables: Option<UnwindTables>,
+    /// Their entries used and refused (kept when every entry was refused, for the caller
+    /// to say).
+    pub stats: TableStats,
     /// Marked i386 but 64-bit, read as x86_64 (`kern_profile_arch::ElfGuest::remarked`): the
     /// caller tells the user ([`kern_profile_arch::REMARKED_NOTE`]).
     pub remarked: bool,
@@ -41,6 +45,7 @@ pub fn load_kernel_tables(path: &Path, arch: Arch) -> Result<KernelTables, Kerne
     if !image.is_elf() {
         return Ok(KernelTables {
             tables: None,
+            stats: TableStats::default(),
             remarked: false,
         });
     }
@@ -69,6 +74,7 @@ pub fn kernel_tables_of_elf(
         });
     }
     Ok(KernelTables {
+        stats: tables.stats(),
         tables: (!tables.is_empty()).then_some(tables),
         remarked: elf_guest.remarked,
     })

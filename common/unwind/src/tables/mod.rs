@@ -11,11 +11,15 @@ pub mod cfi;
 mod index;
 mod kernel;
 pub mod orc;
+mod stats;
+mod text;
 pub mod walk;
 
 pub use cfi::{CfaBase, CfiRow, CfiTable, Rule};
 pub use kernel::{kernel_tables_of_elf, load_kernel_tables, KernelTables, KernelTablesError};
 pub use orc::{OrcEntry, OrcKind, OrcLayout, OrcTable};
+pub use stats::{EntryCounts, Refusal, TableStats};
+pub use text::TextRanges;
 
 /// What is wrong with a kernel's unwind tables.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -76,68 +80,63 @@ impl UnwindTables {
     }
 
     /// As [`from_elf`](Self::from_elf), with the guest the ELF's header gave (whether it was
-    /// re-marked, for the caller to say).
+    /// re-marked, for the caller to say). Every entry is checked against the ELF's
+    /// executable sections ([`TextRanges`]) and the entries kept before it; the counts are
+    /// [`stats`](Self::stats). A table whose every entry was refused stays, empty, for its
+    /// counts.
     pub fn from_elf_guest(
         elf: &[u8],
         limits: Limits,
     ) -> Result<(UnwindTables, ElfGuest), TableError> {
-        let file = object::File::parse(elf).map_err(|e| TableError::Elf(e.to_string()))?;
-        let guest_of_elf = kern_profile_arch::elf_guest(file.architecture(), file.is_64())
-            .ok_or(TableError::UnknownMachine)?;
-        let arch = guest_of_elf.arch;
-        let bytes = |name: &'static str| -> Result<Option<(u64, &[u8])>, TableError> {
-            let Some(s) = file.section_by_name(name) else {
-                return Ok(None);
-            };
-            let data = s
-                .data()
-                .map_err(|e| TableError::Section(name, e.to_string()))?;
-            Ok(Some((s.address(), data)))
+        let parts = ElfTables::of(elf)?;
+        let orc = match &parts.orc {
+            Some(o) => Some(OrcTable::parse_in(
+                o.ip_addr,
+                o.ips,
+                o.entries,
+                o.layout,
+                limits.orc_entries,
+                &parts.text,
+            )?),
+            None => None,
         };
-        let orc = match (arch, bytes(".orc_unwind_ip")?, bytes(".orc_unwind")?) {
-            (Arch::X86_64, Some((ip_addr, ips)), Some((_, entries))) => {
-                let header = file.section_by_name(".orc_header").is_some();
-                let layout = OrcLayout::detect(header, entries);
-                Some(OrcTable::parse(
-                    ip_addr,
-                    ips,
-                    entries,
-                    layout,
-                    limits.orc_entries,
-                )?)
-            }
-            _ => None,
-        };
-        let text = file.section_by_name(".text").map(|s| s.address());
-        let mut sections = Vec::new();
-        for name in [".eh_frame", ".debug_frame"] {
-            if let Some((address, data)) = bytes(name)? {
-                if !data.is_empty() {
-                    sections.push(cfi::CfiSection {
-                        name,
-                        data,
-                        address,
-                        text,
-                    });
-                }
-            }
-        }
-        let cfi = match sections.is_empty() {
+        let cfi = match parts.cfi.is_empty() {
             true => None,
             false => {
+                let arch = parts.guest.arch;
                 let (sp, fp) = guest(arch).dwarf_sp_fp();
                 let ra = guest(arch).dwarf_return_column();
                 let regs = cfi::CfiRegisters { sp, fp, ra };
-                let t = CfiTable::parse(&sections, arch.ptr_width() as u8, regs, limits.cfi_rows)?;
-                (!t.is_empty()).then_some(t)
+                let t = CfiTable::parse_in(
+                    &parts.cfi,
+                    arch.ptr_width(),
+                    regs,
+                    limits.cfi_rows,
+                    &parts.text,
+                )?;
+                (!t.is_empty() || t.stats().refused() > 0).then_some(t)
             }
         };
-        Ok((UnwindTables { arch, orc, cfi }, guest_of_elf))
+        let tables = UnwindTables {
+            arch: parts.guest.arch,
+            orc,
+            cfi,
+        };
+        Ok((tables, parts.guest))
     }
 
-    /// Whether there is any table to walk with.
+    /// The counts of each table's entries, used and refused.
+    pub fn stats(&self) -> TableStats {
+        TableStats {
+            orc: self.orc.as_ref().map(|t| t.stats()),
+            cfi: self.cfi.as_ref().map(|t| t.stats()),
+        }
+    }
+
+    /// Whether there is any table to walk with (none, or every entry refused).
     pub fn is_empty(&self) -> bool {
-        self.orc.is_none() && self.cfi.is_none()
+        self.orc.as_ref().is_none_or(|t| t.is_empty())
+            && self.cfi.as_ref().is_none_or(|t| t.is_empty())
     }
 
     /// Bytes of memory the tables hold.
@@ -155,6 +154,9 @@ impl UnwindTables {
         if let Some(t) = &self.cfi {
             parts.push(format!("CFI {} rows ({})", t.len(), t.sections.join(", ")));
         }
+        if let Some(r) = self.stats().refusals() {
+            parts.push(r);
+        }
         if parts.is_empty() {
             parts.push("no ORC or CFI".into());
         }
@@ -163,5 +165,106 @@ impl UnwindTables {
             parts.join(", "),
             self.heap_bytes().div_ceil(1024)
         )
+    }
+}
+
+impl TableStats {
+    /// The counts the tables of the kernel ELF in `elf` would have, without building them
+    /// (no CFI rows, no ORC index: what the report says of a kernel).
+    pub fn of_elf(elf: &[u8]) -> Result<TableStats, TableError> {
+        let parts = ElfTables::of(elf)?;
+        let orc = match &parts.orc {
+            Some(o) => Some(OrcTable::check(
+                o.ip_addr,
+                o.ips,
+                o.entries,
+                o.layout,
+                &parts.text,
+            )?),
+            None => None,
+        };
+        let width = parts.guest.arch.ptr_width();
+        let cfi = (!parts.cfi.is_empty()).then(|| CfiTable::check(&parts.cfi, width, &parts.text));
+        Ok(TableStats { orc, cfi })
+    }
+}
+
+/// `unwind tables of kernel.elf: CFI 1234 entries used, 17 refused (outside the kernel's
+/// text 12, overlapping 5)` for the kernel ELF in `elf` named `name`, when some entry of its
+/// tables is refused; `None` when none is (or the ELF cannot be read: loading it says why).
+pub fn refusals_line(name: &str, elf: &[u8]) -> Option<String> {
+    let stats = TableStats::of_elf(elf).ok()?;
+    (stats.refused() > 0).then(|| format!("unwind tables of {name}: {}", stats.counts()))
+}
+
+/// Where an ELF's tables are.
+struct ElfTables<'a> {
+    guest: ElfGuest,
+    text: TextRanges,
+    orc: Option<OrcSections<'a>>,
+    cfi: Vec<cfi::CfiSection<'a>>,
+}
+
+/// x86_64 Linux's ORC sections.
+struct OrcSections<'a> {
+    ip_addr: u64,
+    ips: &'a [u8],
+    entries: &'a [u8],
+    layout: OrcLayout,
+}
+
+impl<'a> ElfTables<'a> {
+    fn of(elf: &'a [u8]) -> Result<ElfTables<'a>, TableError> {
+        let file = object::File::parse(elf).map_err(|e| TableError::Elf(e.to_string()))?;
+        let guest = kern_profile_arch::elf_guest(file.architecture(), file.is_64())
+            .ok_or(TableError::UnknownMachine)?;
+        let bytes = |name: &'static str| -> Result<Option<(u64, &'a [u8])>, TableError> {
+            let Some(s) = file.section_by_name(name) else {
+                return Ok(None);
+            };
+            // A compressed `.debug_frame` (`SHF_COMPRESSED`, `objcopy
+            // --compress-debug-sections`) is not read: its bytes are no table.
+            let compressed = matches!(s.flags(), object::SectionFlags::Elf { sh_flags }
+                if sh_flags & u64::from(object::elf::SHF_COMPRESSED) != 0);
+            if compressed {
+                return Ok(None);
+            }
+            let data = s
+                .data()
+                .map_err(|e| TableError::Section(name, e.to_string()))?;
+            Ok(Some((s.address(), data)))
+        };
+        let orc = match (guest.arch, bytes(".orc_unwind_ip")?, bytes(".orc_unwind")?) {
+            (Arch::X86_64, Some((ip_addr, ips)), Some((_, entries))) => {
+                let header = file.section_by_name(".orc_header").is_some();
+                Some(OrcSections {
+                    ip_addr,
+                    ips,
+                    entries,
+                    layout: OrcLayout::detect(header, entries),
+                })
+            }
+            _ => None,
+        };
+        let text_base = file.section_by_name(".text").map(|s| s.address());
+        let mut cfi = Vec::new();
+        for name in [".eh_frame", ".debug_frame"] {
+            if let Some((address, data)) = bytes(name)? {
+                if !data.is_empty() {
+                    cfi.push(cfi::CfiSection {
+                        name,
+                        data,
+                        address,
+                        text: text_base,
+                    });
+                }
+            }
+        }
+        Ok(ElfTables {
+            guest,
+            text: TextRanges::of_elf(&file),
+            orc,
+            cfi,
+        })
     }
 }

@@ -11,6 +11,8 @@
 //! CALL 2, REGS 3, REGS_PARTIAL 4).
 
 use super::index::{self, BlockIndex, Key, Packed};
+use super::stats::{EntryCounts, Refusal};
+use super::text::TextRanges;
 use super::TableError;
 
 /// The registers an entry's `sp_reg` and `bp_reg` name.
@@ -140,11 +142,13 @@ pub struct OrcTable {
     distinct: Vec<OrcEntry>,
     len: usize,
     pub layout: OrcLayout,
+    /// The entries used and refused.
+    stats: EntryCounts,
 }
 
 impl OrcTable {
     /// Reads the table from the contents of `.orc_unwind_ip` (loaded at `ip_addr`) and
-    /// `.orc_unwind`, with at most `max_entries` entries.
+    /// `.orc_unwind`, with at most `max_entries` entries, the kernel's text unknown.
     pub fn parse(
         ip_addr: u64,
         ips: &[u8],
@@ -152,66 +156,63 @@ impl OrcTable {
         layout: OrcLayout,
         max_entries: usize,
     ) -> Result<OrcTable, TableError> {
-        let n = ips.len() / 4;
-        if !ips.len().is_multiple_of(4)
-            || !entries.len().is_multiple_of(6)
-            || entries.len() / 6 != n
-        {
-            return Err(TableError::OrcSizes {
-                ips: ips.len(),
-                entries: entries.len(),
-            });
-        }
-        if n == 0 {
-            return Err(TableError::OrcEmpty);
-        }
-        if n > max_entries {
-            return Err(TableError::TooLarge {
-                what: "ORC entries",
-                count: n,
-                cap: max_entries,
-            });
-        }
-        let addr = |i: usize| {
-            let off = i32::from_le_bytes(ips[4 * i..4 * i + 4].try_into().unwrap_or_default());
-            ip_addr
-                .wrapping_add(4 * i as u64)
-                .wrapping_add(off as i64 as u64)
+        let text = TextRanges::unknown();
+        Self::parse_in(ip_addr, ips, entries, layout, max_entries, &text)
+    }
+
+    /// As [`parse`](Self::parse), each entry checked: refused when its address is outside
+    /// the kernel's `text`, or when it is a second real entry at one address (a "weak"
+    /// terminator beside a real entry is how Linux ends a function before the next one).
+    pub fn parse_in(
+        ip_addr: u64,
+        ips: &[u8],
+        entries: &[u8],
+        layout: OrcLayout,
+        max_entries: usize,
+        text: &TextRanges,
+    ) -> Result<OrcTable, TableError> {
+        let (rows, stats) = checked_rows(ip_addr, ips, entries, layout, max_entries, text)?;
+        let (base, last) = match (rows.first(), rows.last()) {
+            (Some(&(lo, _)), Some(&(hi, _))) => (lo, hi),
+            _ => (0, 0),
         };
-        let (mut base, mut last) = (u64::MAX, 0);
-        for i in 0..n {
-            base = base.min(addr(i));
-            last = last.max(addr(i));
-        }
         if last - base > u32::MAX as u64 {
             return Err(TableError::OrcSpan {
                 low: base,
                 high: last,
             });
         }
-        let mut rows: Vec<(u32, OrcEntry)> = (0..n)
-            .map(|i| {
-                let e = entries[6 * i..6 * i + 6].try_into().unwrap_or(&[0; 6]);
-                ((addr(i) - base) as u32, OrcEntry::decode(e, layout))
-            })
-            .collect();
-        // As Linux sorts them: by address, the "weak" terminators (undefined) before a real
-        // entry at the same address, so that the lookup's rightmost match is the real one.
-        rows.sort_by_key(|&(at, e)| (at, e.kind != OrcKind::Undefined));
         let (distinct, ids) = index::distinct(rows.iter().map(|&(_, e)| e));
         let keys = rows
             .iter()
             .zip(ids)
-            .map(|(&(at, _), id)| Packed::new(at, id))
+            .map(|(&(at, _), id)| Packed::new((at - base) as u32, id))
             .collect();
         Ok(OrcTable {
             base,
             last,
             index: BlockIndex::new(keys, Vec::new()),
             distinct,
-            len: n,
+            len: rows.len(),
             layout,
+            stats,
         })
+    }
+
+    /// The counts of [`parse_in`](Self::parse_in), without the table.
+    pub fn check(
+        ip_addr: u64,
+        ips: &[u8],
+        entries: &[u8],
+        layout: OrcLayout,
+        text: &TextRanges,
+    ) -> Result<EntryCounts, TableError> {
+        checked_rows(ip_addr, ips, entries, layout, usize::MAX, text).map(|(_, stats)| stats)
+    }
+
+    /// The entries used and refused.
+    pub fn stats(&self) -> EntryCounts {
+        self.stats
     }
 
     /// How many entries the table holds.
@@ -219,7 +220,8 @@ impl OrcTable {
         self.len
     }
 
-    /// Whether it holds none (never: [`OrcTable::parse`] refuses an empty table).
+    /// Whether it holds none (every entry refused: [`OrcTable::parse`] refuses an empty
+    /// table).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -232,7 +234,7 @@ impl OrcTable {
     /// The entry covering `addr`, if any.
     #[inline(always)]
     pub fn find(&self, addr: u64) -> Option<OrcEntry> {
-        if addr < self.base || addr > self.last {
+        if addr < self.base || addr > self.last || self.len == 0 {
             return None;
         }
         let id = self.index.get(Packed::probe((addr - self.base) as u32))?;
@@ -247,7 +249,7 @@ impl OrcTable {
     /// The entry covering `addr` by a binary search over every entry, without the block
     /// index (tests check the index against it).
     pub fn find_by_search(&self, addr: u64) -> Option<OrcEntry> {
-        if addr < self.base || addr > self.last {
+        if addr < self.base || addr > self.last || self.len == 0 {
             return None;
         }
         let id = self
@@ -260,6 +262,61 @@ impl OrcTable {
     pub fn heap_bytes(&self) -> usize {
         self.index.heap_bytes() + self.distinct.capacity() * std::mem::size_of::<OrcEntry>()
     }
+}
+
+/// The entries that pass the checks, sorted by address, and the counts.
+fn checked_rows(
+    ip_addr: u64,
+    ips: &[u8],
+    entries: &[u8],
+    layout: OrcLayout,
+    max_entries: usize,
+    text: &TextRanges,
+) -> Result<(Vec<(u64, OrcEntry)>, EntryCounts), TableError> {
+    let n = ips.len() / 4;
+    if !ips.len().is_multiple_of(4) || !entries.len().is_multiple_of(6) || entries.len() / 6 != n {
+        return Err(TableError::OrcSizes {
+            ips: ips.len(),
+            entries: entries.len(),
+        });
+    }
+    if n == 0 {
+        return Err(TableError::OrcEmpty);
+    }
+    if n > max_entries {
+        return Err(TableError::TooLarge {
+            what: "ORC entries",
+            count: n,
+            cap: max_entries,
+        });
+    }
+    let mut stats = EntryCounts::default();
+    let mut rows: Vec<(u64, OrcEntry)> = Vec::with_capacity(n);
+    for (i, (ip, e)) in ips.chunks_exact(4).zip(entries.chunks_exact(6)).enumerate() {
+        let off = i32::from_le_bytes(ip.try_into().unwrap_or_default());
+        let at = ip_addr
+            .wrapping_add(4 * i as u64)
+            .wrapping_add(off as i64 as u64);
+        if !text.holds_address(at) {
+            stats.refuse(Refusal::OutsideText);
+            continue;
+        }
+        let e = e.try_into().unwrap_or(&[0; 6]);
+        rows.push((at, OrcEntry::decode(e, layout)));
+    }
+    // As Linux sorts them: by address, the "weak" terminators (undefined) before a real
+    // entry at the same address, so that the lookup's rightmost match is the real one. The
+    // sort is stable: of two real entries at one address, the first in the table is kept.
+    rows.sort_by_key(|&(at, e)| (at, e.kind != OrcKind::Undefined));
+    let before = rows.len();
+    rows.dedup_by(|next, kept| {
+        next.0 == kept.0 && kept.1.kind != OrcKind::Undefined && next.1.kind != OrcKind::Undefined
+    });
+    for _ in rows.len()..before {
+        stats.refuse(Refusal::Overlapping);
+    }
+    stats.used = rows.len() as u64;
+    Ok((rows, stats))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@
 //! what the kernel saved itself there: an interrupt stack's saved stack pointer, after which
 //! the return address below it, and a `pt_regs`' registers.
 
-use kern_profile_format::{frame_marker, Arch, StopReason};
+use kern_profile_format::{frame_marker, Arch, StopReason, Walker};
 
 use super::orc::{OrcEntry, OrcKind};
 use super::{CfiRow, UnwindTables};
@@ -149,6 +149,9 @@ where
         end: span_end(crossings.stack_span, start.sp),
     };
     let (mut switches, mut entries) = (0u8, 0u8);
+    // The rule that found the last frame, and whether the walk went on into a user program.
+    let mut walker = Walker::Cfi;
+    let mut from_user = false;
     let stop = loop {
         if frames.full() {
             break StopReason::DepthLimit;
@@ -167,9 +170,13 @@ where
         let rule = first.take().or_else(|| rule_at(tables, probe));
         let step = match rule {
             Some(FrameRule::Orc(e)) if arch == Arch::X86_64 => {
+                walker = Walker::Orc;
                 orc_step::orc_step(e, &st, &mut stack)
             }
-            Some(FrameRule::Cfi(row)) => cfi_step::cfi_step(&cfi_arch, row, &st, &mut stack),
+            Some(FrameRule::Cfi(row)) => {
+                walker = Walker::Cfi;
+                cfi_step::cfi_step(&cfi_arch, row, &st, &mut stack)
+            }
             _ => Step::HandOver,
         };
         match step {
@@ -183,6 +190,7 @@ where
                 let depth = rest.len();
                 let w = walk_guest(arch, st.sp, st.fp, depth, go_on, &mut read, rest);
                 frames.advance(w.frames);
+                (walker, from_user) = (w.walker, w.from_user);
                 break w.stop;
             }
             Step::Call {
@@ -260,6 +268,7 @@ where
                     let depth = rest.len();
                     let w = walk_across(sp, fp, width, depth, in_user, &mut read, rest);
                     frames.advance(w.frames);
+                    (walker, from_user) = (w.walker, true);
                     break w.stop;
                 }
                 st = State {
@@ -278,6 +287,8 @@ where
     Some(Walk {
         frames: frames.n,
         stop,
+        walker,
+        from_user,
     })
 }
 

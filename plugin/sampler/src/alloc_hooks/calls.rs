@@ -19,7 +19,7 @@
 //! [`MAX_BULK`]; an array that cannot be read gives no event).
 
 use kern_profile_format::memtrace::Op;
-use kern_profile_format::{alloc_flags, frame_marker, AllocEvent, Arch, StopReason};
+use kern_profile_format::{alloc_flags, frame_marker, AllocEvent, Arch};
 use std::sync::Arc;
 
 use kern_profile_unwind::{EntryState, KernelOs, PtrWidth, UnwindTables};
@@ -56,7 +56,7 @@ struct Call {
     array: u64,
     entries: u64,
     flags: u8,
-    stop: StopReason,
+    stop: kern_profile_format::WalkEnd,
     frames: Vec<u64>,
 }
 

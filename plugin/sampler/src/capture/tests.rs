@@ -131,7 +131,7 @@ fn framed_block_is_walked_from_fp() {
     for w in BOTH {
         let (rec, chain) = sample(w, EntryState::Framed, 64);
         assert_eq!(rec.frames, chain, "{w:?}");
-        assert_eq!(rec.stop, StopReason::NullFramePointer);
+        assert_eq!(rec.stop.reason(), Some(StopReason::NullFramePointer));
         assert!(!rec.entry_resolved);
         assert_eq!(rec.sp_word, Some(RET));
         assert_eq!((rec.sp, rec.pc, rec.vcpu), (SP, 0xc000_0042, 3));
@@ -153,7 +153,7 @@ fn frameless_entries_put_the_caller_first() {
             assert_eq!(&rec.frames[1..], &chain[..], "{w:?} {entry:?}");
             assert!(rec.entry_resolved);
             assert_eq!(rec.sp_word, Some(RET));
-            assert_eq!(rec.stop, StopReason::NullFramePointer);
+            assert_eq!(rec.stop.reason(), Some(StopReason::NullFramePointer));
         }
     }
 }
@@ -163,13 +163,13 @@ fn depth_limit_counts_the_caller_read_from_the_stack() {
     for w in BOTH {
         let (rec, chain) = sample(w, EntryState::Framed, 2);
         assert_eq!(rec.frames, &chain[..2]);
-        assert_eq!(rec.stop, StopReason::DepthLimit);
+        assert_eq!(rec.stop.reason(), Some(StopReason::DepthLimit));
         let (rec, chain) = sample(w, EntryState::BeforePush, 2);
         assert_eq!(rec.frames, [RET, chain[0]]);
-        assert_eq!(rec.stop, StopReason::DepthLimit);
+        assert_eq!(rec.stop.reason(), Some(StopReason::DepthLimit));
         let (rec, _) = sample(w, EntryState::AfterPush, 1);
         assert_eq!(rec.frames, [RET + 1]);
-        assert_eq!(rec.stop, StopReason::DepthLimit);
+        assert_eq!(rec.stop.reason(), Some(StopReason::DepthLimit));
     }
 }
 
@@ -189,7 +189,7 @@ fn unreadable_memory() {
         assert_eq!(rec.sp_word, None);
         assert!(!rec.entry_resolved);
         assert!(rec.frames.is_empty());
-        assert_eq!(rec.stop, StopReason::Unreadable);
+        assert_eq!(rec.stop.reason(), Some(StopReason::Unreadable));
         // [SP] readable but [SP+W] not: after `push ebp` the caller stays unknown.
         let top = BASE + stack.bytes.len() as u64 - w.bytes() as u64;
         stack.put(top, RET);
@@ -202,9 +202,9 @@ fn unreadable_memory() {
         stack.put(FP + 0x40, BASE + 0x2000);
         let (rec, _) = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
         assert_eq!(rec.frames.len(), 2);
-        assert_eq!(rec.stop, StopReason::Unreadable);
+        assert_eq!(rec.stop.reason(), Some(StopReason::Unreadable));
         // The second sample's FP lay below its SP.
-        assert_eq!(c.stops(), &[0, 0, 1, 2]);
+        assert_eq!(c.stops().by_reason(), [0, 0, 1, 2]);
     }
 }
 
@@ -220,7 +220,7 @@ fn fp_below_sp_is_garbage() {
         };
         let (rec, _) = c.take(&site(EntryState::Framed), &mut r, stack.reader());
         assert!(rec.frames.is_empty());
-        assert_eq!(rec.stop, StopReason::NotIncreasing);
+        assert_eq!(rec.stop.reason(), Some(StopReason::NotIncreasing));
     }
 }
 
@@ -252,7 +252,7 @@ fn registers() {
             stack.reader(),
         );
         assert_eq!((rec.sp, rec.sp_word), (0, None));
-        assert_eq!(rec.stop, StopReason::NullFramePointer);
+        assert_eq!(rec.stop.reason(), Some(StopReason::NullFramePointer));
     }
     // i386: whatever QEMU hands back beyond 32 bits is not an address.
     let mut stack = Stack::new(PtrWidth::W4);
@@ -292,7 +292,7 @@ fn without_registers_there_is_no_stack() {
     let mut c = Capture::new(Arch::I386, 64);
     let rec = c.take_without_registers(&site(EntryState::BeforePush));
     assert_eq!((rec.sp, rec.sp_word, rec.frames.len()), (0, None, 0));
-    assert_eq!(rec.stop, StopReason::Unreadable);
+    assert_eq!(rec.stop.reason(), Some(StopReason::Unreadable));
     assert!(!rec.entry_resolved);
     assert_eq!((rec.pc, rec.icount, rec.time_ns), (0xc000_0042, 1000, 77));
     c.take_without_registers(&site(EntryState::Framed));
@@ -321,7 +321,7 @@ fn a_sparse_chain_spends_the_read_budget() {
             fetches += 1;
             stack.reader()(a, o)
         });
-        assert_eq!(rec.stop, StopReason::ReadBudget, "{w:?}");
+        assert_eq!(rec.stop.reason(), Some(StopReason::ReadBudget), "{w:?}");
         // [SP]'s window holds the first record (same page), then one window a frame.
         assert_eq!(rec.frames.len(), FETCH_BUDGET as usize, "{w:?}");
         assert_eq!(fetches, FETCH_BUDGET as usize, "{w:?}");
@@ -345,7 +345,7 @@ fn riscv64_records_below_fp_privilege_and_ra() {
     };
     let (rec, x) = c.take(&site(EntryState::Framed), &mut r, stack.reader());
     assert_eq!(rec.frames, [RET, RET + 0x10]);
-    assert_eq!(rec.stop, StopReason::NullFramePointer);
+    assert_eq!(rec.stop.reason(), Some(StopReason::NullFramePointer));
     assert!(!rec.user);
     assert_eq!(x.privilege, Privilege::Kernel);
     assert_eq!(x.return_register, Some(0x8000_0abc));
@@ -512,7 +512,7 @@ fn kernel_tables_walk_where_they_cover_the_pc() {
     let mut c = Capture::new(Arch::X86_64, 64).with_tables(Some(tables.clone()));
     let (rec, _) = c.take(&site(EntryState::Framed), &mut regs(), stack.reader());
     assert_eq!(rec.frames, [0xc000_1010]);
-    assert_eq!(rec.stop, StopReason::NullFramePointer);
+    assert_eq!(rec.stop.reason(), Some(StopReason::NullFramePointer));
     // The first frame is the caller, whatever the block's entry: no [SP] fix for readers.
     assert!(rec.entry_resolved);
     assert_eq!(rec.sp_word, Some(0x5555));
@@ -653,7 +653,7 @@ fn an_odd_chain_is_walked_whole_unless_the_kernel_is_linux() {
     for os in [None, Some(KernelOs::Unknown), Some(KernelOs::Other)] {
         let (frames, stop) = walked(os, &mut stack);
         assert_eq!(frames, whole, "{os:?}");
-        assert_eq!(stop, StopReason::NullFramePointer, "{os:?}");
+        assert_eq!(stop.reason(), Some(StopReason::NullFramePointer), "{os:?}");
     }
     let (frames, _) = walked(Some(KernelOs::Linux), &mut stack);
     assert_eq!(

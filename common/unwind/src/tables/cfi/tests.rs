@@ -1,6 +1,6 @@
 use super::*;
 
-const X86_64: CfiRegisters = CfiRegisters {
+pub(crate) const X86_64: CfiRegisters = CfiRegisters {
     sp: 7,
     fp: 6,
     ra: 16,

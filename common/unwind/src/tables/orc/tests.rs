@@ -195,3 +195,58 @@ fn an_entry_takes_8_bytes() {
     assert!(t.heap_bytes() as u64 <= 8 * n + index, "{}", t.heap_bytes());
     assert_eq!(t.find(0x1000 + 16 * 5 + 3).unwrap().sp_offset, 8);
 }
+
+#[test]
+fn entries_outside_the_text_or_twice_at_an_address_are_refused_alone() {
+    use crate::tables::stats::Refusal;
+    use crate::tables::text::TextRanges;
+    let ip_addr = 0xffff_ffff_8200_0000;
+    let text = TextRanges::new([(0xffff_ffff_8100_0000, 0xffff_ffff_8100_3000)]);
+    // A call frame, one far below the kernel (which would also spread the table over more
+    // than 4 GiB), a second real entry at the first one's address, a weak terminator there
+    // (kept: it is how Linux ends a function), and the terminator at the text's end.
+    let addrs = [
+        0xffff_ffff_8100_1000,
+        0x1000,
+        0xffff_ffff_8100_1000,
+        0xffff_ffff_8100_2000,
+        0xffff_ffff_8100_2000,
+        0xffff_ffff_8100_3000,
+    ];
+    let entries = [
+        typed(5, 8, 0, 0, 2),
+        typed(5, 16, 0, 0, 2),
+        typed(5, 24, 0, 0, 2),
+        typed(5, 32, 0, 0, 2),
+        typed(0, 0, 0, 0, 0),
+        typed(0, 0, 0, 0, 0),
+    ]
+    .concat();
+    let ips = ip_section(ip_addr, &addrs);
+    let t = OrcTable::parse_in(ip_addr, &ips, &entries, OrcLayout::Typed, 10, &text).unwrap();
+    let s = t.stats();
+    assert_eq!(
+        (
+            s.used,
+            s.refused_for(Refusal::OutsideText),
+            s.refused_for(Refusal::Overlapping)
+        ),
+        (4, 1, 1),
+        "{s}"
+    );
+    assert_eq!(t.len(), 4);
+    assert_eq!(t.span(), (0xffff_ffff_8100_1000, 0xffff_ffff_8100_3000));
+    assert_eq!(t.find(0xffff_ffff_8100_1000).unwrap().sp_offset, 8);
+    assert_eq!(t.find(0xffff_ffff_8100_2000).unwrap().sp_offset, 32);
+    assert_eq!(t.find(0x1000), None);
+    let checked = OrcTable::check(ip_addr, &ips, &entries, OrcLayout::Typed, &text).unwrap();
+    assert_eq!(checked, s);
+    // Every entry refused: an empty table that finds nothing, and says why.
+    let far = ip_section(ip_addr, &[0x1000, 0x2000]);
+    let two = [typed(5, 8, 0, 0, 2), typed(0, 0, 0, 0, 0)].concat();
+    let t = OrcTable::parse_in(ip_addr, &far, &two, OrcLayout::Typed, 10, &text).unwrap();
+    assert!(t.is_empty());
+    assert_eq!(t.find(0x1000), None);
+    assert_eq!(t.find(0), None);
+    assert_eq!(t.stats().refused_for(Refusal::OutsideText), 2);
+}

@@ -3,6 +3,7 @@ use crate::tables::orc::reg;
 use crate::tables::orc::tests::{ip_section, typed};
 use crate::tables::{CfaBase, CfiTable, OrcLayout, OrcTable, Rule};
 use kern_profile_format::frame_marker::{KERNEL_ENTRY as KE, STACK_SWITCH as SW};
+use kern_profile_format::{Outcome, WalkEnd};
 
 /// Guest memory: regions of bytes at addresses.
 #[derive(Default)]
@@ -495,4 +496,49 @@ fn a_cfi_signal_frame_crosses_into_the_interrupted_context() {
     cut.put(S, &frame[..6]);
     let (frames, stop) = walk(&t, handler + 4, S, 0, &cut, 64).unwrap();
     assert_eq!((frames, stop), (vec![stub + 0x10], StopReason::Unreadable));
+}
+
+/// How a walk ended, with its walker and crossing.
+fn end_of(t: &UnwindTables, pc: u64, sp: u64, fp: u64, mem: &Mem) -> Option<WalkEnd> {
+    let mut out = vec![0; 64];
+    let start = StartRegs {
+        pc,
+        sp,
+        fp,
+        ra: None,
+    };
+    walk_tables(
+        t,
+        start,
+        64,
+        Crossings::ALL,
+        |a, b| mem.read(a, b),
+        &mut out,
+    )
+    .map(|w| w.end())
+}
+
+#[test]
+fn walks_say_which_walker_ended_them_and_whether_they_crossed_from_user() {
+    let mut mem = Mem::default();
+    mem.put(S, &[0x1111, B + 0x10, ROOT + 0x10]);
+    let end = end_of(&kernel(), A + 0x10, S, 0xdead, &mem).unwrap();
+    assert_eq!(end.walker(), Some(Walker::Orc));
+    assert!(!end.from_user());
+    assert_eq!(end.outcome(), Outcome::Root);
+    assert_eq!(end.name(), "ORC end of stack");
+    // Into a user program, whose frame pointers lead down: cut in the program, but the
+    // kernel's part is whole.
+    let user_sp = 0x7ffc_0000_1000;
+    let user_bp = user_sp + 0x20;
+    let mut stack = vec![ENTRY + 0x10];
+    stack.extend(pt_regs(0x40_1234, 0x33, user_sp, user_bp));
+    let mut mem = Mem::default();
+    mem.put(S, &stack);
+    mem.put(user_bp, &[user_bp - 0x1000, 0x40_5678]);
+    let end = end_of(&kernel(), B + 4, S, 0, &mem).unwrap();
+    assert_eq!(end.walker(), Some(Walker::FramePointers));
+    assert_eq!(end.reason(), Some(StopReason::NotIncreasing));
+    assert!(end.from_user());
+    assert_eq!(end.outcome(), Outcome::FromUser);
 }

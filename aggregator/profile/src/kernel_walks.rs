@@ -1,0 +1,68 @@
+//! How the kept samples' stacks were walked, by where each was taken: the report's `stacks:`
+//! line (whole against cut, for kernel and user stacks apart; boot code is no kernel stack),
+//! and the warning that a kernel built without frame pointers was walked by them (most of its
+//! stacks then stop at the sampled function or its caller, with a "normal" null frame
+//! pointer, and nothing else says so).
+
+use kern_profile_format::{CpuMode, StopCounts, WalkEnd, Walker};
+
+use crate::input::Sample;
+
+/// The kept samples' walk ends: kernel stacks, user stacks, and boot or firmware samples
+/// (paging off, real mode, or code below the kernel with paging on: a decompressor), with
+/// the kernel stacks' depths by frame pointers.
+#[derive(Debug, Default, Clone)]
+pub struct KernelWalks {
+    /// Kernel samples with a recorded walk.
+    pub samples: u64,
+    /// Of those, walked by frame pointers (or by a recorder that did not say).
+    pub by_frame_pointers: u64,
+    /// Addresses (the pc and return addresses) the frame-pointer walks found.
+    pub addresses: u64,
+    pub kernel_ends: StopCounts,
+    pub user_ends: StopCounts,
+    /// Boot and firmware samples: their walks say nothing of the kernel's stacks.
+    pub boot: u64,
+}
+
+/// Fewer kernel samples than this say nothing about the kernel's build.
+const ENOUGH: u64 = 50;
+
+impl KernelWalks {
+    /// Counts `s`; `below_kernel` when its pc lies below the whole kernel.
+    pub fn add(&mut self, s: &Sample<'_>, below_kernel: bool) {
+        let Some(stop) = s.stop else {
+            return;
+        };
+        if s.user {
+            self.user_ends.add_byte(stop);
+            return;
+        }
+        let boot = s.cpu.firmware
+            || matches!(s.cpu.mode, CpuMode::Real | CpuMode::PagingOff)
+            || (matches!(s.cpu.mode, CpuMode::Paging | CpuMode::Long) && below_kernel);
+        if boot {
+            self.boot += 1;
+            return;
+        }
+        self.kernel_ends.add_byte(stop);
+        self.samples += 1;
+        if matches!(
+            WalkEnd::of_byte(stop).walker(),
+            None | Some(Walker::FramePointers)
+        ) {
+            self.by_frame_pointers += 1;
+            self.addresses = self.addresses.saturating_add(s.addrs.len() as u64);
+        }
+    }
+
+    /// The mean depth (addresses per stack, the sampled pc included) of the kernel stacks
+    /// walked by frame pointers, when they are most of enough samples and reach on average
+    /// less than one caller: a kernel built without frame pointers (a kernel built with them
+    /// reaches its entry or thread root, several frames up, from almost every sample).
+    pub fn mostly_shallow(&self) -> Option<f64> {
+        let mean = self.addresses as f64 / self.by_frame_pointers.max(1) as f64;
+        let most = self.by_frame_pointers.saturating_mul(2) > self.samples;
+        (self.samples >= ENOUGH && most && mean < 2.0).then_some(mean)
+    }
+}
