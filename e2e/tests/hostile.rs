@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use kern_profile_e2e::*;
-use kern_profile_format::{RawReader, Record, StopReason, WalkEnd};
+use kern_profile_format::{RawReader, Record, StopReason};
 
 /// The plugin's per-sample fetch budget (plugin/sampler/src/window.rs): one frame per page can
 /// give at most this many frames.
@@ -49,10 +49,8 @@ fn stops_by_case(raw: &Path, cases: &BTreeMap<String, (u64, u64)>) -> BTreeMap<S
         };
         let c = out.entry(name.clone()).or_default();
         c.samples += 1;
-        // The reason alone: the stop byte also says which walker ended the walk.
-        *c.stops
-            .entry(WalkEnd::of_byte(s.stop).reason())
-            .or_default() += 1;
+        // The reason alone (`stop_reason`): the stop byte also says which walker ended it.
+        *c.stops.entry(s.stop_reason()).or_default() += 1;
         c.max_frames = c.max_frames.max(s.frame_count());
     }
     assert!(r.truncation().is_none());

@@ -74,7 +74,7 @@ fn profile(arch: &str, kernel: &Path, name: &str, tables: bool) -> (Stacks, Stri
     assert!(out.status.success(), "{name}: the text report failed");
     let stacks = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .find(|l| l.starts_with("# stacks: "))
+        .find(|l| l.starts_with("# stacks of "))
         .unwrap_or_default()
         .to_string();
     let said = format!("{stacks}\n{}", String::from_utf8_lossy(&out.stderr));

@@ -235,8 +235,14 @@ impl<'a> AllocEventRef<'a> {
         self.flags & alloc_flags::UNRETURNED != 0
     }
 
+    /// Why the walk stopped, whatever walker met it ([`crate::WalkEnd`]).
     pub fn stop_reason(&self) -> Option<StopReason> {
-        StopReason::from_u8(self.stop)
+        self.walk_end().reason()
+    }
+
+    /// How the walk ended: reason, walker, crossing from user space.
+    pub fn walk_end(&self) -> crate::WalkEnd {
+        crate::WalkEnd::of_byte(self.stop)
     }
 
     pub fn frame_count(&self) -> usize {

@@ -48,8 +48,14 @@ impl<'a> SampleRef<'a> {
         self.flags & crate::sample_flags::ENTRY_RESOLVED != 0
     }
 
+    /// Why the walk stopped, whatever walker met it ([`crate::WalkEnd`]).
     pub fn stop_reason(&self) -> Option<StopReason> {
-        StopReason::from_u8(self.stop)
+        self.walk_end().reason()
+    }
+
+    /// How the walk ended: reason, walker, crossing from user space.
+    pub fn walk_end(&self) -> crate::WalkEnd {
+        crate::WalkEnd::of_byte(self.stop)
     }
 
     /// The word at `[SP]`, when the plugin could read it.
