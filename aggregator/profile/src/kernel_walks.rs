@@ -9,7 +9,7 @@ use kern_profile_format::{CpuMode, StopCounts, WalkEnd, Walker};
 use crate::input::Sample;
 
 /// The kept samples' walk ends: kernel stacks, user stacks, and boot or firmware samples
-/// (paging off, real mode, or code below the kernel with paging on: a decompressor), with
+/// (real mode, firmware, or code outside the kernel: a decompressor, early boot), with
 /// the kernel stacks' depths by frame pointers.
 #[derive(Debug, Default, Clone)]
 pub struct KernelWalks {
@@ -29,8 +29,11 @@ pub struct KernelWalks {
 const ENOUGH: u64 = 50;
 
 impl KernelWalks {
-    /// Counts `s`; `below_kernel` when its pc lies below the whole kernel.
-    pub fn add(&mut self, s: &Sample<'_>, below_kernel: bool) {
+    /// Counts `s`; `outside_kernel` when its pc is no kernel code: below all of it (a
+    /// decompressor with paging on), or with paging off where the kernel's symbols do not
+    /// reach (early boot at physical addresses; a kernel that never turns paging on, as the
+    /// example kernels, runs its own code there).
+    pub fn add(&mut self, s: &Sample<'_>, outside_kernel: bool) {
         let Some(stop) = s.stop else {
             return;
         };
@@ -38,9 +41,7 @@ impl KernelWalks {
             self.user_ends.add_byte(stop);
             return;
         }
-        let boot = s.cpu.firmware
-            || matches!(s.cpu.mode, CpuMode::Real | CpuMode::PagingOff)
-            || (matches!(s.cpu.mode, CpuMode::Paging | CpuMode::Long) && below_kernel);
+        let boot = s.cpu.firmware || s.cpu.mode == CpuMode::Real || outside_kernel;
         if boot {
             self.boot += 1;
             return;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use kern_profile_format::{CpuFormat, Header};
+use kern_profile_format::{CpuFormat, CpuMode, Header};
 use rustc_hash::FxHashMap;
 
 use crate::address_space::AddressSpaces;
@@ -109,8 +109,11 @@ impl CpuProfile {
                     let crossed = markers && s.addrs.iter().skip(1).copied().any(is_marker);
                     stops_by_place.add(Place::of(s.user, s.cpu, crossed), stop);
                 }
-                let below = s.addrs.first().is_some_and(|&pc| sym.below_kernel(pc));
-                kernel_walks.add(s, below);
+                let outside = s.addrs.first().is_some_and(|&pc| {
+                    sym.below_kernel(pc)
+                        || (s.cpu.mode == CpuMode::PagingOff && !sym.kernel_holds(pc))
+                });
+                kernel_walks.add(s, outside);
                 match per_vcpu_low.get_mut(s.vcpu as usize) {
                     Some(n) => *n += 1,
                     None => *per_vcpu.entry(s.vcpu).or_insert(0) += 1,

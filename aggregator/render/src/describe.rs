@@ -186,8 +186,8 @@ fn stacks_lines(p: &CpuProfile) -> Vec<String> {
     }
     if w.boot > 0 && !lines.is_empty() {
         lines.push(format!(
-            "stacks of {} boot and firmware samples (paging off, or code below the kernel): \
-             not counted, they are not the kernel's",
+            "stacks of {} boot and firmware samples (code outside the kernel: a \
+             decompressor, early boot, firmware): not counted, they are not the kernel's",
             w.boot
         ));
     }
