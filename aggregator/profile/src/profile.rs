@@ -109,9 +109,12 @@ impl CpuProfile {
                     let crossed = markers && s.addrs.iter().skip(1).copied().any(is_marker);
                     stops_by_place.add(Place::of(s.user, s.cpu, crossed), stop);
                 }
-                let outside = s.addrs.first().is_some_and(|&pc| {
-                    sym.below_kernel(pc)
-                        || (s.cpu.mode == CpuMode::PagingOff && !sym.kernel_holds(pc))
+                // Where the recording says the CPU's mode (version 2): a recorder that did
+                // not is counted as it was.
+                let outside = s.addrs.first().is_some_and(|&pc| match s.cpu.mode {
+                    CpuMode::Paging | CpuMode::Long => sym.below_kernel(pc),
+                    CpuMode::PagingOff => !sym.kernel_holds(pc),
+                    _ => false,
                 });
                 kernel_walks.add(s, outside);
                 match per_vcpu_low.get_mut(s.vcpu as usize) {
