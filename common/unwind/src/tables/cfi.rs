@@ -139,7 +139,8 @@ impl CfiTable {
     }
 
     /// As [`parse`](Self::parse), each FDE checked against the kernel's `text` and the FDEs
-    /// kept before it ([`entries`]); FreePascal's layout read as such ([`freepascal`]).
+    /// kept before it (the `entries` module); FreePascal's layout read as such (the `freepascal`
+    /// module).
     pub fn parse_in(
         sections: &[CfiSection<'_>],
         address_size: u8,
