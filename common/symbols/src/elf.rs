@@ -37,6 +37,8 @@ pub struct ElfImage {
     pub unwind_sections: Vec<&'static str>,
     /// Executable sections: start address and bytes.
     code: Vec<(u64, Vec<u8>)>,
+    /// The lowest of their addresses, once: the report asks of every sample.
+    lowest_code: Option<u64>,
     /// Loadable segments (PT_LOAD): `[start, end)` in memory, sorted.
     segments: Vec<(u64, u64)>,
     /// Problems that did not stop loading (e.g. unreadable DWARF).
@@ -138,6 +140,7 @@ impl ElfImage {
             dwarf,
             cfi,
             unwind_sections,
+            lowest_code: code.iter().map(|(a, _)| *a).min(),
             code,
             segments,
             warnings,
@@ -158,7 +161,7 @@ impl ElfImage {
     /// The loadable segments, `[start, end)`, sorted by start.
     /// The lowest address of its executable sections.
     pub fn lowest_code(&self) -> Option<u64> {
-        self.code.iter().map(|(a, _)| *a).min()
+        self.lowest_code
     }
 
     pub fn segments(&self) -> &[(u64, u64)] {
