@@ -100,11 +100,17 @@ impl StopCounts {
     /// Counts one stop given by its stored byte.
     #[inline]
     pub fn add_byte(&mut self, b: u8) {
+        self.add_n(b, 1);
+    }
+
+    /// Counts `n` stops given by their stored byte.
+    #[inline]
+    fn add_n(&mut self, b: u8, n: u64) {
         let i = b as usize;
         if i >= self.0.len() {
             self.0.resize(i + 1, 0);
         }
-        self.0[i] = self.0[i].saturating_add(1);
+        self.0[i] = self.0[i].saturating_add(n);
     }
 
     pub fn merge(&mut self, other: &StopCounts) {
@@ -127,11 +133,7 @@ impl StopCounts {
     pub fn by_reason(&self) -> StopCounts {
         let mut out = StopCounts::default();
         for (b, n) in self.nonzero() {
-            let i = (b & 0x0f) as usize;
-            if i >= out.0.len() {
-                out.0.resize(i + 1, 0);
-            }
-            out.0[i] = out.0[i].saturating_add(n);
+            out.add_n(crate::WalkEnd::of_byte(b).reason_byte(), n);
         }
         out
     }

@@ -100,6 +100,11 @@ impl WalkEnd {
             | if self.from_user { FROM_USER } else { 0 }
     }
 
+    /// The reason's byte, known to this version or not.
+    pub fn reason_byte(self) -> u8 {
+        self.reason
+    }
+
     pub fn reason(self) -> Option<StopReason> {
         StopReason::from_u8(self.reason)
     }
