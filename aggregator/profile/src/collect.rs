@@ -113,7 +113,7 @@ impl<'a> Run<'a> {
         self.warnings.extend(profile.spaces.warnings(self.sym));
         let sections = self.sym.elf().map_or(&[][..], |e| &e.unwind_sections[..]);
         self.warnings.extend(Warning::shallow_walks(
-            &profile.kernel_walks,
+            &profile.walk_tally,
             &self.kernel,
             sections,
         ));

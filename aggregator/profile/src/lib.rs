@@ -14,7 +14,6 @@ pub mod exact;
 pub mod filter;
 pub mod folded;
 pub mod input;
-pub mod kernel_walks;
 pub mod options;
 pub mod percent;
 pub mod place;
@@ -25,6 +24,7 @@ pub mod stuck;
 pub mod timed;
 pub mod unnamed;
 pub mod user_stack;
+pub mod walk_tally;
 pub mod warning;
 
 pub use cpu_list::{CpuList, CpuListError};

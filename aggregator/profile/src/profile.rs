@@ -13,11 +13,11 @@ use crate::counts::{RunCoalescer, StackCounts};
 use crate::error::ProfileError;
 use crate::filter::SampleFilter;
 use crate::input::{CpuInput, ReadSummary, Sample};
-use crate::kernel_walks::KernelWalks;
 use crate::place::{Place, StopsByPlace};
 use crate::stacks::{meta_unhidden, meta_user, meta_vcpu, KeyBuilder};
 use crate::stuck::{Stuck, StuckDetector};
 use crate::symbolize::Symbolizer;
+use crate::walk_tally::WalkTally;
 use crate::warning::Warning;
 
 /// What a pass feeds besides the counts: each kept sample with its interning key (see
@@ -53,7 +53,7 @@ pub struct CpuProfile {
     /// applied to them.
     pub stops_by_place: StopsByPlace,
     /// How the kept samples were walked, kernel, user and boot apart (raw format).
-    pub kernel_walks: KernelWalks,
+    pub walk_tally: WalkTally,
 }
 
 impl CpuProfile {
@@ -93,7 +93,7 @@ impl CpuProfile {
         let mut stuck = StuckDetector::default();
         let cuts_before = sym.no_code_cuts();
         let mut stops_by_place = StopsByPlace::default();
-        let mut kernel_walks = KernelWalks::default();
+        let mut walk_tally = WalkTally::default();
         let mut seq = 0u64;
         let summary = input.for_each(want_exact, |s| {
             let index = seq;
@@ -116,7 +116,7 @@ impl CpuProfile {
                     CpuMode::PagingOff => !sym.kernel_holds(pc),
                     _ => false,
                 });
-                kernel_walks.add(s, outside);
+                walk_tally.add(s, outside);
                 match per_vcpu_low.get_mut(s.vcpu as usize) {
                     Some(n) => *n += 1,
                     None => *per_vcpu.entry(s.vcpu).or_insert(0) += 1,
@@ -155,7 +155,7 @@ impl CpuProfile {
             spaces,
             no_code_cuts,
             stops_by_place,
-            kernel_walks,
+            walk_tally,
         })
     }
 

@@ -144,7 +144,7 @@ impl Warning {
     /// [`Warning::ShallowFramePointerWalks`] when most kernel stacks were walked by frame
     /// pointers to at most one caller while the kernel's ELF has unwind tables.
     pub fn shallow_walks(
-        walks: &crate::kernel_walks::KernelWalks,
+        walks: &crate::walk_tally::WalkTally,
         kernel: &str,
         sections: &[&'static str],
     ) -> Option<Warning> {

@@ -173,7 +173,7 @@ fn host_timer_line(t: &HostTimerStats, asked_ns: Option<u64>) -> String {
 /// and user apart (a user program built without frame pointers cuts its own stacks, which
 /// says nothing of the kernel's), boot code (a decompressor, paging off) counted alone.
 fn stacks_lines(p: &CpuProfile) -> Vec<String> {
-    let w = &p.kernel_walks;
+    let w = &p.walk_tally;
     let mut lines = Vec::new();
     for (ends, what) in [(&w.kernel_ends, "kernel"), (&w.user_ends, "user")] {
         let n = ends.total();

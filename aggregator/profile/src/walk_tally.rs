@@ -1,5 +1,5 @@
-//! How the kept samples' stacks were walked, by where each was taken: the report's `stacks:`
-//! line (whole against cut, for kernel and user stacks apart; boot code is no kernel stack),
+//! How the kept samples' stacks were walked, by where each was taken: the report's `stacks of`
+//! lines (whole against cut, for kernel and user stacks apart; boot code is no kernel stack),
 //! and the warning that a kernel built without frame pointers was walked by them (most of its
 //! stacks then stop at the sampled function or its caller, with a "normal" null frame
 //! pointer, and nothing else says so).
@@ -12,7 +12,7 @@ use crate::input::Sample;
 /// (real mode, firmware, or code outside the kernel: a decompressor, early boot), with
 /// the kernel stacks' depths by frame pointers.
 #[derive(Debug, Default, Clone)]
-pub struct KernelWalks {
+pub struct WalkTally {
     /// Kernel samples with a recorded walk.
     pub samples: u64,
     /// Of those, walked by frame pointers (or by a recorder that did not say).
@@ -28,7 +28,7 @@ pub struct KernelWalks {
 /// Fewer kernel samples than this say nothing about the kernel's build.
 const ENOUGH: u64 = 50;
 
-impl KernelWalks {
+impl WalkTally {
     /// Counts `s`; `outside_kernel` when its pc is no kernel code: below all of it (a
     /// decompressor with paging on), or with paging off where the kernel's symbols do not
     /// reach (early boot at physical addresses; a kernel that never turns paging on, as the
