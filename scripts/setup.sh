@@ -98,10 +98,20 @@ install_chromium() {
     apt_install chromium
 }
 
+# scripts/guests/freepascal_cfi.py rewrites a test kernel's call-frame tables (e2e malformed_cfi).
+install_python3() {
+    command -v python3 >/dev/null && return
+    need_debian12 "$by_hand"
+    apt_update
+    say "installing python3 (test-kernel build scripts)"
+    apt_install python3
+}
+
 by_hand="Install QEMU >= $(qv min_version) with plugin support and a rustc with an i686 core by hand."
 command -v cargo >/dev/null || die "cargo not found: install Rust (https://rustup.rs) first"
 install_qemu
 install_guest_toolchain
+install_python3
 bash "$KP_ROOT/scripts/setup/virt.sh"  # riscv64 and aarch64 guests: QEMU, rust-web-src, binutils
 [ "$with_chromium" = 0 ] || install_chromium
 [ "$with_linux" = 0 ] || bash "$KP_ROOT/scripts/setup/linux.sh"  # Linux guest: kernels, busybox, initramfs
