@@ -143,7 +143,7 @@ fn qemu_command(vmlinuz: &Path, out: &Path) -> Vec<String> {
 /// image alone (no `--kernel`,
 /// no `--symbols`, no `nokaslr`); the collapsed stacks of its recording, named from the
 /// image, and record's own printout.
-fn record_run(dir: &str, how: Source) -> Option<(Folded, String)> {
+fn record_run(dir: &str, how: Source) -> Option<(Folded, String, String)> {
     let vmlinuz = guest(dir)?;
     let out = scratch(&format!("linux-record-{dir}-{how:?}"));
     // The guest's command as a user would type it: without nokaslr.
@@ -164,7 +164,8 @@ fn record_run(dir: &str, how: Source) -> Option<(Folded, String)> {
     assert!(o.status.success(), "record ({dir}) failed: {stderr}");
     let raw = dir_out.join("cpu.raw");
     let args = [raw.to_str()?, vmlinuz.to_str()?, "-f", "folded", "-o", "-"];
-    Some((parse_folded(&kern_profile(&args)), stderr))
+    let report = std::fs::read_to_string(dir_out.join("report.txt")).unwrap_or_default();
+    Some((parse_folded(&kern_profile(&args)), stderr, report))
 }
 
 /// At least `least` kernel samples, 90% of them at a root, a mean depth of 6 named frames, and
@@ -196,7 +197,7 @@ fn check_stacks(dir: &str, folded: &[(Vec<String>, u64)], least: u64) {
 
 #[test]
 fn debian_6_1_amd64_recorded_from_its_vmlinuz_alone() {
-    let Some((folded, stderr)) = record_run("x86_64", Source::Plugin) else {
+    let Some((folded, stderr, report)) = record_run("x86_64", Source::Plugin) else {
         return;
     };
     println!("{stderr}");
@@ -206,6 +207,25 @@ fn debian_6_1_amd64_recorded_from_its_vmlinuz_alone() {
         "the image is handed to the plugin: {stderr}"
     );
     check_stacks("x86_64", &folded, 1000);
+    // The report's first lines say so too: its kernel stacks whole, ORC's ends and the
+    // crossings into busybox counted as such, the decompressor's samples apart (before,
+    // its first stop line led with "frame pointer not increasing 42.0%").
+    let kernel = report
+        .lines()
+        .find(|l| l.starts_with("# stacks of ") && l.contains(" kernel samples: "))
+        .unwrap_or_else(|| panic!("no kernel stacks line:\n{report}"));
+    println!("{kernel}");
+    let whole: f64 = kernel
+        .split(" kernel samples: ")
+        .nth(1)
+        .and_then(|r| r.split('%').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{kernel}"));
+    assert!(whole >= 90.0, "{kernel}");
+    assert!(
+        report.contains(" boot and firmware samples (code outside the kernel"),
+        "the decompressor's samples are not counted apart:\n{report}"
+    );
     // record's own table names the hottest functions (no bare addresses).
     let top: Vec<&str> = stderr
         .lines()
@@ -265,7 +285,7 @@ fn debian_6_12_amd64_stacks_reach_a_root_with_self_shares_unchanged() {
 /// stacks walked by its ORC table between looks that stop the whole VM.
 #[test]
 fn debian_6_1_amd64_recorded_through_its_gdbstub() {
-    let Some((folded, stderr)) = alone(|| record_run("x86_64", Source::Gdbstub)) else {
+    let Some((folded, stderr, _)) = alone(|| record_run("x86_64", Source::Gdbstub)) else {
         return;
     };
     println!("{stderr}");
