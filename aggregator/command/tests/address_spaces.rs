@@ -369,3 +369,72 @@ fn firefox_profiles_name_address_spaces_too() {
         assert!(json.contains("\"[as cr3 0x110000]\""), "{json}");
     }
 }
+
+/// A page directory reused: A runs in SPACE_A, then B in the same one (an exec that got the
+/// same page back). B's code record, other bytes where A's was, starts the space's second
+/// program: B's samples are B's in either order of `--user`, and `--per-process` roots them
+/// apart (`cr3 0x10f000 #2`).
+#[test]
+fn programs_run_one_after_another_in_one_address_space_are_told_apart() {
+    let dir = common::temp_dir("spaces-reused");
+    let a_bytes = std::fs::read(common::tiny_elf()).unwrap();
+    let b_bytes = patched_tiny();
+    let a = common::write(&dir, "a.elf", &a_bytes);
+    let b = common::write(&dir, "b.elf", &b_bytes);
+    let map = common::write(&dir, "kernel.map", common::KERNEL_MAP.as_bytes());
+    let mut out = Vec::new();
+    common::header(1, false).encode_version(VERSION_2, &mut out);
+    let full = [RET_MIDDLE, RET_WORK, RET_START];
+    let mut t = 0;
+    for (bytes, n) in [(&a_bytes, 3), (&b_bytes, 2)] {
+        CodeBytes {
+            vcpu: 0,
+            page_table_base: SPACE_A,
+            vaddr: LEAF_SQUARE,
+            bytes: &code_at(bytes, LEAF_SQUARE, 16),
+        }
+        .encode(&mut out, 4);
+        for _ in 0..n {
+            t += 1000;
+            let mut s: SampleRecord<'_> = common::sample(0, t, LEAF_SQUARE, &full[..]);
+            s.user = true;
+            let x = SampleExtras {
+                mode: CpuMode::Paging,
+                privilege: Privilege::User,
+                return_register: None,
+                page_table_base: Some(SPACE_A),
+            };
+            encode_sample_v2(&mut out, 4, &s, &x);
+        }
+    }
+    encode_stats(&mut out, 5, 0, &[5, 0, 0, 0, 0, 0], &[500_000]);
+    let f = Fixture {
+        raw: common::write(&dir, "raw", &out),
+        v1: PathBuf::new(),
+        nocode: PathBuf::new(),
+        map,
+        a,
+        b,
+    };
+    for users in [vec![&f.a, &f.b], vec![&f.b, &f.a]] {
+        let (lines, report) = run(&f, &f.raw, &users, false);
+        assert_eq!(
+            lines,
+            sorted([
+                format!("[user] a.elf;{SQUARE} 3"),
+                format!("[user] b.elf;{SQUARE} 2"),
+            ]),
+            "--user {users:?}"
+        );
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+        let (lines, _) = run(&f, &f.raw, &users, true);
+        assert_eq!(
+            lines,
+            sorted([
+                format!("[user] a.elf (cr3 0x10f000);{SQUARE} 3"),
+                format!("[user] b.elf (cr3 0x10f000 #2);{SQUARE} 2"),
+            ]),
+            "--user {users:?} --per-process"
+        );
+    }
+}

@@ -4,12 +4,19 @@
 //! Samples of format version 2 carry the page-table base they ran under (x86 CR3, riscv
 //! `satp`, aarch64 `TTBR0_EL1`): one value per address space, i.e. per process. The plugin
 //! also records a few bytes of code at user-mode PCs (record kind 6, the first time a vCPU
-//! samples a 4 KiB page of an address space). Given `--user` programs, each address space's
-//! recorded code is compared with each program's code at the same addresses: the one program
-//! whose bytes match everywhere it has code names that address space's user frames, whatever
-//! the order of `--user`. An address space that matches none, or several, is warned of.
-//! Address spaces without recorded code (and files without page-table bases) are named as
-//! before: from the first program whose loadable segments hold the address.
+//! samples a 4 KiB page of an address space, and again when the code there changed). Given
+//! `--user` programs, each address space's recorded code is compared with each program's
+//! code at the same addresses: the one program whose bytes match everywhere it has code
+//! names that address space's user frames, whatever the order of `--user`. An address space
+//! that matches none, or several, is warned of. Address spaces without recorded code (and
+//! files without page-table bases) are named as before: from the first program whose
+//! loadable segments hold the address.
+//!
+//! A kernel may reuse one page directory for programs run one after another (an exec that
+//! frees the old directory and gets the same page back). Read in file order, a code record
+//! whose bytes differ from an earlier record of its address space where they overlap starts
+//! that space's next program: the samples after it get a key of their own (`cr3 0x… #2`),
+//! judged on the records from there on.
 
 use kern_profile_format::{Arch, CodeBytes, CpuMode};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -49,28 +56,96 @@ fn register(arch: Option<Arch>) -> &'static str {
 /// One code record: an address and the bytes there.
 type Code = (u64, Box<[u8]>);
 
-/// The code records of a recording, by address space.
+/// Programs told apart in one address space at most: a guest rewriting its code all the
+/// time (a JIT) would otherwise start a program per record.
+const MAX_PROGRAMS_PER_SPACE: u32 = 1024;
+
+/// One program's run in an address space: the space's identity, which program it was
+/// there (0: the first), and the code recorded while it ran.
+#[derive(Debug, Clone)]
+struct SpaceCode {
+    identity: u64,
+    program: u32,
+    records: Vec<Code>,
+}
+
+/// The code records of a recording, by address space, and the keys that samples carry: one
+/// per program an address space ran, in the order the file gives them.
 #[derive(Debug, Clone, Default)]
 pub struct CodeSamples {
-    spaces: FxHashMap<u64, Vec<Code>>,
+    /// Indexed by key.
+    spaces: Vec<SpaceCode>,
+    /// The key of each identity's latest program.
+    current: FxHashMap<u64, usize>,
 }
 
 impl CodeSamples {
-    /// Keeps a record (its first 64 bytes; at most 256 per address space).
+    /// The key of address space `identity`'s current program: what a sample read at this
+    /// point of the file carries.
+    pub fn key(&mut self, identity: u64) -> u64 {
+        let spaces = &mut self.spaces;
+        *self.current.entry(identity).or_insert_with(|| {
+            spaces.push(SpaceCode {
+                identity,
+                program: 0,
+                records: Vec::new(),
+            });
+            spaces.len() - 1
+        }) as u64
+    }
+
+    /// Keeps a record (its first 64 bytes; at most 256 per program). Bytes that differ from
+    /// an earlier record of the same address space where the two overlap start its next
+    /// program (the page tables were reused).
     pub fn add(&mut self, arch: Option<Arch>, c: &CodeBytes<'_>) {
-        let records = self
-            .spaces
-            .entry(identity(arch, c.page_table_base))
-            .or_default();
-        if records.len() < MAX_RECORDS_PER_SPACE && !c.bytes.is_empty() {
-            let n = c.bytes.len().min(MAX_BYTES);
-            records.push((c.vaddr, c.bytes[..n].into()));
+        if c.bytes.is_empty() {
+            return;
+        }
+        let identity = identity(arch, c.page_table_base);
+        let n = c.bytes.len().min(MAX_BYTES);
+        let bytes = &c.bytes[..n];
+        let mut key = self.key(identity) as usize;
+        let now = &self.spaces[key];
+        if now.program + 1 < MAX_PROGRAMS_PER_SPACE
+            && now.records.iter().any(|r| conflicts(r, c.vaddr, bytes))
+        {
+            let program = now.program + 1;
+            self.spaces.push(SpaceCode {
+                identity,
+                program,
+                records: Vec::new(),
+            });
+            key = self.spaces.len() - 1;
+            self.current.insert(identity, key);
+        }
+        let records = &mut self.spaces[key].records;
+        if records.len() < MAX_RECORDS_PER_SPACE {
+            records.push((c.vaddr, bytes.into()));
         }
     }
 
+    /// Whether no code was recorded.
     pub fn is_empty(&self) -> bool {
-        self.spaces.is_empty()
+        self.spaces.iter().all(|s| s.records.is_empty())
     }
+
+    /// Each key's identity and program number.
+    fn names(&self) -> Vec<(u64, u32)> {
+        self.spaces
+            .iter()
+            .map(|s| (s.identity, s.program))
+            .collect()
+    }
+}
+
+/// Whether `record` and the bytes at `vaddr` differ where they overlap.
+fn conflicts(record: &Code, vaddr: u64, bytes: &[u8]) -> bool {
+    let (at, had) = (record.0, &record.1);
+    let start = at.max(vaddr);
+    let end = (at.saturating_add(had.len() as u64)).min(vaddr.saturating_add(bytes.len() as u64));
+    start < end
+        && had[(start - at) as usize..(end - at) as usize]
+            != bytes[(start - vaddr) as usize..(end - vaddr) as usize]
 }
 
 /// What the code of one address space says about the given programs.
@@ -136,6 +211,8 @@ pub enum Choice {
 #[derive(Debug, Clone)]
 pub struct AddressSpaces {
     verdicts: FxHashMap<u64, Verdict>,
+    /// Each key's page-table identity and program number there.
+    names: Vec<(u64, u32)>,
     register: &'static str,
 }
 
@@ -151,6 +228,7 @@ impl AddressSpaces {
     pub fn none(arch: Option<Arch>) -> Self {
         AddressSpaces {
             verdicts: FxHashMap::default(),
+            names: Vec::new(),
             register: register(arch),
         }
     }
@@ -165,14 +243,15 @@ impl AddressSpaces {
         };
         let verdicts = match n {
             0 => FxHashMap::default(),
-            _ => code
-                .spaces
-                .iter()
-                .map(|(&space, records)| (space, judge(records, n, byte_at)))
+            _ => (0u64..)
+                .zip(&code.spaces)
+                .filter(|(_, s)| !s.records.is_empty())
+                .map(|(key, s)| (key, judge(&s.records, n, byte_at)))
                 .collect(),
         };
         AddressSpaces {
             verdicts,
+            names: code.names(),
             register: register(arch),
         }
     }
@@ -187,15 +266,28 @@ impl AddressSpaces {
         }
     }
 
-    /// `cr3 0x…` (or the architecture's register).
+    /// `cr3 0x…` (or the architecture's register) of a sample's key; `cr3 0x… #2` for the
+    /// second program that address space ran.
     pub fn describe(&self, space: u64) -> String {
-        format!("{} {space:#x}", self.register)
+        match self.names.get(space as usize) {
+            Some(&(identity, 0)) => format!("{} {identity:#x}", self.register),
+            Some(&(identity, p)) => format!("{} {identity:#x} #{}", self.register, p + 1),
+            None => format!("{} {space:#x}", self.register),
+        }
+    }
+
+    /// Where a key sorts: by identity, then program.
+    fn order(&self, space: u64) -> (u64, u32) {
+        self.names
+            .get(space as usize)
+            .copied()
+            .unwrap_or((space, 0))
     }
 
     /// The address spaces whose program could not be told, sorted by address space.
     pub fn warnings(&self, sym: &Symbolizer) -> Vec<Warning> {
         let mut spaces: Vec<_> = self.verdicts.iter().collect();
-        spaces.sort_unstable_by_key(|(s, _)| **s);
+        spaces.sort_unstable_by_key(|(s, _)| self.order(**s));
         spaces
             .into_iter()
             .filter_map(|(&s, v)| match v {
@@ -254,7 +346,7 @@ impl Overlaps {
         let mut programs = self.programs.clone();
         programs.sort_unstable();
         let mut without_code: Vec<u64> = self.spaces_without_code.iter().copied().collect();
-        without_code.sort_unstable();
+        without_code.sort_unstable_by_key(|&s| spaces.order(s));
         let why = match (self.without_space, without_code.len()) {
             (_, 0) => "its samples recorded no address space (an older plugin, or address \
                        translation off)"
@@ -390,5 +482,46 @@ mod tests {
             Some(0x10f000)
         );
         assert_eq!(of_sample(Some(Arch::I386), CpuMode::Unknown, None), None);
+    }
+
+    fn record(space: u64, vaddr: u64, bytes: &[u8]) -> CodeBytes<'_> {
+        CodeBytes {
+            vcpu: 0,
+            page_table_base: space,
+            vaddr,
+            bytes,
+        }
+    }
+
+    #[test]
+    fn other_bytes_where_records_overlap_start_the_spaces_next_program() {
+        let x86 = Some(Arch::I386);
+        let mut c = CodeSamples::default();
+        let first = c.key(0x10f000);
+        c.add(x86, &record(0x10f007, 0x1000, &[1, 2, 3, 4]));
+        // The same bytes again, and code elsewhere: the same program.
+        c.add(x86, &record(0x10f000, 0x1002, &[3, 4, 5]));
+        c.add(x86, &record(0x10f000, 0x2000, &[9; 8]));
+        assert_eq!(c.key(0x10f000), first);
+        // Another address space is another key.
+        let other = c.key(0x200000);
+        assert_ne!(other, first);
+        // Other bytes where an earlier record has some: the next program, from here on.
+        c.add(x86, &record(0x10f000, 0x1003, &[7, 7]));
+        let second = c.key(0x10f000);
+        assert_ne!(second, first);
+        assert_eq!(c.key(0x200000), other);
+        // Its records are its own: the first program's no longer conflict.
+        c.add(x86, &record(0x10f000, 0x1000, &[1, 2, 3]));
+        assert_eq!(c.key(0x10f000), second);
+        let spaces = AddressSpaces {
+            verdicts: FxHashMap::default(),
+            names: c.names(),
+            register: "cr3",
+        };
+        assert_eq!(spaces.describe(first), "cr3 0x10f000");
+        assert_eq!(spaces.describe(second), "cr3 0x10f000 #2");
+        assert_eq!(spaces.describe(other), "cr3 0x200000");
+        assert_eq!(c.spaces[second as usize].records.len(), 2);
     }
 }

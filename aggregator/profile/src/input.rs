@@ -35,8 +35,10 @@ pub struct Sample<'a> {
     pub addrs: &'a [u64],
     /// CPU mode and privilege (raw format version 2; unknown before).
     pub cpu: CpuState,
-    /// The address space: the page-table base (x86 CR3 without its PCID bits), when the
-    /// sample recorded one with address translation on (raw format version 2).
+    /// The address space, when the sample recorded one with address translation on (raw
+    /// format version 2): from [`Sample::of_raw`], the page-table base's identity (x86 CR3
+    /// without its PCID bits); from [`decode_raw`], the key of that space's program then
+    /// ([`CodeSamples::key`]).
     pub page_table: Option<u64>,
 }
 
@@ -88,7 +90,8 @@ pub struct ReadSummary {
     pub empty_samples: u64,
     /// Executions per instruction address (only when asked for).
     pub exact: FxHashMap<u64, u64>,
-    /// Code bytes at sampled user addresses, per address space (raw format version 2).
+    /// Code bytes at sampled user addresses, per address space and program there (raw
+    /// format version 2); samples' `page_table` are its keys.
     pub code: CodeSamples,
 }
 
@@ -188,10 +191,13 @@ impl CpuInput {
 }
 
 /// Decodes the records of `r` up to its end, or to the last whole one: each record goes to
-/// `on_record`, then each sample, as a [`Sample`], to `on_sample`. The one decode loop of
-/// raw files, for whole files and for `top`'s growing one alike.
+/// `on_record`, each code record to `code` (in file order: it tells which program an address
+/// space runs from there on), then each sample, as a [`Sample`] whose address space is
+/// `code`'s key, to `on_sample`. The one decode loop of raw files, for whole files and for
+/// `top`'s growing one alike.
 pub fn decode_raw<R: Read>(
     r: &mut RawReader<R>,
+    code: &mut CodeSamples,
     mut on_record: impl FnMut(&Record<'_>),
     mut on_sample: impl FnMut(&Sample<'_>),
 ) -> Result<(), FormatError> {
@@ -199,11 +205,17 @@ pub fn decode_raw<R: Read>(
     let arch = Some(r.header().arch);
     while let Some(rec) = r.next_record()? {
         on_record(&rec);
-        if let Record::Sample(s) = &rec {
-            addrs.clear();
-            addrs.push(s.pc);
-            addrs.extend(s.frames());
-            on_sample(&Sample::of_raw(s, &addrs, arch));
+        match &rec {
+            Record::CodeBytes(c) => code.add(arch, c),
+            Record::Sample(s) => {
+                addrs.clear();
+                addrs.push(s.pc);
+                addrs.extend(s.frames());
+                let mut sample = Sample::of_raw(s, &addrs, arch);
+                sample.page_table = sample.page_table.map(|id| code.key(id));
+                on_sample(&sample);
+            }
+            _ => {}
         }
     }
     Ok(())
@@ -215,14 +227,15 @@ fn read_raw(
     sum: &mut ReadSummary,
     on_sample: &mut impl FnMut(&Sample<'_>),
 ) -> Result<(), FormatError> {
-    let arch = Some(r.header().arch);
+    let tally = &mut sum.tally;
+    let exact = &mut sum.exact;
     decode_raw(
         &mut r,
+        &mut sum.code,
         |rec| {
-            sum.tally.add(rec);
+            tally.add(rec);
             match rec {
-                Record::ExactBlocks(blocks) if want_exact => add_exact(&mut sum.exact, blocks),
-                Record::CodeBytes(c) => sum.code.add(arch, c),
+                Record::ExactBlocks(blocks) if want_exact => add_exact(exact, blocks),
                 _ => {}
             }
         },

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use kern_profile_format::{FormatError, Header, RawReader, Record};
 
+use crate::address_space::CodeSamples;
 use crate::input::{decode_raw, Sample};
 
 /// A raw file followed as it grows.
@@ -20,6 +21,8 @@ pub struct RawTail {
     pending: Vec<u8>,
     /// Whether the statistics record (written at the plugin's exit) was seen.
     pub finished: bool,
+    /// The address spaces' programs so far (samples' keys).
+    code: CodeSamples,
 }
 
 impl RawTail {
@@ -30,6 +33,7 @@ impl RawTail {
             header: None,
             pending: Vec::new(),
             finished: false,
+            code: CodeSamples::default(),
         }
     }
 
@@ -63,6 +67,7 @@ impl RawTail {
         let finished = &mut self.finished;
         decode_raw(
             &mut r,
+            &mut self.code,
             |rec| *finished |= matches!(rec, Record::Stats(_)),
             |s| {
                 on_sample(s);
