@@ -2,9 +2,14 @@
 //! which program ran in which address space when several are linked at the same addresses.
 //!
 //! The first time a vCPU samples a user-mode PC in a 4 KiB page of an address space (a
-//! page-table base), the plugin reads [`CODE_BYTES`] bytes of code there; later samples of
-//! that page cost one hash lookup. Bounded per vCPU: at most [`MAX_PER_SPACE`] records per
-//! address space and [`MAX_PAGES`] pages in all, after which nothing more is read.
+//! page-table base), the plugin reads [`CODE_BYTES`] bytes of code there; later user-mode
+//! samples of that page read the same bytes again and compare them. Bytes that changed say
+//! the page directory now runs another program (a kernel that reuses one for programs run
+//! one after another, as an exec that frees the old directory and gets the same page back):
+//! the address space is forgotten and the new bytes recorded, which tells the aggregator,
+//! reading in file order, that the space's next program begins there. Bounded per vCPU: at
+//! most [`MAX_PER_SPACE`] records per address space and program, [`MAX_PAGES`] pages and
+//! [`MAX_CHANGES`] program changes in all, after which nothing more is read.
 //!
 //! A process may never be sampled in user mode (a shell waiting in system calls): its
 //! system calls' stacks hold its user addresses all the same, past the kernel entry. So a
@@ -30,13 +35,28 @@ pub const MAX_PAGES: usize = 4096;
 pub const MAX_FROM_ENTRY: usize = 4;
 /// Records a vCPU reads for kernel-mode samples in all.
 pub const MAX_FROM_KERNEL: u32 = 256;
+/// Program changes a vCPU records in all (a guest that rewrites its code all the time, a
+/// JIT, would otherwise record at every sample).
+pub const MAX_CHANGES: u32 = 256;
 
 const PAGE: u64 = 0x1000;
+
+/// What was read in one page of one address space: where, how many bytes of it lie in the
+/// page, and their hash (compared at later samples of the page).
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    vaddr: u64,
+    len: usize,
+    hash: u64,
+}
 
 /// One vCPU's record of the pages whose code it has read.
 #[derive(Debug, Clone)]
 pub struct CodeSampler {
-    seen: FxHashSet<(u64, u64)>,
+    /// (address space, page) → what was read there; `None`: nothing could be.
+    seen: FxHashMap<(u64, u64), Option<Seen>>,
+    /// Program changes recorded.
+    changes: u32,
     per_space: FxHashMap<u64, u32>,
     /// Address spaces with a user-mode sample: their program's code is read there.
     user_spaces: FxHashSet<u64>,
@@ -51,7 +71,8 @@ impl CodeSampler {
     /// A vCPU's sampler for a guest of `arch`.
     pub fn new(arch: Arch) -> Self {
         CodeSampler {
-            seen: FxHashSet::default(),
+            seen: FxHashMap::default(),
+            changes: 0,
             per_space: FxHashMap::default(),
             user_spaces: FxHashSet::default(),
             from_kernel: 0,
@@ -84,6 +105,12 @@ impl CodeSampler {
         };
         if user {
             self.user_spaces.insert(base);
+            if let Some(Some(was)) = self.seen.get(&(base, rec.pc / PAGE)).copied() {
+                if let Some(c) = self.recheck(rec.vcpu, base, was, &mut mem) {
+                    out(&c);
+                }
+                return;
+            }
             if let Some(c) = self.read(rec.vcpu, base, rec.pc, &mut mem) {
                 out(&c);
             }
@@ -115,7 +142,7 @@ impl CodeSampler {
             if tried == MAX_FROM_ENTRY || self.from_kernel >= MAX_FROM_KERNEL {
                 break;
             }
-            if self.seen.contains(&(base, addr / PAGE)) {
+            if self.seen.contains_key(&(base, addr / PAGE)) {
                 continue;
             }
             tried += 1;
@@ -133,7 +160,7 @@ impl CodeSampler {
         M: FnMut(u64, &mut [u8]) -> bool,
     {
         let page = pc / PAGE;
-        if self.seen.contains(&(base, page)) || self.seen.len() >= MAX_PAGES {
+        if self.seen.contains_key(&(base, page)) || self.seen.len() >= MAX_PAGES {
             return None;
         }
         let count = self.per_space.entry(base).or_insert(0);
@@ -141,7 +168,6 @@ impl CodeSampler {
             return None;
         }
         *count += 1;
-        self.seen.insert((base, page));
         // Up to the end of the page when the next one cannot be read.
         let to_page_end = (PAGE - pc % PAGE).min(CODE_BYTES as u64) as usize;
         self.buf.resize(CODE_BYTES, 0);
@@ -150,8 +176,16 @@ impl CodeSampler {
         } else if to_page_end < CODE_BYTES && mem(pc, &mut self.buf[..to_page_end]) {
             to_page_end
         } else {
+            self.seen.insert((base, page), None);
             return None;
         };
+        let len = n.min(to_page_end);
+        let seen = Seen {
+            vaddr: pc,
+            len,
+            hash: hash(&self.buf[..len]),
+        };
+        self.seen.insert((base, page), Some(seen));
         Some(CodeBytes {
             vcpu,
             page_table_base: base,
@@ -159,6 +193,31 @@ impl CodeSampler {
             bytes: &self.buf[..n],
         })
     }
+
+    /// The code read in a page once, read again: when it changed, the address space runs
+    /// another program now, which starts afresh with this record.
+    fn recheck<M>(&mut self, vcpu: u32, base: u64, was: Seen, mem: &mut M) -> Option<CodeBytes<'_>>
+    where
+        M: FnMut(u64, &mut [u8]) -> bool,
+    {
+        if self.changes >= MAX_CHANGES {
+            return None;
+        }
+        self.buf.resize(was.len, 0);
+        if !mem(was.vaddr, &mut self.buf[..was.len]) || hash(&self.buf[..was.len]) == was.hash {
+            return None;
+        }
+        self.changes += 1;
+        self.seen.retain(|&(b, _), _| b != base);
+        self.per_space.remove(&base);
+        self.read(vcpu, base, was.vaddr, mem)
+    }
+}
+
+/// A hash of code bytes, to tell whether they changed.
+fn hash(bytes: &[u8]) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(bytes)
 }
 
 #[cfg(test)]
@@ -400,5 +459,48 @@ mod tests {
             .map(|s| take(&mut c, &rec(0, true), &user(s * PAGE), always).len())
             .sum();
         assert_eq!(n, MAX_PAGES);
+    }
+
+    /// Guest memory whose code bytes are their address's low byte plus `shift`.
+    fn program(shift: u8) -> impl FnMut(u64, &mut [u8]) -> bool {
+        move |addr, out| {
+            for (i, b) in out.iter_mut().enumerate() {
+                *b = ((addr + i as u64) as u8).wrapping_add(shift);
+            }
+            true
+        }
+    }
+
+    #[test]
+    fn another_program_in_a_reused_address_space_is_recorded_again() {
+        let mut c = i386();
+        let first = take(&mut c, &rec(0x0400_0210, true), &user(1), program(0));
+        assert_eq!(first.len(), 1);
+        take(&mut c, &rec(0x0400_1010, true), &user(1), program(0));
+        // The same code on the page: nothing more.
+        assert!(take(&mut c, &rec(0x0400_0300, true), &user(1), program(0)).is_empty());
+        // Other code there now: the bytes at the address first read, then each page anew.
+        let again = take(&mut c, &rec(0x0400_0300, true), &user(1), program(5));
+        assert_eq!(again.len(), 1);
+        assert_eq!((again[0].1, again[0].2), (1, 0x0400_0210));
+        assert_eq!(again[0].3[0], 0x15);
+        assert_eq!(
+            take(&mut c, &rec(0x0400_1010, true), &user(1), program(5)).len(),
+            1
+        );
+        assert!(take(&mut c, &rec(0x0400_1020, true), &user(1), program(5)).is_empty());
+        // Another address space is not forgotten with it.
+        take(&mut c, &rec(0x0400_0210, true), &user(2), program(0));
+        take(&mut c, &rec(0x0400_0300, true), &user(1), program(9));
+        assert!(take(&mut c, &rec(0x0400_0300, true), &user(2), program(0)).is_empty());
+    }
+
+    #[test]
+    fn program_changes_are_bounded() {
+        let mut c = i386();
+        let n: usize = (0..MAX_CHANGES * 2 + 2)
+            .map(|k| take(&mut c, &rec(0x0400_0210, true), &user(1), program(k as u8)).len())
+            .sum();
+        assert_eq!(n, 1 + MAX_CHANGES as usize);
     }
 }
