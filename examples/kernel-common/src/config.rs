@@ -11,7 +11,7 @@ pub const DEFAULT_ALLOC_ROUNDS: u32 = 32;
 /// the user program), unless `rounds=` is given.
 pub const DEFAULT_SMP_ROUNDS: u32 = 5_000;
 pub const DEFAULT_USER_ROUNDS: u32 = 5_000;
-/// `rounds` when `procs=on`: rounds of each of the two programs, over all their turns (i386).
+/// `rounds` when `procs=on` or `exec=on`: rounds of each of the two programs, over all their turns (i386).
 pub const DEFAULT_PROCS_ROUNDS: u32 = 2_000;
 /// `rounds` when `hostile=on`: thousands of spin iterations per case (i386).
 pub const DEFAULT_HOSTILE_ROUNDS: u32 = 2_000;
@@ -30,6 +30,10 @@ pub enum Mode {
     /// `procs=on`: two user programs linked at the same addresses, each in its own address
     /// space, in turns (i386).
     Procs,
+    /// `exec=on`: the same two programs run one after another in one address space, each
+    /// turn loading its program over the other's, as an exec that reuses the page
+    /// directory (i386).
+    Exec,
     /// `odd_stack=on`: the kernel's CPU workload on a thread stack whose top is odd, as a
     /// FreePascal kernel starts its threads' (x86_64).
     OddStack,
@@ -44,6 +48,7 @@ impl Mode {
             Mode::User => "user",
             Mode::Hostile => "hostile",
             Mode::Procs => "procs",
+            Mode::Exec => "exec",
             Mode::OddStack => "odd_stack",
         }
     }
@@ -54,7 +59,7 @@ impl Mode {
             Mode::Smp => DEFAULT_SMP_ROUNDS,
             Mode::User => DEFAULT_USER_ROUNDS,
             Mode::Hostile => DEFAULT_HOSTILE_ROUNDS,
-            Mode::Procs => DEFAULT_PROCS_ROUNDS,
+            Mode::Procs | Mode::Exec => DEFAULT_PROCS_ROUNDS,
             Mode::OddStack => DEFAULT_ROUNDS,
         }
     }

@@ -28,7 +28,7 @@ use kernel_common::{alloc_phase, kalloc, phases};
 
 /// The command line's keys beyond the default run's (README.md, "Command line").
 const KEYS: Keys =
-    Keys { modes: &[Mode::Smp, Mode::User, Mode::Hostile, Mode::Procs], irq_alone: true, halt: true, memtrace: false };
+    Keys { modes: &[Mode::Smp, Mode::User, Mode::Hostile, Mode::Procs, Mode::Exec], irq_alone: true, halt: true, memtrace: false };
 
 /// Rust entry point, called by `_start` (src/boot.rs) with the multiboot registers, on the
 /// boot stack, with EBP = 0 so that every frame-pointer walk ends here.
@@ -48,7 +48,8 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     // The two phases run one after the other, never interleaved, so that the CPU profile
     // and the allocation trace each have a clean, known shape.
     // The CPU phase runs one of the workloads of README.md: the kernel's own (default), one
-    // per CPU (smp=on), a user program with system calls (user=on), two of them (procs=on),
+    // per CPU (smp=on), a user program with system calls (user=on), two of them (procs=on,
+    // side by side; exec=on, one after another in one address space),
     // frame chains no compiler makes (hostile=on).
     match cfg.mode {
         Mode::Kernel => {
@@ -73,6 +74,11 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
             out.str("phase procs: start\n");
             let code = procs::run(cfg.rounds, info.mem_end, &mut out);
             phases::exit_code(&mut out, "procs", code);
+        }
+        Mode::Exec => {
+            out.str("phase exec: start\n");
+            let code = procs::run_exec(cfg.rounds, &mut out);
+            phases::exit_code(&mut out, "exec", code);
         }
         Mode::Hostile => {
             out.str("phase hostile: start\n");

@@ -16,6 +16,11 @@
 //! SLICES times each, alternately (A, B, A, B, ...), each turn `rounds / SLICES` rounds
 //! through `user::enter` (its `exit` ends the turn), CR3 switched before each. Afterwards
 //! paging goes off again (CR3 = 0), and the allocation phase runs as in every mode.
+//!
+//! `exec=on` ([`run_exec`]): the same programs one after another in one address space, A's
+//! directory, as a kernel whose exec frees the old page directory and gets the same page
+//! back (xv6's `kalloc` does): each turn loads its program over the other's, in the same
+//! window, under the same CR3, then enters it.
 
 use core::arch::asm;
 
@@ -99,6 +104,42 @@ pub fn run(rounds: u32, mem_end: Option<usize>, out: &mut Com1) -> u32 {
     }
     paging_off();
     out.str("procs: done, ");
+    out.dec((SLICES * 2) as u64);
+    out.str(" turns\n");
+    code
+}
+
+/// `exec=on`: A, B, A, B, ... (SLICES turns each, `rounds` rounds each in all), each turn
+/// loading its program anew into A's directory and window; returns the last exit code.
+#[inline(never)]
+pub fn run_exec(rounds: u32, out: &mut Com1) -> u32 {
+    let programs = [("user.elf", USER_A_ELF), ("user-b.elf", USER_B_ELF)];
+    user::init_entry();
+    let dir = &raw mut DIR_A;
+    fill_directory(dir, user::USER_BASE);
+    switch_to(dir);
+    let mut code = 0;
+    for slice in 0..SLICES {
+        let n = if slice + 1 == SLICES { rounds - rounds / SLICES * (SLICES - 1) } else { rounds / SLICES };
+        for (name, elf) in programs {
+            let entry = user::load_elf(elf);
+            if slice == 0 {
+                out.str("exec: ");
+                out.str(name);
+                out.str(" at ");
+                out.hex(entry as u64);
+                out.str(", cr3 ");
+                out.hex(dir as u32 as u64);
+                out.str("\n");
+            }
+            code = user::enter(entry, n);
+            if code != 0 {
+                panic!("exec=on: {} exited with {}", name, code);
+            }
+        }
+    }
+    paging_off();
+    out.str("exec: done, ");
     out.dec((SLICES * 2) as u64);
     out.str(" turns\n");
     code

@@ -49,7 +49,7 @@ pub extern "C" fn kmain(dtb: usize) -> ! {
             phases::exit_code(&mut out, "user", code);
         }
         // Not among KEYS' modes.
-        Mode::Hostile | Mode::Procs | Mode::OddStack => unreachable!(),
+        Mode::Hostile | Mode::Procs | Mode::Exec | Mode::OddStack => unreachable!(),
     }
 
     out.str("phase alloc: start\n");
