@@ -54,14 +54,16 @@ impl fmt::Display for StackSummary<'_> {
             .0
             .nonzero()
             .any(|(b, _)| WalkEnd::of_byte(b).walker().is_some());
-        match recorded {
-            true => write!(
+        // No crossing at all (user samples, a kernel without programs): no such part.
+        match (recorded, from_user) {
+            (true, 0) => write!(f, "{whole:.1}% whole (thread root {:.1}%)", pct(root, total))?,
+            (true, _) => write!(
                 f,
                 "{whole:.1}% whole (thread root {:.1}%, entered from user space {:.1}%)",
                 pct(root, total),
                 pct(from_user, total),
             )?,
-            false => write!(f, "{whole:.1}% whole (a thread's root)")?,
+            (false, _) => write!(f, "{whole:.1}% whole (a thread's root)")?,
         }
         write!(f, "; cut {:.1}%", pct(cut_n, total))?;
         for (i, (name, n)) in cut.iter().enumerate() {
@@ -96,6 +98,17 @@ mod tests {
             StackSummary(&c).to_string(),
             "90.0% whole (thread root 60.0%, entered from user space 30.0%); cut 10.0%: \
              ORC: stack pointer not increasing 10.0%"
+        );
+        // No crossing: no "entered from user space" part.
+        let mut user = StopCounts::default();
+        user.add_end(WalkEnd::new(
+            StopReason::NullReturnAddress,
+            Walker::FramePointers,
+            false,
+        ));
+        assert_eq!(
+            StackSummary(&user).to_string(),
+            "100.0% whole (thread root 100.0%); cut 0.0%"
         );
         // An older recorder's bytes: the reason alone.
         let old = StopCounts::from_counts(vec![1, 1, 0, 0, 0, 0]);
