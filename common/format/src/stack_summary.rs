@@ -56,7 +56,11 @@ impl fmt::Display for StackSummary<'_> {
             .any(|(b, _)| WalkEnd::of_byte(b).walker().is_some());
         // No crossing at all (user samples, a kernel without programs): no such part.
         match (recorded, from_user) {
-            (true, 0) => write!(f, "{whole:.1}% whole (thread root {:.1}%)", pct(root, total))?,
+            (true, 0) => write!(
+                f,
+                "{whole:.1}% whole (thread root {:.1}%)",
+                pct(root, total)
+            )?,
             (true, _) => write!(
                 f,
                 "{whole:.1}% whole (thread root {:.1}%, entered from user space {:.1}%)",
