@@ -35,8 +35,8 @@ fn record_gdb_samples_the_aarch64_kernel() {
 /// `record --gdb` of `arch`'s example kernel at 6x its default rounds (~3 s of TCG): QEMU's
 /// status is the kernel's success (record_gdb), every sample in a documented function is
 /// rooted at `_start;kmain` through `run_workload` with every
-/// caller documented, the hottest function is the documented one, and the documented
-/// functions' self shares by real function are within [`share_bound`] of exact counts.
+/// caller documented, and the documented functions' self shares by real function are within
+/// [`share_bound`] of exact counts.
 fn record_gdb_samples(arch: &'static str) {
     if skip_gdb(arch) {
         return;
@@ -77,9 +77,10 @@ fn record_gdb_samples(arch: &'static str) {
             let names: Vec<&str> = stack.iter().map(String::as_str).collect();
             check_callers(&names, &edges, *c);
         }
+        // No "hottest function" check: a stop is weighed by host time, and on a loaded host
+        // blend (23% of the instructions) was sampled as often as hot_leaf (50%); the shares'
+        // bounds say how far each may be.
         let counts = self_counts(&workload);
-        let hottest = counts.iter().max_by_key(|(_, c)| **c).unwrap().0;
-        assert_eq!(hottest, doc["kernel"]["hottest"].as_str().unwrap());
         assert_real_function_shares(arch, &counts);
         println!("{arch}: {n} workload samples, {:?}", t.elapsed());
     })
