@@ -14,9 +14,10 @@
 //!
 //! A kernel may reuse one page directory for programs run one after another (an exec that
 //! frees the old directory and gets the same page back). Read in file order, a code record
-//! whose bytes differ from an earlier record of its address space where they overlap starts
-//! that space's next program: the samples after it get a key of their own (`cr3 0x… #2`),
-//! judged on the records from there on.
+//! whose bytes differ from an earlier record of its address space, vCPU and address (the
+//! plugin's re-read of a page whose code changed) starts that space's next program: the
+//! samples after it get a key of their own (`cr3 0x… #2`), judged on the records from there
+//! on.
 
 use kern_profile_format::{Arch, CodeBytes, CpuMode};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -67,6 +68,8 @@ struct SpaceCode {
     identity: u64,
     program: u32,
     records: Vec<Code>,
+    /// The vCPU of each record.
+    vcpus: Vec<u32>,
 }
 
 /// The code records of a recording, by address space, and the keys that samples carry: one
@@ -89,14 +92,18 @@ impl CodeSamples {
                 identity,
                 program: 0,
                 records: Vec::new(),
+                vcpus: Vec::new(),
             });
             spaces.len() - 1
         }) as u64
     }
 
-    /// Keeps a record (its first 64 bytes; at most 256 per program). Bytes that differ from
-    /// an earlier record of the same address space where the two overlap start its next
-    /// program (the page tables were reused).
+    /// Keeps a record (its first 64 bytes; at most 256 per program). Other bytes at the
+    /// address of an earlier record of the same address space and vCPU start its next program
+    /// (the page tables were reused): the plugin reads a page's first code again at later
+    /// samples and records it anew only when it changed. (Records of different vCPUs, or at
+    /// other addresses, may differ where they overlap without that: one may have been read
+    /// at a return address in data.)
     pub fn add(&mut self, arch: Option<Arch>, c: &CodeBytes<'_>) {
         if c.bytes.is_empty() {
             return;
@@ -107,20 +114,26 @@ impl CodeSamples {
         let mut key = self.key(identity) as usize;
         let now = &self.spaces[key];
         if now.program + 1 < MAX_PROGRAMS_PER_SPACE
-            && now.records.iter().any(|r| conflicts(r, c.vaddr, bytes))
+            && now
+                .records
+                .iter()
+                .zip(&now.vcpus)
+                .any(|(r, &v)| v == c.vcpu && r.0 == c.vaddr && conflicts(r, c.vaddr, bytes))
         {
             let program = now.program + 1;
             self.spaces.push(SpaceCode {
                 identity,
                 program,
                 records: Vec::new(),
+                vcpus: Vec::new(),
             });
             key = self.spaces.len() - 1;
             self.current.insert(identity, key);
         }
-        let records = &mut self.spaces[key].records;
-        if records.len() < MAX_RECORDS_PER_SPACE {
-            records.push((c.vaddr, bytes.into()));
+        let space = &mut self.spaces[key];
+        if space.records.len() < MAX_RECORDS_PER_SPACE {
+            space.records.push((c.vaddr, bytes.into()));
+            space.vcpus.push(c.vcpu);
         }
     }
 
@@ -506,13 +519,17 @@ mod tests {
         // Another address space is another key.
         let other = c.key(0x200000);
         assert_ne!(other, first);
-        // Other bytes where an earlier record has some: the next program, from here on.
+        // Other bytes where an earlier record has some, at another address (a read at a
+        // return address in data, maybe): the same program.
         c.add(x86, &record(0x10f000, 0x1003, &[7, 7]));
+        assert_eq!(c.key(0x10f000), first);
+        // Other bytes at an earlier record's address: the next program, from here on.
+        c.add(x86, &record(0x10f000, 0x1000, &[7, 7, 7, 7]));
         let second = c.key(0x10f000);
         assert_ne!(second, first);
         assert_eq!(c.key(0x200000), other);
         // Its records are its own: the first program's no longer conflict.
-        c.add(x86, &record(0x10f000, 0x1000, &[1, 2, 3]));
+        c.add(x86, &record(0x10f000, 0x2000, &[1, 2, 3]));
         assert_eq!(c.key(0x10f000), second);
         let spaces = AddressSpaces {
             verdicts: FxHashMap::default(),

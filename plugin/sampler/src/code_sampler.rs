@@ -2,8 +2,9 @@
 //! which program ran in which address space when several are linked at the same addresses.
 //!
 //! The first time a vCPU samples a user-mode PC in a 4 KiB page of an address space (a
-//! page-table base), the plugin reads [`CODE_BYTES`] bytes of code there; later user-mode
-//! samples of that page read the same bytes again and compare them. Bytes that changed say
+//! page-table base), or in another 256-byte chunk of it, the plugin reads [`CODE_BYTES`]
+//! bytes of code there; later user-mode samples of that page read the page's first bytes read
+//! at a user-mode pc again and compare them. Bytes that changed say
 //! the page directory now runs another program (a kernel that reuses one for programs run
 //! one after another, as an exec that frees the old directory and gets the same page back):
 //! the address space is forgotten and the new bytes recorded, which tells the aggregator,
@@ -41,13 +42,25 @@ pub const MAX_CHANGES: u32 = 256;
 
 const PAGE: u64 = 0x1000;
 
+/// Bytes of a page per record at most: a later user-mode sample in another chunk of a page
+/// is recorded too, as one record's 64 bytes may be code that several programs share.
+const CHUNK: u64 = 256;
+
 /// What was read in one page of one address space: where, how many bytes of it lie in the
-/// page, and their hash (compared at later samples of the page).
+/// page, and their hash (compared at later samples of the page); whether that was a user-mode
+/// pc (code for sure: only such reads are compared, a return address read from a kernel-mode
+/// sample's walk may be garbage in data); the chunks read at user-mode pcs.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     vaddr: u64,
     len: usize,
     hash: u64,
+    user_pc: bool,
+    chunks: u16,
+}
+
+fn chunk_bit(pc: u64) -> u16 {
+    1 << ((pc % PAGE) / CHUNK)
 }
 
 /// One vCPU's record of the pages whose code it has read.
@@ -105,13 +118,17 @@ impl CodeSampler {
         };
         if user {
             self.user_spaces.insert(base);
-            if let Some(Some(was)) = self.seen.get(&(base, rec.pc / PAGE)).copied() {
-                if let Some(c) = self.recheck(rec.vcpu, base, was, &mut mem) {
-                    out(&c);
+            let c = match self.seen.get(&(base, rec.pc / PAGE)).copied() {
+                Some(Some(was)) if was.user_pc && self.changed(was, &mut mem) => {
+                    self.restart(rec.vcpu, base, was.vaddr, &mut mem)
                 }
-                return;
-            }
-            if let Some(c) = self.read(rec.vcpu, base, rec.pc, &mut mem) {
+                Some(Some(was)) if was.chunks & chunk_bit(rec.pc) == 0 => {
+                    self.more(rec.vcpu, base, rec.pc, was, &mut mem)
+                }
+                Some(_) => None,
+                None => self.read(rec.vcpu, base, rec.pc, true, &mut mem),
+            };
+            if let Some(c) = c {
                 out(&c);
             }
             return;
@@ -147,15 +164,22 @@ impl CodeSampler {
             }
             tried += 1;
             self.from_kernel += 1;
-            if let Some(c) = self.read(rec.vcpu, base, addr, &mut mem) {
+            if let Some(c) = self.read(rec.vcpu, base, addr, false, &mut mem) {
                 out(&c);
             }
         }
     }
 
     /// The code at `pc` in address space `base`, the first time its page is asked for
-    /// within the bounds.
-    fn read<M>(&mut self, vcpu: u32, base: u64, pc: u64, mem: &mut M) -> Option<CodeBytes<'_>>
+    /// within the bounds; `user_pc`: `pc` is a user-mode sample's.
+    fn read<M>(
+        &mut self,
+        vcpu: u32,
+        base: u64,
+        pc: u64,
+        user_pc: bool,
+        mem: &mut M,
+    ) -> Option<CodeBytes<'_>>
     where
         M: FnMut(u64, &mut [u8]) -> bool,
     {
@@ -163,12 +187,78 @@ impl CodeSampler {
         if self.seen.contains_key(&(base, page)) || self.seen.len() >= MAX_PAGES {
             return None;
         }
-        let count = self.per_space.entry(base).or_insert(0);
-        if *count >= MAX_PER_SPACE {
+        if !self.count(base) {
             return None;
         }
+        let Some((n, len)) = self.fill(pc, mem) else {
+            self.seen.insert((base, page), None);
+            return None;
+        };
+        let seen = Seen {
+            vaddr: pc,
+            len,
+            hash: hash(&self.buf[..len]),
+            user_pc,
+            chunks: if user_pc { chunk_bit(pc) } else { 0 },
+        };
+        self.seen.insert((base, page), Some(seen));
+        Some(self.record(vcpu, base, pc, n))
+    }
+
+    /// The code at user-mode `pc`, in a chunk of a page read before (`was`) that no
+    /// user-mode sample read yet; it becomes the page's compared read if `was` came from a
+    /// kernel-mode sample's walk.
+    fn more<M>(
+        &mut self,
+        vcpu: u32,
+        base: u64,
+        pc: u64,
+        was: Seen,
+        mem: &mut M,
+    ) -> Option<CodeBytes<'_>>
+    where
+        M: FnMut(u64, &mut [u8]) -> bool,
+    {
+        let mut now = Seen {
+            chunks: was.chunks | chunk_bit(pc),
+            ..was
+        };
+        let page = pc / PAGE;
+        if !self.count(base) {
+            self.seen.insert((base, page), Some(now));
+            return None;
+        }
+        let read = self.fill(pc, mem);
+        if let Some((_, len)) = read.filter(|_| !was.user_pc) {
+            now = Seen {
+                vaddr: pc,
+                len,
+                hash: hash(&self.buf[..len]),
+                user_pc: true,
+                chunks: now.chunks,
+            };
+        }
+        self.seen.insert((base, page), Some(now));
+        let (n, _) = read?;
+        Some(self.record(vcpu, base, pc, n))
+    }
+
+    /// Counts a record of address space `base`: false past its bound.
+    fn count(&mut self, base: u64) -> bool {
+        let count = self.per_space.entry(base).or_insert(0);
+        if *count >= MAX_PER_SPACE {
+            return false;
+        }
         *count += 1;
-        // Up to the end of the page when the next one cannot be read.
+        true
+    }
+
+    /// Reads the code at `pc` into the buffer: its length, and how much of it lies in `pc`'s
+    /// page (up to the end of the page when the next one cannot be read).
+    fn fill<M>(&mut self, pc: u64, mem: &mut M) -> Option<(usize, usize)>
+    where
+        M: FnMut(u64, &mut [u8]) -> bool,
+    {
         let to_page_end = (PAGE - pc % PAGE).min(CODE_BYTES as u64) as usize;
         self.buf.resize(CODE_BYTES, 0);
         let n = if mem(pc, &mut self.buf[..]) {
@@ -176,41 +266,43 @@ impl CodeSampler {
         } else if to_page_end < CODE_BYTES && mem(pc, &mut self.buf[..to_page_end]) {
             to_page_end
         } else {
-            self.seen.insert((base, page), None);
             return None;
         };
-        let len = n.min(to_page_end);
-        let seen = Seen {
-            vaddr: pc,
-            len,
-            hash: hash(&self.buf[..len]),
-        };
-        self.seen.insert((base, page), Some(seen));
-        Some(CodeBytes {
+        Some((n, n.min(to_page_end)))
+    }
+
+    fn record(&self, vcpu: u32, base: u64, pc: u64, n: usize) -> CodeBytes<'_> {
+        CodeBytes {
             vcpu,
             page_table_base: base,
             vaddr: pc,
             bytes: &self.buf[..n],
-        })
+        }
     }
 
-    /// The code read in a page once, read again: when it changed, the address space runs
-    /// another program now, which starts afresh with this record.
-    fn recheck<M>(&mut self, vcpu: u32, base: u64, was: Seen, mem: &mut M) -> Option<CodeBytes<'_>>
+    /// Whether the code `was` read at a user-mode pc is no longer there (within the bound on
+    /// program changes).
+    fn changed<M>(&mut self, was: Seen, mem: &mut M) -> bool
     where
         M: FnMut(u64, &mut [u8]) -> bool,
     {
         if self.changes >= MAX_CHANGES {
-            return None;
+            return false;
         }
         self.buf.resize(was.len, 0);
-        if !mem(was.vaddr, &mut self.buf[..was.len]) || hash(&self.buf[..was.len]) == was.hash {
-            return None;
-        }
+        mem(was.vaddr, &mut self.buf[..was.len]) && hash(&self.buf[..was.len]) != was.hash
+    }
+
+    /// The address space runs another program: forgets it, and starts afresh with the code
+    /// at `pc`.
+    fn restart<M>(&mut self, vcpu: u32, base: u64, pc: u64, mem: &mut M) -> Option<CodeBytes<'_>>
+    where
+        M: FnMut(u64, &mut [u8]) -> bool,
+    {
         self.changes += 1;
         self.seen.retain(|&(b, _), _| b != base);
         self.per_space.remove(&base);
-        self.read(vcpu, base, was.vaddr, mem)
+        self.read(vcpu, base, pc, true, mem)
     }
 }
 
@@ -315,8 +407,14 @@ mod tests {
         assert_eq!((r[0].0, r[0].1, r[0].2), (3, 0x10f000, 0x0400_0210));
         assert_eq!(r[0].3.len(), CODE_BYTES);
         assert_eq!(r[0].3[0], 0x10);
-        // The same page again: nothing; the same page of another address space: a record.
-        assert!(take(&mut c, &rec(0x0400_0300, true), &user(0x10f000), mem).is_empty());
+        // The same chunk of the page again: nothing; another chunk: a record; the same page
+        // of another address space: a record.
+        assert!(take(&mut c, &rec(0x0400_0220, true), &user(0x10f000), mem).is_empty());
+        assert_eq!(
+            take(&mut c, &rec(0x0400_0300, true), &user(0x10f000), mem).len(),
+            1
+        );
+        assert!(take(&mut c, &rec(0x0400_0310, true), &user(0x10f000), mem).is_empty());
         assert_eq!(
             take(&mut c, &rec(0x0400_0300, true), &user(0x110000), mem).len(),
             1
@@ -477,10 +575,10 @@ mod tests {
         let first = take(&mut c, &rec(0x0400_0210, true), &user(1), program(0));
         assert_eq!(first.len(), 1);
         take(&mut c, &rec(0x0400_1010, true), &user(1), program(0));
-        // The same code on the page: nothing more.
-        assert!(take(&mut c, &rec(0x0400_0300, true), &user(1), program(0)).is_empty());
+        // The same code in the same chunk of the page: nothing more.
+        assert!(take(&mut c, &rec(0x0400_0220, true), &user(1), program(0)).is_empty());
         // Other code there now: the bytes at the address first read, then each page anew.
-        let again = take(&mut c, &rec(0x0400_0300, true), &user(1), program(5));
+        let again = take(&mut c, &rec(0x0400_0220, true), &user(1), program(5));
         assert_eq!(again.len(), 1);
         assert_eq!((again[0].1, again[0].2), (1, 0x0400_0210));
         assert_eq!(again[0].3[0], 0x15);
@@ -491,8 +589,28 @@ mod tests {
         assert!(take(&mut c, &rec(0x0400_1020, true), &user(1), program(5)).is_empty());
         // Another address space is not forgotten with it.
         take(&mut c, &rec(0x0400_0210, true), &user(2), program(0));
-        take(&mut c, &rec(0x0400_0300, true), &user(1), program(9));
-        assert!(take(&mut c, &rec(0x0400_0300, true), &user(2), program(0)).is_empty());
+        take(&mut c, &rec(0x0400_0220, true), &user(1), program(9));
+        assert!(take(&mut c, &rec(0x0400_0220, true), &user(2), program(0)).is_empty());
+    }
+
+    /// A page first read at a return address of a kernel-mode sample's walk (maybe data):
+    /// never compared; the first user-mode sample there is read and compared from then on.
+    #[test]
+    fn only_reads_at_user_mode_pcs_are_compared() {
+        let mut c = i386();
+        let r = take_kernel(&mut c, 0xc010_3000, SYSCALL, 5, program(0));
+        assert!(r.iter().any(|r| r.2 == 0x0400_0510));
+        // Other bytes at 0x4000510 now (data that changed): no program change, but the
+        // user-mode pc's chunk is read.
+        let u = take(&mut c, &rec(0x0400_0580, true), &user(5), program(3));
+        assert_eq!(u.iter().map(|r| r.2).collect::<Vec<_>>(), [0x0400_0580]);
+        // From then on that read is the one compared.
+        assert!(take(&mut c, &rec(0x0400_0590, true), &user(5), program(3)).is_empty());
+        let changed = take(&mut c, &rec(0x0400_0590, true), &user(5), program(4));
+        assert_eq!(
+            changed.iter().map(|r| r.2).collect::<Vec<_>>(),
+            [0x0400_0580]
+        );
     }
 
     #[test]
