@@ -42,7 +42,9 @@ pub use old_qemu::qemu_72_bin;
 pub use period::{instructions_over_period, whole_run_instructions};
 pub use reports::{allocator_block, count_through, cpu_stacks, report_value};
 pub use run_kernel::{run_kernel_args, run_kernel_command};
-pub use user_roots::{elf_names, syscall_roots, user_part_end_of, SyscallRoots, BOUNDARIES};
+pub use user_roots::{
+    cr3_on_com1, elf_names, syscall_roots, user_part_end_of, SyscallRoots, BOUNDARIES,
+};
 pub use virt::{boot_virt, expected_virt, qemu_virt, skip_virt, virt_kernel, virt_user_elf};
 
 pub fn root() -> PathBuf {
@@ -408,6 +410,27 @@ pub fn folded_of(raw: &Path, kernel: &Path, extra: &[&str]) -> Vec<(Vec<String>,
     ];
     args.extend_from_slice(extra);
     parse_folded(&kern_profile(&args))
+}
+
+/// `kern-profile RAW KERNEL -f folded -o - EXTRA`: its stacks, and its standard error (the
+/// warnings).
+pub fn folded_and_warnings(
+    raw: &Path,
+    kernel: &Path,
+    extra: &[&str],
+) -> (Vec<(Vec<String>, u64)>, String) {
+    let out = Command::new(bin())
+        .args([raw, kernel])
+        .args(["-f", "folded", "-o", "-"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "kern-profile {extra:?}: {stderr}");
+    (
+        parse_folded(&String::from_utf8(out.stdout).unwrap()),
+        stderr,
+    )
 }
 
 /// `kern-profile --alloc TRACE KERNEL` with `extra` arguments (a memtrace, or a recording of

@@ -23,6 +23,16 @@ pub fn elf_names(elf: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// The CR3 the example kernel printed for `program` on COM1 in `mode`'s line
+/// (`procs: user-b.elf at 0x4000000, cr3 0x111000` → `0x111000`).
+pub fn cr3_on_com1(com1: &str, mode: &str, program: &str) -> String {
+    let line = com1
+        .lines()
+        .find(|l| l.starts_with(&format!("{mode}: {program} at ")))
+        .unwrap_or_else(|| panic!("no {mode} line of {program} on COM1:\n{com1}"));
+    line.rsplit("cr3 ").next().unwrap().trim().to_string()
+}
+
 /// `kernel::user::run::h0123456789abcdef` → `kernel::user::run`.
 fn strip_hash(name: &str) -> &str {
     match name.rsplit_once("::h") {

@@ -5,7 +5,6 @@
 //! names each turn's samples from its own program, whatever the order of `--user`, and
 //! `--per-process` roots each turn's program apart (`cr3 0x… #2`, `#3`, …).
 
-use std::process::Command;
 use std::sync::OnceLock;
 
 use kern_profile_e2e::*;
@@ -30,18 +29,7 @@ fn skip() -> bool {
 
 /// `kern-profile RAW kernel.elf -f folded -o - ARGS`: its stacks and its warnings.
 fn folded(args: &[&str]) -> (Vec<(Vec<String>, u64)>, String) {
-    let out = Command::new(bin())
-        .args([run().raw.as_path(), kernel().as_path()])
-        .args(["-f", "folded", "-o", "-"])
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "kern-profile {args:?}: {stderr}");
-    (
-        parse_folded(&String::from_utf8(out.stdout).unwrap()),
-        stderr,
-    )
+    folded_and_warnings(&run().raw, &kernel(), args)
 }
 
 /// Samples whose stack starts with a root `root` begins with and ends in `leaf`.
@@ -54,13 +42,9 @@ fn count(stacks: &[(Vec<String>, u64)], root: &str, leaf: &str) -> u64 {
         .sum()
 }
 
-/// `exec: user-b.elf at 0x4000000, cr3 0x110000` → 0x110000.
+/// The CR3 `program` ran under, from COM1.
 fn cr3_of(com1: &str, program: &str) -> String {
-    let line = com1
-        .lines()
-        .find(|l| l.starts_with(&format!("exec: {program} at ")))
-        .unwrap_or_else(|| panic!("no exec line of {program} on COM1:\n{com1}"));
-    line.rsplit("cr3 ").next().unwrap().trim().to_string()
+    cr3_on_com1(com1, "exec", program)
 }
 
 #[test]

@@ -4,7 +4,6 @@
 //! address spaces apart with `--per-process`.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::OnceLock;
 
 use kern_profile_e2e::*;
@@ -27,19 +26,7 @@ fn skip() -> bool {
 
 /// `kern-profile RAW kernel.elf -f folded -o - ARGS`: its stacks and its warnings.
 fn folded(args: &[&str]) -> (Vec<(Vec<String>, u64)>, String) {
-    let (raw, k) = (&run().raw, kernel());
-    let out = Command::new(bin())
-        .args([raw.as_path(), k.as_path()])
-        .args(["-f", "folded", "-o", "-"])
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "kern-profile {args:?}: {stderr}");
-    (
-        parse_folded(&String::from_utf8(out.stdout).unwrap()),
-        stderr,
-    )
+    folded_and_warnings(&run().raw, &kernel(), args)
 }
 
 fn users(first: &Path, second: &Path) -> String {
@@ -56,13 +43,9 @@ fn count(stacks: &[(Vec<String>, u64)], root: &str, leaf: &str) -> u64 {
         .sum()
 }
 
-/// `procs: user-b.elf at 0x4000000, cr3 0x110000` → 0x110000.
+/// The CR3 `program` ran under, from COM1.
 fn cr3_of(com1: &str, program: &str) -> String {
-    let line = com1
-        .lines()
-        .find(|l| l.starts_with(&format!("procs: {program} at ")))
-        .unwrap_or_else(|| panic!("no address space of {program} on COM1:\n{com1}"));
-    line.rsplit("cr3 ").next().unwrap().trim().to_string()
+    cr3_on_com1(com1, "procs", program)
 }
 
 #[test]

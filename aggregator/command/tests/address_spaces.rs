@@ -376,12 +376,9 @@ fn firefox_profiles_name_address_spaces_too() {
 /// apart (`cr3 0x10f000 #2`).
 #[test]
 fn programs_run_one_after_another_in_one_address_space_are_told_apart() {
-    let dir = common::temp_dir("spaces-reused");
-    let a_bytes = std::fs::read(common::tiny_elf()).unwrap();
-    let b_bytes = patched_tiny();
-    let a = common::write(&dir, "a.elf", &a_bytes);
-    let b = common::write(&dir, "b.elf", &b_bytes);
-    let map = common::write(&dir, "kernel.map", common::KERNEL_MAP.as_bytes());
+    let f = fixture("spaces-reused");
+    let a_bytes = std::fs::read(&f.a).unwrap();
+    let b_bytes = std::fs::read(&f.b).unwrap();
     let mut out = Vec::new();
     common::header(1, false).encode_version(VERSION_2, &mut out);
     let full = [RET_MIDDLE, RET_WORK, RET_START];
@@ -408,16 +405,9 @@ fn programs_run_one_after_another_in_one_address_space_are_told_apart() {
         }
     }
     encode_stats(&mut out, 5, 0, &[5, 0, 0, 0, 0, 0], &[500_000]);
-    let f = Fixture {
-        raw: common::write(&dir, "raw", &out),
-        v1: PathBuf::new(),
-        nocode: PathBuf::new(),
-        map,
-        a,
-        b,
-    };
+    let raw = common::write(f.raw.parent().unwrap(), "reused.raw", &out);
     for users in [vec![&f.a, &f.b], vec![&f.b, &f.a]] {
-        let (lines, report) = run(&f, &f.raw, &users, false);
+        let (lines, report) = run(&f, &raw, &users, false);
         assert_eq!(
             lines,
             sorted([
@@ -427,7 +417,7 @@ fn programs_run_one_after_another_in_one_address_space_are_told_apart() {
             "--user {users:?}"
         );
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-        let (lines, _) = run(&f, &f.raw, &users, true);
+        let (lines, _) = run(&f, &raw, &users, true);
         assert_eq!(
             lines,
             sorted([
