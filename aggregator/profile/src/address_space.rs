@@ -118,7 +118,7 @@ impl CodeSamples {
                 .records
                 .iter()
                 .zip(&now.vcpus)
-                .any(|(r, &v)| v == c.vcpu && r.0 == c.vaddr && conflicts(r, c.vaddr, bytes))
+                .any(|(r, &v)| v == c.vcpu && r.0 == c.vaddr && differ(&r.1, bytes))
         {
             let program = now.program + 1;
             self.spaces.push(SpaceCode {
@@ -151,14 +151,10 @@ impl CodeSamples {
     }
 }
 
-/// Whether `record` and the bytes at `vaddr` differ where they overlap.
-fn conflicts(record: &Code, vaddr: u64, bytes: &[u8]) -> bool {
-    let (at, had) = (record.0, &record.1);
-    let start = at.max(vaddr);
-    let end = (at.saturating_add(had.len() as u64)).min(vaddr.saturating_add(bytes.len() as u64));
-    start < end
-        && had[(start - at) as usize..(end - at) as usize]
-            != bytes[(start - vaddr) as usize..(end - vaddr) as usize]
+/// Whether two reads at one address differ in the bytes both hold.
+fn differ(had: &[u8], bytes: &[u8]) -> bool {
+    let n = had.len().min(bytes.len());
+    had[..n] != bytes[..n]
 }
 
 /// What the code of one address space says about the given programs.
