@@ -6,8 +6,8 @@
 //! The same kernel without `elf=` (frame pointers only, which it has none of) must miss: the
 //! comparison can fail.
 //!
-//! And `irq=on` on the x86 kernels: the timer stub's signal frame leads from the handler into
-//! the interrupted workload.
+//! And `irq=on` on the x86 kernels: the timer stub, with neither a frame record nor CFI
+//! (`bare_entries`), is crossed from its own instructions into the interrupted workload.
 //!
 //! Each test runs one architecture (`NAME::i386`, `x86_64`, `riscv64`, `aarch64`); the shares
 //! are printed side by side.
@@ -227,10 +227,10 @@ mod interrupted_stacks_are_whole {
     }
 }
 
-/// `irq=on` on the x86 kernels without frame pointers: the timer stub's call-frame
-/// information (a signal frame, as Linux's x86 entry code had before ORC) leads the walk from
-/// the handler into the interrupted workload, as the frame record does in
-/// e2e/tests/interrupts.rs. (The `virt` kernels' stubs switch to an interrupt stack and carry
+/// `irq=on` on the x86 kernels without frame pointers: the timer stub pushes no frame record
+/// and has no CFI (`bare_entries`, as hobby kernels write it); its instructions say where the
+/// CPU's frame is, and the walk goes from the handler into the interrupted workload, as the
+/// frame record does in e2e/tests/interrupts.rs (issue 38). (The `virt` kernels' stubs switch to an interrupt stack and carry
 /// no CFI: their handlers' stacks end at the stub there.)
 fn interrupted_stacks_are_whole(arch: &'static str) {
     if skip(arch) {

@@ -23,7 +23,8 @@ OUT_DIR="$KP_ROOT/target/examples"
 FRAMES=(-C force-frame-pointers=yes)
 if [ "$nofp" = 1 ]; then
     OUT_DIR="$OUT_DIR/nofp"
-    FRAMES=(-C force-frame-pointers=no -C force-unwind-tables=yes)
+    # And entry stubs as hobby kernels write them: no frame record, no CFI (bare_entries).
+    FRAMES=(-C force-frame-pointers=no -C force-unwind-tables=yes --cfg bare_entries)
 fi
 ELF="$OUT_DIR/kernel64.elf"
 STAMP="$OUT_DIR/kernel64.flags"

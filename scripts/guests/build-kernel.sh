@@ -10,8 +10,10 @@
 #   --force                rebuild even when up to date
 #   --no-frame-pointers    the same kernel (and user programs) without frame pointers
 #                          (`-C force-frame-pointers=no`), with unwind tables (.eh_frame, kept
-#                          by the linker scripts), into target/examples/nofp/ under the same
-#                          names: e2e/tests/no_frame_pointers.rs walks them by CFI alone
+#                          by the linker scripts), and x86 entry stubs with neither a frame
+#                          record nor CFI (`--cfg bare_entries`), into target/examples/nofp/
+#                          under the same names: e2e/tests/no_frame_pointers.rs walks them by
+#                          CFI and the stubs' instructions alone
 #
 # i386: examples/kernel with Debian's rustc for i686 into target/examples/kernel.elf.
 # No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
@@ -41,7 +43,8 @@ OUT_DIR="$KP_ROOT/target/examples"
 FRAMES=(-C force-frame-pointers=yes)
 if [ "$nofp" = 1 ]; then
     OUT_DIR="$OUT_DIR/nofp"
-    FRAMES=(-C force-frame-pointers=no -C force-unwind-tables=yes)
+    # And entry stubs as hobby kernels write them: no frame record, no CFI (bare_entries).
+    FRAMES=(-C force-frame-pointers=no -C force-unwind-tables=yes --cfg bare_entries)
 fi
 ELF="$OUT_DIR/kernel.elf"
 STAMP="$OUT_DIR/kernel.flags"

@@ -331,6 +331,12 @@ pub fn stop_meaning(r: StopReason) -> &'static str {
              register, or a chain that left its stack): not read, as it might be device \
              memory; the stack is cut there"
         }
+        StopReason::EntryNotCrossed => {
+            "the walk reached a kernel entry stub without unwind information, and the words \
+             where the stub's instructions say the CPU pushed its frame are no such frame \
+             (a stub that moves the stack in a way the walker does not follow): the \
+             interrupted context is not known, and the stack is cut there"
+        }
         StopReason::ReadBudget => {
             "the sample read as much guest memory as one sample may (32 windows): a chain \
              spread over many pages is cut there"

@@ -26,11 +26,14 @@ pub enum StopReason {
     /// The next frame pointer lay beyond the stack's span (recorder: 128 KiB above where the
     /// stack's walk began): not read, since it may point at device memory.
     OffStack = 7,
+    /// The walk reached a kernel entry stub that left no unwind information, and found no
+    /// frame there the CPU could have pushed: the interrupted context is not known.
+    EntryNotCrossed = 8,
 }
 
 impl StopReason {
     /// All reasons, indexed by their byte value.
-    pub const ALL: [StopReason; 8] = [
+    pub const ALL: [StopReason; 9] = [
         StopReason::NullFramePointer,
         StopReason::Misaligned,
         StopReason::NotIncreasing,
@@ -39,6 +42,7 @@ impl StopReason {
         StopReason::NullReturnAddress,
         StopReason::ReadBudget,
         StopReason::OffStack,
+        StopReason::EntryNotCrossed,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {
@@ -56,6 +60,7 @@ impl StopReason {
             StopReason::NullReturnAddress => "null return address",
             StopReason::ReadBudget => "read budget spent",
             StopReason::OffStack => "frame pointer off the stack",
+            StopReason::EntryNotCrossed => "entry not crossed: no CPU frame found",
         }
     }
 

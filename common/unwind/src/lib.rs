@@ -29,6 +29,7 @@ mod entry;
 pub mod frame_state;
 mod records;
 pub mod riscv64;
+pub mod stubs;
 pub mod tables;
 
 /// The architecture facts the walkers use, re-exported where they were before they moved to

@@ -83,14 +83,13 @@ pub struct SyscallFrame {
     pub ss: u32,
 }
 
-global_asm!(
-    r#"
-    /* int 0x80 from ring 3: the CPU switched to the TSS's stack and pushed SS, ESP,
-       EFLAGS, CS, EIP. */
-    .section .text.syscall_entry, "ax"
-    .global syscall_entry
-    .type syscall_entry, @function
-syscall_entry:
+// The system-call stub's body: with a frame record linking the kernel's walk to the user's,
+// or (`bare_entries`, the kernels without frame pointers) as hobby kernels write it, with no
+// frame record: kern-profile then finds the CPU's frame from the stub's own instructions.
+#[cfg(not(bare_entries))]
+macro_rules! SYSCALL_ENTRY {
+    () => {
+        r#"
     push ebp                        /* [EBP] = user EBP, [EBP + 4] = user EIP: a frame */
     mov ebp, esp                    /* record that links the kernel's walk to the user's */
     .byte 0x1e                      /* push ds (32-bit; LLVM assembles `push ds` as pushw) */
@@ -121,6 +120,57 @@ syscall_entry:
     .byte 0x1f                      /* pop ds */
     pop ebp
     iretd
+"#
+    };
+}
+#[cfg(bare_entries)]
+macro_rules! SYSCALL_ENTRY {
+    () => {
+        r#"
+    push ebp                        /* the user's EBP, SyscallFrame.ebp: no frame record */
+    .byte 0x1e                      /* push ds (32-bit; LLVM assembles `push ds` as pushw) */
+    .byte 0x06                      /* push es */
+    push edi
+    push esi
+    push edx
+    push ecx
+    push ebx
+    push eax
+    mov ax, {kds}
+    mov ds, ax
+    mov es, ax
+    mov eax, esp                    /* &SyscallFrame */
+    and esp, -16
+    sub esp, 12
+    push eax
+    call {dispatch}
+    pop esp                         /* &SyscallFrame again */
+    mov dword ptr [esp], eax        /* the result, in the user's EAX */
+    pop eax
+    pop ebx
+    pop ecx
+    pop edx
+    pop esi
+    pop edi
+    .byte 0x07                      /* pop es */
+    .byte 0x1f                      /* pop ds */
+    pop ebp
+    iretd
+"#
+    };
+}
+
+global_asm!(
+    r#"
+    /* int 0x80 from ring 3: the CPU switched to the TSS's stack and pushed SS, ESP,
+       EFLAGS, CS, EIP. */
+    .section .text.syscall_entry, "ax"
+    .global syscall_entry
+    .type syscall_entry, @function
+syscall_entry:
+"#,
+    SYSCALL_ENTRY!(),
+    r#"
     .size syscall_entry, . - syscall_entry
 
     /* u32 enter_user(entry, user_esp, arg): runs the program until it calls exit. */

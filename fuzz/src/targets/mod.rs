@@ -5,6 +5,7 @@ pub mod alloc_analyze;
 pub mod alloc_spec;
 pub mod cpu_e2e;
 pub mod elf;
+pub mod entry_stubs;
 pub mod legacy;
 pub mod linux_image;
 pub mod memtrace;
@@ -31,4 +32,5 @@ pub const ALL: &[(&str, Target)] = &[
     ("unwind_orc", unwind_orc::run),
     ("unwind_cfi", unwind_cfi::run),
     ("linux_image", linux_image::run),
+    ("entry_stubs", entry_stubs::run),
 ];

@@ -81,6 +81,7 @@ fn check(data: &[u8]) {
                         arch,
                         orc: None,
                         cfi: Some(t),
+                        stubs: Default::default(),
                     };
                     walk_all(&tables, data, 0, 0x10_0000);
                 }

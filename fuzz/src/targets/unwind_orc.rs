@@ -56,6 +56,7 @@ fn check(data: &[u8]) {
         arch: Arch::X86_64,
         orc: Some(orc),
         cfi: None,
+        stubs: Default::default(),
     };
     walk_all(&tables, data, low, high);
 }

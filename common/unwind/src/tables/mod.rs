@@ -5,7 +5,9 @@
 
 use kern_profile_arch::{guest, ElfGuest};
 use kern_profile_format::Arch;
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, ObjectSymbol};
+
+use crate::stubs::EntryStubs;
 
 pub mod cfi;
 mod index;
@@ -70,6 +72,8 @@ pub struct UnwindTables {
     pub arch: Arch,
     pub orc: Option<OrcTable>,
     pub cfi: Option<CfiTable>,
+    /// The entry stubs among the code the tables do not cover ([`crate::stubs`]).
+    pub stubs: EntryStubs,
 }
 
 impl UnwindTables {
@@ -117,11 +121,13 @@ impl UnwindTables {
                 (!t.is_empty() || t.stats().refused() > 0).then_some(t)
             }
         };
-        let tables = UnwindTables {
+        let mut tables = UnwindTables {
             arch: parts.guest.arch,
             orc,
             cfi,
+            stubs: EntryStubs::default(),
         };
+        tables.stubs = parts.stubs(&tables);
         Ok((tables, parts.guest))
     }
 
@@ -143,6 +149,7 @@ impl UnwindTables {
     pub fn heap_bytes(&self) -> usize {
         self.orc.as_ref().map_or(0, |t| t.heap_bytes())
             + self.cfi.as_ref().map_or(0, |t| t.heap_bytes())
+            + self.stubs.heap_bytes()
     }
 
     /// One line for the plugin's start message: what was read.
@@ -156,6 +163,12 @@ impl UnwindTables {
         }
         if let Some(r) = self.stats().refusals() {
             parts.push(r);
+        }
+        if !self.stubs.is_empty() {
+            parts.push(format!(
+                "{} code symbols without a table row read as entry stubs",
+                self.stubs.stubs()
+            ));
         }
         if parts.is_empty() {
             parts.push("no ORC or CFI".into());
@@ -201,6 +214,9 @@ pub fn refusals_line(name: &str, elf: &[u8]) -> Option<String> {
 struct ElfTables<'a> {
     guest: ElfGuest,
     text: TextRanges,
+    /// The code symbols' addresses, and the executable sections' bytes.
+    symbols: Vec<u64>,
+    code: Vec<(u64, &'a [u8])>,
     orc: Option<OrcSections<'a>>,
     cfi: Vec<cfi::CfiSection<'a>>,
 }
@@ -260,11 +276,63 @@ impl<'a> ElfTables<'a> {
                 }
             }
         }
+        let exec = |s: &object::Section<'_, '_>| {
+            matches!(s.flags(), object::SectionFlags::Elf { sh_flags }
+                if sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0)
+        };
+        let code: Vec<(u64, &'a [u8])> = file
+            .sections()
+            .filter(|s| exec(s))
+            .filter_map(|s| Some((s.address(), s.data().ok()?)))
+            .collect();
+        let mut symbols: Vec<u64> = file
+            .symbols()
+            .filter(|s| {
+                matches!(
+                    s.kind(),
+                    object::SymbolKind::Text | object::SymbolKind::Unknown
+                ) && s.section_index().is_some()
+                    && s.address() != 0
+            })
+            .map(|s| s.address())
+            .filter(|&a| code.iter().any(|&(b, d)| a >= b && a - b < d.len() as u64))
+            .collect();
+        symbols.sort_unstable();
+        symbols.dedup();
         Ok(ElfTables {
             guest,
             text: TextRanges::of_elf(&file),
+            symbols,
+            code,
             orc,
             cfi,
         })
+    }
+
+    /// The entry stubs among the code symbols `tables` have no row for.
+    fn stubs(&self, tables: &UnwindTables) -> EntryStubs {
+        let uncovered = self.symbols.iter().copied().filter(|&a| {
+            tables
+                .orc
+                .as_ref()
+                .and_then(|t| t.find(a))
+                .is_none_or(|e| e.kind == OrcKind::Undefined)
+                && tables.cfi.as_ref().and_then(|t| t.find(a)).is_none()
+        });
+        let code = |addr: u64, buf: &mut [u8]| {
+            self.code.iter().any(|&(base, data)| {
+                let Some(off) = addr.checked_sub(base).and_then(|o| usize::try_from(o).ok()) else {
+                    return false;
+                };
+                match data.get(off..off.saturating_add(buf.len())) {
+                    Some(b) => {
+                        buf.copy_from_slice(b);
+                        true
+                    }
+                    None => false,
+                }
+            })
+        };
+        EntryStubs::read(self.guest.arch, uncovered, code, self.text.clone())
     }
 }

@@ -27,6 +27,7 @@ use kern_profile_format::{frame_marker, Arch, StopReason, Walker};
 use super::orc::{OrcEntry, OrcKind};
 use super::{CfiRow, UnwindTables};
 use crate::cross::{fake_return, span_end, Frames};
+use crate::stubs;
 use crate::{walk_across, walk_guest, Crossings, PtrWidth, Walk};
 
 /// The registers a walk starts from.
@@ -132,8 +133,12 @@ where
     if crossings.user_mode {
         return None;
     }
-    // The first frame's rule, looked up once.
-    let mut first = Some(rule_at(tables, start.pc)?);
+    // The first frame's rule, looked up once; a pc no table covers is walked here only in an
+    // entry stub whose layout is known.
+    let mut first = rule_at(tables, start.pc);
+    if first.is_none() && tables.stubs.at(start.pc).is_none() {
+        return None;
+    }
     let arch = tables.arch;
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
     let cfi_arch = cfi_step::CfiArch::new(arch);
@@ -177,7 +182,10 @@ where
                 walker = Walker::Cfi;
                 cfi_step::cfi_step(&cfi_arch, row, &st, &mut stack)
             }
-            _ => Step::HandOver,
+            _ => match arch {
+                Arch::I386 | Arch::X86_64 => stub_step(tables, &st, width, crossings, &mut read),
+                Arch::Riscv64 | Arch::Aarch64 => Step::HandOver,
+            },
         };
         match step {
             Step::Stop(reason) => break reason,
@@ -290,6 +298,45 @@ where
         walker,
         from_user,
     })
+}
+
+/// At a pc no table covers: an entry stub's crossing into the interrupted context, when the
+/// stub's instructions say where the CPU's frame is ([`crate::stubs`]) and the frame there
+/// is one the CPU could have pushed; a cut when it is not. Elsewhere the frame-pointer walk
+/// goes on.
+fn stub_step<R>(
+    tables: &UnwindTables,
+    st: &State,
+    width: PtrWidth,
+    crossings: Crossings,
+    read: &mut R,
+) -> Step
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let Some(layout) = tables.stubs.at(st.pc) else {
+        return Step::HandOver;
+    };
+    let cs = crossings.kernel_cs;
+    let at = stubs::AtStub {
+        sp: st.sp,
+        fp: st.fp,
+        end: st.end,
+    };
+    match stubs::cross_x86(&tables.stubs, layout, at, width, cs, read) {
+        Ok(i) => Step::Entry {
+            ip: i.ip,
+            sp: i.sp,
+            fp: i.fp,
+            user: i.user,
+            regs: SavedRegs {
+                at: i.at,
+                full: false,
+            },
+            prev_full: None,
+        },
+        Err(_) => Step::Stop(StopReason::EntryNotCrossed),
+    }
 }
 
 /// Reads of the stack being walked: words in `[low, end)`.

@@ -10,7 +10,9 @@
 //! entry_64.S (`INTR_FRAME`) did: a signal frame above the CPU's. The stub preserves every
 //! register `timer_tick` may change (the caller-saved general registers; integer code, no
 //! SSE): the workload's checksum is the default run's. The x86_64 kernel is built without a
-//! red zone, so the CPU's pushes clobber nothing.
+//! red zone, so the CPU's pushes clobber nothing. Built with `bare_entries` (the kernels
+//! without frame pointers), the stub pushes no frame record and has no CFI, as most hobby
+//! kernels' stubs: kern-profile crosses it from its instructions and the CPU's frame.
 
 use crate::serial::Com1;
 use crate::x86::{idt, pic};
@@ -22,7 +24,7 @@ const VECTOR: u8 = 0x20;
 const PIT_DIVISOR: u16 = 1193;
 
 // The stub's body per architecture, between the shared header and end below.
-#[cfg(target_arch = "x86")]
+#[cfg(all(target_arch = "x86", not(bare_entries)))]
 macro_rules! ISR_TIMER {
     () => {
         r#"
@@ -54,7 +56,7 @@ macro_rules! ISR_TIMER {
 "#
     };
 }
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(bare_entries)))]
 macro_rules! ISR_TIMER {
     () => {
         r#"
@@ -98,6 +100,63 @@ macro_rules! ISR_TIMER {
     };
 }
 
+// `bare_entries` (the kernels built without frame pointers): the stub as hobby kernels
+// write it, with neither a frame record nor CFI: the walk finds the CPU's frame from the
+// stub's own instructions (kern-profile's entry stubs).
+#[cfg(all(target_arch = "x86", bare_entries))]
+macro_rules! ISR_TIMER {
+    () => {
+        r#"
+    push eax
+    push ecx
+    push edx
+    mov eax, esp
+    and esp, -16                    /* the Rust ABI's stack alignment */
+    sub esp, 12
+    push eax
+    call {tick}
+    pop esp
+    mov al, 0x20                    /* end of interrupt, master PIC */
+    out 0x20, al
+    pop edx
+    pop ecx
+    pop eax
+    iretd
+"#
+    };
+}
+#[cfg(all(target_arch = "x86_64", bare_entries))]
+macro_rules! ISR_TIMER {
+    () => {
+        r#"
+    push rax
+    push rcx
+    push rdx
+    push rsi
+    push rdi
+    push r8
+    push r9
+    push r10
+    push r11
+    /* The CPU aligned RSP to 16 before its 5 pushes: 14 words, one more for the call. */
+    call {tick}
+    mov al, 0x20                    /* end of interrupt, master PIC */
+    out 0x20, al
+    pop r11
+    pop r10
+    pop r9
+    pop r8
+    pop rdi
+    pop rsi
+    pop rdx
+    pop rcx
+    pop rax
+    iretq
+"#
+    };
+}
+
+#[cfg(not(bare_entries))]
 global_asm!(
     ".section .text.isr_timer, \"ax\"",
     ".global isr_timer",
@@ -107,6 +166,16 @@ global_asm!(
     ".cfi_signal_frame",
     ISR_TIMER!(),
     ".cfi_endproc",
+    ".size isr_timer, . - isr_timer",
+    tick = sym crate::tick::timer_tick,
+);
+#[cfg(bare_entries)]
+global_asm!(
+    ".section .text.isr_timer, \"ax\"",
+    ".global isr_timer",
+    ".type isr_timer, @function",
+    "isr_timer:",
+    ISR_TIMER!(),
     ".size isr_timer, . - isr_timer",
     tick = sym crate::tick::timer_tick,
 );

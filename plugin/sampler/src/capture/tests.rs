@@ -493,6 +493,7 @@ fn orc_tables(entries: &[(u64, i16, u8)]) -> Arc<UnwindTables> {
         arch: Arch::X86_64,
         orc: Some(orc),
         cfi: None,
+        stubs: Default::default(),
     })
 }
 
@@ -590,6 +591,7 @@ fn kernel_tables_take_the_caller_from_the_link_register_once() {
         arch: Arch::Aarch64,
         orc: None,
         cfi: Some(cfi),
+        stubs: Default::default(),
     });
     let mut c = Capture::new(Arch::Aarch64, 64).with_tables(Some(tables));
     let mut r = regs_without_fp();

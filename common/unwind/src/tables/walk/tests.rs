@@ -33,6 +33,7 @@ fn cfi_only(arch: Arch, cfi: CfiTable) -> UnwindTables {
         arch,
         orc: None,
         cfi: Some(cfi),
+        stubs: Default::default(),
     }
 }
 
@@ -62,6 +63,7 @@ fn orc(entries: &[(u64, [u8; 6])]) -> UnwindTables {
         arch: Arch::X86_64,
         orc: Some(t.unwrap()),
         cfi: None,
+        stubs: Default::default(),
     }
 }
 

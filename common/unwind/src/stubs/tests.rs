@@ -1,0 +1,328 @@
+//! The stubs of the example kernels built with `bare_entries` (their bytes as the linker
+//! placed them, `objdump -d target/examples/nofp/kernel.elf`), over fake stacks laid out as
+//! the CPU and the stub leave them.
+
+use super::*;
+use std::collections::BTreeMap;
+
+/// i386 `syscall_entry` at 0x1004d2, up to the return address of its call (0x1004f3).
+const I386_SYSCALL: &[u8] = &[
+    0x55, 0x1e, 0x06, 0x57, 0x56, 0x52, 0x51, 0x53, 0x50, 0x66, 0xb8, 0x10, 0x00, 0x66, 0x8e, 0xd8,
+    0x66, 0x8e, 0xc0, 0x89, 0xe0, 0x83, 0xe4, 0xf0, 0x83, 0xec, 0x0c, 0x50, 0xe8, 0x7d, 0x39, 0x00,
+    0x00, 0x5c, 0x89, 0x04, 0x24, 0x58, 0x5b, 0x59, 0x5a, 0x5e, 0x5f, 0x07, 0x1f, 0x5d, 0xcf,
+];
+const I386_SYSCALL_AT: u64 = 0x1004d2;
+const I386_SYSCALL_RET: u64 = 0x1004f3;
+
+/// x86_64 `isr_timer` at 0xffffffff80107e32 (return address 0xffffffff80107e44).
+const X86_64_TIMER: &[u8] = &[
+    0x50, 0x51, 0x52, 0x56, 0x57, 0x41, 0x50, 0x41, 0x51, 0x41, 0x52, 0x41, 0x53, 0xe8, 0xac, 0x2d,
+    0x00, 0x00, 0xb0, 0x20, 0xe6, 0x20, 0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59, 0x41, 0x58, 0x5f, 0x5e,
+    0x5a, 0x59, 0x58, 0x48, 0xcf,
+];
+const X86_64_TIMER_AT: u64 = 0xffff_ffff_8010_7e32;
+const X86_64_TIMER_RET: u64 = 0xffff_ffff_8010_7e44;
+
+/// Code at fixed addresses.
+fn code<'a>(parts: &'a [(u64, &'a [u8])]) -> impl FnMut(u64, &mut [u8]) -> bool + 'a {
+    move |addr, buf| {
+        parts.iter().any(|&(base, bytes)| {
+            let Some(off) = addr.checked_sub(base).map(|o| o as usize) else {
+                return false;
+            };
+            match bytes.get(off..off + buf.len()) {
+                Some(b) => {
+                    buf.copy_from_slice(b);
+                    true
+                }
+                None => false,
+            }
+        })
+    }
+}
+
+fn stubs(arch: Arch, parts: &[(u64, &[u8])], text: TextRanges) -> EntryStubs {
+    EntryStubs::read(arch, parts.iter().map(|p| p.0), code(parts), text)
+}
+
+/// A fake stack: words of `width` at addresses.
+struct Stack {
+    words: BTreeMap<u64, u64>,
+    width: PtrWidth,
+}
+
+impl Stack {
+    fn new(width: PtrWidth) -> Self {
+        Stack {
+            words: BTreeMap::new(),
+            width,
+        }
+    }
+
+    fn put(&mut self, at: u64, words: &[u64]) {
+        for (k, &w) in words.iter().enumerate() {
+            self.words
+                .insert(at + k as u64 * self.width.bytes() as u64, w);
+        }
+    }
+
+    fn reader(&self) -> impl FnMut(u64, &mut [u8]) -> bool + '_ {
+        move |addr, buf| {
+            let w = self.width.bytes();
+            if buf.len() != w {
+                return false;
+            }
+            match self.words.get(&addr) {
+                Some(v) => {
+                    buf.copy_from_slice(&v.to_le_bytes()[..w]);
+                    true
+                }
+                None => false,
+            }
+        }
+    }
+}
+
+#[test]
+fn the_i386_system_call_stub_finds_the_frame_through_the_pointer_it_pushed() {
+    let s = stubs(
+        Arch::I386,
+        &[(I386_SYSCALL_AT, I386_SYSCALL)],
+        TextRanges::unknown(),
+    );
+    // Nine pushes, then `mov eax, esp; and esp, -16; sub esp, 12; push eax`: the frame is
+    // 36 bytes above the pointer the handler got.
+    let at_ret = s.at(I386_SYSCALL_RET).unwrap();
+    assert_eq!(at_ret.frame, FrameAt::Saved { slot: 0, add: 36 });
+    assert_eq!(at_ret.fp, FpAt::Unchanged);
+    // At its first instruction the frame is at the stack pointer, after three pushes 12 up.
+    assert_eq!(s.at(I386_SYSCALL_AT).unwrap().frame, FrameAt::Sp(0));
+    assert_eq!(s.at(I386_SYSCALL_AT + 3).unwrap().frame, FrameAt::Sp(12));
+
+    // int 0x80 from ring 3 onto the top of the kernel stack, then the stub's pushes.
+    let top = 0x600_0000u64;
+    let e = top - 20;
+    let mut st = Stack::new(PtrWidth::W4);
+    st.put(e, &[0x400_0123, 0x1b, 0x202, 0x4ff_fff0, 0x23]);
+    let pointer = e - 36;
+    let handler_sp = ((pointer & !15) - 12) - 4;
+    st.put(handler_sp, &[pointer]);
+    let i = cross_x86(
+        &s,
+        at_ret,
+        AtStub {
+            sp: handler_sp,
+            fp: 0x4ff_fff8,
+            end: top + 0x1000,
+        },
+        PtrWidth::W4,
+        8,
+        &mut st.reader(),
+    )
+    .unwrap();
+    assert_eq!(
+        i,
+        Interrupted {
+            at: e,
+            ip: 0x400_0123,
+            sp: 0x4ff_fff0,
+            fp: 0x4ff_fff8,
+            user: true
+        }
+    );
+}
+
+#[test]
+fn a_frame_the_cpu_could_not_have_pushed_is_not_crossed() {
+    let s = stubs(
+        Arch::I386,
+        &[(I386_SYSCALL_AT, I386_SYSCALL)],
+        TextRanges::unknown(),
+    );
+    let at_ret = s.at(I386_SYSCALL_RET).unwrap();
+    let top = 0x600_0000u64;
+    let e = top - 20;
+    let pointer = e - 36;
+    let handler_sp = ((pointer & !15) - 12) - 4;
+    for lie in [
+        [0x400_0123, 0x1b, 0x8202, 0x4ff_fff0, 0x23], // flags with bit 15
+        [0x400_0123, 0x1b, 0x200, 0x4ff_fff0, 0x23],  // flags without bit 1
+        [0x400_0123, 0x1a, 0x202, 0x4ff_fff0, 0x23],  // ring 2
+        [0x400_0123, 0x1b, 0x202, 0x4ff_fff0, 0x20],  // a ring-0 stack for ring 3
+        [0, 0x1b, 0x202, 0x4ff_fff0, 0x23],           // no pc
+        [0x400_0123, 0x10, 0x202, 0x4ff_fff0, 0x23],  // not the kernel's selector (8)
+    ] {
+        let mut st = Stack::new(PtrWidth::W4);
+        st.put(e, &lie);
+        st.put(handler_sp, &[pointer]);
+        let got = cross_x86(
+            &s,
+            at_ret,
+            AtStub {
+                sp: handler_sp,
+                fp: 0,
+                end: top + 0x1000,
+            },
+            PtrWidth::W4,
+            8,
+            &mut st.reader(),
+        );
+        assert_eq!(got, Err(NotCrossed::NoFrame), "{lie:x?}");
+    }
+    // The pointer the stub pushed leads off the stack, or nowhere readable.
+    let mut st = Stack::new(PtrWidth::W4);
+    st.put(handler_sp, &[0x10]);
+    let got = cross_x86(
+        &s,
+        at_ret,
+        AtStub {
+            sp: handler_sp,
+            fp: 0,
+            end: top + 0x1000,
+        },
+        PtrWidth::W4,
+        8,
+        &mut st.reader(),
+    );
+    assert_eq!(got, Err(NotCrossed::Unreadable));
+}
+
+#[test]
+fn the_x86_64_timer_stub_crosses_into_interrupted_kernel_code() {
+    let text = TextRanges::new([(0xffff_ffff_8010_0000, 0xffff_ffff_8020_0000)]);
+    let s = stubs(Arch::X86_64, &[(X86_64_TIMER_AT, X86_64_TIMER)], text);
+    let at_ret = s.at(X86_64_TIMER_RET).unwrap();
+    assert_eq!(at_ret.frame, FrameAt::Sp(72));
+    let (e, ip) = (0xffff_8000_0001_ff00u64, 0xffff_ffff_8010_1234u64);
+    let interrupted_sp = e + 40 + 24;
+    let mut st = Stack::new(PtrWidth::W8);
+    st.put(e, &[ip, 0x08, 0x246, interrupted_sp, 0]);
+    let sp = e - 72;
+    let end = sp + 0x2000;
+    let i = cross_x86(
+        &s,
+        at_ret,
+        AtStub { sp, fp: 7, end },
+        PtrWidth::W8,
+        8,
+        &mut st.reader(),
+    )
+    .unwrap();
+    assert_eq!(
+        (i.at, i.ip, i.sp, i.fp, i.user),
+        (e, ip, interrupted_sp, 7, false)
+    );
+    // An interrupted pc outside the kernel's text, or a stack pointer below the frame.
+    for bad in [
+        [0x1234, 0x08, 0x246, interrupted_sp, 0],
+        [ip, 0x08, 0x246, e - 8, 0],
+    ] {
+        let mut st = Stack::new(PtrWidth::W8);
+        st.put(e, &bad);
+        let got = cross_x86(
+            &s,
+            at_ret,
+            AtStub { sp, fp: 7, end },
+            PtrWidth::W8,
+            8,
+            &mut st.reader(),
+        );
+        assert_eq!(got, Err(NotCrossed::NoFrame));
+    }
+}
+
+#[test]
+fn an_error_code_above_the_stub_is_stepped_over() {
+    // A page fault's stub pushes nothing of its own: `call` right away.
+    let stub: &[u8] = &[0xe8, 0, 0, 0, 0, 0xcf];
+    let s = stubs(Arch::I386, &[(0x2000, stub)], TextRanges::unknown());
+    let at_ret = s.at(0x2005).unwrap();
+    assert_eq!(at_ret.frame, FrameAt::Sp(0));
+    let e = 0x9000;
+    let mut st = Stack::new(PtrWidth::W4);
+    st.put(e, &[0x2, 0x100_0000, 0x08, 0x10202]);
+    let i = cross_x86(
+        &s,
+        at_ret,
+        AtStub {
+            sp: e,
+            fp: 0,
+            end: e + 0x100,
+        },
+        PtrWidth::W4,
+        0,
+        &mut st.reader(),
+    )
+    .unwrap();
+    assert_eq!(
+        (i.at, i.ip, i.sp, i.user),
+        (e + 4, 0x100_0000, e + 16, false)
+    );
+}
+
+#[test]
+fn per_vector_stubs_jump_to_common_code() {
+    // push 0; push 3; jmp 0x1100 / 0x1100: mov eax, esp; and esp, -16; sub esp, 12;
+    // push eax; call.
+    let vector: &[u8] = &[0x6a, 0x00, 0x6a, 0x03, 0xe9, 0xf7, 0x00, 0x00, 0x00];
+    let common: &[u8] = &[
+        0x89, 0xe0, 0x83, 0xe4, 0xf0, 0x83, 0xec, 0x0c, 0x50, 0xe8, 0, 0, 0, 0,
+    ];
+    let parts = [(0x1000, vector), (0x1100, common)];
+    let s = EntryStubs::read(Arch::I386, [0x1000], code(&parts), TextRanges::unknown());
+    assert_eq!(
+        s.at(0x1100 + 14).unwrap().frame,
+        FrameAt::Saved { slot: 0, add: 8 }
+    );
+    // Two vectors that reach the common code with different pushes leave it no layout.
+    let other: &[u8] = &[0x6a, 0x03, 0xe9, 0xf9, 0x00, 0x00, 0x00];
+    let parts = [(0x1000, vector), (0x1100, common), (0x1005, other)];
+    let s = EntryStubs::read(
+        Arch::I386,
+        [0x1000, 0x1005],
+        code(&parts),
+        TextRanges::unknown(),
+    );
+    assert_eq!(s.at(0x1100 + 14), None);
+    assert!(s.at(0x1000).is_some());
+}
+
+#[test]
+fn reading_is_bounded_and_stops_where_the_stack_is_lost() {
+    // jmp $ forever; a conditional branch; an unknown move of the stack pointer.
+    for (bytes, arch) in [
+        (&[0xeb, 0xfe][..], Arch::I386),
+        (&[0x50, 0x74, 0x00, 0xe8, 0, 0, 0, 0][..], Arch::I386),
+        (&[0x50, 0x8b, 0x24, 0x24, 0xe8, 0, 0, 0, 0][..], Arch::I386),
+        (&[0x48, 0x89, 0xc4, 0xe8, 0, 0, 0, 0][..], Arch::X86_64),
+    ] {
+        let s = stubs(arch, &[(0x1000, bytes)], TextRanges::unknown());
+        assert!(s.at(0x1000 + bytes.len() as u64).is_none(), "{bytes:x?}");
+    }
+    // Garbage and nothing at all.
+    let mut rng = fastrand::Rng::with_seed(38);
+    for _ in 0..2000 {
+        let bytes: Vec<u8> = (0..rng.usize(0..64)).map(|_| rng.u8(..)).collect();
+        let arch = if rng.bool() { Arch::I386 } else { Arch::X86_64 };
+        let _ = stubs(arch, &[(0x1000, &bytes)], TextRanges::unknown());
+    }
+    assert!(stubs(
+        Arch::Riscv64,
+        &[(0x1000, &[0x13, 0, 0, 0])],
+        TextRanges::unknown()
+    )
+    .is_empty());
+}
+
+#[test]
+fn the_frame_pointer_a_stub_pushed_before_writing_it_is_found() {
+    // push ebp; mov ebp, esp; push eax; call: the interrupted EBP is 4 below the frame.
+    let stub: &[u8] = &[0x55, 0x89, 0xe5, 0x50, 0xe8, 0, 0, 0, 0];
+    let s = stubs(Arch::I386, &[(0x3000, stub)], TextRanges::unknown());
+    let l = s.at(0x3009).unwrap();
+    assert_eq!((l.frame, l.fp), (FrameAt::Sp(8), FpAt::Saved(4)));
+    // mov ebp, 0 before any push: lost.
+    let stub: &[u8] = &[0xbd, 0, 0, 0, 0, 0xe8, 0, 0, 0, 0];
+    let s = stubs(Arch::I386, &[(0x3000, stub)], TextRanges::unknown());
+    assert_eq!(s.at(0x300a).unwrap().fp, FpAt::Lost);
+}

@@ -1,0 +1,347 @@
+//! What an x86 entry stub did to the stack before each of its calls, read from its
+//! instructions (iced-x86), as a walk needs it to find the frame the CPU pushed at the entry.
+//!
+//! The walk from the stub's first instruction tracks the stack pointer against the one the
+//! CPU left (`E`, where its frame begins): pushes, pops, `sub`/`add`/`lea` of constants, and
+//! a register loaded with the stack pointer. `and sp, -16` (a stub aligning the stack for
+//! the ABI) loses `E`'s distance; what the stub pushes afterwards of a register that held
+//! `E + k` (the `mov eax, esp; and esp, -16; push eax` of a handler called with a pointer to
+//! the saved registers) finds it again, by reading that slot. Unconditional jumps are
+//! followed (a per-vector stub that jumps to common code); a conditional branch, a return or
+//! an instruction that moves the stack pointer otherwise ends the walk. At most
+//! [`MAX_INSNS`] instructions and [`MAX_JUMPS`] jumps per stub.
+
+use iced_x86::{
+    Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic,
+    OpAccess, OpKind, Register,
+};
+
+use super::{FpAt, FrameAt, Layout};
+
+/// Instructions read per stub, at most.
+pub(crate) const MAX_INSNS: usize = 96;
+/// Unconditional jumps followed per stub, at most.
+pub(crate) const MAX_JUMPS: usize = 4;
+
+/// Where the stack pointer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sp {
+    /// `E + k`.
+    Entry(i64),
+    /// `A + k`, with `A` where an `and` aligned it (unknown against `E`).
+    Aligned(i64),
+}
+
+/// What a general register holds, as far as the stub's stack is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Val {
+    Unknown,
+    /// `E + k`.
+    Entry(i64),
+}
+
+struct State {
+    sp: Sp,
+    regs: [Val; 16],
+    /// Words pushed since the last `and`: (`A + k` where it lies, `E + v` it holds).
+    slots: Vec<(i64, i64)>,
+    /// Where the interrupted frame pointer is.
+    fp: FpAt,
+    /// `E + k` where a push of the untouched frame pointer put it.
+    fp_pushed: Option<i64>,
+}
+
+/// The index (ax 0 to r15 15) of the general register `r` is part of.
+fn gpr(r: Register) -> Option<usize> {
+    let full = r.full_register();
+    full.is_gpr64()
+        .then(|| (full as usize).wrapping_sub(Register::RAX as usize))
+        .filter(|&i| i < 16)
+}
+
+const SP: usize = 4;
+const FP: usize = 5;
+
+impl State {
+    fn layout(&self) -> Option<Layout> {
+        let frame = match self.sp {
+            Sp::Entry(k) if k <= 0 => FrameAt::Sp(k.unsigned_abs()),
+            Sp::Entry(_) => return None,
+            Sp::Aligned(a) => {
+                // The newest push still on the stack of a value `E + v`.
+                let &(s, v) = self
+                    .slots
+                    .iter()
+                    .filter(|&&(s, _)| s >= a)
+                    .min_by_key(|&&(s, _)| s)?;
+                FrameAt::Saved {
+                    slot: (s - a) as u64,
+                    add: v.wrapping_neg() as u64,
+                }
+            }
+        };
+        Some(Layout { frame, fp: self.fp })
+    }
+
+    /// The register `r` written with something the walk does not follow.
+    fn clobber(&mut self, r: usize) {
+        self.regs[r] = Val::Unknown;
+        if r == FP && self.fp == FpAt::Unchanged {
+            self.fp = match self.fp_pushed {
+                Some(k) => FpAt::Saved(k.unsigned_abs()),
+                None => FpAt::Lost,
+            };
+        }
+    }
+
+    fn push(&mut self, width: i64, value: Option<usize>) {
+        self.sp = match self.sp {
+            Sp::Entry(k) => {
+                if value == Some(FP) && self.fp == FpAt::Unchanged && self.fp_pushed.is_none() {
+                    self.fp_pushed = Some(k - width);
+                }
+                Sp::Entry(k - width)
+            }
+            Sp::Aligned(a) => {
+                if let Some(Val::Entry(v)) = value.map(|r| self.regs[r]) {
+                    self.slots.push((a - width, v));
+                }
+                Sp::Aligned(a - width)
+            }
+        };
+    }
+
+    fn add_sp(&mut self, d: i64) {
+        self.sp = match self.sp {
+            Sp::Entry(k) => Sp::Entry(k + d),
+            Sp::Aligned(a) => Sp::Aligned(a + d),
+        };
+        if let Sp::Aligned(a) = self.sp {
+            // Words below the stack pointer are gone.
+            self.slots.retain(|&(s, _)| s >= a);
+        }
+    }
+
+    /// The value at the top of the stack, where a push left one.
+    fn top(&self) -> Val {
+        match self.sp {
+            Sp::Aligned(a) => self
+                .slots
+                .iter()
+                .find(|&&(s, _)| s == a)
+                .map_or(Val::Unknown, |&(_, v)| Val::Entry(v)),
+            Sp::Entry(_) => Val::Unknown,
+        }
+    }
+
+    fn sp_val(&self) -> Val {
+        match self.sp {
+            Sp::Entry(k) => Val::Entry(k),
+            Sp::Aligned(_) => Val::Unknown,
+        }
+    }
+}
+
+/// Reads the stub at `start` (code of `bitness` 32 or 64, bytes from `code(addr, buf)`), and
+/// hands `found(address, layout)` the layout at each of its instructions (before it runs)
+/// and at the return address of each of its calls.
+pub(crate) fn analyze<C, F>(bitness: u32, start: u64, mut code: C, mut found: F)
+where
+    C: FnMut(u64, &mut [u8]) -> bool,
+    F: FnMut(u64, Layout),
+{
+    let mut st = State {
+        sp: Sp::Entry(0),
+        regs: [Val::Unknown; 16],
+        slots: Vec::new(),
+        fp: FpAt::Unchanged,
+        fp_pushed: None,
+    };
+    let mut info = InstructionInfoFactory::new();
+    let (mut ip, mut jumps, mut called) = (start, 0, false);
+    for _ in 0..MAX_INSNS {
+        let mut buf = [0u8; 15];
+        // An instruction near the end of readable memory: read what there is.
+        let n = (1..=buf.len())
+            .rev()
+            .find(|&n| code(ip, &mut buf[..n]))
+            .unwrap_or(0);
+        if n == 0 {
+            return;
+        }
+        let mut d = Decoder::with_ip(bitness, &buf[..n], ip, DecoderOptions::NONE);
+        let i = d.decode();
+        if i.code() == Code::INVALID {
+            return;
+        }
+        // A call's return address had its layout from the call.
+        if !called {
+            if let Some(l) = st.layout() {
+                found(ip, l);
+            }
+        }
+        called = false;
+        match i.flow_control() {
+            FlowControl::Next => {}
+            FlowControl::Call | FlowControl::IndirectCall => {
+                if let Some(l) = st.layout() {
+                    found(i.next_ip(), l);
+                }
+                // The callee may change the caller-saved registers (both ABIs keep
+                // bx, bp, si, di; x86_64's SysV also r12 to r15, and takes si, di).
+                let kept: &[usize] = match bitness {
+                    64 => &[3, 5, 12, 13, 14, 15],
+                    _ => &[3, 5, 6, 7],
+                };
+                for r in 0..16 {
+                    if r != SP && !kept.contains(&r) {
+                        st.regs[r] = Val::Unknown;
+                    }
+                }
+                ip = i.next_ip();
+                called = true;
+                continue;
+            }
+            FlowControl::UnconditionalBranch
+                if i.op0_kind() == OpKind::NearBranch64 || i.op0_kind() == OpKind::NearBranch32 =>
+            {
+                jumps += 1;
+                if jumps > MAX_JUMPS {
+                    return;
+                }
+                ip = i.near_branch_target();
+                continue;
+            }
+            _ => return,
+        }
+        if !step(&mut st, &i, &mut info) {
+            return;
+        }
+        ip = i.next_ip();
+    }
+}
+
+/// Applies one straight-line instruction; `false` when the stack pointer is lost.
+fn step(st: &mut State, i: &Instruction, info: &mut InstructionInfoFactory) -> bool {
+    let reg0 = (i.op_count() > 0 && i.op0_kind() == OpKind::Register).then(|| i.op0_register());
+    let reg1 = (i.op_count() > 1 && i.op1_kind() == OpKind::Register).then(|| i.op1_register());
+    let imm1 = (i.op_count() > 1 && is_immediate(i.op1_kind())).then(|| i.immediate(1) as i64);
+    let full0 = reg0.and_then(gpr);
+    match i.mnemonic() {
+        Mnemonic::Push if i.op0_kind() == OpKind::Register && !reg0.is_some_and(|r| r.is_gpr()) => {
+            // A segment register: a word of the stack's width in 32/64-bit code.
+            st.push(-i.stack_pointer_increment() as i64, None);
+            return true;
+        }
+        Mnemonic::Push => {
+            st.push(-i.stack_pointer_increment() as i64, full0);
+            return true;
+        }
+        Mnemonic::Pop if full0 == Some(SP) => {
+            return match st.top() {
+                Val::Entry(v) => {
+                    st.sp = Sp::Entry(v);
+                    st.slots.clear();
+                    true
+                }
+                Val::Unknown => false,
+            };
+        }
+        Mnemonic::Pop => {
+            let v = st.top();
+            st.add_sp(i.stack_pointer_increment() as i64);
+            if let Some(r) = full0 {
+                st.clobber(r);
+                st.regs[r] = v;
+            }
+            return true;
+        }
+        Mnemonic::Sub | Mnemonic::Add if full0 == Some(SP) => {
+            let Some(d) = imm1 else { return false };
+            st.add_sp(if i.mnemonic() == Mnemonic::Sub { -d } else { d });
+            return true;
+        }
+        Mnemonic::And if full0 == Some(SP) => {
+            st.sp = Sp::Aligned(0);
+            st.slots.clear();
+            return true;
+        }
+        Mnemonic::Mov if full0.is_some() && reg1.and_then(gpr).is_some() => {
+            let (dst, src) = (full0.unwrap_or(0), reg1.and_then(gpr).unwrap_or(0));
+            let v = if src == SP { st.sp_val() } else { st.regs[src] };
+            if dst == SP {
+                return match v {
+                    Val::Entry(k) => {
+                        st.sp = Sp::Entry(k);
+                        st.slots.clear();
+                        true
+                    }
+                    Val::Unknown => false,
+                };
+            }
+            st.clobber(dst);
+            st.regs[dst] = v;
+            return true;
+        }
+        Mnemonic::Lea if full0.is_some() && i.memory_index() == Register::None => {
+            let dst = full0.unwrap_or(0);
+            let base = gpr(i.memory_base());
+            let d = i.memory_displacement64() as i64;
+            let v = match base {
+                Some(SP) => st.sp_val(),
+                Some(b) => st.regs[b],
+                None => Val::Unknown,
+            };
+            let v = match v {
+                Val::Entry(k) => Val::Entry(k + d),
+                Val::Unknown => Val::Unknown,
+            };
+            if dst == SP {
+                return match v {
+                    Val::Entry(k) => {
+                        st.sp = Sp::Entry(k);
+                        st.slots.clear();
+                        true
+                    }
+                    Val::Unknown => false,
+                };
+            }
+            st.clobber(dst);
+            st.regs[dst] = v;
+            return true;
+        }
+        _ => {}
+    }
+    // Anything else: the registers it writes are no longer followed; one that writes the
+    // stack pointer (or moves it as a side effect) loses it.
+    if i.stack_pointer_increment() != 0 {
+        return false;
+    }
+    for u in info.info(i).used_registers() {
+        let write = matches!(
+            u.access(),
+            OpAccess::Write | OpAccess::CondWrite | OpAccess::ReadWrite | OpAccess::ReadCondWrite
+        );
+        if let (true, Some(r)) = (write, gpr(u.register())) {
+            if r == SP {
+                return false;
+            }
+            st.clobber(r);
+        }
+    }
+    true
+}
+
+fn is_immediate(k: OpKind) -> bool {
+    matches!(
+        k,
+        OpKind::Immediate8
+            | OpKind::Immediate16
+            | OpKind::Immediate32
+            | OpKind::Immediate64
+            | OpKind::Immediate8to16
+            | OpKind::Immediate8to32
+            | OpKind::Immediate8to64
+            | OpKind::Immediate32to64
+    )
+}

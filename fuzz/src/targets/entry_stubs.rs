@@ -1,0 +1,82 @@
+//! x86 entry stubs read from their instructions (`EntryStubs::read`) over an input taken as
+//! code (its first byte picks i386 or x86_64 and where stubs start), then table walks from
+//! pcs in that code over the input as the stack: whatever the code and the stack hold, the
+//! reading stays within its bounds and a walk within its depth, and a crossing comes only
+//! from a frame the CPU could have pushed.
+
+use std::hint::black_box;
+
+use kern_profile_format::Arch;
+use kern_profile_unwind::stubs::EntryStubs;
+use kern_profile_unwind::tables::TextRanges;
+use kern_profile_unwind::{walk_tables, Crossings, UnwindTables};
+
+use super::unwind_cfi::{fake_memory, starts};
+
+/// Where the input is loaded as code.
+const CODE: u64 = 0xffff_ffff_8100_0000;
+
+/// One input through the target.
+pub fn run(data: &[u8]) {
+    crate::bounded(data.len(), || check(data));
+}
+
+fn check(data: &[u8]) {
+    let Some((&pick, code)) = data.split_first() else {
+        return;
+    };
+    let arch = match pick & 1 {
+        0 => Arch::I386,
+        _ => Arch::X86_64,
+    };
+    let base = match arch {
+        Arch::I386 => CODE & 0xffff_ffff,
+        _ => CODE,
+    };
+    let read_code = |addr: u64, out: &mut [u8]| {
+        let Some(off) = addr.checked_sub(base).and_then(|o| usize::try_from(o).ok()) else {
+            return false;
+        };
+        match code.get(off..off.saturating_add(out.len())) {
+            Some(b) if b.len() == out.len() => {
+                out.copy_from_slice(b);
+                true
+            }
+            _ => false,
+        }
+    };
+    // Stubs at the start and where the pick's other bits say.
+    let step = usize::from(pick >> 1).max(1);
+    let at = (0..code.len())
+        .step_by(step)
+        .take(64)
+        .map(|o| base + o as u64);
+    let text = TextRanges::new([(base, base + code.len() as u64 + 1)]);
+    let stubs = EntryStubs::read(arch, at, read_code, text);
+    black_box((stubs.stubs(), stubs.heap_bytes(), stubs.at(base)));
+    let tables = UnwindTables {
+        arch,
+        orc: None,
+        cfi: None,
+        stubs,
+    };
+    let mem = fake_memory(data);
+    let high = base + code.len() as u64;
+    for start in starts(data, base, high) {
+        let mut out = [0u64; 32];
+        let crossings = Crossings {
+            kernel_cs: 8,
+            ..Crossings::ALL
+        };
+        if let Some(w) = walk_tables(
+            &tables,
+            start,
+            32,
+            crossings,
+            |a, b| mem.read(a, b),
+            &mut out,
+        ) {
+            assert!(w.frames <= 32, "a walk past its depth");
+        }
+    }
+}
