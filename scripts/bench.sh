@@ -59,7 +59,9 @@
 #     walk of the same depth, without QEMU (common/unwind/examples/walk_cost, stacks in memory): ORC
 #     on Debian's amd64 6.1 kernel (target/linux/x86_64; skipped without it), CFI on the x86_64
 #     example kernel's .eh_frame; ns a walk, the ratio min/median/max over alternated rounds,
-#     with 64 stacks (the lookup cache holds their addresses) and 4096 (beyond it), and the
+#     with 64 stacks (the lookup cache holds their addresses) and 4096 (beyond it); a kernel
+#     entry crossed from its stub's instructions (the x86_64 example kernel without frame
+#     pointers, target/examples/nofp/kernel64.elf) against a walk that crosses nothing; and the
 #     kernel stacks of target/linux/run-x86_64-record/cpu.raw in its sample order (skipped,
 #     with the reason printed, without it: scripts/bench/unwind.py has the command that
 #     makes it); the `uptime` load at its start and end;

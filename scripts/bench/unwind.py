@@ -28,12 +28,18 @@ from common import BenchError, fmt_spread, format_table, judge, median, say, spr
 
 NAME = "unwind"
 TARGET_RATIO = 2.0
-TARGETS = {"unwind_table_walk_ratio_max": TARGET_RATIO}
+TARGETS = {"unwind_table_walk_ratio_max": TARGET_RATIO,
+           "unwind_entry_crossing_ratio_max": 1.2}
 # Built by scripts/bench.sh (cargo build --release -p kern-profile-unwind --examples).
 EXAMPLE = "target/release/examples/walk_cost"
 VMLINUZ = "target/linux/x86_64/vmlinuz"
 CFI_ELF = "target/examples/kernel64.elf"
 RECORDING = "target/linux/run-x86_64-record/cpu.raw"
+# The x86_64 example kernel without frame pointers: its timer stub has no frame record and no
+# CFI (issue 38's crossing row: a walk across it against one of as many return addresses that
+# crosses nothing).
+BARE_ELF = "target/examples/nofp/kernel64.elf"
+CROSSING_TARGET = 1.2
 # (label, walk_cost's --stacks, rounds per run)
 SIZES = [("64 stacks (in the cache)", 64, 15), ("4096 stacks (beyond it)", 4096, 9)]
 DEPTH = 12
@@ -50,7 +56,8 @@ def uptime():
 
 def run_once(b, stacks, rounds, recording):
     cmd = [os.path.join(b.root, EXAMPLE), "--rounds", str(rounds), "--walks", str(WALKS),
-           "--stacks", str(stacks), os.path.join(b.root, VMLINUZ), os.path.join(b.root, CFI_ELF)]
+           "--stacks", str(stacks), os.path.join(b.root, VMLINUZ), os.path.join(b.root, CFI_ELF),
+           os.path.join(b.root, BARE_ELF)]
     if recording:
         cmd += ["--recording", os.path.join(b.root, RECORDING)]
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=b.root)
@@ -65,7 +72,7 @@ def run_once(b, stacks, rounds, recording):
 def measure(b):
     res = {"skipped": None}
     b.results[NAME] = res
-    for p in (EXAMPLE, VMLINUZ, CFI_ELF):
+    for p in (EXAMPLE, VMLINUZ, CFI_ELF, BARE_ELF):
         if not os.path.isfile(os.path.join(b.root, p)):
             res["skipped"] = f"no {p}" + (" (scripts/setup.sh --with-linux)" if p == VMLINUZ
                                           else "")
@@ -86,7 +93,8 @@ def measure(b):
         with_rec = recording and n == 0
         say(f"unwind: {label}{' and recorded stacks' if with_rec else ''}: {runs} runs of "
             f"walk_cost, {rounds} rounds of {WALKS} walks each")
-        per = {"orc": [], "fp_orc": [], "cfi": [], "fp_cfi": []}
+        per = {"orc": [], "fp_orc": [], "cfi": [], "fp_cfi": [], "crossing": [],
+               "no_crossing": []}
         rec = {"orc_rec": [], "fp_rec": []}
         for r in range(runs):
             fig, out = run_once(b, stacks, rounds, with_rec)
@@ -109,6 +117,8 @@ def measure(b):
             "stacks": stacks, "rounds_per_run": rounds, "ns_per_walk": per,
             "orc_ratio": spread([a / f for a, f in zip(per["orc"], per["fp_orc"])]),
             "cfi_ratio": spread([a / f for a, f in zip(per["cfi"], per["fp_cfi"])]),
+            "crossing_ratio": spread([a / f for a, f in zip(per["crossing"],
+                                                              per["no_crossing"])]),
         }
     res["uptime_end"] = uptime()
     # walk_cost's first three lines: the image unpacked, the tables read.
@@ -133,6 +143,16 @@ def table(b):
             rows.append((what, f"{median(p[fp]):.0f} ns", f"{median(p[kind]):.0f} ns",
                          fmt_spread(s[ratio], "x", 2), f"{extra:+.1f} ns",
                          f"≤{TARGET_RATIO:g}x", result))
+        # The crossing: against a walk of as many return addresses that crosses nothing;
+        # 'per frame' is the crossing's own cost (the difference of the walks).
+        fails = ["ratio"] if s["crossing_ratio"]["median"] > CROSSING_TARGET else []
+        result = judge([f"≤{CROSSING_TARGET:g}x"], fails)
+        checks.append((f"unwind entry crossing {label}", result))
+        extra = median(p["crossing"]) - median(p["no_crossing"])
+        rows.append(("entry crossed (x86_64 bare timer stub) vs none crossed",
+                     f"{median(p['no_crossing']):.0f} ns", f"{median(p['crossing']):.0f} ns",
+                     fmt_spread(s["crossing_ratio"], "x", 2), f"{extra:+.1f} ns a crossing",
+                     f"≤{CROSSING_TARGET:g}x", result))
         groups.append((f"{label}: {res['runs']} runs x {s['rounds_per_run']} rounds", rows))
     rec = res.get("recorded")
     if rec:

@@ -186,7 +186,8 @@ where
 {
     let AtStub { sp, fp, end } = at_stub;
     let w = width.bytes() as u64;
-    let mut word = |addr: u64| -> Option<u64> {
+    // A word of the stack being walked, `[sp, end)`.
+    let word = |addr: u64, read: &mut R| -> Option<u64> {
         (addr >= sp && addr.checked_add(w).is_some_and(|e| e <= end)).then_some(())?;
         let mut b = [0u8; 8];
         read(addr, &mut b[..w as usize]).then(|| width.word(&b))
@@ -196,15 +197,27 @@ where
         FrameAt::Saved { slot, add } => {
             let saved = sp
                 .checked_add(slot)
-                .and_then(&mut word)
+                .and_then(|a| word(a, read))
                 .ok_or(NotCrossed::Unreadable)?;
             saved.wrapping_add(add) & width.max_addr()
         }
     };
     // Whether some place held words to check (else the frame could not be read at all).
     let mut checked = false;
-    for at in [entry, entry.wrapping_add(w)] {
-        let got: [Option<u64>; 5] = std::array::from_fn(|k| word(at.wrapping_add(k as u64 * w)));
+    // The six words both places span, in one read where they can be (a sample's reads are
+    // its cost); word by word where they cannot (the top of a stack).
+    let mut six = [0u8; 48];
+    let span = &mut six[..6 * w as usize];
+    let on_stack = entry >= sp && entry.checked_add(6 * w).is_some_and(|e| e <= end);
+    let all = (on_stack && read(entry, span)).then(|| {
+        let span = &*span;
+        std::array::from_fn::<u64, 6, _>(|k| width.word(&span[k * w as usize..]))
+    });
+    for (n, at) in [entry, entry.wrapping_add(w)].into_iter().enumerate() {
+        let got: [Option<u64>; 5] = match all {
+            Some(v) => std::array::from_fn(|k| Some(v[n + k])),
+            None => std::array::from_fn(|k| word(at.wrapping_add(k as u64 * w), read)),
+        };
         // An i386 interrupt of ring 0 pushes three words: the two above may be off the stack.
         let words = match got {
             [Some(a), Some(b), Some(c), Some(d), Some(e)] => [a, b, c, d, e],
@@ -223,7 +236,7 @@ where
         };
         let fp = match layout.fp {
             FpAt::Unchanged => Some(fp),
-            FpAt::Saved(below) => entry.checked_sub(below).and_then(&mut word),
+            FpAt::Saved(below) => entry.checked_sub(below).and_then(|a| word(a, read)),
             FpAt::Lost => Some(0),
         };
         let Some(fp) = fp else { continue };

@@ -10,6 +10,12 @@
 //!   same kernel (`kern-profile record`), rebuilt for the ORC walk ([`recorded`]), in the
 //!   recording's sample order; against frame records holding the same return addresses.
 //!
+//! - A kernel entry crossed (issue 38): the x86_64 example kernel without frame pointers
+//!   (`target/examples/nofp/kernel64.elf`), whose timer stub has neither a frame record nor
+//!   CFI: from the stub's call return across the CPU's frame (found from the stub's
+//!   instructions and checked) into the interrupted function, then callers by CFI; against a
+//!   CFI walk of the same depth that crosses nothing.
+//!
 //! Each synthetic walk goes through one of `--stacks` different stacks in turn (a sample's
 //! stack is not the last one's). Rounds time the walks in a rotated order, each in batches
 //! (the round's figure is the median batch's ns a walk: a batch another process interrupted
@@ -17,18 +23,20 @@
 //! every round's figures (scripts/bench/unwind.py).
 //!
 //! usage: cargo run --release -p kern-profile-unwind --example walk_cost --
-//!        [--rounds N] [--walks N] [--stacks N] [--recording RAW] [VMLINUZ [CFI_ELF]]
+//!        [--rounds N] [--walks N] [--stacks N] [--recording RAW] [VMLINUZ [CFI_ELF [BARE_ELF]]]
 //! (defaults: 31 rounds, 10000 walks of each kind a round, 64 stacks, no recording,
-//! target/linux/x86_64/vmlinuz, target/examples/kernel64.elf)
+//! target/linux/x86_64/vmlinuz, target/examples/kernel64.elf,
+//! target/examples/nofp/kernel64.elf)
 
 use std::time::Instant;
 
 use kern_profile_linux_image::{open, KernelImage, Options};
+use kern_profile_unwind::stubs::FrameAt;
 use kern_profile_unwind::tables::{orc::reg, CfaBase, OrcKind, Rule};
 use kern_profile_unwind::{
     walk_across, walk_tables, Crossings, Limits, PtrWidth, StartRegs, UnwindTables, Walk,
 };
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, ObjectSymbol};
 
 mod recorded;
 use recorded::recorded_cases;
@@ -233,6 +241,101 @@ fn cfi_cases(path: &str, n: usize) -> [Case<'static>; 2] {
     ]
 }
 
+/// The entry crossing against a walk that crosses nothing, both `DEPTH` frames of CFI walks
+/// over return addresses at functions' first instructions (the caller's return address at
+/// the stack pointer): the crossing starts at the timer stub's call return, the CPU's frame
+/// 72 bytes up, the interrupted function at its first instruction and `DEPTH - 2` callers
+/// (the entry's marker and the interrupted pc are the other two frames).
+fn crossing_cases(path: &str, n: usize) -> [Case<'static>; 2] {
+    let elf = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let tables = UnwindTables::from_elf(&elf, Limits::default()).expect("its tables");
+    println!("{path}: {}", tables.summary());
+    let cfi = tables.cfi.as_ref().expect("a CFI table");
+    let file = object::File::parse(&*elf).expect("an ELF");
+    let stub = file
+        .symbols()
+        .find(|s| s.name() == Ok("isr_timer"))
+        .expect("the timer stub isr_timer (a kernel built with bare_entries)")
+        .address();
+    // The stub's call return: the CPU's frame 72 bytes (nine pushes) above the stack pointer.
+    let ret = (stub..stub + 64)
+        .find(|&a| {
+            tables
+                .stubs
+                .at(a)
+                .is_some_and(|l| l.frame == FrameAt::Sp(72))
+        })
+        .expect("the stub's layout at its call return");
+    let funcs: Vec<u64> = file
+        .symbols()
+        .filter(|s| s.kind() == object::SymbolKind::Text)
+        .map(|s| s.address())
+        .filter(|&a| {
+            cfi.find(a).is_some_and(|r| {
+                r.cfa_base == CfaBase::StackPointer && r.cfa_offset == 8 && r.ra == Rule::AtCfa(-8)
+            })
+        })
+        .collect();
+    let stacks = pick(&funcs, n);
+    let (mut cross_mem, mut plain_mem) = (
+        vec![0u8; n * STACK_BYTES as usize],
+        vec![0u8; n * STACK_BYTES as usize],
+    );
+    let put = |mem: &mut Vec<u8>, at: u64, words: &[u64]| {
+        for (i, w) in words.iter().enumerate() {
+            let o = (at - STACK) as usize + 8 * i;
+            mem[o..o + 8].copy_from_slice(&w.to_le_bytes());
+        }
+    };
+    for (j, s) in stacks.iter().enumerate() {
+        let base = STACK + j as u64 * STACK_BYTES;
+        let (e, rets): (u64, Vec<u64>) = (base + 72, s[1..].iter().map(|a| a + 1).collect());
+        // The CPU's frame (rip, cs, rflags, rsp, ss), the interrupted stack above it, a null
+        // return address ending it.
+        put(&mut cross_mem, e, &[s[0], 0x08, 0x202, e + 40, 0]);
+        put(&mut cross_mem, e + 40, &rets[..DEPTH - 2]);
+        put(&mut plain_mem, base, &rets);
+    }
+    let (mut by_cross, mut by_plain) = (reader(cross_mem), reader(plain_mem));
+    let starts: Vec<u64> = stacks.iter().map(|s| s[0]).collect();
+    let tables = std::sync::Arc::new(tables);
+    let t2 = tables.clone();
+    let mut out = [0u64; 64];
+    let cross = move |j: usize| {
+        let start = StartRegs {
+            pc: ret,
+            sp: STACK + (j % n) as u64 * STACK_BYTES,
+            fp: 0,
+            ra: None,
+        };
+        let w = walk_tables(&tables, start, 64, Crossings::ALL, &mut by_cross, &mut out);
+        w.map_or(0, |w| w.frames)
+    };
+    let mut out2 = [0u64; 64];
+    let plain = move |j: usize| {
+        let start = StartRegs {
+            pc: starts[j % n],
+            sp: STACK + (j % n) as u64 * STACK_BYTES,
+            fp: 0,
+            ra: None,
+        };
+        let w = walk_tables(&t2, start, 64, Crossings::ALL, &mut by_plain, &mut out2);
+        w.map_or(0, |w| w.frames)
+    };
+    [
+        Case {
+            name: "crossing",
+            walk: Box::new(cross),
+            frames: vec![DEPTH],
+        },
+        Case {
+            name: "no_crossing",
+            walk: Box::new(plain),
+            frames: vec![DEPTH - 1],
+        },
+    ]
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut rounds, mut walks, mut stacks, mut paths) = (31, 10_000, 64, Vec::new());
@@ -252,6 +355,9 @@ fn main() {
     }
     let vmlinuz = paths.first().map_or("target/linux/x86_64/vmlinuz", |s| s);
     let elf = paths.get(1).map_or("target/examples/kernel64.elf", |s| s);
+    let bare = paths
+        .get(2)
+        .map_or("target/examples/nofp/kernel64.elf", |s| s);
     let t0 = Instant::now();
     let image = open(vmlinuz.as_ref(), &Options::default()).expect("the kernel image");
     println!(
@@ -260,8 +366,9 @@ fn main() {
     );
     let [orc, fp_orc] = orc_cases(vmlinuz, &image, stacks);
     let [cfi, fp_cfi] = cfi_cases(elf, stacks);
-    let mut cases = vec![orc, fp_orc, cfi, fp_cfi];
-    let mut pairs = vec![("ORC", 0, 1), ("CFI", 2, 3)];
+    let [crossing, no_crossing] = crossing_cases(bare, stacks);
+    let mut cases = vec![orc, fp_orc, cfi, fp_cfi, crossing, no_crossing];
+    let mut pairs = vec![("ORC", 0, 1), ("CFI", 2, 3), ("entry crossed", 4, 5)];
     let mut extra = String::new();
     if let Some(path) = &recording {
         let ([orc_rec, fp_rec], c) = recorded_cases(&image.bytes, path);
@@ -271,7 +378,7 @@ fn main() {
             "walks that do not return the recorded stacks"
         );
         extra = format!(", \"recorded\": {}", c.json());
-        pairs.push(("ORC, recorded", 4, 5));
+        pairs.push(("ORC, recorded", 6, 7));
         cases.extend([orc_rec, fp_rec]);
     }
     // Every walk returns the frames it should.
@@ -321,8 +428,13 @@ fn main() {
     };
     let min = |i: usize| ns[i].iter().copied().fold(f64::INFINITY, f64::min);
     for (name, a, b) in pairs {
+        let against = if name == "entry crossed" {
+            "none crossed"
+        } else {
+            "FP"
+        };
         println!(
-            "{name} / FP, by round min/median/max: {}x; fastest rounds: {:.0} / {:.0} ns = {:.2}x",
+            "{name} / {against}, by round min/median/max: {}x; fastest rounds: {:.0} / {:.0} ns = {:.2}x",
             spread(&ratio(a, b)),
             min(a),
             min(b),
