@@ -99,27 +99,8 @@ fn the_i386_system_call_stub_finds_the_frame_through_the_pointer_it_pushed() {
     assert_eq!(s.at(I386_SYSCALL_AT).unwrap().frame, FrameAt::Sp(0));
     assert_eq!(s.at(I386_SYSCALL_AT + 3).unwrap().frame, FrameAt::Sp(12));
 
-    // int 0x80 from ring 3 onto the top of the kernel stack, then the stub's pushes.
-    let top = 0x600_0000u64;
-    let e = top - 20;
-    let mut st = Stack::new(PtrWidth::W4);
-    st.put(e, &[0x400_0123, 0x1b, 0x202, 0x4ff_fff0, 0x23]);
-    let pointer = e - 36;
-    let handler_sp = ((pointer & !15) - 12) - 4;
-    st.put(handler_sp, &[pointer]);
-    let i = cross_x86(
-        &s,
-        at_ret,
-        AtStub {
-            sp: handler_sp,
-            fp: 0x4ff_fff8,
-            end: top + 0x1000,
-        },
-        PtrWidth::W4,
-        8,
-        &mut st.reader(),
-    )
-    .unwrap();
+    let (st, at, e) = i386_syscall_stack(&[0x400_0123, 0x1b, 0x202, 0x4ff_fff0, 0x23], 0x4ff_fff8);
+    let i = cross_x86(&s, at_ret, at, PtrWidth::W4, 8, &mut st.reader()).unwrap();
     assert_eq!(
         i,
         Interrupted {
@@ -132,6 +113,26 @@ fn the_i386_system_call_stub_finds_the_frame_through_the_pointer_it_pushed() {
     );
 }
 
+/// The stack `int 0x80` from ring 3 and the i386 system-call stub leave: `frame` (the CPU's
+/// words) at the top of the kernel stack, the stub's nine pushes, the stack aligned, and the
+/// pointer it pushed for its handler; where the walk stands at the stub's call return (with
+/// `fp`), and where the frame is.
+fn i386_syscall_stack(frame: &[u64], fp: u64) -> (Stack, AtStub, u64) {
+    let top = 0x600_0000u64;
+    let e = top - 20;
+    let pointer = e - 36;
+    let handler_sp = ((pointer & !15) - 12) - 4;
+    let mut st = Stack::new(PtrWidth::W4);
+    st.put(e, frame);
+    st.put(handler_sp, &[pointer]);
+    let at = AtStub {
+        sp: handler_sp,
+        fp,
+        end: top + 0x1000,
+    };
+    (st, at, e)
+}
+
 #[test]
 fn a_frame_the_cpu_could_not_have_pushed_is_not_crossed() {
     let s = stubs(
@@ -140,10 +141,6 @@ fn a_frame_the_cpu_could_not_have_pushed_is_not_crossed() {
         TextRanges::unknown(),
     );
     let at_ret = s.at(I386_SYSCALL_RET).unwrap();
-    let top = 0x600_0000u64;
-    let e = top - 20;
-    let pointer = e - 36;
-    let handler_sp = ((pointer & !15) - 12) - 4;
     for lie in [
         [0x400_0123, 0x1b, 0x8202, 0x4ff_fff0, 0x23], // flags with bit 15
         [0x400_0123, 0x1b, 0x200, 0x4ff_fff0, 0x23],  // flags without bit 1
@@ -152,38 +149,14 @@ fn a_frame_the_cpu_could_not_have_pushed_is_not_crossed() {
         [0, 0x1b, 0x202, 0x4ff_fff0, 0x23],           // no pc
         [0x400_0123, 0x10, 0x202, 0x4ff_fff0, 0x23],  // not the kernel's selector (8)
     ] {
-        let mut st = Stack::new(PtrWidth::W4);
-        st.put(e, &lie);
-        st.put(handler_sp, &[pointer]);
-        let got = cross_x86(
-            &s,
-            at_ret,
-            AtStub {
-                sp: handler_sp,
-                fp: 0,
-                end: top + 0x1000,
-            },
-            PtrWidth::W4,
-            8,
-            &mut st.reader(),
-        );
+        let (st, at, _) = i386_syscall_stack(&lie, 0);
+        let got = cross_x86(&s, at_ret, at, PtrWidth::W4, 8, &mut st.reader());
         assert_eq!(got, Err(NotCrossed::NoFrame), "{lie:x?}");
     }
     // The pointer the stub pushed leads off the stack, or nowhere readable.
-    let mut st = Stack::new(PtrWidth::W4);
-    st.put(handler_sp, &[0x10]);
-    let got = cross_x86(
-        &s,
-        at_ret,
-        AtStub {
-            sp: handler_sp,
-            fp: 0,
-            end: top + 0x1000,
-        },
-        PtrWidth::W4,
-        8,
-        &mut st.reader(),
-    );
+    let (mut st, at, _) = i386_syscall_stack(&[], 0);
+    st.put(at.sp, &[0x10]);
+    let got = cross_x86(&s, at_ret, at, PtrWidth::W4, 8, &mut st.reader());
     assert_eq!(got, Err(NotCrossed::Unreadable));
 }
 
@@ -195,19 +168,19 @@ fn the_x86_64_timer_stub_crosses_into_interrupted_kernel_code() {
     assert_eq!(at_ret.frame, FrameAt::Sp(72));
     let (e, ip) = (0xffff_8000_0001_ff00u64, 0xffff_ffff_8010_1234u64);
     let interrupted_sp = e + 40 + 24;
-    let mut st = Stack::new(PtrWidth::W8);
-    st.put(e, &[ip, 0x08, 0x246, interrupted_sp, 0]);
     let sp = e - 72;
-    let end = sp + 0x2000;
-    let i = cross_x86(
-        &s,
-        at_ret,
-        AtStub { sp, fp: 7, end },
-        PtrWidth::W8,
-        8,
-        &mut st.reader(),
-    )
-    .unwrap();
+    let at = AtStub {
+        sp,
+        fp: 7,
+        end: sp + 0x2000,
+    };
+    let cross = |frame: &[u64]| {
+        let mut st = Stack::new(PtrWidth::W8);
+        st.put(e, frame);
+        let mut read = st.reader();
+        cross_x86(&s, at_ret, at, PtrWidth::W8, 8, &mut read)
+    };
+    let i = cross(&[ip, 0x08, 0x246, interrupted_sp, 0]).unwrap();
     assert_eq!(
         (i.at, i.ip, i.sp, i.fp, i.user),
         (e, ip, interrupted_sp, 7, false)
@@ -217,18 +190,32 @@ fn the_x86_64_timer_stub_crosses_into_interrupted_kernel_code() {
         [0x1234, 0x08, 0x246, interrupted_sp, 0],
         [ip, 0x08, 0x246, e - 8, 0],
     ] {
-        let mut st = Stack::new(PtrWidth::W8);
-        st.put(e, &bad);
-        let got = cross_x86(
-            &s,
-            at_ret,
-            AtStub { sp, fp: 7, end },
-            PtrWidth::W8,
-            8,
-            &mut st.reader(),
-        );
-        assert_eq!(got, Err(NotCrossed::NoFrame));
+        assert_eq!(cross(&bad), Err(NotCrossed::NoFrame));
     }
+}
+
+#[test]
+fn negative_displacements_and_immediates_keep_their_sign_in_32_bit_code() {
+    // The frame-pointer build's i386 system-call stub (target/examples/kernel.elf, at
+    // 0x100503): `push ebp; mov ebp, esp`, eight pushes, ..., the call, then
+    // `lea esp, [ebp - 0x20]` and nine pops before `iretd`.
+    let framed: &[u8] = &[
+        0x55, 0x89, 0xe5, 0x1e, 0x06, 0x57, 0x56, 0x52, 0x51, 0x53, 0x50, 0x66, 0xb8, 0x10, 0x00,
+        0x66, 0x8e, 0xd8, 0x66, 0x8e, 0xc0, 0x89, 0xe0, 0x83, 0xe4, 0xf0, 0x83, 0xec, 0x0c, 0x50,
+        0xe8, 0x8a, 0x38, 0x00, 0x00, 0x8d, 0x65, 0xe0, 0x89, 0x04, 0x24, 0x58, 0x5b, 0x59, 0x5a,
+        0x5e, 0x5f, 0x07, 0x1f, 0x5d, 0xcf,
+    ];
+    let s = stubs(Arch::I386, &[(0x100503, framed)], TextRanges::unknown());
+    // The caller's frame pointer was pushed before `mov ebp, esp`: 4 below the frame.
+    let at_ret = s.at(0x100526).unwrap();
+    assert_eq!(at_ret.fp, FpAt::Saved(4));
+    // After `lea esp, [ebp - 0x20]`: 36 bytes below the frame; at `iretd`, at it.
+    assert_eq!(s.at(0x10052c).unwrap().frame, FrameAt::Sp(36));
+    assert_eq!(s.at(0x100535).unwrap().frame, FrameAt::Sp(0));
+    // `sub esp, 8` then `add esp, -8` with a 32-bit immediate: 16 below the frame.
+    let stub: &[u8] = &[0x83, 0xec, 0x08, 0x81, 0xc4, 0xf8, 0xff, 0xff, 0xff, 0xcf];
+    let s = stubs(Arch::I386, &[(0x4000, stub)], TextRanges::unknown());
+    assert_eq!(s.at(0x4009).unwrap().frame, FrameAt::Sp(16));
 }
 
 #[test]

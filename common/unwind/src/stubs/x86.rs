@@ -94,6 +94,20 @@ impl State {
         }
     }
 
+    /// Writes `v` into register `r`: into the stack pointer only as `E + k` (`false`: the
+    /// stack pointer is lost).
+    fn set(&mut self, r: usize, v: Val) -> bool {
+        if r == SP {
+            let Val::Entry(k) = v else { return false };
+            self.sp = Sp::Entry(k);
+            self.slots.clear();
+            return true;
+        }
+        self.clobber(r);
+        self.regs[r] = v;
+        true
+    }
+
     fn push(&mut self, width: i64, value: Option<usize>) {
         self.sp = match self.sp {
             Sp::Entry(k) => {
@@ -225,69 +239,43 @@ where
 fn step(st: &mut State, i: &Instruction, info: &mut InstructionInfoFactory) -> bool {
     let reg0 = (i.op_count() > 0 && i.op0_kind() == OpKind::Register).then(|| i.op0_register());
     let reg1 = (i.op_count() > 1 && i.op1_kind() == OpKind::Register).then(|| i.op1_register());
-    let imm1 = (i.op_count() > 1 && is_immediate(i.op1_kind())).then(|| i.immediate(1) as i64);
+    let imm1 = (i.op_count() > 1).then(|| immediate(i)).flatten();
     let full0 = reg0.and_then(gpr);
-    match i.mnemonic() {
-        Mnemonic::Push if i.op0_kind() == OpKind::Register && !reg0.is_some_and(|r| r.is_gpr()) => {
-            // A segment register: a word of the stack's width in 32/64-bit code.
-            st.push(-i.stack_pointer_increment() as i64, None);
-            return true;
-        }
-        Mnemonic::Push => {
+    match (i.mnemonic(), full0) {
+        // A segment register's push has no general register: a word, nothing followed.
+        (Mnemonic::Push, _) => {
             st.push(-i.stack_pointer_increment() as i64, full0);
             return true;
         }
-        Mnemonic::Pop if full0 == Some(SP) => {
-            return match st.top() {
-                Val::Entry(v) => {
-                    st.sp = Sp::Entry(v);
-                    st.slots.clear();
-                    true
-                }
-                Val::Unknown => false,
-            };
-        }
-        Mnemonic::Pop => {
+        (Mnemonic::Pop, _) => {
             let v = st.top();
             st.add_sp(i.stack_pointer_increment() as i64);
-            if let Some(r) = full0 {
-                st.clobber(r);
-                st.regs[r] = v;
-            }
-            return true;
+            return full0.is_none_or(|r| st.set(r, v));
         }
-        Mnemonic::Sub | Mnemonic::Add if full0 == Some(SP) => {
+        (Mnemonic::Sub | Mnemonic::Add, Some(SP)) => {
             let Some(d) = imm1 else { return false };
             st.add_sp(if i.mnemonic() == Mnemonic::Sub { -d } else { d });
             return true;
         }
-        Mnemonic::And if full0 == Some(SP) => {
+        (Mnemonic::And, Some(SP)) => {
             st.sp = Sp::Aligned(0);
             st.slots.clear();
             return true;
         }
-        Mnemonic::Mov if full0.is_some() && reg1.and_then(gpr).is_some() => {
-            let (dst, src) = (full0.unwrap_or(0), reg1.and_then(gpr).unwrap_or(0));
-            let v = if src == SP { st.sp_val() } else { st.regs[src] };
-            if dst == SP {
-                return match v {
-                    Val::Entry(k) => {
-                        st.sp = Sp::Entry(k);
-                        st.slots.clear();
-                        true
-                    }
-                    Val::Unknown => false,
-                };
+        (Mnemonic::Mov, Some(dst)) => {
+            if let Some(src) = reg1.and_then(gpr) {
+                let v = if src == SP { st.sp_val() } else { st.regs[src] };
+                return st.set(dst, v);
             }
-            st.clobber(dst);
-            st.regs[dst] = v;
-            return true;
         }
-        Mnemonic::Lea if full0.is_some() && i.memory_index() == Register::None => {
-            let dst = full0.unwrap_or(0);
-            let base = gpr(i.memory_base());
-            let d = i.memory_displacement64() as i64;
-            let v = match base {
+        (Mnemonic::Lea, Some(dst)) if i.memory_index() == Register::None => {
+            let base = i.memory_base();
+            // 32-bit addressing keeps a negative displacement in 32 bits.
+            let d = match base.is_gpr32() {
+                true => i.memory_displacement32() as i32 as i64,
+                false => i.memory_displacement64() as i64,
+            };
+            let v = match gpr(base) {
                 Some(SP) => st.sp_val(),
                 Some(b) => st.regs[b],
                 None => Val::Unknown,
@@ -296,19 +284,7 @@ fn step(st: &mut State, i: &Instruction, info: &mut InstructionInfoFactory) -> b
                 Val::Entry(k) => Val::Entry(k + d),
                 Val::Unknown => Val::Unknown,
             };
-            if dst == SP {
-                return match v {
-                    Val::Entry(k) => {
-                        st.sp = Sp::Entry(k);
-                        st.slots.clear();
-                        true
-                    }
-                    Val::Unknown => false,
-                };
-            }
-            st.clobber(dst);
-            st.regs[dst] = v;
-            return true;
+            return st.set(dst, v);
         }
         _ => {}
     }
@@ -332,16 +308,18 @@ fn step(st: &mut State, i: &Instruction, info: &mut InstructionInfoFactory) -> b
     true
 }
 
-fn is_immediate(k: OpKind) -> bool {
-    matches!(
-        k,
-        OpKind::Immediate8
-            | OpKind::Immediate16
-            | OpKind::Immediate32
-            | OpKind::Immediate64
-            | OpKind::Immediate8to16
-            | OpKind::Immediate8to32
-            | OpKind::Immediate8to64
-            | OpKind::Immediate32to64
-    )
+/// The second operand's immediate, sign-extended as the instruction extends it (a 32-bit
+/// `add esp, -16` encoded with a 32-bit immediate included).
+fn immediate(i: &Instruction) -> Option<i64> {
+    Some(match i.op1_kind() {
+        OpKind::Immediate8 => i.immediate8() as i8 as i64,
+        OpKind::Immediate16 => i.immediate16() as i16 as i64,
+        OpKind::Immediate32 => i.immediate32() as i32 as i64,
+        OpKind::Immediate64 => i.immediate64() as i64,
+        OpKind::Immediate8to16 => i.immediate8to16() as i64,
+        OpKind::Immediate8to32 => i.immediate8to32() as i64,
+        OpKind::Immediate8to64 => i.immediate8to64(),
+        OpKind::Immediate32to64 => i.immediate32to64(),
+        _ => return None,
+    })
 }
