@@ -214,9 +214,8 @@ pub fn refusals_line(name: &str, elf: &[u8]) -> Option<String> {
 struct ElfTables<'a> {
     guest: ElfGuest,
     text: TextRanges,
-    /// The code symbols' addresses, and the executable sections' bytes.
-    symbols: Vec<u64>,
-    code: Vec<(u64, &'a [u8])>,
+    /// The ELF, for its code symbols and bytes (the entry stubs).
+    file: object::File<'a>,
     orc: Option<OrcSections<'a>>,
     cfi: Vec<cfi::CfiSection<'a>>,
 }
@@ -276,16 +275,37 @@ impl<'a> ElfTables<'a> {
                 }
             }
         }
+        Ok(ElfTables {
+            guest,
+            text: TextRanges::of_elf(&file),
+            file,
+            orc,
+            cfi,
+        })
+    }
+
+    /// The entry stubs among the code symbols `tables` have no row for (read only when
+    /// tables are built: reports that count entries need none).
+    fn stubs(&self, tables: &UnwindTables) -> EntryStubs {
         let exec = |s: &object::Section<'_, '_>| {
             matches!(s.flags(), object::SectionFlags::Elf { sh_flags }
                 if sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0)
         };
-        let code: Vec<(u64, &'a [u8])> = file
+        let sections: Vec<(u64, &[u8])> = self
+            .file
             .sections()
             .filter(|s| exec(s))
             .filter_map(|s| Some((s.address(), s.data().ok()?)))
             .collect();
-        let mut symbols: Vec<u64> = file
+        // The section holding `addr`, and its offset there.
+        let place = |addr: u64| {
+            sections.iter().find_map(|&(base, data)| {
+                let off = usize::try_from(addr.checked_sub(base)?).ok()?;
+                (off < data.len()).then_some((data, off))
+            })
+        };
+        let mut symbols: Vec<u64> = self
+            .file
             .symbols()
             .filter(|s| {
                 matches!(
@@ -293,25 +313,13 @@ impl<'a> ElfTables<'a> {
                     object::SymbolKind::Text | object::SymbolKind::Unknown
                 ) && s.section_index().is_some()
                     && s.address() != 0
+                    && place(s.address()).is_some()
             })
             .map(|s| s.address())
-            .filter(|&a| code.iter().any(|&(b, d)| a >= b && a - b < d.len() as u64))
             .collect();
         symbols.sort_unstable();
         symbols.dedup();
-        Ok(ElfTables {
-            guest,
-            text: TextRanges::of_elf(&file),
-            symbols,
-            code,
-            orc,
-            cfi,
-        })
-    }
-
-    /// The entry stubs among the code symbols `tables` have no row for.
-    fn stubs(&self, tables: &UnwindTables) -> EntryStubs {
-        let uncovered = self.symbols.iter().copied().filter(|&a| {
+        let uncovered = symbols.into_iter().filter(|&a| {
             tables
                 .orc
                 .as_ref()
@@ -319,19 +327,15 @@ impl<'a> ElfTables<'a> {
                 .is_none_or(|e| e.kind == OrcKind::Undefined)
                 && tables.cfi.as_ref().and_then(|t| t.find(a)).is_none()
         });
-        let code = |addr: u64, buf: &mut [u8]| {
-            self.code.iter().any(|&(base, data)| {
-                let Some(off) = addr.checked_sub(base).and_then(|o| usize::try_from(o).ok()) else {
-                    return false;
-                };
-                match data.get(off..off.saturating_add(buf.len())) {
-                    Some(b) => {
-                        buf.copy_from_slice(b);
-                        true
-                    }
-                    None => false,
+        let code = |addr: u64, buf: &mut [u8]| match place(addr) {
+            Some((data, off)) => match data.get(off..off.saturating_add(buf.len())) {
+                Some(b) => {
+                    buf.copy_from_slice(b);
+                    true
                 }
-            })
+                None => false,
+            },
+            None => false,
         };
         EntryStubs::read(self.guest.arch, uncovered, code, self.text.clone())
     }

@@ -182,10 +182,8 @@ where
                 walker = Walker::Cfi;
                 cfi_step::cfi_step(&cfi_arch, row, &st, &mut stack)
             }
-            _ => match arch {
-                Arch::I386 | Arch::X86_64 => stub_step(tables, &st, width, crossings, &mut read),
-                Arch::Riscv64 | Arch::Aarch64 => Step::HandOver,
-            },
+            // Entry stubs are read on x86 alone: elsewhere there is none, and this hands over.
+            _ => stub_step(tables, &st, width, crossings, &mut read),
         };
         match step {
             Step::Stop(reason) => break reason,
