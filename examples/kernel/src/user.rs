@@ -83,80 +83,36 @@ pub struct SyscallFrame {
     pub ss: u32,
 }
 
-// The system-call stub's body: with a frame record linking the kernel's walk to the user's,
-// or (`bare_entries`, the kernels without frame pointers) as hobby kernels write it, with no
-// frame record: kern-profile then finds the CPU's frame from the stub's own instructions.
+// The system-call stub's frame record: with one, linking the kernel's walk to the user's; or
+// (`bare_entries`, the kernels without frame pointers) as hobby kernels write their stubs,
+// with none: kern-profile then finds the CPU's frame from the stub's own instructions. The
+// saved registers (`SyscallFrame`) are the same either way.
 #[cfg(not(bare_entries))]
-macro_rules! SYSCALL_ENTRY {
+macro_rules! SYSCALL_FRAME {
     () => {
         r#"
     push ebp                        /* [EBP] = user EBP, [EBP + 4] = user EIP: a frame */
     mov ebp, esp                    /* record that links the kernel's walk to the user's */
-    .byte 0x1e                      /* push ds (32-bit; LLVM assembles `push ds` as pushw) */
-    .byte 0x06                      /* push es */
-    push edi
-    push esi
-    push edx
-    push ecx
-    push ebx
-    push eax
-    mov ax, {kds}
-    mov ds, ax
-    mov es, ax
-    mov eax, esp                    /* &SyscallFrame */
-    and esp, -16
-    sub esp, 12
-    push eax
-    call {dispatch}
-    lea esp, [ebp - 32]
-    mov dword ptr [esp], eax        /* the result, in the user's EAX */
-    pop eax
-    pop ebx
-    pop ecx
-    pop edx
-    pop esi
-    pop edi
-    .byte 0x07                      /* pop es */
-    .byte 0x1f                      /* pop ds */
-    pop ebp
-    iretd
 "#
     };
 }
 #[cfg(bare_entries)]
-macro_rules! SYSCALL_ENTRY {
+macro_rules! SYSCALL_FRAME {
     () => {
-        r#"
-    push ebp                        /* the user's EBP, SyscallFrame.ebp: no frame record */
-    .byte 0x1e                      /* push ds (32-bit; LLVM assembles `push ds` as pushw) */
-    .byte 0x06                      /* push es */
-    push edi
-    push esi
-    push edx
-    push ecx
-    push ebx
-    push eax
-    mov ax, {kds}
-    mov ds, ax
-    mov es, ax
-    mov eax, esp                    /* &SyscallFrame */
-    and esp, -16
-    sub esp, 12
-    push eax
-    call {dispatch}
-    pop esp                         /* &SyscallFrame again */
-    mov dword ptr [esp], eax        /* the result, in the user's EAX */
-    pop eax
-    pop ebx
-    pop ecx
-    pop edx
-    pop esi
-    pop edi
-    .byte 0x07                      /* pop es */
-    .byte 0x1f                      /* pop ds */
-    pop ebp
-    iretd
-"#
+        "    push ebp                        /* the user's EBP, SyscallFrame.ebp: no frame record */"
+    };
+}
+// Back to `&SyscallFrame` after the call.
+#[cfg(not(bare_entries))]
+macro_rules! SYSCALL_BACK {
+    () => {
+        "    lea esp, [ebp - 32]"
+    };
+}
+#[cfg(bare_entries)]
+macro_rules! SYSCALL_BACK {
+    () => {
+        "    pop esp                         /* the pointer pushed for the handler */"
     };
 }
 
@@ -169,8 +125,38 @@ global_asm!(
     .type syscall_entry, @function
 syscall_entry:
 "#,
-    SYSCALL_ENTRY!(),
+    SYSCALL_FRAME!(),
     r#"
+    .byte 0x1e                      /* push ds (32-bit; LLVM assembles `push ds` as pushw) */
+    .byte 0x06                      /* push es */
+    push edi
+    push esi
+    push edx
+    push ecx
+    push ebx
+    push eax
+    mov ax, {kds}
+    mov ds, ax
+    mov es, ax
+    mov eax, esp                    /* &SyscallFrame */
+    and esp, -16
+    sub esp, 12
+    push eax
+    call {dispatch}
+"#,
+    SYSCALL_BACK!(),
+    r#"
+    mov dword ptr [esp], eax        /* the result, in the user's EAX */
+    pop eax
+    pop ebx
+    pop ecx
+    pop edx
+    pop esi
+    pop edi
+    .byte 0x07                      /* pop es */
+    .byte 0x1f                      /* pop ds */
+    pop ebp
+    iretd
     .size syscall_entry, . - syscall_entry
 
     /* u32 enter_user(entry, user_esp, arg): runs the program until it calls exit. */

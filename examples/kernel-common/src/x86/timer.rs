@@ -23,11 +23,15 @@ const VECTOR: u8 = 0x20;
 /// PIT input clock / 1193: about 1000 interrupts a second.
 const PIT_DIVISOR: u16 = 1193;
 
-// The stub's body per architecture, between the shared header and end below.
+// The stub in pieces: its frame record and CFI (`ENTER`, `LEAVE`: none with `bare_entries`,
+// the kernels without frame pointers, as hobby kernels write their stubs; kern-profile then
+// crosses it from its instructions), and the body both builds share.
 #[cfg(all(target_arch = "x86", not(bare_entries)))]
-macro_rules! ISR_TIMER {
+macro_rules! ENTER {
     () => {
         r#"
+    .cfi_startproc simple
+    .cfi_signal_frame
     .cfi_def_cfa esp, 12            /* the interrupted ESP: above EIP, CS, EFLAGS */
     .cfi_offset eip, -12
     push ebp
@@ -35,6 +39,31 @@ macro_rules! ISR_TIMER {
     .cfi_offset ebp, -16
     mov ebp, esp                    /* [EBP + 4] = interrupted EIP, + 8 CS, + 12 EFLAGS */
     .cfi_def_cfa_register ebp
+"#
+    };
+}
+#[cfg(all(target_arch = "x86", not(bare_entries)))]
+macro_rules! LEAVE {
+    () => {
+        r#"
+    pop ebp
+    .cfi_def_cfa esp, 12
+    .cfi_restore ebp
+    iretd
+    .cfi_endproc
+"#
+    };
+}
+#[cfg(all(target_arch = "x86", bare_entries))]
+macro_rules! LEAVE {
+    () => {
+        "    iretd"
+    };
+}
+#[cfg(target_arch = "x86")]
+macro_rules! BODY {
+    () => {
+        r#"
     push eax
     push ecx
     push edx
@@ -49,17 +78,15 @@ macro_rules! ISR_TIMER {
     pop edx
     pop ecx
     pop eax
-    pop ebp
-    .cfi_def_cfa esp, 12
-    .cfi_restore ebp
-    iretd
 "#
     };
 }
 #[cfg(all(target_arch = "x86_64", not(bare_entries)))]
-macro_rules! ISR_TIMER {
+macro_rules! ENTER {
     () => {
         r#"
+    .cfi_startproc simple
+    .cfi_signal_frame
     .cfi_def_cfa rsp, 40            /* above RIP, CS, RFLAGS, RSP, SS */
     .cfi_offset rip, -40
     .cfi_offset rsp, -16
@@ -68,67 +95,46 @@ macro_rules! ISR_TIMER {
     .cfi_offset rbp, -48
     mov rbp, rsp                    /* [RBP + 8] = interrupted RIP, + 16 CS, + 24 RFLAGS, + 32 RSP, + 40 SS */
     .cfi_def_cfa_register rbp
-    push rax
-    push rcx
-    push rdx
-    push rsi
-    push rdi
-    push r8
-    push r9
-    push r10
-    push r11
-    /* The CPU aligned RSP to 16 before its pushes: 6 + 9 words here, one more for the call. */
-    sub rsp, 8
-    call {tick}
-    add rsp, 8
-    mov al, 0x20                    /* end of interrupt, master PIC */
-    out 0x20, al
-    pop r11
-    pop r10
-    pop r9
-    pop r8
-    pop rdi
-    pop rsi
-    pop rdx
-    pop rcx
-    pop rax
+"#
+    };
+}
+#[cfg(all(target_arch = "x86_64", not(bare_entries)))]
+macro_rules! LEAVE {
+    () => {
+        r#"
     pop rbp
     .cfi_def_cfa rsp, 40
     .cfi_restore rbp
     iretq
-"#
-    };
-}
-
-// `bare_entries` (the kernels built without frame pointers): the stub as hobby kernels
-// write it, with neither a frame record nor CFI: the walk finds the CPU's frame from the
-// stub's own instructions (kern-profile's entry stubs).
-#[cfg(all(target_arch = "x86", bare_entries))]
-macro_rules! ISR_TIMER {
-    () => {
-        r#"
-    push eax
-    push ecx
-    push edx
-    mov eax, esp
-    and esp, -16                    /* the Rust ABI's stack alignment */
-    sub esp, 12
-    push eax
-    call {tick}
-    pop esp
-    mov al, 0x20                    /* end of interrupt, master PIC */
-    out 0x20, al
-    pop edx
-    pop ecx
-    pop eax
-    iretd
+    .cfi_endproc
 "#
     };
 }
 #[cfg(all(target_arch = "x86_64", bare_entries))]
-macro_rules! ISR_TIMER {
+macro_rules! LEAVE {
     () => {
-        r#"
+        "    iretq"
+    };
+}
+// The CPU aligned RSP to 16 before its 5 pushes; with the frame record's, 6 + 9 words here and
+// one more for the call; without it, 5 + 9 and the call.
+#[cfg(all(target_arch = "x86_64", not(bare_entries)))]
+macro_rules! ALIGN_CALL {
+    () => {
+        "    sub rsp, 8\n    call {tick}\n    add rsp, 8"
+    };
+}
+#[cfg(all(target_arch = "x86_64", bare_entries))]
+macro_rules! ALIGN_CALL {
+    () => {
+        "    call {tick}"
+    };
+}
+#[cfg(target_arch = "x86_64")]
+macro_rules! BODY {
+    () => {
+        concat!(
+            r#"
     push rax
     push rcx
     push rdx
@@ -138,8 +144,9 @@ macro_rules! ISR_TIMER {
     push r9
     push r10
     push r11
-    /* The CPU aligned RSP to 16 before its 5 pushes: 14 words, one more for the call. */
-    call {tick}
+"#,
+            ALIGN_CALL!(),
+            r#"
     mov al, 0x20                    /* end of interrupt, master PIC */
     out 0x20, al
     pop r11
@@ -151,31 +158,25 @@ macro_rules! ISR_TIMER {
     pop rdx
     pop rcx
     pop rax
-    iretq
 "#
+        )
+    };
+}
+#[cfg(bare_entries)]
+macro_rules! ENTER {
+    () => {
+        ""
     };
 }
 
-#[cfg(not(bare_entries))]
 global_asm!(
     ".section .text.isr_timer, \"ax\"",
     ".global isr_timer",
     ".type isr_timer, @function",
     "isr_timer:",
-    ".cfi_startproc simple",
-    ".cfi_signal_frame",
-    ISR_TIMER!(),
-    ".cfi_endproc",
-    ".size isr_timer, . - isr_timer",
-    tick = sym crate::tick::timer_tick,
-);
-#[cfg(bare_entries)]
-global_asm!(
-    ".section .text.isr_timer, \"ax\"",
-    ".global isr_timer",
-    ".type isr_timer, @function",
-    "isr_timer:",
-    ISR_TIMER!(),
+    ENTER!(),
+    BODY!(),
+    LEAVE!(),
     ".size isr_timer, . - isr_timer",
     tick = sym crate::tick::timer_tick,
 );
