@@ -28,6 +28,7 @@
 //! target/linux/x86_64/vmlinuz, target/examples/kernel64.elf,
 //! target/examples/nofp/kernel64.elf)
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use kern_profile_linux_image::{open, KernelImage, Options};
@@ -146,31 +147,39 @@ fn orc_cases(path: &str, image: &KernelImage, n: usize) -> [Case<'static>; 2] {
             mem[at + 8 * i..at + 8 * i + 8].copy_from_slice(&w.to_le_bytes());
         }
     }
-    let (mut by_orc, mut by_fp) = (reader(mem), reader(frame_records(&returns)));
-    let mut out = [0u64; 64];
-    let orc = move |j: usize| {
-        let sp = STACK + (j % n) as u64 * STACK_BYTES;
-        let start = StartRegs {
-            pc: starts[j % n],
-            sp,
-            fp: 0,
-            ra: None,
-        };
-        let w = walk_tables(&tables, start, 64, Crossings::ALL, &mut by_orc, &mut out);
-        w.map_or(0, |w| w.frames)
-    };
     [
         Case {
             name: "orc",
-            walk: Box::new(orc),
+            walk: table_walk(Arc::new(tables), starts, n, reader(mem)),
             frames: vec![DEPTH],
         },
         Case {
             name: "fp_orc",
-            walk: fp_walk(spaced(n), move |a, o| by_fp(a, o)),
+            walk: fp_walk(spaced(n), reader(frame_records(&returns))),
             frames: vec![DEPTH],
         },
     ]
+}
+
+/// The table walk of stack `j % n` (`STACK_BYTES` apart, no frame pointer) from the pc
+/// `pcs[j % pcs.len()]`.
+fn table_walk<'a>(
+    tables: Arc<UnwindTables>,
+    pcs: Vec<u64>,
+    n: usize,
+    mut read: impl FnMut(u64, &mut [u8]) -> bool + 'a,
+) -> Box<dyn FnMut(usize) -> usize + 'a> {
+    let mut out = [0u64; 64];
+    Box::new(move |j: usize| {
+        let start = StartRegs {
+            pc: pcs[j % pcs.len()],
+            sp: STACK + (j % n) as u64 * STACK_BYTES,
+            fp: 0,
+            ra: None,
+        };
+        let w = walk_tables(&tables, start, 64, Crossings::ALL, &mut read, &mut out);
+        w.map_or(0, |w| w.frames)
+    })
 }
 
 /// The frame-pointer walk from `fps[j % fps.len()]`, as the plugin does it on x86.
@@ -296,41 +305,17 @@ fn crossing_cases(path: &str, n: usize) -> [Case<'static>; 2] {
         put(&mut cross_mem, e + 40, &rets[..DEPTH - 2]);
         put(&mut plain_mem, base, &rets);
     }
-    let (mut by_cross, mut by_plain) = (reader(cross_mem), reader(plain_mem));
     let starts: Vec<u64> = stacks.iter().map(|s| s[0]).collect();
-    let tables = std::sync::Arc::new(tables);
-    let t2 = tables.clone();
-    let mut out = [0u64; 64];
-    let cross = move |j: usize| {
-        let start = StartRegs {
-            pc: ret,
-            sp: STACK + (j % n) as u64 * STACK_BYTES,
-            fp: 0,
-            ra: None,
-        };
-        let w = walk_tables(&tables, start, 64, Crossings::ALL, &mut by_cross, &mut out);
-        w.map_or(0, |w| w.frames)
-    };
-    let mut out2 = [0u64; 64];
-    let plain = move |j: usize| {
-        let start = StartRegs {
-            pc: starts[j % n],
-            sp: STACK + (j % n) as u64 * STACK_BYTES,
-            fp: 0,
-            ra: None,
-        };
-        let w = walk_tables(&t2, start, 64, Crossings::ALL, &mut by_plain, &mut out2);
-        w.map_or(0, |w| w.frames)
-    };
+    let tables = Arc::new(tables);
     [
         Case {
             name: "crossing",
-            walk: Box::new(cross),
+            walk: table_walk(tables.clone(), vec![ret], n, reader(cross_mem)),
             frames: vec![DEPTH],
         },
         Case {
             name: "no_crossing",
-            walk: Box::new(plain),
+            walk: table_walk(tables, starts, n, reader(plain_mem)),
             frames: vec![DEPTH - 1],
         },
     ]
