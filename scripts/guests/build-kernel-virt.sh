@@ -7,8 +7,10 @@
 # usage: scripts/guests/build-kernel-virt.sh --arch riscv64|aarch64 [--force] [--no-frame-pointers]
 #
 # --no-frame-pointers: the same kernel and user program without frame records
-# (`-C force-frame-pointers=no`), their unwind tables (.eh_frame) kept, into
-# target/examples/nofp/ under the same names (`core` is the one sysroot's).
+# (`-C force-frame-pointers=no`), their unwind tables (.eh_frame) kept, and entry stubs
+# (trap_vector, svc_entry, isr_timer) that build no frame record either (`--cfg
+# bare_entries`), into target/examples/nofp/ under the same names (`core` is the one
+# sysroot's).
 #
 # No Cargo. First `core` for the target, compiled once from Debian's
 # rust-web-src (the same 1.85 as rustc-web; `RUSTC_BOOTSTRAP=1`) into
@@ -51,7 +53,8 @@ SYSROOT="$OUT_DIR/virt-sysroot"
 FRAMES=(-Z unstable-options -C force-frame-pointers=non-leaf)
 if [ "$nofp" = 1 ]; then
     OUT_DIR="$OUT_DIR/nofp"
-    FRAMES=(-C force-frame-pointers=no)
+    # And entry stubs as hobby kernels write them: a trap frame, no frame record (bare_entries).
+    FRAMES=(-C force-frame-pointers=no --cfg bare_entries)
 fi
 ELF="$OUT_DIR/kernel-$arch.elf"
 STAMP="$OUT_DIR/kernel-$arch.flags"
