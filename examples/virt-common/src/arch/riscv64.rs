@@ -14,7 +14,9 @@
 //! runs `timer_tick` on the interrupt stack (`__irq_stack_top`) and re-arms `stimecmp`.
 //!
 //! Frame records (LLVM, `-C force-frame-pointers=non-leaf`): s0 points just above the saved
-//! pair, [s0 - 8] = return address, [s0 - 16] = the caller's s0. Leaves have none.
+//! pair, [s0 - 8] = return address, [s0 - 16] = the caller's s0. Leaves have none. Built
+//! with `bare_entries` (--no-frame-pointers), `trap_vector` and `isr_timer` build none
+//! either: a trap frame (below), s0 as the trapped code had it.
 
 use super::park;
 use core::arch::{asm, global_asm};
@@ -38,6 +40,257 @@ const TIMEBASE_HZ: usize = 10_000_000;
 static AP_GO: AtomicU32 = AtomicU32::new(0);
 #[link_section = ".data"]
 static mut SAVED_KSP: usize = 0;
+
+// The supervisor trap stubs in pieces (as examples/kernel-common/src/x86/timer.rs): the
+// frame-pointer builds' with a frame record, and, with `bare_entries` (the kernels without
+// frame pointers), as riscv hobby kernels (xv6, rCore, ArceOS) write them: a trap frame on
+// the stack and s0 left as the trapped code had it. The trap frame, 34 words: x<n> at 8 * n
+// (x2's slot: the trapped sp; x0's unused), sepc at 256, sstatus at 264.
+macro_rules! TRAP_ENTRY {
+    () => {
+        r#"
+    /* Supervisor traps. sscratch is 0 in the kernel and the system-call stack's top in
+       U-mode. */
+    .section .text.trap_vector, "ax"
+    .balign 4
+    .global trap_vector
+    .type trap_vector, @function
+trap_vector:
+    csrrw sp, sscratch, sp
+    beqz sp, 7f
+"#
+    };
+}
+#[cfg(not(bare_entries))]
+macro_rules! SYSCALL {
+    () => {
+        r#"
+    /* From U-mode: a frame record (user s0, user pc) (plus the user's sp and ra), so that
+       a walk from the handlers goes on into the program. */
+    addi sp, sp, -32
+    sd ra, 0(sp)
+    csrr t0, sscratch
+    sd t0, 8(sp)
+    sd s0, 16(sp)
+    csrr t0, sepc
+    sd t0, 24(sp)
+    addi s0, sp, 32
+    csrr t0, scause
+    /* environment call from U-mode */
+    li t1, 8
+    bne t0, t1, 8f
+    call {dispatch}
+    ld t0, 24(sp)
+    addi t0, t0, 4
+    csrw sepc, t0
+    ld ra, 0(sp)
+    ld s0, 16(sp)
+    addi t0, sp, 32
+    csrw sscratch, t0
+    ld sp, 8(sp)
+    sret
+"#
+    };
+}
+#[cfg(bare_entries)]
+macro_rules! SYSCALL {
+    () => {
+        r#"
+    /* From U-mode: every general register into the trap frame, the user's sp (in sscratch
+       since the swap), sepc and sstatus after them; a0-a2 go on to the dispatcher as the
+       program passed them. */
+    addi sp, sp, -272
+    .irp r, 1,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    sd x\r, \r*8(sp)
+    .endr
+    csrr t0, sscratch
+    sd t0, 16(sp)
+    csrr t0, sepc
+    csrr t1, sstatus
+    sd t0, 256(sp)
+    sd t1, 264(sp)
+    csrr t0, scause
+    /* environment call from U-mode */
+    li t1, 8
+    bne t0, t1, 8f
+    call {dispatch}
+    /* back past the ecall with its result in a0, every other register as it came; the
+       user's sp through sscratch, which keeps the stack's top again */
+    ld t0, 256(sp)
+    addi t0, t0, 4
+    csrw sepc, t0
+    ld t0, 16(sp)
+    csrw sscratch, t0
+    .irp r, 1,3,4,5,6,7,8,9,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+    ld x\r, \r*8(sp)
+    .endr
+    addi sp, sp, 272
+    csrrw sp, sscratch, sp
+    sret
+"#
+    };
+}
+macro_rules! TRAP_REPORT {
+    () => {
+        r#"
+    /* from S-mode: back to the kernel's sp */
+7:  csrrw sp, sscratch, sp
+8:  csrr a0, scause
+    csrr a1, sepc
+    csrr a2, stval
+    call {report}
+    .size trap_vector, . - trap_vector
+"#
+    };
+}
+macro_rules! ISR_ENTRY {
+    () => {
+        r#"
+    /* irq=on's supervisor trap vector (stvec while irq.rs runs the workload): the timer
+       interrupt of kernel code, on the 16 KiB interrupt stack below __irq_stack_top (above
+       every other stack). sscratch (0 in the kernel) keeps the interrupted sp meanwhile.
+       Then the caller-saved registers, timer_tick, the next deadline; anything but the
+       timer goes to trap_vector's report as it came. */
+    .section .text.isr_timer, "ax"
+    .balign 4
+    .global isr_timer
+    .type isr_timer, @function
+isr_timer:
+    csrw sscratch, sp
+    la sp, __irq_stack_top
+"#
+    };
+}
+macro_rules! REARM {
+    () => {
+        r#"
+    /* re-arm: stimecmp = mtime (the CLINT's) + one period, from the handler's end (never
+       due again at once, however slow the host); this also clears the pending interrupt */
+    li t0, {mtime}
+    ld t0, 0(t0)
+    li t1, {period}
+    add t0, t0, t1
+    /* stimecmp */
+    csrw 0x14d, t0
+"#
+    };
+}
+#[cfg(not(bare_entries))]
+macro_rules! ISR_BODY {
+    () => {
+        concat!(
+            r#"
+    /* The top of the interrupt stack holds the frame record (interrupted s0, sepc): s0
+       points just above it, so a walk from timer_tick comes here and leads down into the
+       interrupted stack. */
+    addi sp, sp, -160
+    sd s0, 144(sp)
+    sd t0, 0(sp)
+    csrr t0, sepc
+    sd t0, 152(sp)
+    addi s0, sp, 160
+    csrr t0, sscratch
+    sd t0, 8(sp)
+    csrw sscratch, zero
+    /* scause: interrupt 5, the supervisor timer */
+    csrr t0, scause
+    bgez t0, 1f
+    addi t0, t0, -5
+    slli t0, t0, 1
+    bnez t0, 1f
+    sd ra, 16(sp)
+    sd t1, 24(sp)
+    sd t2, 32(sp)
+    sd t3, 40(sp)
+    sd t4, 48(sp)
+    sd t5, 56(sp)
+    sd t6, 64(sp)
+    sd a0, 72(sp)
+    sd a1, 80(sp)
+    sd a2, 88(sp)
+    sd a3, 96(sp)
+    sd a4, 104(sp)
+    sd a5, 112(sp)
+    sd a6, 120(sp)
+    sd a7, 128(sp)
+    call {tick}
+"#,
+            REARM!(),
+            r#"
+    ld ra, 16(sp)
+    ld t1, 24(sp)
+    ld t2, 32(sp)
+    ld t3, 40(sp)
+    ld t4, 48(sp)
+    ld t5, 56(sp)
+    ld t6, 64(sp)
+    ld a0, 72(sp)
+    ld a1, 80(sp)
+    ld a2, 88(sp)
+    ld a3, 96(sp)
+    ld a4, 104(sp)
+    ld a5, 112(sp)
+    ld a6, 120(sp)
+    ld a7, 128(sp)
+    ld t0, 0(sp)
+    ld s0, 144(sp)
+    ld sp, 8(sp)
+    sret
+1:  ld t0, 0(sp)
+    ld s0, 144(sp)
+    ld sp, 8(sp)
+    j trap_vector
+"#
+        )
+    };
+}
+#[cfg(bare_entries)]
+macro_rules! ISR_BODY {
+    () => {
+        concat!(
+            r#"
+    /* A trap frame at the top of the interrupt stack: ra, t0-t2, s0, a0-a7, t3-t6, the
+       interrupted sp (from sscratch, 0 again), sepc and sstatus. */
+    addi sp, sp, -272
+    .irp r, 1,5,6,7,8,10,11,12,13,14,15,16,17,28,29,30,31
+    sd x\r, \r*8(sp)
+    .endr
+    csrr t0, sscratch
+    sd t0, 16(sp)
+    csrw sscratch, zero
+    csrr t0, sepc
+    csrr t1, sstatus
+    sd t0, 256(sp)
+    sd t1, 264(sp)
+    /* scause: interrupt 5, the supervisor timer */
+    csrr t0, scause
+    bgez t0, 1f
+    addi t0, t0, -5
+    slli t0, t0, 1
+    bnez t0, 1f
+    call {tick}
+"#,
+            REARM!(),
+            r#"
+    .irp r, 1,5,6,7,8,10,11,12,13,14,15,16,17,28,29,30,31
+    ld x\r, \r*8(sp)
+    .endr
+    ld sp, 16(sp)
+    sret
+    /* t0 and t1 are the only registers changed */
+1:  ld t0, 40(sp)
+    ld t1, 48(sp)
+    ld sp, 16(sp)
+    j trap_vector
+"#
+        )
+    };
+}
+macro_rules! ISR_EXIT {
+    () => {
+        "    .size isr_timer, . - isr_timer"
+    };
+}
 
 global_asm!(
     r#"
@@ -186,125 +439,14 @@ semihost_call:
     .global semihost_call_end
 semihost_call_end:
 
-    /* Supervisor traps. sscratch is 0 in the kernel and the system-call stack's top in
-       U-mode. */
-    .section .text.trap_vector, "ax"
-    .balign 4
-    .global trap_vector
-    .type trap_vector, @function
-trap_vector:
-    csrrw sp, sscratch, sp
-    beqz sp, 7f
-    /* From U-mode: a frame record (user s0, user pc) (plus the user's sp and ra), so that
-       a walk from the handlers goes on into the program. */
-    addi sp, sp, -32
-    sd ra, 0(sp)
-    csrr t0, sscratch
-    sd t0, 8(sp)
-    sd s0, 16(sp)
-    csrr t0, sepc
-    sd t0, 24(sp)
-    addi s0, sp, 32
-    csrr t0, scause
-    /* environment call from U-mode */
-    li t1, 8
-    bne t0, t1, 8f
-    call {dispatch}
-    ld t0, 24(sp)
-    addi t0, t0, 4
-    csrw sepc, t0
-    ld ra, 0(sp)
-    ld s0, 16(sp)
-    addi t0, sp, 32
-    csrw sscratch, t0
-    ld sp, 8(sp)
-    sret
-    /* from S-mode: back to the kernel's sp */
-7:  csrrw sp, sscratch, sp
-8:  csrr a0, scause
-    csrr a1, sepc
-    csrr a2, stval
-    call {report}
-    .size trap_vector, . - trap_vector
-
-    /* irq=on's supervisor trap vector (stvec while irq.rs runs the workload): the timer
-       interrupt of kernel code, on the 16 KiB interrupt stack below __irq_stack_top (above
-       every other stack). sscratch (0 in the kernel) keeps the interrupted sp meanwhile.
-       The top of the interrupt stack holds the frame record (interrupted s0, sepc): s0
-       points just above it, so a walk from timer_tick comes here and leads down into the
-       interrupted stack. Then the caller-saved registers, timer_tick, the next deadline;
-       anything but the timer goes to trap_vector's report as it came. */
-    .section .text.isr_timer, "ax"
-    .balign 4
-    .global isr_timer
-    .type isr_timer, @function
-isr_timer:
-    csrw sscratch, sp
-    la sp, __irq_stack_top
-    addi sp, sp, -160
-    sd s0, 144(sp)
-    sd t0, 0(sp)
-    csrr t0, sepc
-    sd t0, 152(sp)
-    addi s0, sp, 160
-    csrr t0, sscratch
-    sd t0, 8(sp)
-    csrw sscratch, zero
-    /* scause: interrupt 5, the supervisor timer */
-    csrr t0, scause
-    bgez t0, 1f
-    addi t0, t0, -5
-    slli t0, t0, 1
-    bnez t0, 1f
-    sd ra, 16(sp)
-    sd t1, 24(sp)
-    sd t2, 32(sp)
-    sd t3, 40(sp)
-    sd t4, 48(sp)
-    sd t5, 56(sp)
-    sd t6, 64(sp)
-    sd a0, 72(sp)
-    sd a1, 80(sp)
-    sd a2, 88(sp)
-    sd a3, 96(sp)
-    sd a4, 104(sp)
-    sd a5, 112(sp)
-    sd a6, 120(sp)
-    sd a7, 128(sp)
-    call {tick}
-    /* re-arm: stimecmp = mtime (the CLINT's) + one period, from the handler's end (never
-       due again at once, however slow the host); this also clears the pending interrupt */
-    li t0, {mtime}
-    ld t0, 0(t0)
-    li t1, {period}
-    add t0, t0, t1
-    /* stimecmp */
-    csrw 0x14d, t0
-    ld ra, 16(sp)
-    ld t1, 24(sp)
-    ld t2, 32(sp)
-    ld t3, 40(sp)
-    ld t4, 48(sp)
-    ld t5, 56(sp)
-    ld t6, 64(sp)
-    ld a0, 72(sp)
-    ld a1, 80(sp)
-    ld a2, 88(sp)
-    ld a3, 96(sp)
-    ld a4, 104(sp)
-    ld a5, 112(sp)
-    ld a6, 120(sp)
-    ld a7, 128(sp)
-    ld t0, 0(sp)
-    ld s0, 144(sp)
-    ld sp, 8(sp)
-    sret
-1:  ld t0, 0(sp)
-    ld s0, 144(sp)
-    ld sp, 8(sp)
-    j trap_vector
-    .size isr_timer, . - isr_timer
-
+    "#,
+    TRAP_ENTRY!(),
+    SYSCALL!(),
+    TRAP_REPORT!(),
+    ISR_ENTRY!(),
+    ISR_BODY!(),
+    ISR_EXIT!(),
+    r#"
     /* enter_user(entry, user sp, arg) -> exit code: saves the kernel's callee-saved
        registers and srets to U-mode, the classic way (xv6, V6 Unix): ra = a fake return
        address of all ones, s0 left as the kernel had it (its caller's frame pointer, on the
