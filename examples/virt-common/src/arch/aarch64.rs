@@ -9,7 +9,9 @@
 //! (aarch64-unknown-none) is `+strict-align`, so nothing relies on unaligned accesses.
 //!
 //! Frame records (LLVM, `-C force-frame-pointers=non-leaf`): x29 points to the pair
-//! {saved x29, saved x30}. Leaves have none.
+//! {saved x29, saved x30}. Leaves have none. Built with `bare_entries`
+//! (--no-frame-pointers), `svc_entry` and `isr_timer` build none either: a trap frame
+//! (below), x29 as the trapped code had it.
 
 use super::park;
 use core::arch::{asm, global_asm};
@@ -32,6 +34,254 @@ const TIMER_PPI: usize = 27;
 
 #[link_section = ".data"]
 static mut SAVED_KSP: usize = 0;
+
+// The exception stubs in pieces (as examples/kernel-common/src/x86/timer.rs): the
+// frame-pointer builds' with a frame record, and, with `bare_entries` (the kernels without
+// frame pointers), as aarch64 hobby kernels (ArceOS, the Raspberry Pi tutorials) write them: a
+// trap frame on the stack and x29 left as the trapped code had it. The trap frame, 34 words:
+// x<n> at 8 * n (n = 0..30), the trapped sp at 248 (svc: SP_EL0, the program's), ELR_EL1 at
+// 256, SPSR_EL1 at 264.
+macro_rules! SVC_ENTRY {
+    () => {
+        r#"
+    .global svc_entry
+    .type svc_entry, @function
+svc_entry:
+    mrs x9, esr_el1
+    lsr x9, x9, #26
+    /* EC 0x15: SVC from AArch64 */
+    cmp x9, #0x15
+    b.ne fault_entry
+"#
+    };
+}
+#[cfg(not(bare_entries))]
+macro_rules! SVC_BODY {
+    () => {
+        r#"
+    /* A frame record (user x29, user pc) (plus the user's x30), so that a walk from the
+       handlers goes on into the program. SP_EL1 is the system-call stack here. */
+    sub sp, sp, #32
+    mrs x9, elr_el1
+    stp x29, x9, [sp]
+    str x30, [sp, #16]
+    mov x29, sp
+    bl {dispatch}
+    ldr x30, [sp, #16]
+    ldr x29, [sp]
+    add sp, sp, #32
+    eret
+"#
+    };
+}
+#[cfg(bare_entries)]
+macro_rules! SVC_BODY {
+    () => {
+        r#"
+    /* Every general register into the trap frame on the system-call stack (SP_EL1; x9
+       holds the exception class by now), then SP_EL0, ELR_EL1, SPSR_EL1; x0-x2 go on to
+       the dispatcher as the program passed them. */
+    sub sp, sp, #272
+    stp x0, x1, [sp]
+    stp x2, x3, [sp, #16]
+    stp x4, x5, [sp, #32]
+    stp x6, x7, [sp, #48]
+    stp x8, x9, [sp, #64]
+    stp x10, x11, [sp, #80]
+    stp x12, x13, [sp, #96]
+    stp x14, x15, [sp, #112]
+    stp x16, x17, [sp, #128]
+    stp x18, x19, [sp, #144]
+    stp x20, x21, [sp, #160]
+    stp x22, x23, [sp, #176]
+    stp x24, x25, [sp, #192]
+    stp x26, x27, [sp, #208]
+    stp x28, x29, [sp, #224]
+    mrs x9, sp_el0
+    stp x30, x9, [sp, #240]
+    mrs x10, elr_el1
+    mrs x11, spsr_el1
+    stp x10, x11, [sp, #256]
+    bl {dispatch}
+    /* the result in x0, every other register as it came (ELR_EL1 already points past the
+       svc) */
+    ldr x1, [sp, #8]
+    ldp x2, x3, [sp, #16]
+    ldp x4, x5, [sp, #32]
+    ldp x6, x7, [sp, #48]
+    ldp x8, x9, [sp, #64]
+    ldp x10, x11, [sp, #80]
+    ldp x12, x13, [sp, #96]
+    ldp x14, x15, [sp, #112]
+    ldp x16, x17, [sp, #128]
+    ldp x18, x19, [sp, #144]
+    ldp x20, x21, [sp, #160]
+    ldp x22, x23, [sp, #176]
+    ldp x24, x25, [sp, #192]
+    ldp x26, x27, [sp, #208]
+    ldp x28, x29, [sp, #224]
+    ldr x30, [sp, #240]
+    add sp, sp, #272
+    eret
+"#
+    };
+}
+macro_rules! SVC_EXIT {
+    () => {
+        "    .size svc_entry, . - svc_entry"
+    };
+}
+macro_rules! ISR_ENTRY {
+    () => {
+        r#"
+    /* irq=on's timer interrupt of kernel code (irq.rs): on the 16 KiB interrupt stack below
+       __irq_stack_top (above every other stack); x0 and x1 are on the interrupted stack,
+       under its sp (the kernel has no red zone), x1 = where. Acknowledges the GIC, calls
+       timer_tick, re-arms the virtual timer (one period from now), ends the interrupt. */
+    .section .text.isr_timer, "ax"
+    .global isr_timer
+    .type isr_timer, @function
+isr_timer:
+    stp x0, x1, [sp, #-16]!
+    mov x1, sp
+    adrp x0, __irq_stack_top
+    add x0, x0, :lo12:__irq_stack_top
+"#
+    };
+}
+macro_rules! REARM {
+    () => {
+        r#"
+    /* CNTV_TVAL_EL0 = CNTFRQ_EL0 / HZ: the next deadline, from the handler's end (never due
+       again at once, however slow the host), and the line drops */
+    mrs x11, cntfrq_el0
+    mov x12, #{hz}
+    udiv x11, x11, x12
+    msr cntv_tval_el0, x11
+    isb
+"#
+    };
+}
+#[cfg(not(bare_entries))]
+macro_rules! ISR_BODY {
+    () => {
+        concat!(
+            r#"
+    /* The top of the interrupt stack holds the frame record (interrupted x29, ELR_EL1),
+       x29 pointing at it, so that a walk from timer_tick comes here and leads down into the
+       interrupted stack; below it the caller-saved registers and the interrupted sp (x1). */
+    sub sp, x0, #176
+    stp x2, x3, [sp]
+    stp x4, x5, [sp, #16]
+    stp x6, x7, [sp, #32]
+    stp x8, x9, [sp, #48]
+    stp x10, x11, [sp, #64]
+    stp x12, x13, [sp, #80]
+    stp x14, x15, [sp, #96]
+    stp x16, x17, [sp, #112]
+    stp x18, x30, [sp, #128]
+    mrs x0, elr_el1
+    stp x29, x0, [sp, #160]
+    add x29, sp, #160
+    /* GICC_IAR: the interrupt's ID, kept for GICC_EOIR; 1023 is none (spurious) */
+    mov x9, #{gicc}
+    ldr w10, [x9, #0x0c]
+    stp x1, x10, [sp, #144]
+    and w11, w10, #0x3ff
+    cmp w11, #1023
+    b.eq 2f
+    cmp w11, #{ppi}
+    b.ne 1f
+    bl {tick}
+"#,
+            REARM!(),
+            r#"
+1:  mov x9, #{gicc}
+    ldr x10, [sp, #152]
+    str w10, [x9, #0x10]
+2:  ldp x2, x3, [sp]
+    ldp x4, x5, [sp, #16]
+    ldp x6, x7, [sp, #32]
+    ldp x8, x9, [sp, #48]
+    ldp x10, x11, [sp, #64]
+    ldp x12, x13, [sp, #80]
+    ldp x14, x15, [sp, #96]
+    ldp x16, x17, [sp, #112]
+    ldp x18, x30, [sp, #128]
+    ldr x29, [sp, #160]
+    ldr x1, [sp, #144]
+    mov sp, x1
+    ldp x0, x1, [sp], #16
+    eret
+"#
+        )
+    };
+}
+#[cfg(bare_entries)]
+macro_rules! ISR_BODY {
+    () => {
+        concat!(
+            r#"
+    /* A trap frame at the top of the interrupt stack: the caller-saved registers, x19 (which
+       keeps the interrupt's ID across timer_tick), x29, x30, a copy of the interrupted x0
+       and x1, the interrupted sp, ELR_EL1 and SPSR_EL1. */
+    sub sp, x0, #272
+    stp x2, x3, [sp, #16]
+    stp x4, x5, [sp, #32]
+    stp x6, x7, [sp, #48]
+    stp x8, x9, [sp, #64]
+    stp x10, x11, [sp, #80]
+    stp x12, x13, [sp, #96]
+    stp x14, x15, [sp, #112]
+    stp x16, x17, [sp, #128]
+    stp x18, x19, [sp, #144]
+    str x29, [sp, #232]
+    add x2, x1, #16
+    stp x30, x2, [sp, #240]
+    ldp x2, x3, [x1]
+    stp x2, x3, [sp]
+    mrs x2, elr_el1
+    mrs x3, spsr_el1
+    stp x2, x3, [sp, #256]
+    /* GICC_IAR: the interrupt's ID, kept for GICC_EOIR; 1023 is none (spurious) */
+    mov x9, #{gicc}
+    ldr w19, [x9, #0x0c]
+    and w11, w19, #0x3ff
+    cmp w11, #1023
+    b.eq 2f
+    cmp w11, #{ppi}
+    b.ne 1f
+    bl {tick}
+"#,
+            REARM!(),
+            r#"
+1:  mov x9, #{gicc}
+    str w19, [x9, #0x10]
+2:  ldp x2, x3, [sp, #16]
+    ldp x4, x5, [sp, #32]
+    ldp x6, x7, [sp, #48]
+    ldp x8, x9, [sp, #64]
+    ldp x10, x11, [sp, #80]
+    ldp x12, x13, [sp, #96]
+    ldp x14, x15, [sp, #112]
+    ldp x16, x17, [sp, #128]
+    ldp x18, x19, [sp, #144]
+    ldr x29, [sp, #232]
+    ldr x30, [sp, #240]
+    /* back on the interrupted stack, x0 and x1 from where they were pushed */
+    ldr x1, [sp, #248]
+    sub sp, x1, #16
+    ldp x0, x1, [sp], #16
+    eret
+"#
+        )
+    };
+}
+macro_rules! ISR_EXIT {
+    () => {
+        "    .size isr_timer, . - isr_timer"
+    };
+}
 
 global_asm!(
     r#"
@@ -120,92 +370,14 @@ vectors:
     .set i, i + 1
     .endr
 
-    .global svc_entry
-    .type svc_entry, @function
-svc_entry:
-    mrs x9, esr_el1
-    lsr x9, x9, #26
-    /* EC 0x15: SVC from AArch64 */
-    cmp x9, #0x15
-    b.ne fault_entry
-    /* A frame record (user x29, user pc) (plus the user's x30), so that a walk from the
-       handlers goes on into the program. SP_EL1 is the system-call stack here. */
-    sub sp, sp, #32
-    mrs x9, elr_el1
-    stp x29, x9, [sp]
-    str x30, [sp, #16]
-    mov x29, sp
-    bl {dispatch}
-    ldr x30, [sp, #16]
-    ldr x29, [sp]
-    add sp, sp, #32
-    eret
-    .size svc_entry, . - svc_entry
-
-    /* irq=on's timer interrupt of kernel code (irq.rs): on the 16 KiB interrupt stack below
-       __irq_stack_top (above every other stack), whose top holds the frame record
-       (interrupted x29, ELR_EL1), x29 pointing at it, so that a walk from timer_tick comes
-       here and leads down into the interrupted stack; below it the caller-saved registers
-       and the interrupted sp (x0 and x1 are on the interrupted stack, under its sp: the
-       kernel has no red zone). Acknowledges the GIC, calls timer_tick, re-arms the virtual
-       timer (one period from now), ends the interrupt. */
-    .section .text.isr_timer, "ax"
-    .global isr_timer
-    .type isr_timer, @function
-isr_timer:
-    stp x0, x1, [sp, #-16]!
-    mov x1, sp
-    adrp x0, __irq_stack_top
-    add x0, x0, :lo12:__irq_stack_top
-    sub sp, x0, #176
-    stp x2, x3, [sp]
-    stp x4, x5, [sp, #16]
-    stp x6, x7, [sp, #32]
-    stp x8, x9, [sp, #48]
-    stp x10, x11, [sp, #64]
-    stp x12, x13, [sp, #80]
-    stp x14, x15, [sp, #96]
-    stp x16, x17, [sp, #112]
-    stp x18, x30, [sp, #128]
-    mrs x0, elr_el1
-    stp x29, x0, [sp, #160]
-    add x29, sp, #160
-    /* GICC_IAR: the interrupt's ID, kept for GICC_EOIR; 1023 is none (spurious) */
-    mov x9, #{gicc}
-    ldr w10, [x9, #0x0c]
-    stp x1, x10, [sp, #144]
-    and w11, w10, #0x3ff
-    cmp w11, #1023
-    b.eq 2f
-    cmp w11, #{ppi}
-    b.ne 1f
-    bl {tick}
-    /* CNTV_TVAL_EL0 = CNTFRQ_EL0 / HZ: the next deadline, from the handler's end (never due
-       again at once, however slow the host), and the line drops */
-    mrs x11, cntfrq_el0
-    mov x12, #{hz}
-    udiv x11, x11, x12
-    msr cntv_tval_el0, x11
-    isb
-1:  mov x9, #{gicc}
-    ldr x10, [sp, #152]
-    str w10, [x9, #0x10]
-2:  ldp x2, x3, [sp]
-    ldp x4, x5, [sp, #16]
-    ldp x6, x7, [sp, #32]
-    ldp x8, x9, [sp, #48]
-    ldp x10, x11, [sp, #64]
-    ldp x12, x13, [sp, #80]
-    ldp x14, x15, [sp, #96]
-    ldp x16, x17, [sp, #112]
-    ldp x18, x30, [sp, #128]
-    ldr x29, [sp, #160]
-    ldr x1, [sp, #144]
-    mov sp, x1
-    ldp x0, x1, [sp], #16
-    eret
-    .size isr_timer, . - isr_timer
-
+    "#,
+    SVC_ENTRY!(),
+    SVC_BODY!(),
+    SVC_EXIT!(),
+    ISR_ENTRY!(),
+    ISR_BODY!(),
+    ISR_EXIT!(),
+    r#"
 fault_entry:
     mrs x0, esr_el1
     mrs x1, elr_el1
