@@ -225,13 +225,21 @@ mod interrupted_stacks_are_whole {
     fn x86_64() {
         super::interrupted_stacks_are_whole("x86_64")
     }
+    #[test]
+    fn riscv64() {
+        super::interrupted_stacks_are_whole("riscv64")
+    }
+    #[test]
+    fn aarch64() {
+        super::interrupted_stacks_are_whole("aarch64")
+    }
 }
 
-/// `irq=on` on the x86 kernels without frame pointers: the timer stub pushes no frame record
+/// `irq=on` on the kernels without frame pointers: the timer stub pushes no frame record
 /// and has no CFI (`bare_entries`, as hobby kernels write it); its instructions say where the
-/// CPU's frame is, and the walk goes from the handler into the interrupted workload, as the
-/// frame record does in e2e/tests/interrupts.rs (issue 38). (The `virt` kernels' stubs switch to an interrupt stack and carry
-/// no CFI: their handlers' stacks end at the stub there.)
+/// interrupted context is (x86: the CPU's frame; riscv64 and aarch64: the trap frame the stub
+/// saves on the interrupt stack), and the walk goes from the handler into the interrupted
+/// workload, as the frame record does in e2e/tests/interrupts.rs (issue 38).
 fn interrupted_stacks_are_whole(arch: &'static str) {
     if skip(arch) {
         return;
@@ -240,7 +248,11 @@ fn interrupted_stacks_are_whole(arch: &'static str) {
     let args = format!("period=10000,elf={}", k.display());
     let run = boot_kernel(arch, &k, "nofp-irq", &args, "irq=on alloc_rounds=0");
     let e = expected_of(arch);
-    let prefix = if arch == "i386" { "kernel" } else { "kernel64" };
+    let prefix = if arch == "x86_64" {
+        "kernel64"
+    } else {
+        "kernel"
+    };
     check_handler_stacks(
         &run,
         &k,

@@ -22,6 +22,9 @@ use kern_profile_format::Arch;
 use crate::tables::TextRanges;
 use crate::PtrWidth;
 
+mod aarch64;
+mod machine;
+mod riscv64;
 mod x86;
 
 /// At most this many stubs are read per kernel (each at most `x86::MAX_INSNS`
@@ -58,11 +61,52 @@ pub struct Layout {
     pub fp: FpAt,
 }
 
+/// Where one of the interrupted context's values is, at an address of a riscv64 or aarch64
+/// stub (a trap pushes nothing there: the stub saves what it clobbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Loc {
+    /// Not where the walk can find it.
+    Lost,
+    /// Still in its own register.
+    Reg,
+    /// The stack pointer plus this (the interrupted stack pointer, on the same stack).
+    SpPlus(i64),
+    /// The word at the stack pointer plus `off`, plus `add` (wrapping).
+    Slot { off: i64, add: i64 },
+}
+
+/// The mode a trap came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mode {
+    User,
+    Kernel,
+}
+
+/// What a riscv64 or aarch64 stub did at one address: where the interrupted pc, stack
+/// pointer, frame pointer, return address and mode (`sstatus`, `SPSR_EL1`) are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RiscLayout {
+    pub pc: Loc,
+    pub sp: Loc,
+    pub fp: Loc,
+    pub ra: Loc,
+    pub status: Loc,
+    /// The mode the path was read for, where the entry itself differs by mode (aarch64
+    /// switches stacks from EL0); else the interrupted pc says.
+    pub mode: Option<Mode>,
+}
+
+/// At most this many riscv64/aarch64 layouts at one address (the paths of a stub that
+/// tests the mode); more and none is believed.
+const MAX_RISC_AT: usize = 2;
+
 /// Every stub's layouts, by address.
 #[derive(Debug, Clone, Default)]
 pub struct EntryStubs {
     /// Sorted by address; one layout per address (two paths that disagree there leave none).
     at: Vec<(u64, Layout)>,
+    /// riscv64 and aarch64: sorted by address, at most [`MAX_RISC_AT`] per address.
+    risc: Vec<(u64, RiscLayout)>,
     /// How many stubs were read.
     stubs: usize,
     /// The kernel's text, for the interrupted pc of an interrupt of kernel code.
@@ -85,7 +129,7 @@ impl EntryStubs {
         let bitness = match arch {
             Arch::I386 => 32,
             Arch::X86_64 => 64,
-            Arch::Riscv64 | Arch::Aarch64 => return EntryStubs::default(),
+            Arch::Riscv64 | Arch::Aarch64 => return Self::read_risc(arch, starts, code, text),
         };
         let mut at: Vec<(u64, Layout)> = Vec::new();
         let mut stubs = 0;
@@ -96,18 +140,77 @@ impl EntryStubs {
         at.sort_by_key(|&(a, _)| a);
         at.dedup();
         // One address reached by two paths that disagree: neither is believed.
-        let mut kept: Vec<(u64, Layout)> = Vec::with_capacity(at.len());
-        let mut i = 0;
-        while i < at.len() {
-            let j = i + at[i..].iter().take_while(|(a, _)| *a == at[i].0).count();
-            if j == i + 1 {
-                kept.push(at[i]);
-            }
-            i = j;
-        }
-        kept.shrink_to_fit();
+        let kept = keep_at_most(at, 1);
         EntryStubs {
             at: kept,
+            risc: Vec::new(),
+            stubs,
+            text,
+        }
+    }
+
+    /// riscv64's and aarch64's stubs. A riscv64 trap keeps the stack pointer whatever the
+    /// mode (one reading: the interrupted pc says which); an aarch64 trap from EL0 switches
+    /// to `SP_EL1` and leaves the user's in `SP_EL0`, one from EL1 keeps it (a reading for
+    /// each). A 2 KiB-aligned aarch64 symbol may be a vector table (`VBAR_EL1`'s alignment):
+    /// each of its 16 entries is read too.
+    fn read_risc<C>(
+        arch: Arch,
+        starts: impl IntoIterator<Item = u64>,
+        mut code: C,
+        text: TextRanges,
+    ) -> EntryStubs
+    where
+        C: FnMut(u64, &mut [u8]) -> bool,
+    {
+        use machine::Entry;
+        let mut risc: Vec<(u64, RiscLayout)> = Vec::new();
+        let mut stubs = 0;
+        let (abi, entries): (_, &[Entry]) = match arch {
+            Arch::Aarch64 => (
+                &aarch64::ABI,
+                &[
+                    Entry {
+                        mode: Some(Mode::Kernel),
+                        switched: false,
+                    },
+                    Entry {
+                        mode: Some(Mode::User),
+                        switched: true,
+                    },
+                ],
+            ),
+            _ => (
+                &riscv64::ABI,
+                &[Entry {
+                    mode: None,
+                    switched: false,
+                }],
+            ),
+        };
+        let vectors = |s: u64| match arch == Arch::Aarch64 && s & 0x7ff == 0 {
+            true => 16,
+            false => 1,
+        };
+        let starts = starts
+            .into_iter()
+            .flat_map(|s| (0..vectors(s)).map(move |k| s + k * 0x80))
+            .take(MAX_STUBS);
+        for start in starts {
+            stubs += 1;
+            for &entry in entries {
+                let decode = |a: u64| match arch {
+                    Arch::Aarch64 => aarch64::decode(a, &mut code),
+                    _ => riscv64::decode(a, &mut code),
+                };
+                machine::analyze(abi, entry, start, decode, |a, l| risc.push((a, l)));
+            }
+        }
+        risc.sort_unstable();
+        risc.dedup();
+        EntryStubs {
+            at: Vec::new(),
+            risc: keep_at_most(risc, MAX_RISC_AT),
             stubs,
             text,
         }
@@ -120,6 +223,23 @@ impl EntryStubs {
         Some(self.at[i].1)
     }
 
+    /// The riscv64/aarch64 layouts at `addr`.
+    #[inline]
+    pub fn risc_at(&self, addr: u64) -> &[(u64, RiscLayout)] {
+        let i = self.risc.partition_point(|&(a, _)| a < addr);
+        let n = self.risc[i..]
+            .iter()
+            .take_while(|&&(a, _)| a == addr)
+            .count();
+        &self.risc[i..i + n]
+    }
+
+    /// Whether some stub's layout is known at `addr`.
+    #[inline]
+    pub fn covers(&self, addr: u64) -> bool {
+        self.at(addr).is_some() || !self.risc_at(addr).is_empty()
+    }
+
     /// How many stubs were read.
     pub fn stubs(&self) -> usize {
         self.stubs
@@ -127,18 +247,34 @@ impl EntryStubs {
 
     /// Whether no stub gave a layout.
     pub fn is_empty(&self) -> bool {
-        self.at.is_empty()
+        self.at.is_empty() && self.risc.is_empty()
     }
 
     /// Bytes of memory the layouts hold.
     pub fn heap_bytes(&self) -> usize {
         self.at.capacity() * std::mem::size_of::<(u64, Layout)>()
+            + self.risc.capacity() * std::mem::size_of::<(u64, RiscLayout)>()
     }
 
     /// Whether `ip` may be the interrupted pc of kernel code.
     fn is_kernel_text(&self, ip: u64) -> bool {
         ip != 0 && self.text.holds_address(ip)
     }
+}
+
+/// Layouts sorted by address, at most `n` at any address (more: none there).
+fn keep_at_most<L: Copy>(at: Vec<(u64, L)>, n: usize) -> Vec<(u64, L)> {
+    let mut kept: Vec<(u64, L)> = Vec::with_capacity(at.len());
+    let mut i = 0;
+    while i < at.len() {
+        let j = i + at[i..].iter().take_while(|(a, _)| *a == at[i].0).count();
+        if j - i <= n {
+            kept.extend_from_slice(&at[i..j]);
+        }
+        i = j;
+    }
+    kept.shrink_to_fit();
+    kept
 }
 
 /// The interrupted context behind a CPU frame.
@@ -149,6 +285,8 @@ pub(crate) struct Interrupted {
     pub ip: u64,
     pub sp: u64,
     pub fp: u64,
+    /// The return-address register (riscv64, aarch64), where the stub saved it or left it.
+    pub ra: Option<u64>,
     pub user: bool,
 }
 
@@ -167,6 +305,8 @@ pub(crate) enum NotCrossed {
 pub(crate) struct AtStub {
     pub sp: u64,
     pub fp: u64,
+    /// The return-address register, where the walk knows it (its first frame).
+    pub ra: Option<u64>,
     pub end: u64,
 }
 
@@ -184,7 +324,7 @@ pub(crate) fn cross_x86<R>(
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    let AtStub { sp, fp, end } = at_stub;
+    let AtStub { sp, fp, end, .. } = at_stub;
     let w = width.bytes() as u64;
     // A word of the stack being walked, `[sp, end)`.
     let word = |addr: u64, read: &mut R| -> Option<u64> {
@@ -253,6 +393,7 @@ where
                         ip,
                         sp: user_sp,
                         fp,
+                        ra: None,
                         user: true,
                     });
                 }
@@ -273,6 +414,7 @@ where
                     ip,
                     sp,
                     fp,
+                    ra: None,
                     user: false,
                 });
             }
@@ -283,6 +425,102 @@ where
         true => NotCrossed::NoFrame,
         false => NotCrossed::Unreadable,
     })
+}
+
+/// The context a riscv64 or aarch64 stub saved, found from where the walk stands by the
+/// `layouts` there: the reading whose values pass the checks (the pc and stack pointer
+/// readable on the stack being walked, aligned; the pc kernel text for an interrupt of the
+/// kernel, or not for one of a program, whose stack is not the one walked; the saved mode,
+/// where the stub saved it, the same).
+/// Two readings that pass and differ give none: the walk does not guess.
+pub(crate) fn cross_risc<R>(
+    stubs: &EntryStubs,
+    arch: Arch,
+    layouts: &[(u64, RiscLayout)],
+    at_stub: AtStub,
+    read: &mut R,
+) -> Result<Interrupted, NotCrossed>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let AtStub { sp, fp, ra, end } = at_stub;
+    // `None`: unreadable; `Some(None)`: lost.
+    let value = |loc: Loc, reg: Option<u64>, read: &mut R| -> Option<Option<u64>> {
+        Some(match loc {
+            Loc::Lost => None,
+            Loc::Reg => reg,
+            Loc::SpPlus(k) => Some(sp.checked_add_signed(k)?),
+            Loc::Slot { off, add } => {
+                let a = sp.checked_add_signed(off)?;
+                (a >= sp && a.checked_add(8).is_some_and(|e| e <= end)).then_some(())?;
+                let mut b = [0u8; 8];
+                read(a, &mut b).then_some(())?;
+                Some(u64::from_le_bytes(b).wrapping_add(add as u64))
+            }
+        })
+    };
+    let pc_align = if arch == Arch::Aarch64 { 3 } else { 1 };
+    let (mut found, mut checked) = (None::<Interrupted>, false);
+    for &(_, l) in layouts {
+        let (Some(Some(ip)), Some(Some(isp))) = (value(l.pc, None, read), value(l.sp, None, read))
+        else {
+            continue;
+        };
+        checked = true;
+        let ifp = value(l.fp, Some(fp), read).flatten().unwrap_or(0);
+        let ira = value(l.ra, ra, read).flatten();
+        let saved = value(l.status, None, read)
+            .flatten()
+            .map(|s| status_mode(arch, s));
+        let mode = match (stubs.text.is_known(), saved) {
+            (true, _) if stubs.is_kernel_text(ip) => Mode::Kernel,
+            (true, _) => Mode::User,
+            (false, Some(Some(m))) => m,
+            (false, _) => match l.mode {
+                Some(m) => m,
+                None => continue,
+            },
+        };
+        if l.mode.is_some_and(|m| m != mode) || saved.is_some_and(|s| s != Some(mode)) {
+            continue;
+        }
+        // A program's stack is never the kernel stack being walked.
+        let user_ok = mode == Mode::Kernel || (ip < 1 << 47 && !(sp..end).contains(&isp));
+        if ip == 0 || ip & pc_align != 0 || isp == 0 || isp & 7 != 0 || !user_ok {
+            continue;
+        }
+        let i = Interrupted {
+            at: sp,
+            ip,
+            sp: isp,
+            fp: ifp,
+            ra: ira,
+            user: mode == Mode::User,
+        };
+        match found {
+            Some(f) if f != i => return Err(NotCrossed::NoFrame),
+            _ => found = Some(i),
+        }
+    }
+    found.ok_or(match checked {
+        true => NotCrossed::NoFrame,
+        false => NotCrossed::Unreadable,
+    })
+}
+
+/// The mode a saved `sstatus` (SPP, bit 8) or `SPSR_EL1` (M[4:0]: EL0t, or EL1t/EL1h) says;
+/// `None` for any other.
+fn status_mode(arch: Arch, status: u64) -> Option<Mode> {
+    match arch {
+        Arch::Riscv64 if status & 0x100 != 0 => Some(Mode::Kernel),
+        Arch::Riscv64 => Some(Mode::User),
+        Arch::Aarch64 => match status & 0x1f {
+            0 => Some(Mode::User),
+            4 | 5 => Some(Mode::Kernel),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Whether `flags` can be flags the CPU pushed: bit 1 set, bits 3, 5 and 15 clear, nothing

@@ -108,6 +108,7 @@ fn the_i386_system_call_stub_finds_the_frame_through_the_pointer_it_pushed() {
             ip: 0x400_0123,
             sp: 0x4ff_fff0,
             fp: 0x4ff_fff8,
+            ra: None,
             user: true
         }
     );
@@ -128,6 +129,7 @@ fn i386_syscall_stack(frame: &[u64], fp: u64) -> (Stack, AtStub, u64) {
     let at = AtStub {
         sp: handler_sp,
         fp,
+        ra: None,
         end: top + 0x1000,
     };
     (st, at, e)
@@ -172,6 +174,7 @@ fn the_x86_64_timer_stub_crosses_into_interrupted_kernel_code() {
     let at = AtStub {
         sp,
         fp: 7,
+        ra: None,
         end: sp + 0x2000,
     };
     let cross = |frame: &[u64]| {
@@ -234,6 +237,7 @@ fn an_error_code_above_the_stub_is_stepped_over() {
         AtStub {
             sp: e,
             fp: 0,
+            ra: None,
             end: e + 0x100,
         },
         PtrWidth::W4,
@@ -313,3 +317,5 @@ fn the_frame_pointer_a_stub_pushed_before_writing_it_is_found() {
     let s = stubs(Arch::I386, &[(0x3000, stub)], TextRanges::unknown());
     assert_eq!(s.at(0x300a).unwrap().fp, FpAt::Lost);
 }
+
+mod riscv64;

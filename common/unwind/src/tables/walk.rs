@@ -91,6 +91,8 @@ enum Step {
         ip: u64,
         sp: u64,
         fp: u64,
+        /// The return-address register, where the entry code saved it.
+        ra: Option<u64>,
         user: bool,
         regs: SavedRegs,
         prev_full: Option<u64>,
@@ -136,7 +138,7 @@ where
     // The first frame's rule, looked up once; a pc no table covers is walked here only in an
     // entry stub whose layout is known.
     let mut first = rule_at(tables, start.pc);
-    if first.is_none() && tables.stubs.at(start.pc).is_none() {
+    if first.is_none() && !tables.stubs.covers(start.pc) {
         return None;
     }
     let arch = tables.arch;
@@ -182,7 +184,7 @@ where
                 walker = Walker::Cfi;
                 cfi_step::cfi_step(&cfi_arch, row, &st, &mut stack)
             }
-            // Entry stubs are read on x86 alone: elsewhere there is none, and this hands over.
+            // A pc no table covers: an entry stub's crossing, or the frame-pointer walk.
             _ => stub_step(tables, &st, width, crossings, &mut read),
         };
         match step {
@@ -253,6 +255,7 @@ where
                 ip,
                 sp,
                 fp,
+                ra,
                 user,
                 regs,
                 prev_full,
@@ -281,7 +284,7 @@ where
                     pc: ip,
                     sp,
                     fp,
-                    ra: None,
+                    ra,
                     exact: true,
                     regs: Some(regs),
                     prev_full,
@@ -312,20 +315,40 @@ fn stub_step<R>(
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    let Some(layout) = tables.stubs.at(st.pc) else {
-        return Step::HandOver;
-    };
-    let cs = crossings.kernel_cs;
     let at = stubs::AtStub {
         sp: st.sp,
         fp: st.fp,
+        ra: st.ra,
         end: st.end,
     };
-    match stubs::cross_x86(&tables.stubs, layout, at, width, cs, read) {
+    let crossed = match tables.arch {
+        Arch::I386 | Arch::X86_64 => {
+            let Some(layout) = tables.stubs.at(st.pc) else {
+                return Step::HandOver;
+            };
+            let cs = crossings.kernel_cs;
+            stubs::cross_x86(&tables.stubs, layout, at, width, cs, read)
+        }
+        arch => {
+            let layouts = tables.stubs.risc_at(st.pc);
+            if layouts.is_empty() {
+                return Step::HandOver;
+            }
+            let crossed = stubs::cross_risc(&tables.stubs, arch, layouts, at, read);
+            // A frame pointer into the stack being walked: a stub that makes a frame record
+            // as well (the frame-pointer walk follows it, as before stubs were read).
+            if crossed.is_err() && (st.sp..st.end).contains(&st.fp) {
+                return Step::HandOver;
+            }
+            crossed
+        }
+    };
+    match crossed {
         Ok(i) => Step::Entry {
             ip: i.ip,
             sp: i.sp,
             fp: i.fp,
+            ra: i.ra,
             user: i.user,
             regs: SavedRegs {
                 at: i.at,

@@ -189,6 +189,7 @@ where
                 ip,
                 sp: isp,
                 fp,
+                ra: None,
                 user: cs & 3 == 3,
                 regs,
                 prev_full,
