@@ -1,5 +1,7 @@
-//! x86 entry stubs read from their instructions (`EntryStubs::read`) over an input taken as
-//! code (its first byte picks i386 or x86_64 and where stubs start), then table walks from
+//! Entry stubs read from their instructions (`EntryStubs::read`) over an input taken as
+//! code (its first byte picks i386, x86_64, riscv64 or aarch64 and where stubs start; the
+//! code is 2 KiB-aligned, so an aarch64 input is also read as a vector table), then table
+//! walks from
 //! pcs in that code over the input as the stack: whatever the code and the stack hold, the
 //! reading stays within its bounds and a walk within its depth, and a crossing comes only
 //! from a frame the CPU could have pushed.
@@ -25,9 +27,11 @@ fn check(data: &[u8]) {
     let Some((&pick, code)) = data.split_first() else {
         return;
     };
-    let arch = match pick & 1 {
+    let arch = match pick & 3 {
         0 => Arch::I386,
-        _ => Arch::X86_64,
+        1 => Arch::X86_64,
+        2 => Arch::Riscv64,
+        _ => Arch::Aarch64,
     };
     let base = match arch {
         Arch::I386 => CODE & 0xffff_ffff,
@@ -46,14 +50,19 @@ fn check(data: &[u8]) {
         }
     };
     // Stubs at the start and where the pick's other bits say.
-    let step = usize::from(pick >> 1).max(1);
+    let step = usize::from(pick >> 2).max(1);
     let at = (0..code.len())
         .step_by(step)
         .take(64)
         .map(|o| base + o as u64);
     let text = TextRanges::new([(base, base + code.len() as u64 + 1)]);
     let stubs = EntryStubs::read(arch, at, read_code, text);
-    black_box((stubs.stubs(), stubs.heap_bytes(), stubs.at(base)));
+    black_box((
+        stubs.stubs(),
+        stubs.heap_bytes(),
+        stubs.at(base),
+        stubs.risc_at(base),
+    ));
     let tables = UnwindTables {
         arch,
         orc: None,

@@ -318,4 +318,5 @@ fn the_frame_pointer_a_stub_pushed_before_writing_it_is_found() {
     assert_eq!(s.at(0x300a).unwrap().fp, FpAt::Lost);
 }
 
+mod aarch64;
 mod riscv64;
