@@ -1,6 +1,6 @@
 //! Kernel entry stubs that leave no unwind information: where, at each of their instructions
-//! and calls, the frame the CPU pushed at the entry lies, and the crossing from it into the
-//! interrupted context (issue 38; docs/walk-design.md sections 2 and 3).
+//! and calls, the interrupted context lies (the frame the CPU pushed, or the trap frame the
+//! stub saved), and the crossing into it (issue 38; docs/walk-design.md sections 2 and 3).
 //!
 //! A hobby kernel's system-call or interrupt stub is hand-written assembly: it pushes the
 //! registers, maybe aligns the stack, and calls the handler, with neither a frame record nor
@@ -12,6 +12,12 @@
 //! (bit 1 set, the reserved bits clear), the interrupted pc is kernel text (ring 0) or a
 //! canonical user address (ring 3), and it lies on the stack being walked. Where it is not,
 //! the walk does not cross, and says so ([`kern_profile_format::StopReason::EntryNotCrossed`]).
+//!
+//! On riscv64 and aarch64 a trap pushes nothing: the stub saves the interrupted pc (`sepc`,
+//! `ELR_EL1`), stack pointer, frame pointer, return address and mode where it chooses.
+//! `stubs/machine.rs` follows where (`stubs/riscv64.rs`, `stubs/aarch64.rs` decode), and
+//! `cross_risc` believes the saved values only if they agree with each other and with the
+//! kernel's text.
 //!
 //! The stubs are the kernel ELF's code symbols where its tables have no row: which of them
 //! are entries, the check of the frame decides. (The IDT, `stvec` and `VBAR_EL1` name the
@@ -96,6 +102,10 @@ pub struct RiscLayout {
     pub mode: Option<Mode>,
 }
 
+/// At most this many riscv64/aarch64 layouts are kept per kernel (before duplicates go): a
+/// bound on memory whatever the symbols (a real kernel's stubs give a few hundred).
+const MAX_RISC_LAYOUTS: usize = 1 << 16;
+
 /// At most this many riscv64/aarch64 layouts at one address (the paths of a stub that
 /// tests the mode); more and none is believed.
 const MAX_RISC_AT: usize = 2;
@@ -115,8 +125,7 @@ pub struct EntryStubs {
 
 impl EntryStubs {
     /// The stubs starting at `starts` (at most [`MAX_STUBS`]) of an `arch` kernel, whose
-    /// code `code(addr, buf)` reads, with `text` its executable sections. Only x86 stubs are
-    /// read for now; other architectures get none.
+    /// code `code(addr, buf)` reads, with `text` its executable sections.
     pub fn read<C>(
         arch: Arch,
         starts: impl IntoIterator<Item = u64>,
@@ -203,7 +212,11 @@ impl EntryStubs {
                     Arch::Aarch64 => aarch64::decode(a, &mut code),
                     _ => riscv64::decode(a, &mut code),
                 };
-                machine::analyze(abi, entry, start, decode, |a, l| risc.push((a, l)));
+                machine::analyze(abi, entry, start, decode, |a, l| {
+                    if risc.len() < MAX_RISC_LAYOUTS {
+                        risc.push((a, l));
+                    }
+                });
             }
         }
         risc.sort_unstable();

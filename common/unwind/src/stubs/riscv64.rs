@@ -151,7 +151,7 @@ fn system(w: u32, f3: u32, rd: u8, rs1: u8) -> Vec<Op> {
         // csrrs, csrrc with x0 (csrr), and their immediate forms with 0: a read alone
         2 | 3 | 6 | 7 if rs1 == ZERO => vec![Op::Sys { sys, rd, rs: None }],
         // Any other write: the register's new value is not followed (x0 reads unknown).
-        1..=7 => vec![Op::Sys {
+        2 | 3 | 5 | 6 | 7 => vec![Op::Sys {
             sys,
             rd,
             rs: Some(ZERO),
