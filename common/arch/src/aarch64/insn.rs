@@ -5,6 +5,7 @@
 //! `ldp x29, x30, [sp], #16` do both). Calls are `bl` and `blr` (and its pointer-authenticating
 //! forms); the return is `ret` (and `retaa`/`retab`).
 
+use super::imm::{imm14, imm19, imm26};
 use crate::insn::{Effects, Flow, Insn};
 
 const FP: u32 = 29;
@@ -20,10 +21,6 @@ pub(crate) fn decode_all(start: u64, bytes: &[u8]) -> Vec<Insn> {
         .zip((start..).step_by(4))
         .map(|(w, addr)| decode(w, addr))
         .collect()
-}
-
-fn sext(v: u32, bits: u32) -> i64 {
-    (((v as u64) << (64 - bits)) as i64) >> (64 - bits)
 }
 
 fn decode(w: u32, addr: u64) -> Insn {
@@ -69,16 +66,15 @@ fn reg_effect(reg: u32, load: bool) -> Effects {
 }
 
 fn flow(w: u32, addr: u64) -> Flow {
-    let at = |d: i64| Some(addr.wrapping_add((d * 4) as u64));
-    let imm19 = || sext((w >> 5) & 0x7_ffff, 19);
+    let at = |d: i64| Some(addr.wrapping_add(d as u64));
     match w {
         // BL, B imm26.
-        _ if w & 0xfc00_0000 == 0x9400_0000 => Flow::Call(at(sext(w & 0x03ff_ffff, 26))),
-        _ if w & 0xfc00_0000 == 0x1400_0000 => Flow::Jump(at(sext(w & 0x03ff_ffff, 26))),
+        _ if w & 0xfc00_0000 == 0x9400_0000 => Flow::Call(at(imm26(w))),
+        _ if w & 0xfc00_0000 == 0x1400_0000 => Flow::Jump(at(imm26(w))),
         // B.cond; CBZ/CBNZ; TBZ/TBNZ.
-        _ if w & 0xff00_0010 == 0x5400_0000 => Flow::Jump(at(imm19())),
-        _ if w & 0x7e00_0000 == 0x3400_0000 => Flow::Jump(at(imm19())),
-        _ if w & 0x7e00_0000 == 0x3600_0000 => Flow::Jump(at(sext((w >> 5) & 0x3fff, 14))),
+        _ if w & 0xff00_0010 == 0x5400_0000 => Flow::Jump(at(imm19(w))),
+        _ if w & 0x7e00_0000 == 0x3400_0000 => Flow::Jump(at(imm19(w))),
+        _ if w & 0x7e00_0000 == 0x3600_0000 => Flow::Jump(at(imm14(w))),
         // Unconditional branch (register): BR, BLR, RET, ERET and their authenticating forms.
         _ if w & 0xfe00_0000 == 0xd600_0000 => match (w >> 21) & 0xf {
             0b0001 | 0b1001 => Flow::Call(None),

@@ -3,6 +3,7 @@
 //! `SP_EL0` for the context before a trap, pointer-authentication bits in saved return
 //! addresses ([`strip_pac`]), and the instruction decoder of [`insn`].
 
+pub mod imm;
 pub mod insn;
 
 use crate::insn::Insn;

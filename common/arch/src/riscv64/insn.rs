@@ -6,6 +6,7 @@
 //! `jal ra` and `jalr ra` (LLVM's `call` is `auipc ra, hi; jalr ra, lo(ra)`) and `c.jalr`;
 //! the return is `jalr x0, 0(ra)` / `c.jr ra`.
 
+use super::imm::{b_imm, c_addi4spn_imm, c_b_imm, c_j_imm, i_imm, j_imm};
 use crate::insn::{Effects, Flow, Insn};
 
 const RA: u32 = 1;
@@ -51,30 +52,6 @@ pub(crate) fn decode_all(start: u64, bytes: &[u8]) -> Vec<Insn> {
         out.push(insn);
     }
     out
-}
-
-fn sext(v: u64, bits: u32) -> i64 {
-    ((v << (64 - bits)) as i64) >> (64 - bits)
-}
-
-fn i_imm(w: u32) -> i64 {
-    (w as i32 >> 20) as i64
-}
-
-fn b_imm(w: u32) -> i64 {
-    let v = ((w >> 31) & 1) << 12
-        | ((w >> 7) & 1) << 11
-        | ((w >> 25) & 0x3f) << 5
-        | ((w >> 8) & 0xf) << 1;
-    sext(v as u64, 13)
-}
-
-fn j_imm(w: u32) -> i64 {
-    let v = ((w >> 31) & 1) << 20
-        | ((w >> 12) & 0xff) << 12
-        | ((w >> 20) & 1) << 11
-        | ((w >> 21) & 0x3ff) << 1;
-    sext(v as u64, 21)
 }
 
 fn insn(addr: u64, len: u8, effects: Effects, flow: Flow) -> Option<Insn> {
@@ -160,34 +137,11 @@ fn decode16(h: u16, addr: u64) -> Option<Insn> {
     let mut flow = Flow::Next;
     match (h32 & 3, h32 >> 13) {
         // c.addi4spn rd', sp, nzuimm
-        (0, 0) => {
-            let nzuimm =
-                ((h32 >> 7) & 0xf) << 6 | ((h32 >> 11) & 3) << 4 | bit(5) << 3 | bit(6) << 2;
-            if (h32 >> 2) & 7 == 0 && nzuimm != 0 {
-                effects = Effects::SETS_FP;
-            }
-        }
+        (0, 0) if (h32 >> 2) & 7 == 0 && c_addi4spn_imm(h32) != 0 => effects = Effects::SETS_FP,
         // c.j
-        (1, 5) => {
-            let v = bit(12) << 11
-                | bit(11) << 4
-                | ((h32 >> 9) & 3) << 8
-                | bit(8) << 10
-                | bit(7) << 6
-                | bit(6) << 7
-                | ((h32 >> 3) & 7) << 1
-                | bit(2) << 5;
-            flow = Flow::Jump(Some(at(sext(v as u64, 12))));
-        }
+        (1, 5) => flow = Flow::Jump(Some(at(c_j_imm(h32)))),
         // c.beqz, c.bnez
-        (1, 6) | (1, 7) => {
-            let v = bit(12) << 8
-                | ((h32 >> 10) & 3) << 3
-                | ((h32 >> 5) & 3) << 6
-                | ((h32 >> 3) & 3) << 1
-                | bit(2) << 5;
-            flow = Flow::Jump(Some(at(sext(v as u64, 9))));
-        }
+        (1, 6) | (1, 7) => flow = Flow::Jump(Some(at(c_b_imm(h32)))),
         // c.ldsp, c.sdsp
         (2, 3) => effects = reload(rd),
         (2, 7) => effects = save(rs2),

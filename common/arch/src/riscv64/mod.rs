@@ -2,6 +2,7 @@
 //! for the privilege, `satp` for the page table and the CPU mode, `sstatus`/`mstatus` for the
 //! privilege before a trap, and the instruction decoder of [`insn`].
 
+pub mod imm;
 pub mod insn;
 
 use crate::insn::Insn;

@@ -12,6 +12,8 @@
 //! encodings whose register effects are all the stub machine needs (yaxpeax-arm, which the
 //! annotate command uses to print instructions, describes operands, not their effects).
 
+use kern_profile_arch::aarch64::imm::{imm14, imm19, imm26, sext};
+
 use super::machine::{Abi, Insn, Op, Sys};
 
 const SP: u8 = 31;
@@ -54,10 +56,6 @@ where
     })
 }
 
-fn sext(v: u32, bits: u32) -> i64 {
-    (((v as u64) << (64 - bits)) as i64) >> (64 - bits)
-}
-
 /// A register field where 31 is the zero register.
 fn zr(r: u32) -> u8 {
     if r == 31 {
@@ -72,13 +70,13 @@ fn ops(w: u32, addr: u64) -> Vec<Op> {
     let (rd, rn) = (w & 31, (w >> 5) & 31);
     // Branches.
     match w {
-        _ if w & 0xfc00_0000 == 0x1400_0000 => return vec![Op::Jump(at(sext(w, 26) * 4))],
+        _ if w & 0xfc00_0000 == 0x1400_0000 => return vec![Op::Jump(at(imm26(w)))],
         _ if w & 0xfc00_0000 == 0x9400_0000 => return vec![Op::Clobber(LR), Op::Call],
         // b.cond, cbz/cbnz, tbz/tbnz
         _ if w & 0xff00_0010 == 0x5400_0000 || w & 0x7e00_0000 == 0x3400_0000 => {
-            return vec![Op::Branch(at(sext(w >> 5, 19) * 4))]
+            return vec![Op::Branch(at(imm19(w)))]
         }
-        _ if w & 0x7e00_0000 == 0x3600_0000 => return vec![Op::Branch(at(sext(w >> 5, 14) * 4))],
+        _ if w & 0x7e00_0000 == 0x3600_0000 => return vec![Op::Branch(at(imm14(w)))],
         // blr
         _ if w & 0xffff_fc1f == 0xd63f_0000 => return vec![Op::Clobber(LR), Op::Call],
         // br, ret, eret, and the other unconditional branches to registers

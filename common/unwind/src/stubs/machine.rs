@@ -286,18 +286,16 @@ impl State {
         let orig = |reg| Val::Orig { reg, add: 0 };
         let l = RiscLayout {
             pc: self.find(abi, Val::Sys(Sys::Pc), None),
-            sp: match (entry.switched, self.find(abi, orig(abi.sp), None)) {
-                // From EL0, the user's stack pointer is still in SP_EL0 where not saved.
-                (true, Loc::Lost) if self.user_sp == orig(abi.sp) => Loc::Reg,
-                (_, loc) => loc,
-            },
+            sp: self.find(abi, orig(abi.sp), None),
             fp: self.find(abi, orig(abi.fp), Some(abi.fp)),
             ra: self.find(abi, orig(abi.ra), Some(abi.ra)),
             status: self.find(abi, Val::Sys(Sys::Status), None),
             mode: entry.mode,
         };
-        // A crossing needs the pc and the stack pointer: the rest may be lost.
-        (l.pc != Loc::Lost && l.sp != Loc::Lost && l.sp != Loc::Reg).then_some(l)
+        // A crossing needs the pc and the stack pointer: the rest may be lost. (From EL0 a
+        // stub that leaves the user's stack pointer in SP_EL0 gives none: the walk has no
+        // system register.)
+        (l.pc != Loc::Lost && l.sp != Loc::Lost).then_some(l)
     }
 
     fn apply(&mut self, abi: &Abi, op: Op) {
@@ -361,12 +359,17 @@ where
     let mut paths = vec![(start, State::new(abi, entry))];
     let (mut budget, mut started) = (MAX_INSNS, 1);
     while let Some((mut pc, mut st)) = paths.pop() {
+        let mut called = false;
         while budget > 0 {
             budget -= 1;
             let Some(insn) = decode(pc) else { break };
-            if let Some(l) = st.layout(abi, entry) {
-                found(pc, l);
+            // A call's return address had its layout from the call.
+            if !called {
+                if let Some(l) = st.layout(abi, entry) {
+                    found(pc, l);
+                }
             }
+            called = false;
             let next = pc.wrapping_add(insn.len);
             let mut to = Some(next);
             for op in insn.ops {
@@ -374,6 +377,7 @@ where
                 match op {
                     Op::Call => {
                         st.called(abi);
+                        called = true;
                         if let Some(l) = st.layout(abi, entry) {
                             found(next, l);
                         }

@@ -3,6 +3,10 @@
 //! entry reads (`sepc`, `sstatus`, `sscratch`), calls, jumps and branches. Anything else that
 //! writes an integer register makes it unknown; an opcode not known ends the path.
 
+use kern_profile_arch::riscv64::imm::{
+    b_imm, c_addi4spn_imm, c_b_imm, c_j_imm, i_imm, j_imm, s_imm, sext,
+};
+
 use super::machine::{Abi, Insn, Op, Sys};
 
 const ZERO: u8 = 0;
@@ -40,34 +44,6 @@ where
         return None;
     }
     decode32(u32::from_le_bytes(b), addr).map(|ops| Insn { len: 4, ops })
-}
-
-fn sext(v: u32, bits: u32) -> i64 {
-    (((v as u64) << (64 - bits)) as i64) >> (64 - bits)
-}
-
-fn i_imm(w: u32) -> i64 {
-    (w as i32 >> 20) as i64
-}
-
-fn s_imm(w: u32) -> i64 {
-    sext((w >> 25) << 5 | (w >> 7) & 31, 12)
-}
-
-fn b_imm(w: u32) -> i64 {
-    let v = ((w >> 31) & 1) << 12
-        | ((w >> 7) & 1) << 11
-        | ((w >> 25) & 0x3f) << 5
-        | ((w >> 8) & 0xf) << 1;
-    sext(v, 13)
-}
-
-fn j_imm(w: u32) -> i64 {
-    let v = ((w >> 31) & 1) << 20
-        | ((w >> 12) & 0xff) << 12
-        | ((w >> 20) & 1) << 11
-        | ((w >> 21) & 0x3ff) << 1;
-    sext(v, 21)
 }
 
 fn csr(n: u32) -> Sys {
@@ -180,7 +156,7 @@ fn decode16(h: u16, addr: u64) -> Option<Vec<Op>> {
         (0, 0) => Op::Add {
             rd: rs2_c,
             rs: SP,
-            add: (((h >> 7) & 0xf) << 6 | ((h >> 11) & 3) << 4 | bit(5) << 3 | bit(6) << 2) as i64,
+            add: c_addi4spn_imm(h) as i64,
         },
         // c.fld
         (0, 1) => return Some(Vec::new()),
@@ -222,26 +198,9 @@ fn decode16(h: u16, addr: u64) -> Option<Vec<Op>> {
         (1, 3) => Op::Clobber(rd),
         // c.srli, c.srai, c.andi, c.sub, c.xor, c.or, c.and, c.subw, c.addw
         (1, 4) => Op::Clobber(rd_c),
-        (1, 5) => {
-            let v = bit(12) << 11
-                | bit(11) << 4
-                | ((h >> 9) & 3) << 8
-                | bit(8) << 10
-                | bit(7) << 6
-                | bit(6) << 7
-                | ((h >> 3) & 7) << 1
-                | bit(2) << 5;
-            Op::Jump(at(sext(v, 12)))
-        }
+        (1, 5) => Op::Jump(at(c_j_imm(h))),
         // c.beqz, c.bnez
-        (1, 6) | (1, 7) => {
-            let v = bit(12) << 8
-                | ((h >> 10) & 3) << 3
-                | ((h >> 5) & 3) << 6
-                | ((h >> 3) & 3) << 1
-                | bit(2) << 5;
-            Op::Branch(at(sext(v, 9)))
-        }
+        (1, 6) | (1, 7) => Op::Branch(at(c_b_imm(h))),
         // c.slli, c.lwsp
         (2, 0) | (2, 2) => Op::Clobber(rd),
         // c.fldsp
