@@ -68,6 +68,7 @@ fn check(data: &[u8]) {
         orc: None,
         cfi: None,
         stubs,
+        user: Default::default(),
     };
     let mem = fake_memory(data);
     let high = base + code.len() as u64;

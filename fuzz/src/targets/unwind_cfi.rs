@@ -82,6 +82,7 @@ fn check(data: &[u8]) {
                         orc: None,
                         cfi: Some(t),
                         stubs: Default::default(),
+                        user: Default::default(),
                     };
                     walk_all(&tables, data, 0, 0x10_0000);
                 }

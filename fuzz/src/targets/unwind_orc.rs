@@ -57,6 +57,7 @@ fn check(data: &[u8]) {
         orc: Some(orc),
         cfi: None,
         stubs: Default::default(),
+        user: Default::default(),
     };
     walk_all(&tables, data, low, high);
 }

@@ -1,9 +1,10 @@
 //! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`
-//! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,elf=FILE][,alloc=SPEC,elf=FILE|symbols=FILE]`.
+//! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,elf=FILE][,user=FILE...][,alloc=SPEC,elf=FILE|symbols=FILE]`.
 //!
 //! `elf=` names the kernel (an ELF, or a Linux image holding one: a bzImage): its ORC and
 //! DWARF CFI tables unwind the kernel's stacks where it has no frame pointers, and `alloc=`
-//! finds its symbols there.
+//! finds its symbols there. `user=` (repeated, one per program) names user programs: their
+//! `.eh_frame` unwinds their stacks where they have no frame pointers.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -39,6 +40,8 @@ pub struct Config {
     pub alloc: Option<AllocConfig>,
     /// `elf=`: the kernel, whose unwind tables the stack walks use.
     pub kernel: Option<PathBuf>,
+    /// `user=`, in the order given: user programs, whose CFI the walks use in their code.
+    pub user: Vec<PathBuf>,
     /// `trigger=interrupt`: a `delay=` tick's sample is taken at the vCPU's next interrupt,
     /// at the interrupted PC (QEMU's discontinuity callback, QEMU 10.2 and later), and no
     /// translated block is instrumented for sampling.
@@ -56,7 +59,7 @@ pub struct AllocConfig {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, symbols=FILE)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE)")]
     Unknown(String),
     #[error("argument '{0}' needs a value: {0}=...")]
     NoValue(String),
@@ -148,11 +151,12 @@ impl Config {
         let mut elf = None;
         let mut symbols = None;
         let mut trigger = None;
+        let mut user = Vec::new();
         for arg in args {
             let Some((key, value)) = arg.split_once('=') else {
                 return Err(match arg {
                     "out" | "delay" | "period" | "depth" | "exact" | "window" | "alloc" | "elf"
-                    | "symbols" | "trigger" => ConfigError::NoValue(arg.to_string()),
+                    | "symbols" | "trigger" | "user" => ConfigError::NoValue(arg.to_string()),
                     _ => ConfigError::Unknown(arg.to_string()),
                 });
             };
@@ -188,6 +192,7 @@ impl Config {
                 )?,
                 "alloc" => set(&mut alloc, "alloc", non_empty("alloc", value)?)?,
                 "elf" => set(&mut elf, "elf", PathBuf::from(non_empty("elf", value)?))?,
+                "user" => user.push(PathBuf::from(non_empty("user", value)?)),
                 "symbols" => set(
                     &mut symbols,
                     "symbols",
@@ -226,6 +231,7 @@ impl Config {
             window,
             alloc,
             kernel: elf,
+            user,
             at_interrupts,
         })
     }
@@ -277,6 +283,20 @@ mod tests {
     }
 
     #[test]
+    fn user_programs_in_the_order_given() {
+        let c = parse("out=o,elf=k.elf,user=a.elf,user=b.elf").unwrap();
+        assert_eq!(c.user, [PathBuf::from("a.elf"), PathBuf::from("b.elf")]);
+        assert_eq!(
+            parse("out=o,user").unwrap_err(),
+            ConfigError::NoValue("user".into())
+        );
+        assert!(matches!(
+            parse("out=o,user=").unwrap_err(),
+            ConfigError::BadValue { arg: "user", .. }
+        ));
+    }
+
+    #[test]
     fn original_interface_and_defaults() {
         let c = parse("out=raw-data,delay=10").unwrap();
         assert_eq!(
@@ -289,6 +309,7 @@ mod tests {
                 window: None,
                 alloc: None,
                 kernel: None,
+                user: Vec::new(),
                 at_interrupts: false,
             }
         );

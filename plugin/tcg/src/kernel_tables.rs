@@ -1,15 +1,16 @@
 //! `elf=`: the kernel's unwind tables (ORC, DWARF CFI), read once at start from its ELF or
 //! the vmlinux inside a Linux image, for the stack walks of a kernel without frame pointers;
 //! and which kernel it is ([`KernelOs`]): Linux's layouts (encoded `pt_regs` frame pointers
-//! and the like) are taken on Linux only, from its symbols or kallsyms.
+//! and the like) are taken on Linux only, from its symbols or kallsyms. `user=`: user
+//! programs' CFI, beside the kernel's.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kern_profile_format::Arch;
 use kern_profile_linux_image::{open, Options};
 use kern_profile_symbols::kernel_os_of_image;
-use kern_profile_unwind::tables::{kernel_tables_of_elf, TableStats};
+use kern_profile_unwind::tables::{kernel_tables_of_elf, TableStats, UserAdded};
 use kern_profile_unwind::{KernelOs, UnwindTables};
 
 /// What the stack walks learn from `elf=`: its tables, what their checks refused, and which
@@ -48,6 +49,51 @@ pub fn load(path: &Path, arch: Arch) -> Result<Loaded, String> {
         refusals: k.stats.refusals(),
         os,
     })
+}
+
+/// `loaded` with the CFI of the `user` programs (`user=`), each said at start: its rows, or
+/// that it has none and is walked by frame pointers. Errors name the file.
+pub fn add_user(mut loaded: Loaded, user: &[PathBuf], arch: Arch) -> Result<Loaded, String> {
+    if user.is_empty() {
+        return Ok(loaded);
+    }
+    let mut tables = match loaded.tables.take().map(Arc::try_unwrap) {
+        Some(Ok(t)) => t,
+        Some(Err(shared)) => (*shared).clone(),
+        None => UnwindTables {
+            arch,
+            orc: None,
+            cfi: None,
+            stubs: Default::default(),
+            user: Default::default(),
+        },
+    };
+    for path in user {
+        let elf = std::fs::read(path)
+            .map_err(|e| format!("user={}: cannot read: {e}", path.display()))?;
+        let name = path.display().to_string();
+        let added = tables
+            .user
+            .add(&name, &elf, arch)
+            .map_err(|e| format!("user={name}: {e}"))?;
+        crate::stderr_line(&user_line(path, added));
+    }
+    loaded.tables = Some(Arc::new(tables));
+    Ok(loaded)
+}
+
+/// The line the plugin prints at start for a `user=` program.
+pub fn user_line(path: &Path, added: UserAdded) -> String {
+    match added {
+        UserAdded::Rows(n) => format!(
+            "kern-profile: user={}: CFI {n} rows, for its stacks",
+            path.display()
+        ),
+        UserAdded::NoCfi => format!(
+            "kern-profile: user={}: no .eh_frame or .debug_frame: its stacks are walked by frame pointers",
+            path.display()
+        ),
+    }
 }
 
 /// The line the plugin prints at start when the checks of `elf=`'s tables refused entries,

@@ -281,6 +281,7 @@ unsafe fn install(
         Some(path) => kernel_tables::load(path, arch)?,
         None => kernel_tables::Loaded::default(),
     };
+    let loaded = kernel_tables::add_user(loaded, &cfg.user, arch)?;
     let table = alloc.as_ref().map(|a| &a.set.table);
     let writer = open_output(&cfg.out, &header, version, table)?;
     let mut plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;

@@ -213,7 +213,10 @@ fn draw_attached(a: &RecordArgs, done: &Attached, kernel: Option<KernelFile>) ->
         open: a.open,
     };
     let (raw, dir) = (&done.raw, &done.out.path);
-    draw(raw, dir, &done.sources, kernel, &a.filter.options(), show)
+    // `--user` names the programs' samples (the gdbstub's walks use no program's CFI).
+    let mut sources = done.sources.clone();
+    sources.user_binaries.clone_from(&a.launch.user);
+    draw(raw, dir, &sources, kernel, &a.filter.options(), show)
 }
 
 /// Says what is about to run.

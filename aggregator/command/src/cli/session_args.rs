@@ -89,6 +89,12 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "FILE[,FILE...]", value_delimiter = ',', action = clap::ArgAction::Append)]
     pub symbols: Vec<PathBuf>,
 
+    /// User programs (ELFs) the guest runs: their samples are named from them, and the
+    /// plugin walks their stacks by their `.eh_frame` where they have no frame pointers
+    /// (`user=`); comma-separated, or --user repeated
+    #[arg(long, value_name = "ELF[,ELF...]", value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub user: Vec<PathBuf>,
+
     /// The plugin to load. Default: kern-profile.so beside this binary, then
     /// ../lib/kern-profile/kern-profile.so, then the copy built into this binary
     #[arg(long, value_name = "SO")]
@@ -113,6 +119,7 @@ impl LaunchArgs {
             out_dir: self.output.clone(),
             kernel: self.kernel.clone(),
             symbols: self.symbols.clone(),
+            user: self.user.clone(),
             plugin: self.plugin.clone(),
             console,
         }

@@ -52,6 +52,8 @@ pub enum RecordError {
     KernelUnusable { path: PathBuf, why: String },
     #[error("--kernel {}: {why}", path.display())]
     KernelArg { path: PathBuf, why: String },
+    #[error("--user {}: {why}", path.display())]
+    UserProgram { path: PathBuf, why: String },
     #[error("--window {name}: {why}")]
     Window { name: String, why: String },
     #[error("kern-profile's QEMU plugin {build} was not found; looked for {}. Reinstall kern-profile (`cargo install --path aggregator/command` embeds every plugin build; the Debian package installs them in /usr/lib/kern-profile/), or give one with --plugin", list(searched))]

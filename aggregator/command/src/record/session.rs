@@ -49,6 +49,8 @@ pub struct SessionSpec {
     pub kernel: Option<PathBuf>,
     /// `--symbols`.
     pub symbols: Vec<PathBuf>,
+    /// `--user`: user programs, named in the reports and walked by their CFI in the plugin.
+    pub user: Vec<PathBuf>,
     /// `--plugin`.
     pub plugin: Option<PathBuf>,
     pub console: ConsoleSpec,
@@ -117,7 +119,8 @@ impl Session {
         if kernel.is_linux() && qemu.kernel().is_some() {
             notes.extend(qemu.disable_kaslr());
         }
-        let sources = kernel.sources;
+        let mut sources = kernel.sources;
+        sources.user_binaries = user_programs(&spec.user)?;
         let loaded = kernel.loaded.map(KernelFile::without_vmlinux);
         let out = OutputDir::prepare(&spec.out_dir)?;
         let build = qemu.build.ok_or_else(|| RecordError::QemuTooOld {
@@ -133,6 +136,7 @@ impl Session {
             &spec.sampling,
             window.as_ref(),
             sources.elf.as_deref(),
+            &sources.user_binaries,
         );
         let console = match spec.console {
             ConsoleSpec::Terminal => Console::Inherit,
@@ -172,13 +176,32 @@ impl Session {
     }
 }
 
+/// The `--user` programs, made absolute, each checked to be a readable file before the guest
+/// runs (the plugin reads them again at start; the reports name samples from them).
+fn user_programs(user: &[PathBuf]) -> Result<Vec<PathBuf>, RecordError> {
+    user.iter()
+        .map(|p| match std::fs::metadata(p) {
+            Ok(m) if m.is_file() => Ok(std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+            Ok(_) => Err(RecordError::UserProgram {
+                path: p.clone(),
+                why: "not a file".into(),
+            }),
+            Err(e) => Err(RecordError::UserProgram {
+                path: p.clone(),
+                why: e.to_string(),
+            }),
+        })
+        .collect()
+}
+
 /// The plugin's arguments; `kernel` (an ELF or a Linux image) gives it the unwind tables
-/// (`elf=`) that walk a kernel without frame pointers.
+/// (`elf=`) that walk a kernel without frame pointers, `user` the programs' (`user=`).
 fn plugin_args(
     raw: &Path,
     s: &Sampling,
     window: Option<&Range<u64>>,
     kernel: Option<&Path>,
+    user: &[PathBuf],
 ) -> String {
     let mut a = vec![format!("out={}", raw.display())];
     if let Some(d) = s.delay_us {
@@ -201,6 +224,9 @@ fn plugin_args(
     }
     if let Some(k) = kernel {
         a.push(format!("elf={}", k.display()));
+    }
+    for u in user {
+        a.push(format!("user={}", u.display()));
     }
     a.join(",")
 }
@@ -293,16 +319,17 @@ mod tests {
                 Path::new("/o/cpu.raw.recording"),
                 &s,
                 Some(&(0x10..0x20)),
-                Some(Path::new("/k/vmlinuz"))
+                Some(Path::new("/k/vmlinuz")),
+                &[PathBuf::from("/u/a.elf"), PathBuf::from("/u/b.elf")]
             ),
-            "out=/o/cpu.raw.recording,period=10000,depth=32,exact=on,window=0x10-0x20,elf=/k/vmlinuz"
+            "out=/o/cpu.raw.recording,period=10000,depth=32,exact=on,window=0x10-0x20,elf=/k/vmlinuz,user=/u/a.elf,user=/u/b.elf"
         );
         let d = Sampling {
             delay_us: Some(10),
             ..Sampling::default()
         };
         assert_eq!(
-            plugin_args(Path::new("r"), &d, None, None),
+            plugin_args(Path::new("r"), &d, None, None, &[]),
             "out=r,delay=10"
         );
     }

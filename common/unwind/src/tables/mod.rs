@@ -15,6 +15,7 @@ mod kernel;
 pub mod orc;
 mod stats;
 mod text;
+pub mod user;
 pub mod walk;
 
 pub use cfi::{CfaBase, CfiRow, CfiTable, Rule};
@@ -22,6 +23,7 @@ pub use kernel::{kernel_tables_of_elf, load_kernel_tables, KernelTables, KernelT
 pub use orc::{OrcEntry, OrcKind, OrcLayout, OrcTable};
 pub use stats::{EntryCounts, Refusal, TableStats};
 pub use text::TextRanges;
+pub use user::{UserAdded, UserProgram, UserTables};
 
 /// What is wrong with a kernel's unwind tables.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,6 +32,11 @@ pub enum TableError {
     Elf(String),
     #[error("the ELF's machine is not one kern-profile profiles")]
     UnknownMachine,
+    #[error("a program for {found}, and the guest is {guest}")]
+    WrongArch {
+        found: &'static str,
+        guest: &'static str,
+    },
     #[error("section {0} cannot be read: {1}")]
     Section(&'static str, String),
     #[error(".orc_unwind_ip ({ips} bytes) and .orc_unwind ({entries} bytes) do not hold the same number of 4- and 6-byte entries")]
@@ -74,6 +81,8 @@ pub struct UnwindTables {
     pub cfi: Option<CfiTable>,
     /// The entry stubs among the code the tables do not cover ([`crate::stubs`]).
     pub stubs: EntryStubs,
+    /// The user programs' CFI (the plugin's `user=`), for walks that reach them.
+    pub user: UserTables,
 }
 
 impl UnwindTables {
@@ -104,28 +113,13 @@ impl UnwindTables {
             )?),
             None => None,
         };
-        let cfi = match parts.cfi.is_empty() {
-            true => None,
-            false => {
-                let arch = parts.guest.arch;
-                let (sp, fp) = guest(arch).dwarf_sp_fp();
-                let ra = guest(arch).dwarf_return_column();
-                let regs = cfi::CfiRegisters { sp, fp, ra };
-                let t = CfiTable::parse_in(
-                    &parts.cfi,
-                    arch.ptr_width(),
-                    regs,
-                    limits.cfi_rows,
-                    &parts.text,
-                )?;
-                (!t.is_empty() || t.stats().refused() > 0).then_some(t)
-            }
-        };
+        let cfi = parts.cfi_table(limits)?;
         let mut tables = UnwindTables {
             arch: parts.guest.arch,
             orc,
             cfi,
             stubs: EntryStubs::default(),
+            user: UserTables::default(),
         };
         tables.stubs = parts.stubs(&tables);
         Ok((tables, parts.guest))
@@ -150,6 +144,7 @@ impl UnwindTables {
         self.orc.as_ref().map_or(0, |t| t.heap_bytes())
             + self.cfi.as_ref().map_or(0, |t| t.heap_bytes())
             + self.stubs.heap_bytes()
+            + self.user.heap_bytes()
     }
 
     /// One line for the plugin's start message: what was read.
@@ -172,6 +167,9 @@ impl UnwindTables {
         }
         if parts.is_empty() {
             parts.push("no ORC or CFI".into());
+        }
+        for p in self.user.programs() {
+            parts.push(format!("{}: CFI {} rows", p.name, p.cfi.len()));
         }
         format!(
             "{}, {} KiB",
@@ -282,6 +280,26 @@ impl<'a> ElfTables<'a> {
             orc,
             cfi,
         })
+    }
+
+    /// The CFI sections' rows, checked against the text (`None` where there is no section;
+    /// a table whose every entry was refused stays, empty, for its counts).
+    fn cfi_table(&self, limits: Limits) -> Result<Option<CfiTable>, TableError> {
+        if self.cfi.is_empty() {
+            return Ok(None);
+        }
+        let arch = self.guest.arch;
+        let (sp, fp) = guest(arch).dwarf_sp_fp();
+        let ra = guest(arch).dwarf_return_column();
+        let regs = cfi::CfiRegisters { sp, fp, ra };
+        let t = CfiTable::parse_in(
+            &self.cfi,
+            arch.ptr_width(),
+            regs,
+            limits.cfi_rows,
+            &self.text,
+        )?;
+        Ok((!t.is_empty() || t.stats().refused() > 0).then_some(t))
     }
 
     /// The entry stubs among the code symbols `tables` have no row for (read only when

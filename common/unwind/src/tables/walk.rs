@@ -7,8 +7,10 @@
 //! stack pointer, a REGS_PARTIAL frame the hardware's interrupt frame alone. The walk marks
 //! the crossing as the frame-pointer walkers do (a [`frame_marker::KERNEL_ENTRY`], then the
 //! interrupted instruction's own address) and goes on in the interrupted context: kernel
-//! code with the table, a user program's stack by its frame pointers alone, with no stack
-//! switch (the user-context rule of [`crate::walk_across`]). A CFI signal frame (entry code
+//! code with the table, a user program's stack by the program's own CFI where it was given
+//! (`user=`, [`super::UserTables`]: its code at the pc is the program's), else by its frame
+//! pointers alone, with no stack switch (the user-context rule of [`crate::walk_guest`]).
+//! A user-mode sample is walked the same way in a given program. A CFI signal frame (entry code
 //! annotated with `.cfi_signal_frame`, as Linux's x86 entry code was before ORC) is crossed
 //! the same way: the marker, then the interrupted instruction, looked up as it is.
 //!
@@ -28,7 +30,7 @@ use super::orc::{OrcEntry, OrcKind};
 use super::{CfiRow, UnwindTables};
 use crate::cross::{fake_return, span_end, Frames};
 use crate::stubs;
-use crate::{walk_across, walk_guest, Crossings, PtrWidth, Walk};
+use crate::{walk_guest, Crossings, PtrWidth, Walk};
 
 /// The registers a walk starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,8 +121,8 @@ fn rule_at(tables: &UnwindTables, addr: u64) -> Option<FrameRule> {
 }
 
 /// Walks the stack from `start` with `tables`, storing return addresses (and markers) into
-/// `out` as [`crate::walk_guest`] does. `None` when the walk is of user mode or no table
-/// covers the start pc: the frame-pointer walk is the one to use then.
+/// `out` as [`crate::walk_guest`] does. `None` when no table covers the start pc (of user
+/// mode: no `user=` program's): the frame-pointer walk is the one to use then.
 pub fn walk_tables<R>(
     tables: &UnwindTables,
     start: StartRegs,
@@ -132,12 +134,17 @@ pub fn walk_tables<R>(
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    if crossings.user_mode {
-        return None;
-    }
-    // The first frame's rule, looked up once; a pc no table covers is walked here only in an
-    // entry stub whose layout is known.
-    let mut first = rule_at(tables, start.pc);
+    // A user-mode sample is walked here only in a `user=` program; a kernel one where the
+    // tables cover its pc or it is in an entry stub whose layout is known.
+    let mut program = None;
+    let mut first = match crossings.user_mode {
+        true => {
+            let t = tables.user.find(start.pc, &mut read)?;
+            program = Some(t);
+            t.find(start.pc).map(FrameRule::Cfi)
+        }
+        false => rule_at(tables, start.pc),
+    };
     if first.is_none() && !tables.stubs.covers(start.pc) {
         return None;
     }
@@ -174,7 +181,10 @@ where
             end: st.end,
             read: &mut read,
         };
-        let rule = first.take().or_else(|| rule_at(tables, probe));
+        let rule = first.take().or_else(|| match program {
+            Some(t) => t.find(probe).map(FrameRule::Cfi),
+            None => rule_at(tables, probe),
+        });
         let step = match rule {
             Some(FrameRule::Orc(e)) if arch == Arch::X86_64 => {
                 walker = Walker::Orc;
@@ -184,6 +194,8 @@ where
                 walker = Walker::Cfi;
                 cfi_step::cfi_step(&cfi_arch, row, &st, &mut stack)
             }
+            // A program's code its table does not cover: its frame pointers.
+            _ if program.is_some() => Step::HandOver,
             // A pc no table covers: an entry stub's crossing, or the frame-pointer walk.
             _ => stub_step(tables, &st, width, crossings, &mut read),
         };
@@ -191,14 +203,17 @@ where
             Step::Stop(reason) => break reason,
             Step::HandOver => {
                 let go_on = Crossings {
-                    user_mode: false,
+                    user_mode: program.is_some(),
                     ..crossings
                 };
                 let rest = frames.rest();
                 let depth = rest.len();
                 let w = walk_guest(arch, st.sp, st.fp, depth, go_on, &mut read, rest);
                 frames.advance(w.frames);
-                (walker, from_user) = (w.walker, w.from_user);
+                (walker, from_user) = (
+                    w.walker,
+                    w.from_user || (program.is_some() && !crossings.user_mode),
+                );
                 break w.stop;
             }
             Step::Call {
@@ -228,7 +243,9 @@ where
                 if ret == 0 || fake_return(ret, width) {
                     break StopReason::NullReturnAddress;
                 }
-                if entry {
+                // A program's signal frame is no kernel entry: its return address is the
+                // interrupted instruction, in the same program.
+                if entry && program.is_none() {
                     entries += 1;
                     if entries > MAX_ENTRIES {
                         break StopReason::NotIncreasing;
@@ -267,15 +284,34 @@ where
                 if !frames.push(frame_marker::KERNEL_ENTRY) || !frames.push(ip) {
                     break StopReason::DepthLimit;
                 }
+                let found = match user {
+                    true => tables.user.find(ip, &mut read),
+                    false => None,
+                };
+                if let Some(t) = found {
+                    // The program's own table, from the interrupted instruction.
+                    (program, walker, from_user) = (Some(t), Walker::Cfi, true);
+                    st = State {
+                        pc: ip,
+                        sp,
+                        fp,
+                        ra,
+                        exact: true,
+                        regs: None,
+                        prev_full: None,
+                        end: span_end(crossings.stack_span, sp),
+                    };
+                    continue;
+                }
                 if user {
-                    // The program's stack by its frame pointers, and nothing below it.
+                    // The program's stack by its frame pointers (its architecture's records), and nothing below it.
                     let in_user = Crossings {
                         user_mode: true,
                         ..crossings
                     };
                     let rest = frames.rest();
                     let depth = rest.len();
-                    let w = walk_across(sp, fp, width, depth, in_user, &mut read, rest);
+                    let w = walk_guest(arch, sp, fp, depth, in_user, &mut read, rest);
                     frames.advance(w.frames);
                     (walker, from_user) = (w.walker, true);
                     break w.stop;

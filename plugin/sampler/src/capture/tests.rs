@@ -494,6 +494,7 @@ fn orc_tables(entries: &[(u64, i16, u8)]) -> Arc<UnwindTables> {
         orc: Some(orc),
         cfi: None,
         stubs: Default::default(),
+        user: Default::default(),
     })
 }
 
@@ -592,6 +593,7 @@ fn kernel_tables_take_the_caller_from_the_link_register_once() {
         orc: None,
         cfi: Some(cfi),
         stubs: Default::default(),
+        user: Default::default(),
     });
     let mut c = Capture::new(Arch::Aarch64, 64).with_tables(Some(tables));
     let mut r = regs_without_fp();

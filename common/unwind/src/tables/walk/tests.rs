@@ -34,6 +34,7 @@ fn cfi_only(arch: Arch, cfi: CfiTable) -> UnwindTables {
         orc: None,
         cfi: Some(cfi),
         stubs: Default::default(),
+        user: Default::default(),
     }
 }
 
@@ -64,6 +65,7 @@ fn orc(entries: &[(u64, [u8; 6])]) -> UnwindTables {
         orc: Some(t.unwrap()),
         cfi: None,
         stubs: Default::default(),
+        user: Default::default(),
     }
 }
 
@@ -543,4 +545,98 @@ fn walks_say_which_walker_ended_them_and_whether_they_crossed_from_user() {
     assert_eq!(end.reason(), Some(StopReason::NotIncreasing));
     assert!(end.from_user());
     assert_eq!(end.outcome(), Outcome::FromUser);
+}
+
+/// A user program at `PROG` (x86_64): `_start` (outermost), `main` (the return address
+/// alone on the stack), `f` (one word more), its code bytes a pattern.
+const PROG: u64 = 0x40_0000;
+const START_FN: u64 = PROG;
+const MAIN: u64 = PROG + 0x1800;
+const F: u64 = PROG + 0x1000;
+
+fn program_code() -> Vec<u8> {
+    (0..0x2000u32).map(|i| (i as u8) ^ 0x5a).collect()
+}
+
+fn with_program(mut t: UnwindTables) -> UnwindTables {
+    let rows = CfiTable::from_rows(&[
+        (START_FN, outermost()),
+        (START_FN + 0x100, None),
+        (
+            F,
+            Some(CfiRow::call(
+                CfaBase::StackPointer,
+                16,
+                Rule::Unchanged,
+                Rule::AtCfa(-8),
+            )),
+        ),
+        (
+            MAIN,
+            Some(CfiRow::call(
+                CfaBase::StackPointer,
+                8,
+                Rule::Unchanged,
+                Rule::AtCfa(-8),
+            )),
+        ),
+        (PROG + 0x2000, None),
+    ]);
+    t.user.push_for_test("prog", rows, PROG, program_code());
+    t
+}
+
+impl Mem {
+    fn put_bytes(&mut self, at: u64, bytes: &[u8]) {
+        self.0.push((at, bytes.to_vec()));
+    }
+}
+
+#[test]
+fn regs_cross_into_a_user_program_and_walk_its_cfi() {
+    let t = with_program(kernel());
+    let (ip, user_sp) = (F + 0x234, 0x7ffc_0000_1000u64);
+    let mut mem = Mem::default();
+    let mut stack = vec![ENTRY + 0x10];
+    // No frame pointer in the program: rbp holds data.
+    stack.extend(pt_regs(ip, 0x33, user_sp, 0x1234_5678));
+    mem.put(S, &stack);
+    // f's frame: a local, the return into main; main's: the return into _start.
+    mem.put(user_sp, &[0x1111, MAIN + 0x10, START_FN + 0x10]);
+    let code = program_code();
+    let at = (ip - PROG) as usize;
+    mem.put_bytes(ip, &code[at..at + 8]);
+    let (frames, stop) = walk(&t, B + 4, S, 0, &mem, 64).unwrap();
+    assert_eq!(frames, [ENTRY + 0x10, KE, ip, MAIN + 0x10, START_FN + 0x10]);
+    assert_eq!(stop, StopReason::NullReturnAddress);
+    // A user-mode sample in the program: the same frames, no entry crossed.
+    let mut out = [0; 8];
+    let user = Crossings {
+        user_mode: true,
+        ..Crossings::ALL
+    };
+    let start = StartRegs {
+        pc: ip,
+        sp: user_sp,
+        fp: 0x1234_5678,
+        ra: None,
+    };
+    let w = walk_tables(&t, start, 8, user, |a, b| mem.read(a, b), &mut out).unwrap();
+    assert_eq!(&out[..w.frames], [MAIN + 0x10, START_FN + 0x10]);
+    assert_eq!(w.stop, StopReason::NullReturnAddress);
+    assert!(!w.from_user, "a user-mode sample crossed no entry");
+    // Other code at that address (another program linked there): not this program's table,
+    // the frame-pointer walk's.
+    let mut other = Mem::default();
+    other.put(S, &stack);
+    other.put(user_sp, &[0x1111, MAIN + 0x10, START_FN + 0x10]);
+    other.put_bytes(ip, &[0x90; 8]);
+    let (frames, _) = walk(&t, B + 4, S, 0, &other, 64).unwrap();
+    assert_eq!(frames, [ENTRY + 0x10, KE, ip]);
+    let w = walk_tables(&t, start, 8, user, |a, b| other.read(a, b), &mut out);
+    assert!(w.is_none(), "{w:?}");
+    // Code that cannot be read: the same.
+    other.0.pop();
+    let (frames, _) = walk(&t, B + 4, S, 0, &other, 64).unwrap();
+    assert_eq!(frames, [ENTRY + 0x10, KE, ip]);
 }
