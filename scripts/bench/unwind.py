@@ -4,7 +4,7 @@ QEMU: common/unwind/examples/walk_cost walks stacks in memory, the unwinders' ow
 guest memory a copy from a buffer. ORC: Debian's amd64 6.1 kernel (target/linux/x86_64,
 scripts/setup.sh --with-linux); CFI: the x86_64 example kernel's .eh_frame (built with frame
 pointers, so one stack of frame records serves both walks). Each run of walk_cost times the
-four walks in rounds, their order rotated each round; the ratio is each round's table walk
+walks in rounds, their order rotated each round; the ratio is each round's table walk
 over that round's frame-pointer walk, min/median/max over every round of every run.
 
 Two sizes of the stacks' working set: 64 stacks of 12 frames (768 return addresses: the
