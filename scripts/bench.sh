@@ -60,8 +60,11 @@
 #     on Debian's amd64 6.1 kernel (target/linux/x86_64; skipped without it), CFI on the x86_64
 #     example kernel's .eh_frame; ns a walk, the ratio min/median/max over alternated rounds,
 #     with 64 stacks (the lookup cache holds their addresses) and 4096 (beyond it); a kernel
-#     entry crossed from its stub's instructions (the x86_64 example kernel without frame
-#     pointers, target/examples/nofp/kernel64.elf) against a walk that crosses nothing; and the
+#     entry crossed from its stub's instructions against a walk that crosses nothing, one row
+#     per architecture side by side (the example kernels without frame pointers,
+#     target/examples/nofp/kernel64.elf's CPU frame, kernel-riscv64.elf's and
+#     kernel-aarch64.elf's trap frame; each of those two skipped, with the reason printed,
+#     without its kernel; target 1.2x each); and the
 #     kernel stacks of target/linux/run-x86_64-record/cpu.raw in its sample order (skipped,
 #     with the reason printed, without it: scripts/bench/unwind.py has the command that
 #     makes it); the `uptime` load at its start and end;

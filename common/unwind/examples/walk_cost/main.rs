@@ -15,6 +15,12 @@
 //!   CFI: from the stub's call return across the CPU's frame (found from the stub's
 //!   instructions and checked) into the interrupted function, then callers by CFI; against a
 //!   CFI walk of the same depth that crosses nothing.
+//! - The same on riscv64 and aarch64 (`--riscv64 ELF`, `--aarch64 ELF`; each row skipped, and
+//!   said so, when its kernel is absent): the example kernels without frame pointers, whose
+//!   timer stub saves a trap frame with neither a frame record nor CFI: from the stub's call
+//!   return across the trap frame (found from the stub's instructions and checked) into the
+//!   interrupted function, then callers by CFI, each frame laid out as its row says
+//!   ([`risc`]); against a CFI walk of the same stacks that crosses nothing.
 //!
 //! Each synthetic walk goes through one of `--stacks` different stacks in turn (a sample's
 //! stack is not the last one's). Rounds time the walks in a rotated order, each in batches
@@ -23,14 +29,17 @@
 //! every round's figures (scripts/bench/unwind.py).
 //!
 //! usage: cargo run --release -p kern-profile-unwind --example walk_cost --
-//!        [--rounds N] [--walks N] [--stacks N] [--recording RAW] [VMLINUZ [CFI_ELF [BARE_ELF]]]
+//!        [--rounds N] [--walks N] [--stacks N] [--recording RAW] [--riscv64 ELF]
+//!        [--aarch64 ELF] [VMLINUZ [CFI_ELF [BARE_ELF]]]
 //! (defaults: 31 rounds, 10000 walks of each kind a round, 64 stacks, no recording,
-//! target/linux/x86_64/vmlinuz, target/examples/kernel64.elf,
+//! target/examples/nofp/kernel-riscv64.elf and kernel-aarch64.elf (rows skipped where they
+//! are absent), target/linux/x86_64/vmlinuz, target/examples/kernel64.elf,
 //! target/examples/nofp/kernel64.elf)
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use kern_profile_format::Arch;
 use kern_profile_linux_image::{open, KernelImage, Options};
 use kern_profile_unwind::stubs::FrameAt;
 use kern_profile_unwind::tables::{orc::reg, CfaBase, OrcKind, Rule};
@@ -40,7 +49,9 @@ use kern_profile_unwind::{
 use object::{Object, ObjectSection, ObjectSymbol};
 
 mod recorded;
+mod risc;
 use recorded::recorded_cases;
+use risc::risc_crossing_cases;
 
 /// Frames per walk.
 const DEPTH: usize = 12;
@@ -325,6 +336,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (mut rounds, mut walks, mut stacks, mut paths) = (31, 10_000, 64, Vec::new());
     let mut recording = None;
+    let mut riscv64 = "target/examples/nofp/kernel-riscv64.elf".to_string();
+    let mut aarch64 = "target/examples/nofp/kernel-aarch64.elf".to_string();
     while let Some(a) = args.next() {
         let mut number = || -> usize {
             let v = args.next().and_then(|v| v.parse().ok());
@@ -335,6 +348,8 @@ fn main() {
             "--walks" => walks = number(),
             "--stacks" => stacks = number(),
             "--recording" => recording = Some(args.next().expect("a raw recording")),
+            "--riscv64" => riscv64 = args.next().expect("a riscv64 kernel ELF"),
+            "--aarch64" => aarch64 = args.next().expect("an aarch64 kernel ELF"),
             _ => paths.push(a),
         }
     }
@@ -355,6 +370,32 @@ fn main() {
     let mut cases = vec![orc, fp_orc, cfi, fp_cfi, crossing, no_crossing];
     let mut pairs = vec![("ORC", 0, 1), ("CFI", 2, 3), ("entry crossed", 4, 5)];
     let mut extra = String::new();
+    // The riscv64 and aarch64 crossings, where their kernels are.
+    let mut skipped = Vec::new();
+    for (path, arch, label, names) in [
+        (
+            &riscv64,
+            Arch::Riscv64,
+            "entry crossed, riscv64",
+            ["crossing_riscv64", "no_crossing_riscv64"],
+        ),
+        (
+            &aarch64,
+            Arch::Aarch64,
+            "entry crossed, aarch64",
+            ["crossing_aarch64", "no_crossing_aarch64"],
+        ),
+    ] {
+        if !std::path::Path::new(path).is_file() {
+            println!("{label}: skipped, no {path}");
+            skipped.push(format!("\"{}\"", names[0]));
+            continue;
+        }
+        let [crossing, no_crossing] = risc_crossing_cases(path, arch, names, stacks);
+        pairs.push((label, cases.len(), cases.len() + 1));
+        cases.extend([crossing, no_crossing]);
+    }
+    extra += &format!(", \"skipped\": [{}]", skipped.join(", "));
     if let Some(path) = &recording {
         let ([orc_rec, fp_rec], c) = recorded_cases(&image.bytes, path);
         c.print(path);
@@ -362,8 +403,8 @@ fn main() {
             c.mismatches, 0,
             "walks that do not return the recorded stacks"
         );
-        extra = format!(", \"recorded\": {}", c.json());
-        pairs.push(("ORC, recorded", 6, 7));
+        extra += &format!(", \"recorded\": {}", c.json());
+        pairs.push(("ORC, recorded", cases.len(), cases.len() + 1));
         cases.extend([orc_rec, fp_rec]);
     }
     // Every walk returns the frames it should.
@@ -413,7 +454,7 @@ fn main() {
     };
     let min = |i: usize| ns[i].iter().copied().fold(f64::INFINITY, f64::min);
     for (name, a, b) in pairs {
-        let against = if name == "entry crossed" {
+        let against = if name.starts_with("entry crossed") {
             "none crossed"
         } else {
             "FP"
