@@ -4,7 +4,8 @@
 //! of the program; on riscv64 and aarch64 they save the trap frame (`sepc`/`ELR_EL1`, the
 //! stack pointer, `sstatus`/`SPSR_EL1`) where they choose. The plugin, given the kernel
 //! (`elf=`), reads the stubs' instructions for where those are and crosses into the program
-//! that made the call (issue 38). The timer's side is
+//! that made the call (issue 38). The programs have no frame pointers either: given to the
+//! plugin (`user=`), their own `.eh_frame` walks them to `_start`. The timer's side is
 //! `no_frame_pointers::interrupted_stacks_are_whole`.
 
 use kern_profile_e2e::*;
@@ -58,7 +59,7 @@ fn system_calls_rooted(arch: &'static str) {
     let (code, user_name) = syscall_code(arch);
     let k = nofp_kernel(arch);
     let user = k.with_file_name(&user_name);
-    let args = format!("period=10007,elf={}", k.display());
+    let args = format!("period=10007,elf={},user={}", k.display(), user.display());
     let run = boot_kernel(arch, &k, "bare-syscall", &args, "user=on");
     let extra = ["--user", user.to_str().unwrap()];
     let stacks = folded_of(&run.raw, &k, &extra);
@@ -85,6 +86,15 @@ fn system_calls_rooted(arch: &'static str) {
         "{through_wrapper} of {}: {stacks:?}",
         r.syscalls
     );
+    // Past the wrapper, the program's callers by its CFI, up to `_start`.
+    let whole_calls = weight(&stacks, &root, &WHOLE_SYSCALL);
+    assert!(
+        whole_calls as f64 >= 0.95 * r.syscalls as f64,
+        "{whole_calls} of {} system-call samples under {root};{}: {stacks:?}",
+        r.syscalls,
+        WHOLE_SYSCALL.join(";")
+    );
+    user_samples_whole(&stacks, &root);
     // The report: the kernel's stacks whole, nearly all entered from user space.
     let text = kern_profile(&[
         run.raw.to_str().unwrap(),
@@ -108,4 +118,171 @@ fn system_calls_rooted(arch: &'static str) {
         .unwrap_or_else(|| panic!("{line}"));
     println!("{arch}: {line}");
     assert!(from_user >= 95.0, "{line}");
+}
+
+/// A system call's user part, whole: the program's callers from `_start` by its CFI.
+const WHOLE_SYSCALL: [&str; 6] = [
+    "_start",
+    "user_main",
+    "user::run",
+    "user::round",
+    "user::syscall",
+    "[syscall]",
+];
+/// A user-mode sample's callers, whole.
+const WHOLE_ROUND: [&str; 4] = ["_start", "user_main", "user::run", "user::round"];
+
+/// Samples whose stack is `root` then `chain`.
+fn weight(stacks: &[(Vec<String>, u64)], root: &str, chain: &[&str]) -> u64 {
+    stacks
+        .iter()
+        .filter(|(s, _)| s.len() > chain.len() && s[0] == root && s[1..=chain.len()] == *chain)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// At least 95% of the samples in the program's leaves (`user_hot`, `user_cold`, and variant B's
+/// `b_only`) under `root` reach `_start` through its callers.
+fn user_samples_whole(stacks: &[(Vec<String>, u64)], root: &str) -> u64 {
+    let leaves = ["user::user_hot", "user::user_cold", "user::b_only"];
+    let in_leaves =
+        |s: &Vec<String>| s[0] == root && s.last().is_some_and(|l| leaves.contains(&l.as_str()));
+    let all: u64 = stacks
+        .iter()
+        .filter(|(s, _)| in_leaves(s))
+        .map(|(_, n)| n)
+        .sum();
+    let whole: u64 = stacks
+        .iter()
+        .filter(|(s, _)| {
+            in_leaves(s) && s.len() == WHOLE_ROUND.len() + 2 && s[1..=4] == WHOLE_ROUND
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert!(all > 0, "no user-mode samples under {root}: {stacks:?}");
+    assert!(
+        whole as f64 >= 0.95 * all as f64,
+        "{whole} of {all} user-mode samples under {root} reach _start: {stacks:?}"
+    );
+    all
+}
+
+/// i386's `procs=on` without frame pointers: two programs linked at the same addresses
+/// (variant B's `b_only` moves every function after it), each in its own page directory,
+/// both given to the plugin. Each sample is walked by the table of the program whose code is
+/// at its pc: both programs' stacks reach `_start`, `b_only` only under user-b.elf; a table
+/// taken by address alone would walk one program with the other's rows.
+#[test]
+fn two_programs_at_one_address_are_each_walked_by_their_own_cfi() {
+    if skip_unless(&[
+        Need::Qemu("i386"),
+        Need::Plugin,
+        Need::Bin,
+        Need::NoFpKernel("i386"),
+    ]) {
+        return;
+    }
+    let k = nofp_kernel("i386");
+    let (a, b) = (k.with_file_name("user.elf"), k.with_file_name("user-b.elf"));
+    let args = format!(
+        "period=10007,elf={},user={},user={}",
+        k.display(),
+        a.display(),
+        b.display()
+    );
+    let run = boot_kernel("i386", &k, "bare-procs", &args, "procs=on");
+    let both = format!("{},{}", a.display(), b.display());
+    let stacks = folded_of(&run.raw, &k, &["--user", &both]);
+    for root in ["[user] user.elf", "[user] user-b.elf"] {
+        let n = user_samples_whole(&stacks, root);
+        println!("{root}: {n} user-mode samples");
+    }
+    let b_only = |root: &str| -> u64 {
+        stacks
+            .iter()
+            .filter(|(s, _)| s[0] == root && s.iter().any(|f| f == "user::b_only"))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert_eq!(b_only("[user] user.elf"), 0, "{stacks:?}");
+    assert!(b_only("[user] user-b.elf") > 0, "{stacks:?}");
+    for root in ["[user] user.elf", "[user] user-b.elf"] {
+        assert!(
+            weight(&stacks, root, &WHOLE_SYSCALL) > 0,
+            "{root}: {stacks:?}"
+        );
+    }
+}
+
+/// `record --user`: the program goes to the plugin (`user=`) and to the reports. On riscv64
+/// without frame pointers, the hottest functions are the program's own, named, and its
+/// user-mode stacks whole (reaching `_start`) in DIR/report.txt.
+#[test]
+fn record_passes_the_user_program_to_the_plugin_and_the_reports() {
+    if skip_unless(&[
+        Need::Qemu("riscv64"),
+        Need::Plugin,
+        Need::Bin,
+        Need::NoFpKernel("riscv64"),
+    ]) {
+        return;
+    }
+    let k = nofp_kernel("riscv64");
+    let user = k.with_file_name("user-riscv64.elf");
+    let dir = scratch("bare-record-user");
+    let qemu = run_kernel_command(&[
+        "--arch".into(),
+        "riscv64".into(),
+        "--kernel".into(),
+        k.display().to_string(),
+        "--com1".into(),
+        dir.join("com1").display().to_string(),
+        "--memtrace".into(),
+        "none".into(),
+        "-append".into(),
+        "user=on".into(),
+    ]);
+    let mut c = std::process::Command::new(bin());
+    c.current_dir(&dir)
+        .args(["record", "--period", "10007", "--user"])
+        .arg(&user)
+        .args(["-o", "out", "--"])
+        .arg(qemu.get_program())
+        .args(qemu.get_args())
+        .stdin(std::process::Stdio::null());
+    let out = output_with_timeout(c, std::time::Duration::from_secs(300));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(",user={}", user.display())),
+        "user= not passed: {stderr}"
+    );
+    let top: Vec<&str> = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("kern-profile: hottest functions"))
+        .skip(2)
+        .take(3)
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    assert_eq!(
+        top,
+        [
+            "user::user_hot",
+            "kernel::user::sys_work",
+            "user::user_cold"
+        ],
+        "{stderr}"
+    );
+    let report = std::fs::read_to_string(dir.join("out/report.txt")).unwrap();
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("# stacks of ") && l.contains("user samples"))
+        .unwrap_or_else(|| panic!("{report}"));
+    let whole = line
+        .split("% whole")
+        .next()
+        .and_then(|t| t.rsplit(' ').next())
+        .and_then(|p| p.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(whole >= 95.0, "{line}");
 }

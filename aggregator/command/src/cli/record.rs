@@ -38,6 +38,9 @@ Examples:
   kern-profile record --period 10000 --kernel vmlinux -o run1 -- qemu-system-x86_64 \\
       -kernel bzImage ...
       instruction-based sampling; names (and inlined frames) from vmlinux's DWARF
+  kern-profile record --user init.elf,sh.elf -- qemu-system-riscv64 -M virt -kernel kernel.elf ...
+      the kernel's user programs named, and walked by their .eh_frame where they
+      have no frame pointers (system calls rooted at the calling program's main)
   kern-profile record --attach unix:/tmp/gdb.sock --duration 10 --kernel kernel.elf
       a QEMU already running with -gdb unix:/tmp/gdb.sock,server=on,wait=off (any
       version from 7.2, any accelerator), sampled through its gdbstub; it runs on

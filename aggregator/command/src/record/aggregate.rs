@@ -63,6 +63,8 @@ pub fn aggregate(
     let opts = Options {
         format: OutputFormat::Text,
         symbols: sources.symbols.clone(),
+        // The one symbolizer every output uses is loaded from this job's sources.
+        user_binaries: sources.user_binaries.clone(),
         progress: false,
         ..base.clone()
     };
