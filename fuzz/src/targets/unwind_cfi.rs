@@ -2,14 +2,14 @@
 //! x86_64 and aarch64 registers), without the kernel's text and with it (each FDE checked,
 //! FreePascal's layout told apart), an ELF input through `UnwindTables::from_elf` and
 //! `TableStats::of_elf`, then lookups and table walks over a fake stack made of the input
-//! itself.
+//! itself, the table as the kernel's and as a user program's (`user=`).
 
 use std::hint::black_box;
 
 use kern_profile_format::Arch;
 use kern_profile_unwind::tables::cfi::{CfiRegisters, CfiSection};
 use kern_profile_unwind::tables::{CfiTable, TableStats, TextRanges};
-use kern_profile_unwind::{Limits, StartRegs, UnwindTables};
+use kern_profile_unwind::{walk_tables, Crossings, Limits, StartRegs, UnwindTables};
 
 use super::unwind_orc::walk_all;
 
@@ -85,11 +85,41 @@ fn check(data: &[u8]) {
                         user: Default::default(),
                     };
                     walk_all(&tables, data, 0, 0x10_0000);
+                    walk_user(tables, data);
                 }
                 Err(e) => {
                     black_box(e.to_string());
                 }
             }
+        }
+    }
+}
+
+/// The table as a user program's (`user=`) whose code is zeros at `[0x2000, 0x3000)`, walked
+/// from user-mode samples there: a program's `.eh_frame` that lies gets the same bounds as
+/// the kernel's.
+fn walk_user(mut tables: UnwindTables, data: &[u8]) {
+    let Some(cfi) = tables.cfi.take() else { return };
+    if tables.user.push("fuzz", cfi, 0x2000, vec![0; 0x1000]).is_err() {
+        return;
+    }
+    let mem = fake_memory(data);
+    let read = |a: u64, b: &mut [u8]| match a {
+        0x2000..0x3000 => {
+            b.fill(0);
+            true
+        }
+        _ => mem.read(a, b),
+    };
+    let in_user = Crossings {
+        user_mode: true,
+        ..Crossings::ALL
+    };
+    for start in starts(data, 0x2000, 0x2ff8) {
+        let mut out = [0u64; 32];
+        if let Some(w) = walk_tables(&tables, start, 32, in_user, read, &mut out) {
+            assert!(w.frames <= 32, "a walk past its depth");
+            assert!(!w.from_user, "a user-mode sample crossed no entry");
         }
     }
 }

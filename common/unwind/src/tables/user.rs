@@ -99,14 +99,28 @@ impl UserTables {
         Ok(UserAdded::Rows(rows))
     }
 
-    /// A program of `cfi` whose code is `code` at `at` (tests).
-    #[cfg(test)]
-    pub(crate) fn push_for_test(&mut self, name: &str, cfi: CfiTable, at: u64, code: Vec<u8>) {
+    /// A program given as its table and its code (`code` at `at`), not read from an ELF
+    /// (tests and fuzzing); bounded as [`add`](Self::add) is.
+    pub fn push(
+        &mut self,
+        name: &str,
+        cfi: CfiTable,
+        at: u64,
+        code: Vec<u8>,
+    ) -> Result<(), TableError> {
+        if self.programs.len() >= MAX_USER_PROGRAMS || code.len() > MAX_USER_CODE {
+            return Err(TableError::TooLarge {
+                what: "user programs or bytes of their code",
+                count: code.len(),
+                cap: MAX_USER_CODE,
+            });
+        }
         self.programs.push(UserProgram {
             name: name.into(),
             cfi,
             code: vec![(at, code)],
         });
+        Ok(())
     }
 
     /// Whether no program with CFI was given.

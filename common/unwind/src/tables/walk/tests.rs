@@ -582,7 +582,7 @@ fn with_program(mut t: UnwindTables) -> UnwindTables {
         ),
         (PROG + 0x2000, None),
     ]);
-    t.user.push_for_test("prog", rows, PROG, program_code());
+    t.user.push("prog", rows, PROG, program_code()).unwrap();
     t
 }
 
