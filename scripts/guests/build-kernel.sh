@@ -8,7 +8,7 @@
 #   --arch A               i386 (default: below), x86_64 (scripts/guests/build-kernel-x86_64.sh),
 #                          riscv64 or aarch64 (scripts/guests/build-kernel-virt.sh)
 #   --force                rebuild even when up to date
-#   --no-frame-pointers    the same kernel (and user programs) without frame pointers
+#   --no-frame-pointers    the same kernel (and user.elf; user-b.elf keeps them) without frame pointers
 #                          (`-C force-frame-pointers=no`), with unwind tables (.eh_frame, kept
 #                          by the linker scripts), and x86 entry stubs with neither a frame
 #                          record nor CFI (`--cfg bare_entries`), into target/examples/nofp/
@@ -83,6 +83,11 @@ LINK=(
 COMMON_FLAGS=(--crate-name kernel_common --crate-type rlib "${CODEGEN[@]}")
 USER_FLAGS=(--crate-name user "${CODEGEN[@]}" "${LINK[@]}" -C "link-arg=-T$SRC/user/linker.ld")
 USER_B_FLAGS=("${USER_FLAGS[@]}" --cfg variant_b)
+if [ "$nofp" = 1 ]; then
+    # One program of each kind beside the kernel without frame pointers: variant B keeps them
+    # (the later -C wins), user.elf has none (its .eh_frame only).
+    USER_B_FLAGS+=(-C force-frame-pointers=yes)
+fi
 FLAGS=(--crate-name kernel "${CODEGEN[@]}" "${LINK[@]}" -C "link-arg=-T$SRC/linker.ld")
 
 mkdir -p "$OUT_DIR"

@@ -136,13 +136,9 @@ where
 {
     // A user-mode sample is walked here only in a `user=` program; a kernel one where the
     // tables cover its pc or it is in an entry stub whose layout is known.
-    let mut program = None;
-    let mut first = match crossings.user_mode {
-        true => {
-            let t = tables.user.find(start.pc, &mut read)?;
-            program = Some(t);
-            t.find(start.pc).map(FrameRule::Cfi)
-        }
+    let mut in_program = crossings.user_mode;
+    let mut first = match in_program {
+        true => Some(user_rule(tables, start.pc, &mut read)?),
         false => rule_at(tables, start.pc),
     };
     if first.is_none() && !tables.stubs.covers(start.pc) {
@@ -175,16 +171,16 @@ where
         } else {
             st.pc.wrapping_sub(1)
         };
+        let rule = first.take().or_else(|| match in_program {
+            true => user_rule(tables, probe, &mut read),
+            false => rule_at(tables, probe),
+        });
         let mut stack = Stack {
             width,
             low: st.sp,
             end: st.end,
             read: &mut read,
         };
-        let rule = first.take().or_else(|| match program {
-            Some(t) => t.find(probe).map(FrameRule::Cfi),
-            None => rule_at(tables, probe),
-        });
         let step = match rule {
             Some(FrameRule::Orc(e)) if arch == Arch::X86_64 => {
                 walker = Walker::Orc;
@@ -195,7 +191,7 @@ where
                 cfi_step::cfi_step(&cfi_arch, row, &st, &mut stack)
             }
             // A program's code its table does not cover: its frame pointers.
-            _ if program.is_some() => Step::HandOver,
+            _ if in_program => Step::HandOver,
             // A pc no table covers: an entry stub's crossing, or the frame-pointer walk.
             _ => stub_step(tables, &st, width, crossings, &mut read),
         };
@@ -203,7 +199,7 @@ where
             Step::Stop(reason) => break reason,
             Step::HandOver => {
                 let go_on = Crossings {
-                    user_mode: program.is_some(),
+                    user_mode: in_program,
                     ..crossings
                 };
                 let rest = frames.rest();
@@ -212,7 +208,7 @@ where
                 frames.advance(w.frames);
                 (walker, from_user) = (
                     w.walker,
-                    w.from_user || (program.is_some() && !crossings.user_mode),
+                    w.from_user || (in_program && !crossings.user_mode),
                 );
                 break w.stop;
             }
@@ -245,7 +241,7 @@ where
                 }
                 // A program's signal frame is no kernel entry: its return address is the
                 // interrupted instruction, in the same program.
-                if entry && program.is_none() {
+                if entry && !in_program {
                     entries += 1;
                     if entries > MAX_ENTRIES {
                         break StopReason::NotIncreasing;
@@ -285,12 +281,13 @@ where
                     break StopReason::DepthLimit;
                 }
                 let found = match user {
-                    true => tables.user.find(ip, &mut read),
+                    true => user_rule(tables, ip, &mut read),
                     false => None,
                 };
-                if let Some(t) = found {
+                if let Some(rule) = found {
                     // The program's own table, from the interrupted instruction.
-                    (program, walker, from_user) = (Some(t), Walker::Cfi, true);
+                    (in_program, walker, from_user) = (true, Walker::Cfi, true);
+                    first = Some(rule);
                     st = State {
                         pc: ip,
                         sp,
@@ -335,6 +332,17 @@ where
         walker,
         from_user,
     })
+}
+
+/// The rule at `addr` of the `user=` program whose code is there, looked up for each frame:
+/// programs linked at one address may share a function there and differ in its callers.
+#[inline]
+fn user_rule<R>(tables: &UnwindTables, addr: u64, read: &mut R) -> Option<FrameRule>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    let t = tables.user.find(addr, read)?;
+    t.find(addr).map(FrameRule::Cfi)
 }
 
 /// At a pc no table covers: an entry stub's crossing into the interrupted context, when the

@@ -603,9 +603,7 @@ fn regs_cross_into_a_user_program_and_walk_its_cfi() {
     mem.put(S, &stack);
     // f's frame: a local, the return into main; main's: the return into _start.
     mem.put(user_sp, &[0x1111, MAIN + 0x10, START_FN + 0x10]);
-    let code = program_code();
-    let at = (ip - PROG) as usize;
-    mem.put_bytes(ip, &code[at..at + 8]);
+    mem.put_bytes(PROG, &program_code());
     let (frames, stop) = walk(&t, B + 4, S, 0, &mem, 64).unwrap();
     assert_eq!(frames, [ENTRY + 0x10, KE, ip, MAIN + 0x10, START_FN + 0x10]);
     assert_eq!(stop, StopReason::NullReturnAddress);
@@ -627,16 +625,30 @@ fn regs_cross_into_a_user_program_and_walk_its_cfi() {
     assert!(!w.from_user, "a user-mode sample crossed no entry");
     // Other code at that address (another program linked there): not this program's table,
     // the frame-pointer walk's.
-    let mut other = Mem::default();
-    other.put(S, &stack);
-    other.put(user_sp, &[0x1111, MAIN + 0x10, START_FN + 0x10]);
-    other.put_bytes(ip, &[0x90; 8]);
+    let other_at = |patch: u64| {
+        let mut m = Mem::default();
+        m.put(S, &stack);
+        m.put(user_sp, &[0x1111, MAIN + 0x10, START_FN + 0x10]);
+        // Found before the program's code: read first.
+        m.put_bytes(patch, &[0x90; 8]);
+        m.put_bytes(PROG, &program_code());
+        m
+    };
+    let other = other_at(ip);
     let (frames, _) = walk(&t, B + 4, S, 0, &other, 64).unwrap();
     assert_eq!(frames, [ENTRY + 0x10, KE, ip]);
     let w = walk_tables(&t, start, 8, user, |a, b| other.read(a, b), &mut out);
     assert!(w.is_none(), "{w:?}");
-    // Code that cannot be read: the same.
-    other.0.pop();
+    // The same function at the pc, another caller (programs that share their first
+    // functions): the caller's frame is not walked by this program's rows.
+    let other = other_at(MAIN + 0xf);
     let (frames, _) = walk(&t, B + 4, S, 0, &other, 64).unwrap();
+    assert_eq!(frames[..4], [ENTRY + 0x10, KE, ip, MAIN + 0x10]);
+    assert!(!frames.contains(&(START_FN + 0x10)), "{frames:x?}");
+    // Code that cannot be read: the frame-pointer walk's.
+    let mut unreadable = Mem::default();
+    unreadable.put(S, &stack);
+    unreadable.put(user_sp, &[0x1111, MAIN + 0x10, START_FN + 0x10]);
+    let (frames, _) = walk(&t, B + 4, S, 0, &unreadable, 64).unwrap();
     assert_eq!(frames, [ENTRY + 0x10, KE, ip]);
 }
