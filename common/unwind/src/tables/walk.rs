@@ -145,8 +145,10 @@ where
         }
         false => rule_at(tables, start.pc),
     };
-    if first.is_none() && !tables.stubs.covers(start.pc) {
-        return None;
+    // The stub's layouts at the start pc, looked up once: the first step crosses by them.
+    let mut first_stub = None;
+    if first.is_none() {
+        first_stub = Some(tables.stubs.find(start.pc)?);
     }
     let arch = tables.arch;
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
@@ -181,6 +183,8 @@ where
             end: st.end,
             read: &mut read,
         };
+        // The first step's stub, where the walk starts in one (`None` past it).
+        let known = first_stub.take();
         let rule = first.take().or_else(|| match program {
             Some(t) => t.find(probe).map(FrameRule::Cfi),
             None => rule_at(tables, probe),
@@ -197,7 +201,10 @@ where
             // A program's code its table does not cover: its frame pointers.
             _ if program.is_some() => Step::HandOver,
             // A pc no table covers: an entry stub's crossing, or the frame-pointer walk.
-            _ => stub_step(tables, &st, width, crossings, &mut read),
+            _ => {
+                let found = known.or_else(|| tables.stubs.find(st.pc));
+                stub_step(tables, found, &st, width, crossings, &mut read)
+            }
         };
         match step {
             Step::Stop(reason) => break reason,
@@ -343,6 +350,7 @@ where
 /// goes on.
 fn stub_step<R>(
     tables: &UnwindTables,
+    found: Option<stubs::StubAt>,
     st: &State,
     width: PtrWidth,
     crossings: Crossings,
@@ -357,19 +365,15 @@ where
         ra: st.ra,
         end: st.end,
     };
-    let crossed = match tables.arch {
-        Arch::I386 | Arch::X86_64 => {
-            let Some(layout) = tables.stubs.at(st.pc) else {
-                return Step::HandOver;
-            };
+    let crossed = match (tables.arch, found) {
+        (Arch::I386 | Arch::X86_64, Some(stubs::StubAt::X86(layout))) => {
             let cs = crossings.kernel_cs;
             stubs::cross_x86(&tables.stubs, layout, at, width, cs, read)
         }
-        arch => {
-            let layouts = tables.stubs.risc_at(st.pc);
-            if layouts.is_empty() {
-                return Step::HandOver;
-            }
+        (Arch::I386 | Arch::X86_64, _) | (_, None | Some(stubs::StubAt::X86(_))) => {
+            return Step::HandOver;
+        }
+        (arch, Some(stubs::StubAt::Risc(layouts))) => {
             let crossed = stubs::cross_risc(&tables.stubs, arch, layouts, at, read);
             // A frame pointer into the stack being walked: a stub that makes a frame record
             // as well (the frame-pointer walk follows it, as before stubs were read).
