@@ -528,6 +528,31 @@ where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
     let AtStub { sp, fp, ra, end } = at_stub;
+    // A slot's address, where the word lies on the stack being walked, `[sp, end)`.
+    let on_stack = |off: i64| -> Option<u64> {
+        let a = sp.checked_add_signed(off)?;
+        (a >= sp && a.checked_add(8).is_some_and(|e| e <= end)).then_some(a)
+    };
+    // The lowest slot the layouts name on the stack, read first (`(address, word)`, `None` where it does
+    // not read): a reader that keeps what follows a read, as the plugin's window over guest
+    // memory, then holds the rest of the trap frame (one fetch for the frame rather than one
+    // per slot below the last read), where a read of the whole span would copy it in full.
+    let (mut low, mut slots) = (i64::MAX, 0usize);
+    for (_, l) in layouts {
+        for loc in [l.pc, l.sp, l.fp, l.ra, l.status] {
+            // Below the stack pointer: off the stack, never read.
+            if let Loc::Slot { off: off @ 0.., .. } = loc {
+                (low, slots) = (low.min(off), slots + 1);
+            }
+        }
+    }
+    let first = match slots > 1 {
+        true => on_stack(low).map(|a| {
+            let mut b = [0u8; 8];
+            (a, read(a, &mut b).then(|| u64::from_le_bytes(b)))
+        }),
+        false => None,
+    };
     // `None`: unreadable; `Some(None)`: lost.
     let value = |loc: Loc, reg: Option<u64>, read: &mut R| -> Option<Option<u64>> {
         Some(match loc {
@@ -535,11 +560,16 @@ where
             Loc::Reg => reg,
             Loc::SpPlus(k) => Some(sp.checked_add_signed(k)?),
             Loc::Slot { off, add } => {
-                let a = sp.checked_add_signed(off)?;
-                (a >= sp && a.checked_add(8).is_some_and(|e| e <= end)).then_some(())?;
-                let mut b = [0u8; 8];
-                read(a, &mut b).then_some(())?;
-                Some(u64::from_le_bytes(b).wrapping_add(add as u64))
+                let a = on_stack(off)?;
+                let w = match first {
+                    Some((at, w)) if at == a => w?,
+                    _ => {
+                        let mut b = [0u8; 8];
+                        read(a, &mut b).then_some(())?;
+                        u64::from_le_bytes(b)
+                    }
+                };
+                Some(w.wrapping_add(add as u64))
             }
         })
     };
