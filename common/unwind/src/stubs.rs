@@ -110,6 +110,44 @@ const MAX_RISC_LAYOUTS: usize = 1 << 16;
 /// tests the mode); more and none is believed.
 const MAX_RISC_AT: usize = 2;
 
+/// An empty slot of [`EntryStubs`]' index of riscv64/aarch64 layouts.
+const NO_LAYOUT: u32 = u32::MAX;
+
+/// The slot of `addr` in an index of `2^bits` slots (Fibonacci hashing: the product's top bits).
+#[inline(always)]
+fn index_slot(addr: u64, bits: u32) -> usize {
+    (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+}
+
+/// The index of `risc`'s layouts by address (see [`EntryStubs`]); empty when there is none.
+fn risc_index(risc: &[(u64, RiscLayout)]) -> Vec<u32> {
+    let firsts = (0..risc.len()).filter(|&i| i == 0 || risc[i - 1].0 != risc[i].0);
+    let n = firsts.clone().count();
+    if n == 0 {
+        return Vec::new();
+    }
+    let bits = (2 * n).next_power_of_two().trailing_zeros().max(1);
+    let mut index = vec![NO_LAYOUT; 1 << bits];
+    let mask = index.len() - 1;
+    for i in firsts {
+        let mut h = index_slot(risc[i].0, bits);
+        while index[h] != NO_LAYOUT {
+            h = (h + 1) & mask;
+        }
+        index[h] = i as u32;
+    }
+    index
+}
+
+/// The layouts a walk found at an address (once: the crossing uses what the walk's start found).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum StubAt<'a> {
+    /// An i386/x86_64 stub's.
+    X86(Layout),
+    /// A riscv64/aarch64 stub's (one or more).
+    Risc(&'a [(u64, RiscLayout)]),
+}
+
 /// Every stub's layouts, by address.
 #[derive(Debug, Clone, Default)]
 pub struct EntryStubs {
@@ -117,6 +155,11 @@ pub struct EntryStubs {
     at: Vec<(u64, Layout)>,
     /// riscv64 and aarch64: sorted by address, at most [`MAX_RISC_AT`] per address.
     risc: Vec<(u64, RiscLayout)>,
+    /// Where each address's first layout in `risc` is: a table of `2^k` slots (at least twice
+    /// as many as addresses), each the index of a first layout or [`NO_LAYOUT`], an address
+    /// in the slot its hash names or the next free one after it (a walk looks its stub up in
+    /// one or two loads, where a search of `risc` takes a dozen).
+    risc_index: Vec<u32>,
     /// How many stubs were read.
     stubs: usize,
     /// The kernel's text, for the interrupted pc of an interrupt of kernel code.
@@ -153,6 +196,7 @@ impl EntryStubs {
         EntryStubs {
             at: kept,
             risc: Vec::new(),
+            risc_index: Vec::new(),
             stubs,
             text,
         }
@@ -221,9 +265,11 @@ impl EntryStubs {
         }
         risc.sort_unstable();
         risc.dedup();
+        let risc = keep_at_most(risc, MAX_RISC_AT);
         EntryStubs {
             at: Vec::new(),
-            risc: keep_at_most(risc, MAX_RISC_AT),
+            risc_index: risc_index(&risc),
+            risc,
             stubs,
             text,
         }
@@ -239,9 +285,23 @@ impl EntryStubs {
     /// The riscv64/aarch64 layouts at `addr`.
     #[inline]
     pub fn risc_at(&self, addr: u64) -> &[(u64, RiscLayout)] {
-        let i = self.risc.partition_point(|&(a, _)| a < addr);
+        let index = &self.risc_index;
+        if index.is_empty() {
+            return &[];
+        }
+        let mask = index.len() - 1;
+        let mut h = index_slot(addr, index.len().trailing_zeros());
+        // The index is at most half full: an empty slot ends the probe.
+        let i = loop {
+            match index[h] {
+                NO_LAYOUT => return &[],
+                i if self.risc[i as usize].0 == addr => break i as usize,
+                _ => h = (h + 1) & mask,
+            }
+        };
         let n = self.risc[i..]
             .iter()
+            .take(MAX_RISC_AT)
             .take_while(|&&(a, _)| a == addr)
             .count();
         &self.risc[i..i + n]
@@ -250,7 +310,17 @@ impl EntryStubs {
     /// Whether some stub's layout is known at `addr`.
     #[inline]
     pub fn covers(&self, addr: u64) -> bool {
-        self.at(addr).is_some() || !self.risc_at(addr).is_empty()
+        self.find(addr).is_some()
+    }
+
+    /// The layouts at `addr`, of whichever kind of stub is there.
+    #[inline]
+    pub(crate) fn find(&self, addr: u64) -> Option<StubAt<'_>> {
+        if let Some(l) = self.at(addr) {
+            return Some(StubAt::X86(l));
+        }
+        let risc = self.risc_at(addr);
+        (!risc.is_empty()).then_some(StubAt::Risc(risc))
     }
 
     /// How many stubs were read.
@@ -267,6 +337,7 @@ impl EntryStubs {
     pub fn heap_bytes(&self) -> usize {
         self.at.capacity() * std::mem::size_of::<(u64, Layout)>()
             + self.risc.capacity() * std::mem::size_of::<(u64, RiscLayout)>()
+            + self.risc_index.capacity() * std::mem::size_of::<u32>()
     }
 
     /// Whether `ip` may be the interrupted pc of kernel code.
@@ -457,6 +528,31 @@ where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
     let AtStub { sp, fp, ra, end } = at_stub;
+    // A slot's address, where the word lies on the stack being walked, `[sp, end)`.
+    let on_stack = |off: i64| -> Option<u64> {
+        let a = sp.checked_add_signed(off)?;
+        (a >= sp && a.checked_add(8).is_some_and(|e| e <= end)).then_some(a)
+    };
+    // The lowest slot the layouts name on the stack, read first (`(address, word)`, `None` where it does
+    // not read): a reader that keeps what follows a read, as the plugin's window over guest
+    // memory, then holds the rest of the trap frame (one fetch for the frame rather than one
+    // per slot below the last read), where a read of the whole span would copy it in full.
+    let (mut low, mut slots) = (i64::MAX, 0usize);
+    for (_, l) in layouts {
+        for loc in [l.pc, l.sp, l.fp, l.ra, l.status] {
+            // Below the stack pointer: off the stack, never read.
+            if let Loc::Slot { off: off @ 0.., .. } = loc {
+                (low, slots) = (low.min(off), slots + 1);
+            }
+        }
+    }
+    let first = match slots > 1 {
+        true => on_stack(low).map(|a| {
+            let mut b = [0u8; 8];
+            (a, read(a, &mut b).then(|| u64::from_le_bytes(b)))
+        }),
+        false => None,
+    };
     // `None`: unreadable; `Some(None)`: lost.
     let value = |loc: Loc, reg: Option<u64>, read: &mut R| -> Option<Option<u64>> {
         Some(match loc {
@@ -464,11 +560,16 @@ where
             Loc::Reg => reg,
             Loc::SpPlus(k) => Some(sp.checked_add_signed(k)?),
             Loc::Slot { off, add } => {
-                let a = sp.checked_add_signed(off)?;
-                (a >= sp && a.checked_add(8).is_some_and(|e| e <= end)).then_some(())?;
-                let mut b = [0u8; 8];
-                read(a, &mut b).then_some(())?;
-                Some(u64::from_le_bytes(b).wrapping_add(add as u64))
+                let a = on_stack(off)?;
+                let w = match first {
+                    Some((at, w)) if at == a => w?,
+                    _ => {
+                        let mut b = [0u8; 8];
+                        read(a, &mut b).then_some(())?;
+                        u64::from_le_bytes(b)
+                    }
+                };
+                Some(w.wrapping_add(add as u64))
             }
         })
     };

@@ -318,5 +318,54 @@ fn the_frame_pointer_a_stub_pushed_before_writing_it_is_found() {
     assert_eq!(s.at(0x300a).unwrap().fp, FpAt::Lost);
 }
 
+#[test]
+fn the_index_of_risc_layouts_finds_what_a_search_of_them_finds() {
+    // Layouts at addresses close together, far apart, and colliding in a small index; one
+    // or two at an address; against the sorted layouts searched in turn.
+    let mut rng = fastrand::Rng::with_seed(7);
+    let l = |k: i64| RiscLayout {
+        pc: Loc::Slot { off: k, add: 0 },
+        sp: Loc::SpPlus(k),
+        fp: Loc::Reg,
+        ra: Loc::Lost,
+        status: Loc::Lost,
+        mode: None,
+    };
+    for n in [0usize, 1, 2, 3, 7, 64, 1000] {
+        let mut risc: Vec<(u64, RiscLayout)> = Vec::new();
+        for k in 0..n {
+            let a = match rng.u8(..3) {
+                0 => 0x8020_0000 + 2 * k as u64,
+                1 => rng.u64(..),
+                _ => (k as u64) << 40,
+            };
+            risc.push((a, l(0)));
+            if rng.bool() {
+                risc.push((a, l(8)));
+            }
+        }
+        risc.sort_unstable();
+        risc.dedup();
+        let risc = keep_at_most(risc, MAX_RISC_AT);
+        let s = EntryStubs {
+            risc_index: risc_index(&risc),
+            risc: risc.clone(),
+            ..Default::default()
+        };
+        let search = |addr: u64| -> Vec<(u64, RiscLayout)> {
+            risc.iter().filter(|&&(a, _)| a == addr).copied().collect()
+        };
+        let probes = risc
+            .iter()
+            .flat_map(|&(a, _)| [a, a.wrapping_add(1), a.wrapping_sub(2)])
+            .chain((0..200).map(|_| rng.u64(..)))
+            .chain([0, u64::MAX]);
+        for a in probes {
+            assert_eq!(s.risc_at(a), &search(a)[..], "{a:#x} of {n}");
+            assert_eq!(s.covers(a), !search(a).is_empty());
+        }
+    }
+}
+
 mod aarch64;
 mod riscv64;

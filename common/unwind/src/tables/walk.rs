@@ -141,8 +141,10 @@ where
         true => Some(user_rule(tables, start.pc, &mut read)?),
         false => rule_at(tables, start.pc),
     };
-    if first.is_none() && !tables.stubs.covers(start.pc) {
-        return None;
+    // The stub's layouts at the start pc, looked up once: the first step crosses by them.
+    let mut first_stub = None;
+    if first.is_none() {
+        first_stub = Some(tables.stubs.find(start.pc)?);
     }
     let arch = tables.arch;
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
@@ -171,10 +173,15 @@ where
         } else {
             st.pc.wrapping_sub(1)
         };
-        let rule = first.take().or_else(|| match in_program {
-            true => user_rule(tables, probe, &mut read),
-            false => rule_at(tables, probe),
-        });
+        // The first step's stub, where the walk starts in one (`None` past it): no rule there.
+        let known = first_stub.take();
+        let rule = match known {
+            Some(_) => None,
+            None => first.take().or_else(|| match in_program {
+                true => user_rule(tables, probe, &mut read),
+                false => rule_at(tables, probe),
+            }),
+        };
         let mut stack = Stack {
             width,
             low: st.sp,
@@ -193,7 +200,10 @@ where
             // A program's code its table does not cover: its frame pointers.
             _ if in_program => Step::HandOver,
             // A pc no table covers: an entry stub's crossing, or the frame-pointer walk.
-            _ => stub_step(tables, &st, width, crossings, &mut read),
+            _ => {
+                let found = known.or_else(|| tables.stubs.find(st.pc));
+                stub_step(tables, found, &st, width, crossings, &mut read)
+            }
         };
         match step {
             Step::Stop(reason) => break reason,
@@ -351,6 +361,7 @@ where
 /// goes on.
 fn stub_step<R>(
     tables: &UnwindTables,
+    found: Option<stubs::StubAt>,
     st: &State,
     width: PtrWidth,
     crossings: Crossings,
@@ -365,19 +376,15 @@ where
         ra: st.ra,
         end: st.end,
     };
-    let crossed = match tables.arch {
-        Arch::I386 | Arch::X86_64 => {
-            let Some(layout) = tables.stubs.at(st.pc) else {
-                return Step::HandOver;
-            };
+    let crossed = match (tables.arch, found) {
+        (Arch::I386 | Arch::X86_64, Some(stubs::StubAt::X86(layout))) => {
             let cs = crossings.kernel_cs;
             stubs::cross_x86(&tables.stubs, layout, at, width, cs, read)
         }
-        arch => {
-            let layouts = tables.stubs.risc_at(st.pc);
-            if layouts.is_empty() {
-                return Step::HandOver;
-            }
+        (Arch::I386 | Arch::X86_64, _) | (_, None | Some(stubs::StubAt::X86(_))) => {
+            return Step::HandOver;
+        }
+        (arch, Some(stubs::StubAt::Risc(layouts))) => {
             let crossed = stubs::cross_risc(&tables.stubs, arch, layouts, at, read);
             // A frame pointer into the stack being walked: a stub that makes a frame record
             // as well (the frame-pointer walk follows it, as before stubs were read).

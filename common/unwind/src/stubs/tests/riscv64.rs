@@ -133,3 +133,96 @@ fn a_trap_frame_that_lies_is_not_crossed() {
     st.put(SP + 0x2000, &[1]);
     assert_eq!(cross(&s, &st), Err(NotCrossed::Unreadable));
 }
+
+/// Memory `[SP, SP + 0x1000)` as `st` holds it (zero elsewhere in it), read through a
+/// read-ahead window of 512 bytes as the plugin's: how many fetches a crossing costs.
+fn cross_fetched(s: &EntryStubs, st: &Stack) -> (Result<Interrupted, NotCrossed>, usize) {
+    let mut mem = vec![0u8; 0x1000];
+    for (&a, &w) in &st.words {
+        let o = (a - SP) as usize;
+        mem[o..o + 8].copy_from_slice(&w.to_le_bytes());
+    }
+    let (mut window, mut fetches) = (None::<(u64, u64)>, 0);
+    let mut read = |a: u64, out: &mut [u8]| {
+        let n = out.len() as u64;
+        if a < SP || a + n > SP + 0x1000 {
+            return false;
+        }
+        if !window.is_some_and(|(lo, hi)| a >= lo && a + n <= hi) {
+            fetches += 1;
+            window = Some((a, (a + 512).min(SP + 0x1000)));
+        }
+        let o = (a - SP) as usize;
+        out.copy_from_slice(&mem[o..o + out.len()]);
+        true
+    };
+    let at = AtStub {
+        sp: SP,
+        fp: 0x1234,
+        ra: None,
+        end: SP + 0x1000,
+    };
+    let got = cross_risc(s, Arch::Riscv64, s.risc_at(RET), at, &mut read);
+    (got, fetches)
+}
+
+#[test]
+fn the_trap_frame_is_one_fetch_for_a_reader_that_reads_ahead() {
+    // The slots at 8, 16, 256 and 264: the lowest read first, the window holds the rest.
+    let s = alltraps();
+    let st = frame(0x8020_2002, SP + 272, 0x120);
+    let (got, fetches) = cross_fetched(&s, &st);
+    assert_eq!(got, cross(&s, &st));
+    assert_eq!(got.map(|i| i.ip), Ok(0x8020_2002));
+    assert_eq!(fetches, 1);
+}
+
+#[test]
+fn a_trap_frame_readable_in_part_is_read_slot_by_slot() {
+    let s = alltraps();
+    // The lowest slot (ra, at 8) unreadable: the others are read all the same, and the
+    // crossing goes on without the interrupted ra.
+    let mut st = Stack::new(PtrWidth::W8);
+    st.put(SP + 16, &[SP + 272]);
+    st.put(SP + 256, &[0x120, 0x8020_2002]);
+    let i = cross(&s, &st).unwrap();
+    assert_eq!(
+        (i.ip, i.sp, i.ra, i.user),
+        (0x8020_2002, SP + 272, None, false)
+    );
+    // The pc unreadable: no crossing, as before.
+    let mut st = Stack::new(PtrWidth::W8);
+    st.put(SP + 8, &[0x8020_4444, SP + 272]);
+    st.put(SP + 256, &[0x120]);
+    assert_eq!(cross(&s, &st), Err(NotCrossed::Unreadable));
+    // The lowest slot off the stack's span (the walk's stack pointer above it): the slots
+    // on it are read, the lowest of them first, the one below not at all.
+    let at = AtStub {
+        sp: SP + 16,
+        fp: 0x1234,
+        ra: None,
+        end: SP + 0x1000,
+    };
+    let mut reads = Vec::new();
+    let st = frame(0x8020_2002, SP + 272, 0x120);
+    let mut inner = st.reader();
+    let mut read = |a: u64, out: &mut [u8]| {
+        reads.push(a);
+        inner(a, out)
+    };
+    let layouts = [(
+        RET,
+        RiscLayout {
+            pc: Loc::Slot { off: 248, add: 0 },
+            sp: Loc::Slot { off: 0, add: 0 },
+            fp: Loc::Reg,
+            ra: Loc::Slot { off: -8, add: 0 },
+            status: Loc::Slot { off: 240, add: 0 },
+            mode: None,
+        },
+    )];
+    let i = cross_risc(&s, Arch::Riscv64, &layouts, at, &mut read).unwrap();
+    assert_eq!((i.ip, i.sp, i.ra), (0x8020_2002, SP + 272, None));
+    assert_eq!(reads.first(), Some(&(SP + 16)));
+    assert!(reads.iter().all(|&a| a >= SP + 16), "{reads:x?}");
+}
