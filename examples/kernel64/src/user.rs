@@ -362,7 +362,7 @@ pub fn sys_work(seed: u32, iters: u32) -> u32 {
     while i < n {
         let mut v = ((acc << 5) | (acc >> 27)) ^ i;
         unsafe { asm!("/* {0:e} */", inout(reg) v, options(nomem, nostack, preserves_flags)) };
-        acc = v.wrapping_mul(0x9E37_79B9);
+        acc = v * 0x9E37_79B9;
         i += 1;
     }
     acc
