@@ -1,5 +1,6 @@
 //! `user=on`: the example kernel's ring-3 program, profiled with the real plugin and named
-//! with `--user target/examples/user.elf`, against examples/kernel/expected.toml (`[user]`).
+//! with `--user target/examples/user.elf`, against examples/kernel/expected.toml (`[user]`);
+//! and the x86_64 kernel's (`user-x86_64.elf`, examples/kernel64/expected.toml).
 
 use std::collections::BTreeMap;
 use std::path::Path;
