@@ -16,6 +16,10 @@ mod system_calls_through_a_bare_stub_are_rooted_at_the_program {
         super::system_calls_rooted("i386")
     }
     #[test]
+    fn x86_64() {
+        super::system_calls_rooted("x86_64")
+    }
+    #[test]
     fn riscv64() {
         super::system_calls_rooted("riscv64")
     }
@@ -32,6 +36,11 @@ fn syscall_code(arch: &str) -> (&'static [&'static str], String) {
         "i386" => (
             &["syscall_entry", "kernel::user::syscall_dispatch"],
             "user.elf".into(),
+        ),
+        // The x86_64 kernel's crate is `kernel64`.
+        "x86_64" => (
+            &["syscall_entry", "kernel64::user::syscall_dispatch"],
+            format!("user-{arch}.elf"),
         ),
         "riscv64" => (
             &["trap_vector", "kernel::user::syscall_dispatch"],

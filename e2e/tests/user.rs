@@ -1,5 +1,6 @@
 //! `user=on`: the example kernel's ring-3 program, profiled with the real plugin and named
-//! with `--user target/examples/user.elf`, against examples/kernel/expected.toml (`[user]`).
+//! with `--user target/examples/user.elf`, against examples/kernel/expected.toml (`[user]`);
+//! and the x86_64 kernel's (`user-x86_64.elf`, examples/kernel64/expected.toml).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -324,5 +325,91 @@ fn samples_follow_the_instructions_and_the_modes() {
             .contains(&format!("user: done, checksum {sum}\r\n")),
         "{}",
         run().com1
+    );
+}
+
+/// The x86_64 kernel's `user=on` (frame pointers, walked without `elf=`): the same program in
+/// ring 3, started the classic way (a fake return address of all ones, RBP left as the kernel
+/// had it: examples/kernel64/src/user.rs). Its system calls are rooted at the program through
+/// `syscall_entry`'s frame record, with the documented chain; no walk holds the fake return
+/// address; the program's own functions have their documented shares
+/// (examples/kernel64/expected.toml, `[user]`).
+#[test]
+fn x86_64_system_calls_are_rooted_at_the_classically_started_program() {
+    if skip_x86_64() {
+        return;
+    }
+    let k = kernel64();
+    let user = k.with_file_name("user-x86_64.elf");
+    let run = boot_kernel("x86_64", &k, "user", &format!("period={PERIOD}"), "user=on");
+    let e = expected64();
+    let sum = e["kernel"]["user"]["checksum"].as_str().unwrap();
+    assert!(
+        run.com1
+            .contains(&format!("user: done, checksum {sum}\r\n"))
+            && run.com1.contains("phase user: done, exit code 0"),
+        "{}",
+        run.com1
+    );
+    let stacks = folded_of(&run.raw, &k, &["--user", user.to_str().unwrap()]);
+    let code = &["syscall_entry", "kernel64::user::syscall_dispatch"];
+    let r = syscall_roots(
+        &stacks,
+        code,
+        &["[user] user-x86_64.elf"],
+        &elf_names(&user),
+        &elf_names(&k),
+    );
+    r.assert_rooted(
+        "x86_64 system-call samples rooted at [user] user-x86_64.elf",
+        &stacks,
+    );
+    let chain: Vec<&str> = e["kernel"]["user"]["syscall_chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    let sys_work: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.last().map(String::as_str) == Some("kernel64::user::sys_work"))
+        .map(|(_, n)| n)
+        .sum();
+    let full: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.iter().map(String::as_str).eq(chain.iter().copied()))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(sys_work > 1000, "{stacks:?}");
+    assert!(
+        full as f64 > 0.95 * sys_work as f64,
+        "{full} of {sys_work} sys_work samples have the stack {}",
+        chain.join(";")
+    );
+    // The documented shares (DWARF inline view, firmware left out).
+    let counts = kernel_self_counts(&stacks);
+    for f in e["user"]["function"].as_array().unwrap() {
+        let name = f["symbol"].as_str().unwrap();
+        let want = f["self_share"].as_float().unwrap();
+        if want < 0.05 {
+            continue;
+        }
+        let got = share(&counts, name);
+        assert!(
+            (got - want).abs() < 0.02,
+            "{name}: {got:.4} sampled, {want:.4} documented"
+        );
+    }
+    use kern_profile_format::{RawReader, Record};
+    let mut raw = RawReader::new(std::fs::File::open(&run.raw).unwrap()).unwrap();
+    let mut fake = 0;
+    while let Some(rec) = raw.next_record().unwrap() {
+        if let Record::Sample(s) = rec {
+            fake += s.frames().filter(|&a| a == u64::MAX).count();
+        }
+    }
+    assert_eq!(
+        fake, 0,
+        "frames of the fake return address 0xffffffffffffffff"
     );
 }

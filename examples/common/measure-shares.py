@@ -12,7 +12,7 @@ riscv64 and aarch64: examples/kernel-ARCH); the machinery is shares.py beside it
 `smp=on` under -smp N (single-threaded TCG, so that the exec log's "Stopped execution"
 lines, which name no vCPU, follow their vCPU's block) and writes per-vCPU counts into
 [smp]; --mode user runs `user=on` and splits PCs between the user program's .text, the
-kernel's .text and the rest (firmware) into [user]. x86_64 has the cpu mode only.
+kernel's .text and the rest (firmware) into [user]. x86_64 has the cpu and user modes.
 
 How: QEMU logs every executed instruction with its PC when each translation block holds one
 instruction and blocks are not chained (`-accel tcg,one-insn-per-tb=on -d exec,nochain`).
@@ -89,7 +89,8 @@ KERNELS = {
     "i386": Kernel("i386", "kernel.elf", "user.elf", "kernel::workload::", 33,
                    qemu_args=["-serial", "null"], syscall_entry="syscall_entry",
                    smp_slack=20_000, cpu_ids="CPU n = APIC ID n = vCPU n"),
-    "x86_64": Kernel("x86_64", "kernel64.elf", None, "kernel64::workload::", 33, code="exec"),
+    "x86_64": Kernel("x86_64", "kernel64.elf", "user-x86_64.elf", "kernel64::workload::", 33,
+                     code="exec", syscall_entry="syscall_entry"),
     # The boot CPU's wait: riscv64 wfi wake-ups; aarch64 a wfe loop, wfe being a yield under
     # TCG.
     "riscv64": Kernel("riscv64", "kernel-riscv64.elf", "user-riscv64.elf", "kernel::workload::", 0,
@@ -224,10 +225,12 @@ def main_user(args, k):
     kranges = k.ranges(args.elf)
     uranges = [shares.text_range(args.user_elf)]
     kbin, ubin = os.path.basename(args.elf), os.path.basename(args.user_elf)
+    # The kernel's crate: `kernel` (i386, virt) or `kernel64`.
+    kcrate = k.workload.split("::")[0]
     funcs = [(ubin, "user::user_hot"), (ubin, "user::user_cold"), (ubin, "user::round"),
              (ubin, "user::run"), (ubin, "user::syscall"), (ubin, "user_main"),
-             (kbin, k.syscall_entry), (kbin, "kernel::user::syscall_dispatch"),
-             (kbin, "kernel::user::sys_work")]
+             (kbin, k.syscall_entry), (kbin, f"{kcrate}::user::syscall_dispatch"),
+             (kbin, f"{kcrate}::user::sys_work")]
     r1, r2 = args.rounds
     runs = {}
     for r in args.rounds + ([args.check] if args.check else []):
@@ -318,8 +321,8 @@ def main():
     shares.add_common_args(ap)
     args = ap.parse_args()
     k = KERNELS[args.arch]
-    if args.mode != "cpu" and not k.user_elf:
-        ap.error(f"--arch {args.arch} has the cpu mode only")
+    if args.mode != "cpu" and not k.user_elf or args.mode == "smp" and args.arch == "x86_64":
+        ap.error(f"--arch {args.arch} has no {args.mode} mode")
     args.elf = args.elf or os.path.join(ROOT, "target/examples", k.elf)
     args.user_elf = args.user_elf or (k.user_elf and os.path.join(ROOT, "target/examples", k.user_elf))
     args.qemu = args.qemu or os.environ.get("QEMU", f"qemu-system-{args.arch}")

@@ -5,8 +5,14 @@
 #
 # usage: scripts/guests/build-kernel-x86_64.sh [--force] [--no-frame-pointers]
 #
-# --no-frame-pointers: the same kernel without frame pointers, its unwind tables kept
-# (.eh_frame), into target/examples/nofp/kernel64.elf.
+# --no-frame-pointers: the same kernel and user program without frame pointers, their unwind
+# tables kept (.eh_frame), into target/examples/nofp/.
+#
+# First the kernel's user program (user=on): examples/kernel-common/user/main.rs (the other
+# kernels' too), linked with examples/kernel64/user/linker.ld, into
+# target/examples/user-x86_64.elf (give that one to `kern-profile --user`); the kernel embeds
+# a copy without debug info (target/examples/user-x86_64.embed.elf, through $KP_USER_ELF and
+# include_bytes!).
 #
 # No Cargo: examples/kernel-common/src/lib.rs compiled into an rlib, then one `rustc` call on
 # examples/kernel64/src/main.rs with `core` and that rlib (--extern kernel_common), linked by
@@ -28,6 +34,8 @@ if [ "$nofp" = 1 ]; then
 fi
 ELF="$OUT_DIR/kernel64.elf"
 STAMP="$OUT_DIR/kernel64.flags"
+USER_ELF="$OUT_DIR/user-x86_64.elf"
+USER_EMBED="$OUT_DIR/user-x86_64.embed.elf"
 TARGET=x86_64-unknown-linux-gnu
 
 RUSTC64="${KP_RUSTC64:-$(command -v rustc || true)}"
@@ -38,6 +46,7 @@ compgen -G "$sysroot/lib/rustlib/$TARGET/lib/libcore-*.rlib" >/dev/null ||
     die "no $TARGET core in $sysroot/lib/rustlib/$TARGET/lib: $RUSTC64 cannot build the x86_64 kernel"
 command -v ld >/dev/null || die "GNU ld not found (binutils); run scripts/setup.sh"
 command -v readelf >/dev/null || die "readelf not found (binutils); run scripts/setup.sh"
+command -v objcopy >/dev/null || die "objcopy not found (binutils); run scripts/setup.sh"
 
 # Every flag matters to the tests: frame pointers for the RBP walks (or none, with unwind
 # tables: --no-frame-pointers), opt-level 2 so that
@@ -57,6 +66,19 @@ CODEGEN=(
 )
 # The kernel's shared code (examples/kernel-common), an rlib built with the kernel's flags.
 COMMON_FLAGS=(--crate-name kernel_common --crate-type rlib "${CODEGEN[@]}")
+# The user program: the kernel's flags but an ordinary user-space image (the small code model,
+# linked at 64 MiB; the red zone is the program's own, interrupts switch to the kernel stack).
+USER_FLAGS=(
+    --crate-name user --edition 2021 --target "$TARGET"
+    -C opt-level=2 -C debuginfo=2 "${FRAMES[@]}"
+    -C panic=abort -C relocation-model=static
+    -C overflow-checks=off -C debug-assertions=off -C codegen-units=1
+    --remap-path-prefix "$KP_ROOT/="
+    --crate-type bin -C linker=ld -C linker-flavor=ld
+    -C link-arg=-nostdlib -C link-arg=-static
+    -C link-arg=--build-id=none -C link-arg=-zmax-page-size=0x1000
+    -C "link-arg=-T$SRC/user/linker.ld"
+)
 FLAGS=(
     --crate-name kernel64 "${CODEGEN[@]}" --crate-type bin
     -C linker=ld -C linker-flavor=ld
@@ -89,19 +111,26 @@ mkdir -p "$OUT_DIR"
 exec 9>"$OUT_DIR/.kernel64.lock"
 flock 9
 
-want_flags="$("$RUSTC64" --version) $sysroot ${COMMON_FLAGS[*]} / ${FLAGS[*]}"
-if is_stale "$STAMP" "$want_flags" "$ELF" -- "$SRC/src" "$SRC/linker.ld" \
-    "$KP_ROOT/examples/kernel-common/src" "$KP_ROOT/scripts/guests/build-kernel-x86_64.sh" "$KP_ROOT/scripts/guests/lib.sh"; then
-    say "building examples/kernel64 with $("$RUSTC64" --version)"
+want_flags="$("$RUSTC64" --version) $sysroot ${COMMON_FLAGS[*]} / ${USER_FLAGS[*]} / ${FLAGS[*]}"
+if is_stale "$STAMP" "$want_flags" "$ELF" "$USER_ELF" "$USER_EMBED" -- "$SRC/src" "$SRC/linker.ld" \
+    "$SRC/user" "$KP_ROOT/examples/kernel-common/src" "$KP_ROOT/examples/kernel-common/user" \
+    "$KP_ROOT/scripts/guests/build-kernel-x86_64.sh" "$KP_ROOT/scripts/guests/lib.sh"; then
+    say "building examples/kernel64 (and its user program) with $("$RUSTC64" --version)"
     tmp="$(mktemp -d "$OUT_DIR/.build64.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT
+    (cd "$KP_ROOT" && "$RUSTC64" "${USER_FLAGS[@]}" -o "$tmp/user.elf" \
+        examples/kernel-common/user/main.rs) || die "rustc failed to build the x86_64 user program"
+    objcopy --strip-debug "$tmp/user.elf" "$tmp/user.embed.elf" ||
+        die "objcopy failed on the user program"
     (cd "$KP_ROOT" && "$RUSTC64" "${COMMON_FLAGS[@]}" -o "$tmp/libkernel_common.rlib" \
         examples/kernel-common/src/lib.rs) || die "rustc failed to build examples/kernel-common"
-    (cd "$KP_ROOT" && "$RUSTC64" "${FLAGS[@]}" --extern "kernel_common=$tmp/libkernel_common.rlib" \
+    (cd "$KP_ROOT" && KP_USER_ELF="$tmp/user.embed.elf" "$RUSTC64" "${FLAGS[@]}" --extern "kernel_common=$tmp/libkernel_common.rlib" \
         -o "$tmp/kernel64.elf" "$SRC/src/main.rs") ||
         die "rustc failed to build examples/kernel64"
     why="$(check_layout "$tmp/kernel64.elf")" ||
         die "examples/kernel64/linker.ld: bad image layout for the multiboot loader: $why"
+    mv -f "$tmp/user.elf" "$USER_ELF"
+    mv -f "$tmp/user.embed.elf" "$USER_EMBED"
     mv -f "$tmp/kernel64.elf" "$ELF"
     printf '%s\n' "$want_flags" >"$STAMP"
 fi

@@ -1,7 +1,8 @@
-//! The example kernels' user program (`user=on`), one source for i386 (ring 3, `int 0x80`),
-//! riscv64 (U-mode, `ecall`) and aarch64 (EL0, `svc #0`): an ELF of its own, linked by the
-//! kernel's user/linker.ld (i386: examples/kernel/user/linker.ld, at 64 MiB; virt:
-//! examples/kernel-ARCH/user/linker.ld, at RAM + 64 MiB), that computes in `user_hot` and
+//! The example kernels' user program (`user=on`), one source for i386 and x86_64 (ring 3,
+//! `int 0x80`), riscv64 (U-mode, `ecall`) and aarch64 (EL0, `svc #0`): an ELF of its own,
+//! linked by the kernel's user/linker.ld (i386: examples/kernel/user/linker.ld, x86_64:
+//! examples/kernel64/user/linker.ld, both at 64 MiB; virt: examples/kernel-ARCH/user/linker.ld,
+//! at RAM + 64 MiB), that computes in `user_hot` and
 //! `user_cold` and asks the kernel for work through a system call, `rounds` times:
 //!
 //! ```text
@@ -9,7 +10,7 @@
 //!                             pointer and the fake return address of all ones: the
 //!                             classic start)
 //! └─ user_main
-//!    └─ user::run             loop over `rounds` (EAX / a0 / x0 at entry)
+//!    └─ user::run             loop over `rounds` (EAX / RDI / a0 / x0 at entry)
 //!       └─ user::round        once per round
 //!          ├─ user::user_hot  HOT_ITERS iterations of the leaf loop       (user time)
 //!          ├─ user::user_cold COLD_ITERS iterations                       (user time)
@@ -31,6 +32,9 @@
 
 #![no_std]
 #![no_main]
+// leaf_loop!'s barriers name a u32 register `{0}`, only in an assembler comment: on x86_64 its
+// 64-bit name is as good.
+#![cfg_attr(target_arch = "x86_64", allow(asm_sub_register))]
 
 use core::arch::{asm, global_asm};
 
@@ -60,6 +64,19 @@ macro_rules! START {
     and esp, -16
     sub esp, 12
     push eax                        /* rounds */
+    call user_main
+    ud2
+"#
+    };
+}
+#[cfg(target_arch = "x86_64")]
+macro_rules! START {
+    () => {
+        r#"
+    push rbp                        /* the kernel's RBP */
+    mov rbp, rsp                    /* and the fake return address of all ones */
+    and rsp, -16
+    /* rounds = RDI */
     call user_main
     ud2
 "#
@@ -155,15 +172,20 @@ pub fn user_cold(seed: u32) -> u32 {
     leaf_loop!(seed, COLD_ITERS)
 }
 
-/// The system call: number and two arguments in registers (i386: EAX, ECX, EDX; riscv64:
-/// a0-a2; aarch64: x0-x2), the result in the first. On the virt boards the kernel may
-/// clobber what the C ABI lets a call clobber.
+/// The system call: number and two arguments in registers (i386: EAX, ECX, EDX; x86_64:
+/// RAX, RDI, RSI; riscv64: a0-a2; aarch64: x0-x2), the result in the first. The x86 kernels
+/// preserve every other general register; on the virt boards the kernel may clobber what
+/// the C ABI lets a call clobber.
 #[inline(never)]
 pub fn syscall(nr: usize, a: usize, b: usize) -> usize {
     let r: usize;
     #[cfg(target_arch = "x86")]
     unsafe {
         asm!("int 0x80", inlateout("eax") nr => r, in("ecx") a, in("edx") b, options(nostack))
+    };
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        asm!("int 0x80", inlateout("rax") nr => r, in("rdi") a, in("rsi") b, options(nostack))
     };
     #[cfg(target_arch = "riscv64")]
     unsafe {

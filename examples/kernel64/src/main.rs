@@ -14,6 +14,7 @@
 mod boot;
 mod irq;
 mod odd_stack;
+mod user;
 mod workload;
 
 use core::panic::PanicInfo;
@@ -24,8 +25,9 @@ use kernel_common::x86::{self, exit, multiboot};
 use kernel_common::{alloc_phase, phases};
 
 /// Besides the default run's keys (`rounds`, `alloc_rounds`, `crash`, `irq`), `odd_stack=on`:
-/// the CPU workload in a thread whose stack top is odd (src/odd_stack.rs), without `irq`.
-const KEYS: Keys = Keys { modes: &[Mode::OddStack], irq_alone: true, halt: false, memtrace: false };
+/// the CPU workload in a thread whose stack top is odd (src/odd_stack.rs), and `user=on`: the
+/// user program with system calls instead (src/user.rs); neither with `irq`.
+const KEYS: Keys = Keys { modes: &[Mode::OddStack, Mode::User], irq_alone: true, halt: false, memtrace: false };
 
 /// Rust entry point, called by `_start` (src/boot.rs) with the multiboot registers, on the
 /// kernel stack in the higher half, with RBP = 0 so that every frame-pointer walk ends here.
@@ -33,17 +35,25 @@ const KEYS: Keys = Keys { modes: &[Mode::OddStack], irq_alone: true, halt: false
 pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     let mut out = x86::init();
     phases::banner(&mut out, "kernel64", None);
-    let cfg = config::parse(multiboot::read(magic, info).cmdline, &KEYS);
+    let info = multiboot::read(magic, info);
+    let cfg = config::parse(info.cmdline, &KEYS);
     phases::config(&mut out, &cfg);
     phases::crash(cfg.crash, exit::fault);
 
-    out.str("phase cpu: start\n");
-    let checksum = match (cfg.mode, cfg.irq) {
-        (Mode::OddStack, _) => odd_stack::run(cfg.rounds, &mut out),
-        (_, false) => workload::run_workload(cfg.rounds),
-        (_, true) => irq::run(cfg.rounds, &mut out),
-    };
-    phases::checksum(&mut out, "cpu", checksum);
+    if cfg.mode == Mode::User {
+        // The user program in ring 3 instead of the kernel's CPU workload.
+        out.str("phase user: start\n");
+        let code = user::run(cfg.rounds, info.mem_end, &mut out);
+        phases::exit_code(&mut out, "user", code);
+    } else {
+        out.str("phase cpu: start\n");
+        let checksum = match (cfg.mode, cfg.irq) {
+            (Mode::OddStack, _) => odd_stack::run(cfg.rounds, &mut out),
+            (_, false) => workload::run_workload(cfg.rounds),
+            (_, true) => irq::run(cfg.rounds, &mut out),
+        };
+        phases::checksum(&mut out, "cpu", checksum);
+    }
 
     // After the CPU phase, never interleaved with it, as on i386.
     out.str("phase alloc: start\n");

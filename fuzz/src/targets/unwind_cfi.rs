@@ -100,7 +100,11 @@ fn check(data: &[u8]) {
 /// the kernel's.
 fn walk_user(mut tables: UnwindTables, data: &[u8]) {
     let Some(cfi) = tables.cfi.take() else { return };
-    if tables.user.push("fuzz", cfi, 0x2000, vec![0; 0x1000]).is_err() {
+    if tables
+        .user
+        .push("fuzz", cfi, 0x2000, vec![0; 0x1000])
+        .is_err()
+    {
         return;
     }
     let mem = fake_memory(data);
