@@ -200,29 +200,9 @@ fn system_calls_are_shown_inside_the_user_program() {
     }
     let stacks = folded(&[]);
     let e = expected();
-    let chain: Vec<&str> = e["kernel"]["user"]["syscall_chain"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap())
-        .collect();
+    let chain = syscall_chain(&e);
     assert_eq!(chain.last(), Some(&"kernel::user::sys_work"));
-    let sys_work: u64 = stacks
-        .iter()
-        .filter(|(s, _)| s.last().map(String::as_str) == Some("kernel::user::sys_work"))
-        .map(|(_, n)| n)
-        .sum();
-    let full: u64 = stacks
-        .iter()
-        .filter(|(s, _)| s.iter().map(String::as_str).eq(chain.iter().copied()))
-        .map(|(_, n)| n)
-        .sum();
-    assert!(sys_work > 1000, "{sys_work}");
-    assert!(
-        full as f64 > 0.95 * sys_work as f64,
-        "{full} of {sys_work} sys_work samples have the stack {}",
-        chain.join(";")
-    );
+    assert_sys_work_has_the_chain(&stacks, &chain);
     // They are kernel time: --kernel-only keeps them, --user-only drops them.
     let kernel_only = folded(&["--kernel-only"]);
     assert!(kernel_only
@@ -266,15 +246,53 @@ fn system_calls_are_rooted_at_the_classically_started_program() {
         "{stacks:?}"
     );
     // The plugin's walks themselves end there: no sample holds the fake return address.
+    let fake = frames_equal_to(&run().raw, 0xffff_ffff);
+    assert_eq!(fake, 0, "frames of the fake return address 0xffffffff");
+}
+
+/// The system-call chain `expected.toml` documents (`[kernel.user] syscall_chain`).
+fn syscall_chain(e: &toml::Table) -> Vec<&str> {
+    e["kernel"]["user"]["syscall_chain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect()
+}
+
+/// More than 1000 samples in the chain's last function (`sys_work`), and more than 95% of
+/// them with the whole `chain` as their stack.
+fn assert_sys_work_has_the_chain(stacks: &[(Vec<String>, u64)], chain: &[&str]) {
+    let leaf = chain.last().copied();
+    let sys_work: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.last().map(String::as_str) == leaf)
+        .map(|(_, n)| n)
+        .sum();
+    let full: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.iter().map(String::as_str).eq(chain.iter().copied()))
+        .map(|(_, n)| n)
+        .sum();
+    assert!(sys_work > 1000, "{sys_work}: {stacks:?}");
+    assert!(
+        full as f64 > 0.95 * sys_work as f64,
+        "{full} of {sys_work} sys_work samples have the stack {}",
+        chain.join(";")
+    );
+}
+
+/// Frames equal to `addr` in every sample of the recording `raw`.
+fn frames_equal_to(raw: &Path, addr: u64) -> usize {
     use kern_profile_format::{RawReader, Record};
-    let mut raw = RawReader::new(std::fs::File::open(&run().raw).unwrap()).unwrap();
-    let mut fake = 0;
+    let mut raw = RawReader::new(std::fs::File::open(raw).unwrap()).unwrap();
+    let mut n = 0;
     while let Some(rec) = raw.next_record().unwrap() {
         if let Record::Sample(s) = rec {
-            fake += s.frames().filter(|&a| a == 0xffff_ffff).count();
+            n += s.frames().filter(|&a| a == addr).count();
         }
     }
-    assert_eq!(fake, 0, "frames of the fake return address 0xffffffff");
+    n
 }
 
 #[test]
@@ -364,28 +382,9 @@ fn x86_64_system_calls_are_rooted_at_the_classically_started_program() {
         "x86_64 system-call samples rooted at [user] user-x86_64.elf",
         &stacks,
     );
-    let chain: Vec<&str> = e["kernel"]["user"]["syscall_chain"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_str().unwrap())
-        .collect();
-    let sys_work: u64 = stacks
-        .iter()
-        .filter(|(s, _)| s.last().map(String::as_str) == Some("kernel64::user::sys_work"))
-        .map(|(_, n)| n)
-        .sum();
-    let full: u64 = stacks
-        .iter()
-        .filter(|(s, _)| s.iter().map(String::as_str).eq(chain.iter().copied()))
-        .map(|(_, n)| n)
-        .sum();
-    assert!(sys_work > 1000, "{stacks:?}");
-    assert!(
-        full as f64 > 0.95 * sys_work as f64,
-        "{full} of {sys_work} sys_work samples have the stack {}",
-        chain.join(";")
-    );
+    let chain = syscall_chain(&e);
+    assert_eq!(chain.last(), Some(&"kernel64::user::sys_work"));
+    assert_sys_work_has_the_chain(&stacks, &chain);
     // The documented shares (DWARF inline view, firmware left out).
     let counts = kernel_self_counts(&stacks);
     for f in e["user"]["function"].as_array().unwrap() {
@@ -400,14 +399,7 @@ fn x86_64_system_calls_are_rooted_at_the_classically_started_program() {
             "{name}: {got:.4} sampled, {want:.4} documented"
         );
     }
-    use kern_profile_format::{RawReader, Record};
-    let mut raw = RawReader::new(std::fs::File::open(&run.raw).unwrap()).unwrap();
-    let mut fake = 0;
-    while let Some(rec) = raw.next_record().unwrap() {
-        if let Record::Sample(s) = rec {
-            fake += s.frames().filter(|&a| a == u64::MAX).count();
-        }
-    }
+    let fake = frames_equal_to(&run.raw, u64::MAX);
     assert_eq!(
         fake, 0,
         "frames of the fake return address 0xffffffffffffffff"
