@@ -261,6 +261,20 @@ fn cfi_cases(path: &str, n: usize) -> [Case<'static>; 2] {
     ]
 }
 
+/// The tables of the bare-stub kernel ELF `elf` (read from `path`), said on stdout, its
+/// symbols, and the address of its timer stub `isr_timer`.
+fn bare_kernel<'a>(path: &str, elf: &'a [u8]) -> (UnwindTables, object::File<'a>, u64) {
+    let tables = UnwindTables::from_elf(elf, Limits::default()).expect("its tables");
+    println!("{path}: {}", tables.summary());
+    let file = object::File::parse(elf).expect("an ELF");
+    let stub = file
+        .symbols()
+        .find(|s| s.name() == Ok("isr_timer"))
+        .expect("the timer stub isr_timer (a kernel built with bare_entries)")
+        .address();
+    (tables, file, stub)
+}
+
 /// The entry crossing against a walk that crosses nothing, both `DEPTH` frames of CFI walks
 /// over return addresses at functions' first instructions (the caller's return address at
 /// the stack pointer): the crossing starts at the timer stub's call return, the CPU's frame
@@ -268,15 +282,8 @@ fn cfi_cases(path: &str, n: usize) -> [Case<'static>; 2] {
 /// (the entry's marker and the interrupted pc are the other two frames).
 fn crossing_cases(path: &str, n: usize) -> [Case<'static>; 2] {
     let elf = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let tables = UnwindTables::from_elf(&elf, Limits::default()).expect("its tables");
-    println!("{path}: {}", tables.summary());
+    let (tables, file, stub) = bare_kernel(path, &elf);
     let cfi = tables.cfi.as_ref().expect("a CFI table");
-    let file = object::File::parse(&*elf).expect("an ELF");
-    let stub = file
-        .symbols()
-        .find(|s| s.name() == Ok("isr_timer"))
-        .expect("the timer stub isr_timer (a kernel built with bare_entries)")
-        .address();
     // The stub's call return: the CPU's frame 72 bytes (nine pushes) above the stack pointer.
     let ret = (stub..stub + 64)
         .find(|&a| {

@@ -19,10 +19,10 @@ use std::sync::Arc;
 use kern_profile_format::Arch;
 use kern_profile_unwind::stubs::{Loc, Mode, RiscLayout};
 use kern_profile_unwind::tables::{CfaBase, CfiRow, CfiTable, Rule};
-use kern_profile_unwind::{walk_tables, Crossings, Limits, StartRegs, UnwindTables};
+use kern_profile_unwind::{walk_tables, Crossings, StartRegs, UnwindTables};
 use object::{Object, ObjectSection, ObjectSymbol};
 
-use super::{pick, reader, Case, DEPTH, STACK};
+use super::{bare_kernel, pick, reader, Case, DEPTH, STACK};
 
 /// A caller's frame no larger than this (bytes): the stacks stay small, as the other cases'.
 const MAX_FRAME: i32 = 128;
@@ -149,16 +149,9 @@ pub fn risc_crossing_cases(
     n: usize,
 ) -> [Case<'static>; 2] {
     let elf = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let tables = UnwindTables::from_elf(&elf, Limits::default()).expect("its tables");
+    let (tables, file, stub) = bare_kernel(path, &elf);
     assert_eq!(tables.arch, arch, "{path}: not a {arch:?} kernel");
-    println!("{path}: {}", tables.summary());
     let cfi = tables.cfi.as_ref().expect("a CFI table");
-    let file = object::File::parse(&*elf).expect("an ELF");
-    let stub = file
-        .symbols()
-        .find(|s| s.name() == Ok("isr_timer"))
-        .expect("the timer stub isr_timer (a kernel built with bare_entries)")
-        .address();
     // The stub's first call return with a layout; the reading of an interrupt of the kernel.
     let (ret, layout) = call_returns(&file, arch, stub, stub + 0x100)
         .into_iter()
