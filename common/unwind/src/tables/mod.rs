@@ -305,14 +305,10 @@ impl<'a> ElfTables<'a> {
     /// The entry stubs among the code symbols `tables` have no row for (read only when
     /// tables are built: reports that count entries need none).
     fn stubs(&self, tables: &UnwindTables) -> EntryStubs {
-        let exec = |s: &object::Section<'_, '_>| {
-            matches!(s.flags(), object::SectionFlags::Elf { sh_flags }
-                if sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0)
-        };
         let sections: Vec<(u64, &[u8])> = self
             .file
             .sections()
-            .filter(|s| exec(s))
+            .filter(text::is_exec)
             .filter_map(|s| Some((s.address(), s.data().ok()?)))
             .collect();
         // The section holding `addr`, and its offset there.

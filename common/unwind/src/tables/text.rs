@@ -20,9 +20,8 @@ impl TextRanges {
     /// The executable sections of `file` (unknown when it has none).
     pub fn of_elf(file: &object::File<'_>) -> TextRanges {
         TextRanges::new(file.sections().filter_map(|s| {
-            let exec = matches!(s.flags(), SectionFlags::Elf { sh_flags }
-                if sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0);
-            (exec && s.size() > 0).then(|| (s.address(), s.address().saturating_add(s.size())))
+            (is_exec(&s) && s.size() > 0)
+                .then(|| (s.address(), s.address().saturating_add(s.size())))
         }))
     }
 
@@ -69,6 +68,12 @@ impl TextRanges {
                 .around(start)
                 .is_some_and(|(_, b)| start < b && end <= b)
     }
+}
+
+/// Whether an ELF section holds code (`SHF_EXECINSTR`).
+pub(crate) fn is_exec(s: &object::Section<'_, '_>) -> bool {
+    matches!(s.flags(), SectionFlags::Elf { sh_flags }
+        if sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0)
 }
 
 #[cfg(test)]

@@ -10,9 +10,10 @@
 //! never by a table that is not its own.
 
 use kern_profile_format::Arch;
-use object::{Object, ObjectSection, SectionFlags};
+use object::{Object, ObjectSection};
 
-use super::{CfiTable, ElfTables, Limits, TableError};
+use super::text::is_exec;
+use super::{CfiRow, CfiTable, ElfTables, Limits, TableError};
 
 /// At most this many `user=` programs.
 pub const MAX_USER_PROGRAMS: usize = 64;
@@ -72,12 +73,10 @@ impl UserTables {
         };
         let mut code = Vec::new();
         let mut total = 0usize;
-        for s in parts.file.sections() {
-            let exec = matches!(s.flags(), SectionFlags::Elf { sh_flags }
-                if sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0);
+        for s in parts.file.sections().filter(is_exec) {
             // A section with no bytes in the file (NOBITS) has nothing to compare.
             let Ok(data) = s.data() else { continue };
-            if !exec || data.is_empty() {
+            if data.is_empty() {
                 continue;
             }
             total = total.saturating_add(data.len());
@@ -141,17 +140,16 @@ impl UserTables {
             .sum()
     }
 
-    /// The table of the program running at `pc`: one whose table covers `pc` and whose code
-    /// bytes there are in guest memory (`read`), the first given where several are.
+    /// The row at `pc` of the program running there: one whose table covers `pc` and whose
+    /// code bytes there are in guest memory (`read`), the first given where several are.
     #[inline]
-    pub fn find<R>(&self, pc: u64, read: &mut R) -> Option<&CfiTable>
+    pub fn find<R>(&self, pc: u64, read: &mut R) -> Option<CfiRow>
     where
         R: FnMut(u64, &mut [u8]) -> bool,
     {
         self.programs
             .iter()
-            .find(|p| p.cfi.find(pc).is_some() && p.runs_at(pc, read))
-            .map(|p| &p.cfi)
+            .find_map(|p| p.cfi.find(pc).filter(|_| p.runs_at(pc, read)))
     }
 }
 

@@ -351,8 +351,7 @@ fn user_rule<R>(tables: &UnwindTables, addr: u64, read: &mut R) -> Option<FrameR
 where
     R: FnMut(u64, &mut [u8]) -> bool,
 {
-    let t = tables.user.find(addr, read)?;
-    t.find(addr).map(FrameRule::Cfi)
+    tables.user.find(addr, read).map(FrameRule::Cfi)
 }
 
 /// At a pc no table covers: an entry stub's crossing into the interrupted context, when the
