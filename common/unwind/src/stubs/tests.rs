@@ -369,3 +369,82 @@ fn the_index_of_risc_layouts_finds_what_a_search_of_them_finds() {
 
 mod aarch64;
 mod riscv64;
+
+/// A `SYSCALL` entry as Linux and Redox write theirs: `swapgs; mov gs:[0x10], rsp;
+/// mov rsp, gs:[0x8]` (the kernel stack), then the interrupt-shaped frame `push 0x23;
+/// push gs:[0x10]; push r11; push 0x2b; push rcx`, then `push rbp; push rax; call`.
+const X86_64_SYSCALL: &[u8] = &[
+    0x0f, 0x01, 0xf8, 0x65, 0x48, 0x89, 0x24, 0x25, 0x10, 0x00, 0x00, 0x00, 0x65, 0x48, 0x8b, 0x24,
+    0x25, 0x08, 0x00, 0x00, 0x00, 0x6a, 0x23, 0x65, 0xff, 0x34, 0x25, 0x10, 0x00, 0x00, 0x00, 0x41,
+    0x53, 0x6a, 0x2b, 0x51, 0x55, 0x50, 0xe8, 0x00, 0x00, 0x00, 0x00,
+];
+
+#[test]
+fn a_syscall_stub_that_switches_stacks_is_crossed_by_the_frame_it_pushed() {
+    let base = 0xffff_ffff_8010_0000u64;
+    let s = stubs(
+        Arch::X86_64,
+        &[(base, X86_64_SYSCALL)],
+        TextRanges::unknown(),
+    );
+    // Once the stack is switched and until the five words of the frame are pushed, no
+    // layout.
+    for at in [0x15, 0x1f, 0x23] {
+        assert_eq!(s.at(base + at), None, "{at:#x}");
+    }
+    assert_eq!(
+        s.at(base + 0x24),
+        Some(Layout {
+            frame: FrameAt::Sp(0),
+            fp: FpAt::Unchanged
+        })
+    );
+    let l = s.at(base + 0x2b).unwrap();
+    assert_eq!((l.frame, l.fp), (FrameAt::Sp(16), FpAt::Unchanged));
+    // With `mov rbp, rsp` before the call, the user's rbp is the word below the frame.
+    let mut framed = X86_64_SYSCALL[..0x26].to_vec();
+    framed.extend_from_slice(&[0x48, 0x89, 0xe5]);
+    framed.extend_from_slice(&X86_64_SYSCALL[0x26..]);
+    let s = stubs(Arch::X86_64, &[(base, &framed)], TextRanges::unknown());
+    let at_ret = s.at(base + 0x2e).unwrap();
+    assert_eq!((at_ret.frame, at_ret.fp), (FrameAt::Sp(16), FpAt::Saved(8)));
+    let (top, user_ip, user_sp, user_fp) = (
+        0xffff_8000_0002_0000u64,
+        0x40_1234u64,
+        0x7fff_f000u64,
+        0x7fff_f100u64,
+    );
+    let sp = top - 56;
+    let cross = |frame: &[u64]| {
+        let mut st = Stack::new(PtrWidth::W8);
+        st.put(sp, &[0x1, user_fp]);
+        st.put(top - 40, frame);
+        let at = AtStub {
+            sp,
+            fp: 0,
+            ra: None,
+            end: top,
+        };
+        let mut read = st.reader();
+        cross_x86(&s, at_ret, at, PtrWidth::W8, 8, &mut read)
+    };
+    let i = cross(&[user_ip, 0x2b, 0x246, user_sp, 0x23]).unwrap();
+    assert_eq!(
+        (i.at, i.ip, i.sp, i.fp, i.user),
+        (top - 40, user_ip, user_sp, user_fp, true)
+    );
+    // Five words that are not a frame (a ring-0 selector with a user pc, flags without bit
+    // 1): not crossed.
+    for bad in [
+        [user_ip, 0x08, 0x246, user_sp, 0x10],
+        [user_ip, 0x2b, 0x244, user_sp, 0x23],
+    ] {
+        assert_eq!(cross(&bad), Err(NotCrossed::NoFrame));
+    }
+    // An `and rsp, -16` after the switch loses the new stack's top: no layout.
+    let mut aligned = X86_64_SYSCALL[..0x15].to_vec();
+    aligned.extend_from_slice(&[0x48, 0x83, 0xe4, 0xf0]);
+    aligned.extend_from_slice(&X86_64_SYSCALL[0x15..]);
+    let s = stubs(Arch::X86_64, &[(base, &aligned)], TextRanges::unknown());
+    assert_eq!(s.at(base + 0x2f), None);
+}

@@ -8,8 +8,16 @@
 //! `E + k` (the `mov eax, esp; and esp, -16; push eax` of a handler called with a pointer to
 //! the saved registers) finds it again, by reading that slot. Unconditional jumps are
 //! followed (a per-vector stub that jumps to common code); a conditional branch, a return or
-//! an instruction that moves the stack pointer otherwise ends the walk. At most
+//! an instruction that moves the stack pointer by an amount not known ends the walk. At most
 //! [`MAX_INSNS`] instructions and [`MAX_JUMPS`] jumps per stub.
+//!
+//! A stack pointer loaded with a value not followed (`mov rsp, gs:[kernel_stack]`, `pop rsp`)
+//! is a switch to another stack, as a `SYSCALL` entry makes: that instruction pushes nothing
+//! and leaves the user's pc in rcx and flags in r11, and the stubs of Linux and of hobby
+//! kernels (Redox's among them) switch to the kernel stack and push an interrupt-shaped
+//! frame there, `ss, rsp, r11, cs, rcx`, to return by `iretq` or `sysretq`. The first five
+//! words pushed on the new stack are taken for that frame; the crossing's check of the
+//! frame (a ring-3 code selector, flags) decides whether it is one.
 
 use iced_x86::{
     Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic,
@@ -28,8 +36,20 @@ pub(crate) const MAX_JUMPS: usize = 4;
 enum Sp {
     /// `E + k`.
     Entry(i64),
-    /// `A + k`, with `A` where an `and` aligned it (unknown against `E`).
+    /// `A + k`, with `A` where an `and` aligned it or a load switched it (unknown against
+    /// `E`).
     Aligned(i64),
+}
+
+/// Where the interrupted frame pointer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fp {
+    Unchanged,
+    /// Pushed at `E + k`.
+    Entry(i64),
+    /// Pushed at `A + k`, on the stack the stub switched to.
+    Switched(i64),
+    Lost,
 }
 
 /// What a general register holds, as far as the stub's stack is concerned.
@@ -45,10 +65,13 @@ struct State {
     regs: [Val; 16],
     /// Words pushed since the last `and`: (`A + k` where it lies, `E + v` it holds).
     slots: Vec<(i64, i64)>,
+    /// Whether `A` is where the stack pointer was switched to (a new stack's top), not
+    /// where an `and` aligned it.
+    switched: bool,
     /// Where the interrupted frame pointer is.
-    fp: FpAt,
-    /// `E + k` where a push of the untouched frame pointer put it.
-    fp_pushed: Option<i64>,
+    fp: Fp,
+    /// Where a push of the untouched frame pointer put it.
+    fp_pushed: Option<Fp>,
 }
 
 /// The index (ax 0 to r15 15) of the general register `r` is part of.
@@ -63,62 +86,101 @@ const SP: usize = 4;
 const FP: usize = 5;
 
 impl State {
-    fn layout(&self) -> Option<Layout> {
-        let frame = match self.sp {
-            Sp::Entry(k) if k <= 0 => FrameAt::Sp(k.unsigned_abs()),
+    /// The layout here, for code of `width` bytes a word.
+    fn layout(&self, width: i64) -> Option<Layout> {
+        // The frame at `E` (`None`: at `A - 5 words`, the frame a switched stub pushed).
+        let (frame, at_entry) = match self.sp {
+            Sp::Entry(k) if k <= 0 => (FrameAt::Sp(k.unsigned_abs()), true),
             Sp::Entry(_) => return None,
             Sp::Aligned(a) => {
                 // The newest push still on the stack of a value `E + v`.
-                let &(s, v) = self
+                let saved = self
                     .slots
                     .iter()
                     .filter(|&&(s, _)| s >= a)
-                    .min_by_key(|&&(s, _)| s)?;
-                FrameAt::Saved {
-                    slot: (s - a) as u64,
-                    add: v.wrapping_neg() as u64,
+                    .min_by_key(|&&(s, _)| s);
+                match saved {
+                    Some(&(s, v)) => (
+                        FrameAt::Saved {
+                            slot: (s - a) as u64,
+                            add: v.wrapping_neg() as u64,
+                        },
+                        true,
+                    ),
+                    None if self.switched && a <= -5 * width => {
+                        (FrameAt::Sp((-a - 5 * width) as u64), false)
+                    }
+                    None => return None,
                 }
             }
         };
-        Some(Layout { frame, fp: self.fp })
+        let fp = match (self.fp, at_entry) {
+            (Fp::Unchanged, _) => FpAt::Unchanged,
+            (Fp::Entry(k), true) => FpAt::Saved(k.unsigned_abs()),
+            (Fp::Switched(k), false) if k < -5 * width => FpAt::Saved((-5 * width - k) as u64),
+            _ => FpAt::Lost,
+        };
+        Some(Layout { frame, fp })
     }
 
     /// The register `r` written with something the walk does not follow.
     fn clobber(&mut self, r: usize) {
         self.regs[r] = Val::Unknown;
-        if r == FP && self.fp == FpAt::Unchanged {
-            self.fp = match self.fp_pushed {
-                Some(k) => FpAt::Saved(k.unsigned_abs()),
-                None => FpAt::Lost,
-            };
+        if r == FP && self.fp == Fp::Unchanged {
+            self.fp = self.fp_pushed.unwrap_or(Fp::Lost);
         }
     }
 
-    /// Writes `v` into register `r`: into the stack pointer only as `E + k` (`false`: the
-    /// stack pointer is lost).
-    fn set(&mut self, r: usize, v: Val) -> bool {
+    /// Writes `v` into register `r`; into the stack pointer, a value not followed switches
+    /// to a new stack.
+    fn set(&mut self, r: usize, v: Val) {
         if r == SP {
-            let Val::Entry(k) = v else { return false };
-            self.sp = Sp::Entry(k);
-            self.slots.clear();
-            return true;
+            match v {
+                Val::Entry(k) => {
+                    self.sp = Sp::Entry(k);
+                    self.slots.clear();
+                }
+                Val::Unknown => self.switch(),
+            }
+            return;
         }
         self.clobber(r);
         self.regs[r] = v;
-        true
+    }
+
+    /// The stack pointer loaded with a value not followed: the top of another stack.
+    fn switch(&mut self) {
+        self.sp = Sp::Aligned(0);
+        self.slots.clear();
+        self.switched = true;
+        self.forget_switched_fp();
+    }
+
+    /// `A` moves: a frame pointer pushed relative to it is no longer found.
+    fn forget_switched_fp(&mut self) {
+        if matches!(self.fp, Fp::Switched(_)) {
+            self.fp = Fp::Lost;
+        }
+        if matches!(self.fp_pushed, Some(Fp::Switched(_))) {
+            self.fp_pushed = None;
+        }
     }
 
     fn push(&mut self, width: i64, value: Option<usize>) {
+        let first_fp = value == Some(FP) && self.fp == Fp::Unchanged && self.fp_pushed.is_none();
         self.sp = match self.sp {
             Sp::Entry(k) => {
-                if value == Some(FP) && self.fp == FpAt::Unchanged && self.fp_pushed.is_none() {
-                    self.fp_pushed = Some(k - width);
+                if first_fp {
+                    self.fp_pushed = Some(Fp::Entry(k - width));
                 }
                 Sp::Entry(k - width)
             }
             Sp::Aligned(a) => {
                 if let Some(Val::Entry(v)) = value.map(|r| self.regs[r]) {
                     self.slots.push((a - width, v));
+                }
+                if first_fp && self.switched {
+                    self.fp_pushed = Some(Fp::Switched(a - width));
                 }
                 Sp::Aligned(a - width)
             }
@@ -168,9 +230,11 @@ where
         sp: Sp::Entry(0),
         regs: [Val::Unknown; 16],
         slots: Vec::new(),
-        fp: FpAt::Unchanged,
+        switched: false,
+        fp: Fp::Unchanged,
         fp_pushed: None,
     };
+    let width = i64::from(bitness / 8);
     let mut info = InstructionInfoFactory::new();
     let (mut ip, mut jumps, mut called) = (start, 0, false);
     for _ in 0..MAX_INSNS {
@@ -190,7 +254,7 @@ where
         }
         // A call's return address had its layout from the call.
         if !called {
-            if let Some(l) = st.layout() {
+            if let Some(l) = st.layout(width) {
                 found(ip, l);
             }
         }
@@ -198,7 +262,7 @@ where
         match i.flow_control() {
             FlowControl::Next => {}
             FlowControl::Call | FlowControl::IndirectCall => {
-                if let Some(l) = st.layout() {
+                if let Some(l) = st.layout(width) {
                     found(i.next_ip(), l);
                 }
                 // The callee may change the caller-saved registers (both ABIs keep
@@ -250,7 +314,10 @@ fn step(st: &mut State, i: &Instruction, info: &mut InstructionInfoFactory) -> b
         (Mnemonic::Pop, _) => {
             let v = st.top();
             st.add_sp(i.stack_pointer_increment() as i64);
-            return full0.is_none_or(|r| st.set(r, v));
+            if let Some(r) = full0 {
+                st.set(r, v);
+            }
+            return true;
         }
         (Mnemonic::Sub | Mnemonic::Add, Some(SP)) => {
             let Some(d) = imm1 else { return false };
@@ -260,13 +327,19 @@ fn step(st: &mut State, i: &Instruction, info: &mut InstructionInfoFactory) -> b
         (Mnemonic::And, Some(SP)) => {
             st.sp = Sp::Aligned(0);
             st.slots.clear();
+            st.switched = false;
+            st.forget_switched_fp();
             return true;
         }
         (Mnemonic::Mov, Some(dst)) => {
-            if let Some(src) = reg1.and_then(gpr) {
-                let v = if src == SP { st.sp_val() } else { st.regs[src] };
-                return st.set(dst, v);
-            }
+            let v = match reg1.and_then(gpr) {
+                Some(SP) => st.sp_val(),
+                Some(src) => st.regs[src],
+                // A load (or a constant): nothing followed.
+                None => Val::Unknown,
+            };
+            st.set(dst, v);
+            return true;
         }
         (Mnemonic::Lea, Some(dst)) if i.memory_index() == Register::None => {
             let base = i.memory_base();
@@ -284,12 +357,14 @@ fn step(st: &mut State, i: &Instruction, info: &mut InstructionInfoFactory) -> b
                 Val::Entry(k) => Val::Entry(k + d),
                 Val::Unknown => Val::Unknown,
             };
-            return st.set(dst, v);
+            st.set(dst, v);
+            return true;
         }
         _ => {}
     }
-    // Anything else: the registers it writes are no longer followed; one that writes the
-    // stack pointer (or moves it as a side effect) loses it.
+    // Anything else: the registers it writes are no longer followed; one that moves the
+    // stack pointer as a side effect, or writes it as a result not followed (`xchg`, a
+    // conditional move), loses it.
     if i.stack_pointer_increment() != 0 {
         return false;
     }
