@@ -27,6 +27,12 @@ mod system_calls_through_a_bare_stub_are_rooted_at_the_program {
     fn aarch64() {
         super::system_calls_rooted("aarch64")
     }
+    /// x86_64's `SYSCALL` instruction: it pushes nothing; the kernel's stub switches to its
+    /// stack and pushes the frame `int 0x80` would have (as Linux and Redox do).
+    #[test]
+    fn x86_64_by_the_syscall_instruction() {
+        super::system_calls_rooted_by("x86_64", "user=on syscall=on")
+    }
 }
 
 /// `arch`'s kernel code of system calls (its stub, the dispatcher): samples there are the
@@ -37,9 +43,14 @@ fn syscall_code(arch: &str) -> (&'static [&'static str], String) {
             &["syscall_entry", "kernel::user::syscall_dispatch"],
             "user.elf".into(),
         ),
-        // The x86_64 kernel's crate is `kernel64`.
+        // The x86_64 kernel's crate is `kernel64`; `syscall_instr_entry` is the `SYSCALL`
+        // instruction's stub (`syscall=on`), which goes on into `syscall_entry`.
         "x86_64" => (
-            &["syscall_entry", "kernel64::user::syscall_dispatch"],
+            &[
+                "syscall_instr_entry",
+                "syscall_entry",
+                "kernel64::user::syscall_dispatch",
+            ],
             format!("user-{arch}.elf"),
         ),
         "riscv64" => (
@@ -57,6 +68,11 @@ fn syscall_code(arch: &str) -> (&'static [&'static str], String) {
 /// program (`[user] USER.elf;…;[syscall];STUB;…`), through its system-call wrapper, and the
 /// report counts those stacks whole, entered from user space.
 fn system_calls_rooted(arch: &'static str) {
+    system_calls_rooted_by(arch, "user=on")
+}
+
+/// The same, with the kernel's command line `append`.
+fn system_calls_rooted_by(arch: &'static str, append: &str) {
     if skip_unless(&[
         Need::Qemu(arch),
         Need::Plugin,
@@ -69,7 +85,9 @@ fn system_calls_rooted(arch: &'static str) {
     let k = nofp_kernel(arch);
     let user = k.with_file_name(&user_name);
     let args = format!("period=10007,elf={},user={}", k.display(), user.display());
-    let run = boot_kernel(arch, &k, "bare-syscall", &args, "user=on");
+    // A scratch directory per command line: the tests run at once.
+    let name = format!("bare-{}", append.replace(['=', ' '], "-"));
+    let run = boot_kernel(arch, &k, &name, &args, append);
     let extra = ["--user", user.to_str().unwrap()];
     let stacks = folded_of(&run.raw, &k, &extra);
     let root = format!("[user] {user_name}");
@@ -125,7 +143,7 @@ fn system_calls_rooted(arch: &'static str) {
         .and_then(|t| t.split('%').next())
         .and_then(|p| p.parse::<f64>().ok())
         .unwrap_or_else(|| panic!("{line}"));
-    println!("{arch}: {line}");
+    println!("{arch} {append}: {line}");
     assert!(from_user >= 95.0, "{line}");
 }
 

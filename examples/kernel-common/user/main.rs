@@ -76,7 +76,7 @@ macro_rules! START {
     push rbp                        /* the kernel's RBP */
     mov rbp, rsp                    /* and the fake return address of all ones */
     and rsp, -16
-    /* rounds = RDI */
+    /* rounds = RDI; RSI = 1: system calls by SYSCALL */
     call user_main
     ud2
 "#
@@ -119,8 +119,15 @@ global_asm!(
     ".size _start, . - _start",
 );
 
+/// x86_64: the system calls by the `SYSCALL` instruction rather than `int 0x80` (the
+/// kernel's `syscall=on`).
+#[cfg(target_arch = "x86_64")]
+static SYSCALL_INSTR: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
 #[no_mangle]
-pub extern "C" fn user_main(rounds: u32) -> ! {
+pub extern "C" fn user_main(rounds: u32, #[cfg(target_arch = "x86_64")] instr: usize) -> ! {
+    #[cfg(target_arch = "x86_64")]
+    SYSCALL_INSTR.store(instr == 1, core::sync::atomic::Ordering::Relaxed);
     let sum = run(rounds);
     let mut line = *b"user: done, checksum 0x00000000\n";
     let n = line.len();
@@ -173,7 +180,8 @@ pub fn user_cold(seed: u32) -> u32 {
 }
 
 /// The system call: number and two arguments in registers (i386: EAX, ECX, EDX; x86_64:
-/// RAX, RDI, RSI; riscv64: a0-a2; aarch64: x0-x2), the result in the first. The x86 kernels
+/// RAX, RDI, RSI, by `int 0x80` or `SYSCALL`; riscv64: a0-a2; aarch64: x0-x2), the result
+/// in the first. The x86 kernels
 /// preserve every other general register; on the virt boards the kernel may clobber what
 /// the C ABI lets a call clobber.
 #[inline(never)]
@@ -185,7 +193,11 @@ pub fn syscall(nr: usize, a: usize, b: usize) -> usize {
     };
     #[cfg(target_arch = "x86_64")]
     unsafe {
-        asm!("int 0x80", inlateout("rax") nr => r, in("rdi") a, in("rsi") b, options(nostack))
+        if SYSCALL_INSTR.load(core::sync::atomic::Ordering::Relaxed) {
+            asm!("syscall", inlateout("rax") nr => r, in("rdi") a, in("rsi") b, out("rcx") _, out("r11") _, options(nostack))
+        } else {
+            asm!("int 0x80", inlateout("rax") nr => r, in("rdi") a, in("rsi") b, options(nostack))
+        }
     };
     #[cfg(target_arch = "riscv64")]
     unsafe {

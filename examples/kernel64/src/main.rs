@@ -18,6 +18,7 @@ mod user;
 mod workload;
 
 use core::panic::PanicInfo;
+use kernel_common::cmdline;
 use kernel_common::config::{self, Keys, Mode};
 use kernel_common::console::{self, Console};
 use kernel_common::serial::Com1;
@@ -26,7 +27,8 @@ use kernel_common::{alloc_phase, phases};
 
 /// Besides the default run's keys (`rounds`, `alloc_rounds`, `crash`, `irq`), `odd_stack=on`:
 /// the CPU workload in a thread whose stack top is odd (src/odd_stack.rs), and `user=on`: the
-/// user program with system calls instead (src/user.rs); neither with `irq`.
+/// user program with system calls instead (src/user.rs; `syscall=on` with it: by the
+/// `SYSCALL` instruction rather than `int 0x80`); neither with `irq`.
 const KEYS: Keys = Keys { modes: &[Mode::OddStack, Mode::User], irq_alone: true, halt: false, memtrace: false };
 
 /// Rust entry point, called by `_start` (src/boot.rs) with the multiboot registers, on the
@@ -43,7 +45,7 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     if cfg.mode == Mode::User {
         // The user program in ring 3 instead of the kernel's CPU workload.
         out.str("phase user: start\n");
-        let code = user::run(cfg.rounds, info.mem_end, &mut out);
+        let code = user::run(cfg.rounds, syscall_instr(cfg.cmdline), info.mem_end, &mut out);
         phases::exit_code(&mut out, "user", code);
     } else {
         out.str("phase cpu: start\n");
@@ -61,6 +63,14 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     alloc_phase::report(&mut out);
     out.str("phase alloc: done\ndone\n");
     exit::exit(exit::EXIT_SUCCESS)
+}
+
+/// `syscall=on` (with `user=on`): the program's system calls by the `SYSCALL` instruction.
+fn syscall_instr(cmdline: &[u8]) -> bool {
+    cmdline::tokens(cmdline)
+        .filter_map(cmdline::key_value)
+        .filter(|&(key, _)| key == b"syscall")
+        .fold(false, |_, (key, val)| cmdline::on_off(key, val))
 }
 
 #[panic_handler]

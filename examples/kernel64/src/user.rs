@@ -16,6 +16,13 @@
 //!
 //! System calls: `int 0x80`, RAX = number, RDI and RSI = arguments, result in RAX; every
 //! other general register is preserved (no SSE state: the kernel's handlers are integer code).
+//! With `syscall=on` the program makes them with the `SYSCALL` instruction instead (RSI = 1
+//! at its entry tells it to; RCX and R11 are lost, as the instruction uses them):
+//! `syscall_instr_entry` (LSTAR) pushes nothing the CPU did not, so it switches to the
+//! kernel stack (a static holding its top, as a per-CPU variable would on SMP) and pushes
+//! the frame `int 0x80` would have left there, `SS, RSP, RFLAGS (R11), CS, RIP (RCX)`, as
+//! Linux's `entry_SYSCALL_64` and Redox's stub do, then goes on as `syscall_entry`, whose
+//! `iretq` returns (no `sysretq`: STAR's user half is unused).
 //!
 //! | RAX | call | does |
 //! | --- | --- | --- |
@@ -84,6 +91,19 @@ static mut TSS: Tss = Tss([0; 26]);
 /// The kernel's RSP inside `enter_user`, for `exit`.
 #[link_section = ".data.user"]
 static mut SAVED_RSP: u64 = 0;
+
+/// `SYSCALL`'s kernel stack, and where its stub keeps the user's RSP meanwhile.
+#[link_section = ".data.user"]
+static mut SYSCALL_KSTACK: u64 = KSTACK_TOP;
+#[link_section = ".data.user"]
+static mut SYSCALL_USER_RSP: u64 = 0;
+
+/// The MSRs `SYSCALL` reads: EFER (SCE, bit 0, enables it), STAR (the kernel's CS in bits
+/// 32..47), LSTAR (the entry), FMASK (RFLAGS bits cleared at the entry).
+const MSR_EFER: u32 = 0xC000_0080;
+const MSR_STAR: u32 = 0xC000_0081;
+const MSR_LSTAR: u32 = 0xC000_0082;
+const MSR_FMASK: u32 = 0xC000_0084;
 
 /// The registers `syscall_entry` saves, lowest address first.
 #[repr(C)]
@@ -164,7 +184,22 @@ syscall_entry:
     iretq
     .size syscall_entry, . - syscall_entry
 
-    /* u64 enter_user(entry, user_rsp, arg): runs the program until it calls exit. */
+    /* SYSCALL (syscall=on): RCX = the user's RIP, R11 = its RFLAGS, RSP still the user's. */
+    .section .text.syscall_instr_entry, "ax"
+    .global syscall_instr_entry
+    .type syscall_instr_entry, @function
+syscall_instr_entry:
+    mov qword ptr [rip + {user_rsp}], rsp
+    mov rsp, qword ptr [rip + {kstack}]
+    push {uds}                      /* SS */
+    push qword ptr [rip + {user_rsp}] /* RSP */
+    push r11                        /* RFLAGS */
+    push {ucs}                      /* CS */
+    push rcx                        /* RIP: the frame int 0x80 leaves */
+    jmp syscall_entry
+    .size syscall_instr_entry, . - syscall_instr_entry
+
+    /* u64 enter_user(entry, user_rsp, arg, arg2): runs the program until it calls exit. */
     .section .text.enter_user, "ax"
     .global enter_user
     .type enter_user, @function
@@ -187,12 +222,12 @@ enter_user:
     mov ax, {uds}
     mov ds, ax
     mov es, ax
-    mov rdi, rdx                    /* the program's argument: rounds */
+    mov rdi, rdx                    /* the program's arguments: rounds */
+    mov rsi, rcx                    /* and 1 for SYSCALL */
     xor eax, eax
     xor ebx, ebx
     xor ecx, ecx
     xor edx, edx
-    xor esi, esi
     xor r8d, r8d
     xor r9d, r9d
     xor r10d, r10d
@@ -229,28 +264,52 @@ user_exit_to_kernel:
     ucs = const USER_CS,
     dispatch = sym syscall_dispatch,
     saved = sym SAVED_RSP,
+    user_rsp = sym SYSCALL_USER_RSP,
+    kstack = sym SYSCALL_KSTACK,
 );
 
 extern "C" {
     fn syscall_entry();
-    fn enter_user(entry: u64, user_rsp: u64, arg: u64) -> u64;
+    fn syscall_instr_entry();
+    fn enter_user(entry: u64, user_rsp: u64, arg: u64, arg2: u64) -> u64;
     fn user_exit_to_kernel(code: u64) -> !;
 }
 
-/// Loads the program, runs it with `rounds`, returns its exit code. A real call (never
-/// inlined into kmain): its frame shows.
+/// Loads the program, runs it with `rounds` (its system calls through `SYSCALL` when
+/// `syscall_instr`), returns its exit code. A real call (never inlined into kmain): its
+/// frame shows.
 #[inline(never)]
-pub fn run(rounds: u32, mem_end: Option<usize>, out: &mut Com1) -> u32 {
+pub fn run(rounds: u32, syscall_instr: bool, mem_end: Option<usize>, out: &mut Com1) -> u32 {
     if mem_end.is_some_and(|end| (end as u64) < KSTACK_TOP_PHYS) {
         panic!("user=on needs RAM up to {:#x}", KSTACK_TOP_PHYS);
     }
     let entry = load_elf(USER_ELF);
     init_entry();
+    if syscall_instr {
+        init_syscall_instr();
+    }
 
     out.str("user: entering ring 3 at ");
     out.hex(entry);
-    out.str("\n");
-    unsafe { enter_user(entry, USER_STACK_TOP, rounds as u64) as u32 }
+    out.str(if syscall_instr { " (system calls by SYSCALL)\n" } else { "\n" });
+    unsafe { enter_user(entry, USER_STACK_TOP, rounds as u64, syscall_instr as u64) as u32 }
+}
+
+/// `SYSCALL` on, entering `syscall_instr_entry` on the kernel's CS with interrupts, traps
+/// and the direction flag cleared.
+fn init_syscall_instr() {
+    let wrmsr = |msr: u32, v: u64| unsafe {
+        asm!("wrmsr", in("ecx") msr, in("eax") v as u32, in("edx") (v >> 32) as u32, options(nostack, preserves_flags));
+    };
+    let efer: u64 = unsafe {
+        let (lo, hi): (u32, u32);
+        asm!("rdmsr", in("ecx") MSR_EFER, out("eax") lo, out("edx") hi, options(nomem, nostack, preserves_flags));
+        (hi as u64) << 32 | lo as u64
+    };
+    wrmsr(MSR_EFER, efer | 1);
+    wrmsr(MSR_STAR, 0x08u64 << 32);
+    wrmsr(MSR_LSTAR, syscall_instr_entry as *const () as u64);
+    wrmsr(MSR_FMASK, 0x700);
 }
 
 /// The user pages, the GDT with the TSS (RSP0 = the system calls' stack) and the `int 0x80`
