@@ -21,8 +21,9 @@
 //! `syscall_instr_entry` (LSTAR) pushes nothing the CPU did not, so it switches to the
 //! kernel stack (a static holding its top, as a per-CPU variable would on SMP) and pushes
 //! the frame `int 0x80` would have left there, `SS, RSP, RFLAGS (R11), CS, RIP (RCX)`, as
-//! Linux's `entry_SYSCALL_64` and Redox's stub do, then goes on as `syscall_entry`, whose
-//! `iretq` returns (no `sysretq`: STAR's user half is unused).
+//! Linux's `entry_SYSCALL_64` and Redox's stub do, then does what `syscall_entry` does, in
+//! its own copy of that code, and returns by `iretq` (no `sysretq`: STAR's user half is
+//! unused).
 //!
 //! | RAX | call | does |
 //! | --- | --- | --- |
@@ -146,17 +147,12 @@ macro_rules! SYSCALL_FRAME {
     };
 }
 
-global_asm!(
-    r#"
-    /* int 0x80 from ring 3: the CPU switched to the TSS's RSP0 (16-aligned) and pushed SS,
-       RSP, RFLAGS, CS, RIP: RSP is 8 mod 16 here. */
-    .section .text.syscall_entry, "ax"
-    .global syscall_entry
-    .type syscall_entry, @function
-syscall_entry:
-"#,
-    SYSCALL_FRAME!(),
-    r#"
+// What both system-call stubs do once the CPU's frame (or its copy) is on the kernel stack:
+// save the registers (`SyscallFrame`), call the dispatcher, return by `iretq`. Each stub has
+// its own copy, as Linux's and Redox's entries have their own code.
+macro_rules! SYSCALL_BODY {
+    () => {
+        r#"
     push r11
     push r10
     push r9
@@ -182,6 +178,22 @@ syscall_entry:
     pop r11
     pop rbp
     iretq
+"#
+    };
+}
+
+global_asm!(
+    r#"
+    /* int 0x80 from ring 3: the CPU switched to the TSS's RSP0 (16-aligned) and pushed SS,
+       RSP, RFLAGS, CS, RIP: RSP is 8 mod 16 here. */
+    .section .text.syscall_entry, "ax"
+    .global syscall_entry
+    .type syscall_entry, @function
+syscall_entry:
+"#,
+    SYSCALL_FRAME!(),
+    SYSCALL_BODY!(),
+    r#"
     .size syscall_entry, . - syscall_entry
 
     /* SYSCALL (syscall=on): RCX = the user's RIP, R11 = its RFLAGS, RSP still the user's. */
@@ -196,7 +208,10 @@ syscall_instr_entry:
     push r11                        /* RFLAGS */
     push {ucs}                      /* CS */
     push rcx                        /* RIP: the frame int 0x80 leaves */
-    jmp syscall_entry
+"#,
+    SYSCALL_FRAME!(),
+    SYSCALL_BODY!(),
+    r#"
     .size syscall_instr_entry, . - syscall_instr_entry
 
     /* u64 enter_user(entry, user_rsp, arg, arg2): runs the program until it calls exit. */
