@@ -6,7 +6,8 @@
 //! `rsp rbp`); riscv64 `pc sp fp ra priv satp` (`fp` is x8, there is no `s0`; `priv` is
 //! virtual: 0 = U, 1 = S, 3 = M; `satp` among the CSRs); aarch64 `pc sp x29 x30 cpsr` (the
 //! current EL in `cpsr` bits 3:2; there is no `CurrentEL`) and, among the system registers,
-//! `SCTLR` (EL1's, bit 0 = MMU on) and `TTBR0_EL1`.
+//! `SCTLR` (EL1's, bit 0 = MMU on) and `TTBR0_EL1`; the trap registers riscv64 `sstatus sepc
+//! sscratch` and aarch64 `SPSR_EL1 ELR_EL1 SP_EL0` (read from its gdb feature XML).
 
 use crate::{guest, Arch, CpuMode, Privilege};
 
@@ -34,10 +35,16 @@ pub enum Role {
     /// aarch64 `SP_EL0`: the stack pointer of EL0 (and of EL1t) while a handler runs on
     /// `SP_EL1`.
     OtherStackPointer,
+    /// The pc a trap to the kernel interrupted: riscv `sepc`, aarch64 `ELR_EL1`. Read only
+    /// for a sample in an entry stub that has not saved it yet.
+    TrapPc,
+    /// riscv `sscratch`, where entry stubs swap the interrupted stack pointer out. Read as
+    /// [`Role::TrapPc`] is.
+    Scratch,
 }
 
 impl Role {
-    pub const ALL: [Role; 10] = [
+    pub const ALL: [Role; 12] = [
         Role::StackPointer,
         Role::FramePointer,
         Role::ReturnAddress,
@@ -48,6 +55,8 @@ impl Role {
         Role::SavedState,
         Role::SavedStateHigh,
         Role::OtherStackPointer,
+        Role::TrapPc,
+        Role::Scratch,
     ];
 
     /// The names QEMU may give the register on `arch` (the first found is used); empty when
@@ -76,6 +85,8 @@ pub struct RegisterNames {
     pub saved_state: &'static [&'static str],
     pub saved_state_high: &'static [&'static str],
     pub other_stack_pointer: &'static [&'static str],
+    pub trap_pc: &'static [&'static str],
+    pub scratch: &'static [&'static str],
 }
 
 impl RegisterNames {
@@ -91,6 +102,8 @@ impl RegisterNames {
         saved_state: &[],
         saved_state_high: &[],
         other_stack_pointer: &[],
+        trap_pc: &[],
+        scratch: &[],
     };
 
     /// The names of `role`'s register.
@@ -106,6 +119,8 @@ impl RegisterNames {
             Role::SavedState => self.saved_state,
             Role::SavedStateHigh => self.saved_state_high,
             Role::OtherStackPointer => self.other_stack_pointer,
+            Role::TrapPc => self.trap_pc,
+            Role::Scratch => self.scratch,
         }
     }
 }

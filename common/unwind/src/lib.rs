@@ -41,7 +41,7 @@ use cross::Frames;
 pub use cross::{walk_across, Crossings, KernelOs};
 pub use entry::{sampled_index, EntryState};
 use records::walk_records;
-pub use tables::walk::{walk_tables, StartRegs};
+pub use tables::walk::{walk_tables, walk_tables_at_sample, StartRegs};
 pub use tables::{Limits, TableError, UnwindTables};
 
 /// Width of a guest pointer, which fixes the frame-record layout.

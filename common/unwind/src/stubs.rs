@@ -29,9 +29,12 @@ use crate::tables::TextRanges;
 use crate::PtrWidth;
 
 mod aarch64;
+mod cross_risc;
 mod machine;
 mod riscv64;
 mod x86;
+
+pub(crate) use cross_risc::{cross_risc, SysRegs};
 
 /// At most this many stubs are read per kernel (each at most `x86::MAX_INSNS`
 /// instructions): a bound on the time and memory a kernel's symbols can cost.
@@ -79,6 +82,23 @@ pub enum Loc {
     SpPlus(i64),
     /// The word at the stack pointer plus `off`, plus `add` (wrapping).
     Slot { off: i64, add: i64 },
+    /// Still in a system register, as the trap or the stub left it: believed only at the
+    /// sample's own first instruction in the stub (a call, or re-enabled traps, may have
+    /// changed it since), read there from the CPU.
+    Sys(SysReg),
+}
+
+/// A system register a riscv64 or aarch64 trap leaves the interrupted context in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SysReg {
+    /// The interrupted pc: `sepc`, `ELR_EL1`.
+    TrapPc,
+    /// The interrupted mode: `sstatus` (SPP), `SPSR_EL1` (M).
+    Status,
+    /// riscv64 `sscratch`, where a stub swapped the interrupted stack pointer.
+    Scratch,
+    /// aarch64 `SP_EL0`: the user stack pointer while the kernel runs on `SP_EL1`.
+    UserSp,
 }
 
 /// The mode a trap came from.
@@ -102,12 +122,23 @@ pub struct RiscLayout {
     pub mode: Option<Mode>,
 }
 
+impl RiscLayout {
+    /// Whether the layout reads a system register ([`Loc::Sys`]): it holds at the sample's
+    /// first frame alone, and only where no layout from memory does.
+    pub fn needs_registers(&self) -> bool {
+        [self.pc, self.sp, self.fp, self.ra, self.status]
+            .iter()
+            .any(|l| matches!(l, Loc::Sys(_)))
+    }
+}
+
 /// At most this many riscv64/aarch64 layouts are kept per kernel (before duplicates go): a
 /// bound on memory whatever the symbols (a real kernel's stubs give a few hundred).
 const MAX_RISC_LAYOUTS: usize = 1 << 16;
 
-/// At most this many riscv64/aarch64 layouts at one address (the paths of a stub that
-/// tests the mode); more and none is believed.
+/// At most this many riscv64/aarch64 layouts at one address from memory, and as many that
+/// read registers (the paths of a stub that tests the mode); more of a kind and none of it
+/// is believed.
 const MAX_RISC_AT: usize = 2;
 
 /// An empty slot of [`EntryStubs`]' index of riscv64/aarch64 layouts.
@@ -263,9 +294,10 @@ impl EntryStubs {
                 });
             }
         }
-        risc.sort_unstable();
+        // By address, and at each the layouts from memory before those that read registers.
+        risc.sort_unstable_by_key(|&(a, l)| (a, l.needs_registers(), l));
         risc.dedup();
-        let risc = keep_at_most(risc, MAX_RISC_AT);
+        let risc = keep_risc(risc);
         EntryStubs {
             at: Vec::new(),
             risc_index: risc_index(&risc),
@@ -301,7 +333,7 @@ impl EntryStubs {
         };
         let n = self.risc[i..]
             .iter()
-            .take(MAX_RISC_AT)
+            .take(2 * MAX_RISC_AT)
             .take_while(|&&(a, _)| a == addr)
             .count();
         &self.risc[i..i + n]
@@ -353,6 +385,24 @@ fn keep_at_most<L: Copy>(at: Vec<(u64, L)>, n: usize) -> Vec<(u64, L)> {
     while i < at.len() {
         let j = i + at[i..].iter().take_while(|(a, _)| *a == at[i].0).count();
         if j - i <= n {
+            kept.extend_from_slice(&at[i..j]);
+        }
+        i = j;
+    }
+    kept.shrink_to_fit();
+    kept
+}
+
+/// riscv64/aarch64 layouts sorted by address (those from memory first at each), at most
+/// [`MAX_RISC_AT`] of each kind at any address (more: none of that kind there).
+fn keep_risc(at: Vec<(u64, RiscLayout)>) -> Vec<(u64, RiscLayout)> {
+    let mut kept: Vec<(u64, RiscLayout)> = Vec::with_capacity(at.len());
+    let mut i = 0;
+    while i < at.len() {
+        let (a, regs) = (at[i].0, at[i].1.needs_registers());
+        let same = |&(b, l): &(u64, RiscLayout)| b == a && l.needs_registers() == regs;
+        let j = i + at[i..].iter().take_while(|x| same(x)).count();
+        if j - i <= MAX_RISC_AT {
             kept.extend_from_slice(&at[i..j]);
         }
         i = j;
@@ -509,132 +559,6 @@ where
         true => NotCrossed::NoFrame,
         false => NotCrossed::Unreadable,
     })
-}
-
-/// The context a riscv64 or aarch64 stub saved, found from where the walk stands by the
-/// `layouts` there: the reading whose values pass the checks (the pc and stack pointer
-/// readable on the stack being walked, aligned; the pc kernel text for an interrupt of the
-/// kernel, or not for one of a program, whose stack is not the one walked; the saved mode,
-/// where the stub saved it, the same).
-/// Two readings that pass and differ give none: the walk does not guess.
-pub(crate) fn cross_risc<R>(
-    stubs: &EntryStubs,
-    arch: Arch,
-    layouts: &[(u64, RiscLayout)],
-    at_stub: AtStub,
-    read: &mut R,
-) -> Result<Interrupted, NotCrossed>
-where
-    R: FnMut(u64, &mut [u8]) -> bool,
-{
-    let AtStub { sp, fp, ra, end } = at_stub;
-    // A slot's address, where the word lies on the stack being walked, `[sp, end)`.
-    let on_stack = |off: i64| -> Option<u64> {
-        let a = sp.checked_add_signed(off)?;
-        (a >= sp && a.checked_add(8).is_some_and(|e| e <= end)).then_some(a)
-    };
-    // The lowest slot the layouts name on the stack, read first (`(address, word)`, `None` where it does
-    // not read): a reader that keeps what follows a read, as the plugin's window over guest
-    // memory, then holds the rest of the trap frame (one fetch for the frame rather than one
-    // per slot below the last read), where a read of the whole span would copy it in full.
-    let (mut low, mut slots) = (i64::MAX, 0usize);
-    for (_, l) in layouts {
-        for loc in [l.pc, l.sp, l.fp, l.ra, l.status] {
-            // Below the stack pointer: off the stack, never read.
-            if let Loc::Slot { off: off @ 0.., .. } = loc {
-                (low, slots) = (low.min(off), slots + 1);
-            }
-        }
-    }
-    let first = match slots > 1 {
-        true => on_stack(low).map(|a| {
-            let mut b = [0u8; 8];
-            (a, read(a, &mut b).then(|| u64::from_le_bytes(b)))
-        }),
-        false => None,
-    };
-    // `None`: unreadable; `Some(None)`: lost.
-    let value = |loc: Loc, reg: Option<u64>, read: &mut R| -> Option<Option<u64>> {
-        Some(match loc {
-            Loc::Lost => None,
-            Loc::Reg => reg,
-            Loc::SpPlus(k) => Some(sp.checked_add_signed(k)?),
-            Loc::Slot { off, add } => {
-                let a = on_stack(off)?;
-                let w = match first {
-                    Some((at, w)) if at == a => w?,
-                    _ => {
-                        let mut b = [0u8; 8];
-                        read(a, &mut b).then_some(())?;
-                        u64::from_le_bytes(b)
-                    }
-                };
-                Some(w.wrapping_add(add as u64))
-            }
-        })
-    };
-    let pc_align = if arch == Arch::Aarch64 { 3 } else { 1 };
-    let (mut found, mut checked) = (None::<Interrupted>, false);
-    for &(_, l) in layouts {
-        let (Some(Some(ip)), Some(Some(isp))) = (value(l.pc, None, read), value(l.sp, None, read))
-        else {
-            continue;
-        };
-        checked = true;
-        let ifp = value(l.fp, Some(fp), read).flatten().unwrap_or(0);
-        let ira = value(l.ra, ra, read).flatten();
-        let saved = value(l.status, None, read)
-            .flatten()
-            .map(|s| status_mode(arch, s));
-        let mode = match (stubs.text.is_known(), saved) {
-            (true, _) if stubs.is_kernel_text(ip) => Mode::Kernel,
-            (true, _) => Mode::User,
-            (false, Some(Some(m))) => m,
-            (false, _) => match l.mode {
-                Some(m) => m,
-                None => continue,
-            },
-        };
-        if l.mode.is_some_and(|m| m != mode) || saved.is_some_and(|s| s != Some(mode)) {
-            continue;
-        }
-        // A program's stack is never the kernel stack being walked.
-        let user_ok = mode == Mode::Kernel || (ip < 1 << 47 && !(sp..end).contains(&isp));
-        if ip == 0 || ip & pc_align != 0 || isp == 0 || isp & 7 != 0 || !user_ok {
-            continue;
-        }
-        let i = Interrupted {
-            at: sp,
-            ip,
-            sp: isp,
-            fp: ifp,
-            ra: ira,
-            user: mode == Mode::User,
-        };
-        match found {
-            Some(f) if f != i => return Err(NotCrossed::NoFrame),
-            _ => found = Some(i),
-        }
-    }
-    found.ok_or(match checked {
-        true => NotCrossed::NoFrame,
-        false => NotCrossed::Unreadable,
-    })
-}
-
-/// The mode a saved `sstatus` (SPP, bit 8) or `SPSR_EL1` (M[4:0]: EL0t, or EL1t/EL1h) says;
-/// `None` for any other.
-fn status_mode(arch: Arch, status: u64) -> Option<Mode> {
-    match arch {
-        Arch::Riscv64 if status & 0x100 != 0 => Some(Mode::Kernel),
-        Arch::Riscv64 => Some(Mode::User),
-        Arch::Aarch64 => match status & 0x1f {
-            0 => Some(Mode::User),
-            4 | 5 => Some(Mode::Kernel),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// Whether `flags` can be flags the CPU pushed: bit 1 set, bits 3, 5 and 15 clear, nothing

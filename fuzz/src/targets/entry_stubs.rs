@@ -4,14 +4,16 @@
 //! walks from
 //! pcs in that code over the input as the stack: whatever the code and the stack hold, the
 //! reading stays within its bounds and a walk within its depth, and a crossing comes only
-//! from a frame the CPU could have pushed.
+//! from a frame the CPU could have pushed; a walk from a sample reads each trap register
+//! at most once.
 
 use std::hint::black_box;
 
 use kern_profile_format::Arch;
 use kern_profile_unwind::stubs::EntryStubs;
+use kern_profile_unwind::stubs::SysReg;
 use kern_profile_unwind::tables::TextRanges;
-use kern_profile_unwind::{walk_tables, Crossings, UnwindTables};
+use kern_profile_unwind::{walk_tables, walk_tables_at_sample, Crossings, UnwindTables};
 
 use super::unwind_cfi::{fake_memory, starts};
 
@@ -88,5 +90,22 @@ fn check(data: &[u8]) {
         ) {
             assert!(w.frames <= 32, "a walk past its depth");
         }
+        // The same from a sample, its trap registers words of the input (or unreadable):
+        // each read at most once.
+        let mut reads = [0u8; 4];
+        let sysregs = |r: SysReg| {
+            let k = r as usize;
+            reads[k] += 1;
+            let at = (start.sp as usize).wrapping_add(k * 8) % data.len().max(1);
+            let b = data.get(at..at + 8)?;
+            Some(u64::from_le_bytes(b.try_into().ok()?))
+        };
+        let read = |a, b: &mut [u8]| mem.read(a, b);
+        if let Some(w) =
+            walk_tables_at_sample(&tables, start, 32, crossings, read, sysregs, &mut out)
+        {
+            assert!(w.frames <= 32, "a walk past its depth");
+        }
+        assert!(reads.iter().all(|&n| n <= 1), "a register read twice");
     }
 }

@@ -10,8 +10,10 @@ use kern_profile_format::{
 };
 use std::sync::Arc;
 
+use kern_profile_unwind::stubs::SysReg;
 use kern_profile_unwind::{
-    walk_guest, walk_tables, Crossings, EntryState, KernelOs, PtrWidth, StartRegs, UnwindTables,
+    walk_guest, walk_tables_at_sample, Crossings, EntryState, KernelOs, PtrWidth, StartRegs,
+    UnwindTables,
 };
 
 use crate::window::WindowReader;
@@ -178,7 +180,10 @@ impl Capture {
         };
         let by_tables = tables.as_deref().and_then(|t| {
             let read = |addr: u64, out: &mut [u8]| window.read(addr, out, &mut mem);
-            walk_tables(t, start, frames.len(), crossings, read, frames)
+            // Read only for a sample in an entry stub that has not saved the interrupted
+            // context yet: the others read no more registers.
+            let sysregs = |r: SysReg| regs.read(trap_role(r));
+            walk_tables_at_sample(t, start, frames.len(), crossings, read, sysregs, frames)
         });
         // Frames kept, and whether the sampled function's caller was found despite a missing
         // frame record (the tables always find it).
@@ -259,6 +264,16 @@ pub fn record_extras(rec: &SampleRecord<'_>, extras: SampleExtras) -> SampleExtr
             ..extras
         },
         false => extras,
+    }
+}
+
+/// The register of a trap's `r`.
+fn trap_role(r: SysReg) -> Reg {
+    match r {
+        SysReg::TrapPc => Reg::TrapPc,
+        SysReg::Status => Reg::SavedState,
+        SysReg::Scratch => Reg::Scratch,
+        SysReg::UserSp => Reg::OtherStackPointer,
     }
 }
 

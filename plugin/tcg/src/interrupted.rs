@@ -53,6 +53,9 @@ impl<R: RegisterReader> RegisterReader for Interrupted<'_, R> {
         match reg {
             Reg::StackPointer if self.sp.is_some() => self.sp,
             Reg::Privilege if self.privilege.is_some() => self.privilege,
+            // The trap's registers are this interrupt's, not the interrupted context's:
+            // a walk from inside a stub it interrupted must not take them as that stub's.
+            Reg::TrapPc | Reg::SavedState | Reg::Scratch | Reg::OtherStackPointer => None,
             _ => self.regs.read(reg),
         }
     }

@@ -39,6 +39,8 @@ const FACTS: Facts = Facts {
         page_table_base: &["satp"],
         saved_state: &["sstatus"],
         saved_state_high: &["mstatus"],
+        trap_pc: &["sepc"],
+        scratch: &["sscratch"],
         ..RegisterNames::NONE
     },
     mode_in_page_table_base: true,

@@ -35,6 +35,7 @@ pub(crate) const ABI: Abi = Abi {
 const ELR_EL1: u32 = 0x4201;
 const SPSR_EL1: u32 = 0x4200;
 const SP_EL0: u32 = 0x4208;
+const ERET: u32 = 0xd69f_03e0;
 
 /// The instruction at `addr`, its bytes read by `code(addr, buf)`.
 pub(crate) fn decode<C>(addr: u64, code: &mut C) -> Option<Insn>
@@ -79,7 +80,8 @@ fn ops(w: u32, addr: u64) -> Vec<Op> {
         _ if w & 0x7e00_0000 == 0x3600_0000 => return vec![Op::Branch(at(imm14(w)))],
         // blr
         _ if w & 0xffff_fc1f == 0xd63f_0000 => return vec![Op::Clobber(LR), Op::Call],
-        // br, ret, eret, and the other unconditional branches to registers
+        _ if w == ERET => return vec![Op::TrapReturn],
+        // br, ret, and the other unconditional branches to registers
         _ if w & 0xfe00_0000 == 0xd600_0000 => return vec![Op::End],
         _ => {}
     }
@@ -98,6 +100,15 @@ fn ops(w: u32, addr: u64) -> Vec<Op> {
             sys,
             rd: None,
             rs: Some(zr(rd)),
+        }];
+    }
+    // msr to a PSTATE field (DAIFClr, DAIFSet): may re-enable interrupts, a write of a
+    // system register not followed.
+    if w & 0xfff8_f01f == 0xd500_401f {
+        return vec![Op::Sys {
+            sys: Sys::Other,
+            rd: None,
+            rs: Some(XZR),
         }];
     }
     if w & 0xffc0_0000 == 0xd500_0000 {

@@ -9,7 +9,7 @@
 //! ([`RiscLayout`]). At most [`MAX_INSNS`] instructions, [`MAX_PATHS`] paths and
 //! [`MAX_SLOTS`] saved words per stub.
 
-use super::{Loc, Mode, RiscLayout};
+use super::{Loc, Mode, RiscLayout, SysReg};
 
 /// Instructions followed per stub (all paths together), at most.
 pub(crate) const MAX_INSNS: usize = 256;
@@ -62,6 +62,8 @@ pub(crate) enum Op {
     Branch(u64),
     /// The path ends (a return, an indirect jump, an instruction not understood).
     End,
+    /// A return from a trap (`sret`, `eret`): the path ends, in an entry stub.
+    TrapReturn,
 }
 
 /// One instruction: its length and effects (in order).
@@ -137,6 +139,12 @@ struct State {
     slots: Vec<(Val, i64, Val)>,
     /// The next made-up base.
     next_base: u8,
+    /// The system registers still hold what the trap or the stub left there: no call yet,
+    /// and no write that may have re-enabled traps (of the mode register or any other
+    /// not followed), after which a nested trap may have overwritten them.
+    live: bool,
+    /// The trap's pc register is not written yet.
+    pc_kept: bool,
 }
 
 /// How a stub was entered: riscv64 keeps the interrupted stack pointer whatever the mode
@@ -168,6 +176,8 @@ impl State {
             user_sp: Val::Unknown,
             slots: Vec::new(),
             next_base: 1,
+            live: true,
+            pc_kept: true,
         };
         if entry.switched {
             st.regs[abi.sp as usize] = st.fresh();
@@ -292,9 +302,32 @@ impl State {
             status: self.find(abi, Val::Sys(Sys::Status), None),
             mode: entry.mode,
         };
-        // A crossing needs the pc and the stack pointer: the rest may be lost. (From EL0 a
-        // stub that leaves the user's stack pointer in SP_EL0 gives none: the walk has no
-        // system register.)
+        // A crossing needs the pc and the stack pointer: the rest may be lost.
+        if l.pc != Loc::Lost && l.sp != Loc::Lost {
+            return Some(l);
+        }
+        // Else, while the system registers still hold the entry's values, the layout that
+        // reads them at the sample (the stub's first instructions, before it saved the pc;
+        // from EL0, the user's stack pointer left in SP_EL0). The mode is then read as well,
+        // to check the pc against.
+        if !self.live {
+            return None;
+        }
+        let or_sys = |loc: Loc, sys: SysReg, kept: bool| match (loc, kept) {
+            (Loc::Lost, true) => Loc::Sys(sys),
+            _ => loc,
+        };
+        let sp = match l.sp {
+            Loc::Lost if self.scratch == orig(abi.sp) => Loc::Sys(SysReg::Scratch),
+            Loc::Lost if self.user_sp == orig(abi.sp) => Loc::Sys(SysReg::UserSp),
+            sp => sp,
+        };
+        let l = RiscLayout {
+            pc: or_sys(l.pc, SysReg::TrapPc, self.pc_kept),
+            sp,
+            status: or_sys(l.status, SysReg::Status, true),
+            ..l
+        };
         (l.pc != Loc::Lost && l.sp != Loc::Lost).then_some(l)
     }
 
@@ -327,19 +360,23 @@ impl State {
                         Sys::Scratch => self.scratch = v,
                         Sys::UserSp => self.user_sp = v,
                         // The pc or mode written: the entry's values are no longer there.
-                        _ => {}
+                        Sys::Pc => self.pc_kept = false,
+                        // The mode, or a register not followed (`sie`, DAIF), may have
+                        // re-enabled traps: a nested one would overwrite them all.
+                        Sys::Status | Sys::Other => self.live = false,
                     }
                 }
                 if let Some(rd) = rd {
                     self.set(abi, rd, old);
                 }
             }
-            Op::Call | Op::Jump(_) | Op::Branch(_) | Op::End => {}
+            Op::Call | Op::Jump(_) | Op::Branch(_) | Op::End | Op::TrapReturn => {}
         }
     }
 
-    /// After a call: what the callee may change is unknown.
+    /// After a call: what the callee may change is unknown, the system registers included.
     fn called(&mut self, abi: &Abi) {
+        self.live = false;
         for r in 0..32u8 {
             if r != abi.sp && !abi.kept.contains(&r) {
                 self.regs[r as usize] = Val::Unknown;
@@ -348,14 +385,39 @@ impl State {
     }
 }
 
+/// Whether an instruction's `op` is what only a trap entry does: read the interrupted pc,
+/// swap `sscratch` with a register, return from the trap.
+fn entry_evidence(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Sys {
+            sys: Sys::Pc,
+            rd: Some(_),
+            ..
+        } | Op::Sys {
+            sys: Sys::Scratch,
+            rd: Some(_),
+            rs: Some(_),
+        } | Op::TrapReturn
+    )
+}
+
 /// Follows the stub at `start` entered as `entry`, decoding with `decode(addr)`, and hands
 /// `found(address, layout)` the layout at each of its instructions (before it runs) and at
-/// the return address of each call (after it returned).
+/// the return address of each call (after it returned). The layouts that read the system
+/// registers are handed over only when some path shows the code is a trap entry
+/// ([`entry_evidence`]): at another function's first instruction, `sepc` is a stale trap's.
 pub(crate) fn analyze<D, F>(abi: &Abi, entry: Entry, start: u64, mut decode: D, mut found: F)
 where
     D: FnMut(u64) -> Option<Insn>,
     F: FnMut(u64, RiscLayout),
 {
+    let mut from_registers: Vec<(u64, RiscLayout)> = Vec::new();
+    let mut is_entry = false;
+    let mut put = |a: u64, l: RiscLayout| match l.needs_registers() {
+        true => from_registers.push((a, l)),
+        false => found(a, l),
+    };
     let mut paths = vec![(start, State::new(abi, entry))];
     let (mut budget, mut started) = (MAX_INSNS, 1);
     while let Some((mut pc, mut st)) = paths.pop() {
@@ -366,20 +428,21 @@ where
             // A call's return address had its layout from the call.
             if !called {
                 if let Some(l) = st.layout(abi, entry) {
-                    found(pc, l);
+                    put(pc, l);
                 }
             }
             called = false;
             let next = pc.wrapping_add(insn.len);
             let mut to = Some(next);
             for op in insn.ops {
+                is_entry |= entry_evidence(op);
                 st.apply(abi, op);
                 match op {
                     Op::Call => {
                         st.called(abi);
                         called = true;
                         if let Some(l) = st.layout(abi, entry) {
-                            found(next, l);
+                            put(next, l);
                         }
                     }
                     Op::Jump(t) => to = Some(t),
@@ -388,7 +451,7 @@ where
                         started += 1;
                         paths.push((t, st.clone()));
                     }
-                    Op::End => to = None,
+                    Op::End | Op::TrapReturn => to = None,
                     _ => {}
                 }
             }
@@ -396,6 +459,11 @@ where
                 Some(t) => pc = t,
                 None => break,
             }
+        }
+    }
+    if is_entry {
+        for (a, l) in from_registers {
+            found(a, l);
         }
     }
 }

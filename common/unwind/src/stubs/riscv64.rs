@@ -115,7 +115,7 @@ fn system(w: u32, f3: u32, rd: u8, rs1: u8) -> Vec<Op> {
     let sys = csr(w >> 20);
     let rd = (rd != ZERO).then_some(rd);
     match f3 {
-        0 if w == SRET || w == MRET => vec![Op::End],
+        0 if w == SRET || w == MRET => vec![Op::TrapReturn],
         // ecall (a firmware call: a0 and a1 come back), ebreak, wfi, sfence.vma
         0 => vec![Op::Clobber(10), Op::Clobber(11)],
         // csrrw

@@ -128,7 +128,50 @@ pub fn walk_tables<R>(
     start: StartRegs,
     max_depth: usize,
     crossings: Crossings,
+    read: R,
+    out: &mut [u64],
+) -> Option<Walk>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+{
+    walk(tables, start, max_depth, crossings, read, None, out)
+}
+
+/// [`walk_tables`] from a sample, whose system registers `sysregs(reg)` reads (`None`: not
+/// readable): where the sampled pc is in an entry stub that has not saved the interrupted
+/// context yet, they give it ([`stubs::Loc::Sys`]). Called only then, at most once a
+/// register: a sample elsewhere reads none.
+pub fn walk_tables_at_sample<R, S>(
+    tables: &UnwindTables,
+    start: StartRegs,
+    max_depth: usize,
+    crossings: Crossings,
+    read: R,
+    mut sysregs: S,
+    out: &mut [u64],
+) -> Option<Walk>
+where
+    R: FnMut(u64, &mut [u8]) -> bool,
+    S: FnMut(stubs::SysReg) -> Option<u64>,
+{
+    walk(
+        tables,
+        start,
+        max_depth,
+        crossings,
+        read,
+        Some(&mut sysregs),
+        out,
+    )
+}
+
+fn walk<R>(
+    tables: &UnwindTables,
+    start: StartRegs,
+    max_depth: usize,
+    crossings: Crossings,
     mut read: R,
+    mut sysregs: Option<stubs::SysRegs<'_>>,
     out: &mut [u64],
 ) -> Option<Walk>
 where
@@ -144,7 +187,12 @@ where
     // The stub's layouts at the start pc, looked up once: the first step crosses by them.
     let mut first_stub = None;
     if first.is_none() {
-        first_stub = Some(tables.stubs.find(start.pc)?);
+        let found = tables.stubs.find(start.pc)?;
+        // Layouts that need the registers, with none to read: as if there were none.
+        if sysregs.is_none() && registers_only(found) {
+            return None;
+        }
+        first_stub = Some(found);
     }
     let arch = tables.arch;
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
@@ -200,9 +248,14 @@ where
             // A program's code its table does not cover: its frame pointers.
             _ if in_program => Step::HandOver,
             // A pc no table covers: an entry stub's crossing, or the frame-pointer walk.
+            // The sample's registers are the entry's only at its own pc (the first step).
             _ => {
+                let sys = match known {
+                    Some(_) => sysregs.take(),
+                    None => None,
+                };
                 let found = known.or_else(|| tables.stubs.find(st.pc));
-                stub_step(tables, found, &st, width, crossings, &mut read)
+                stub_step(tables, found, &st, width, crossings, &mut read, sys)
             }
         };
         match step {
@@ -365,6 +418,7 @@ fn stub_step<R>(
     width: PtrWidth,
     crossings: Crossings,
     read: &mut R,
+    sysregs: Option<stubs::SysRegs<'_>>,
 ) -> Step
 where
     R: FnMut(u64, &mut [u8]) -> bool,
@@ -383,8 +437,11 @@ where
         (Arch::I386 | Arch::X86_64, _) | (_, None | Some(stubs::StubAt::X86(_))) => {
             return Step::HandOver;
         }
+        // Past the first frame, layouts that need the registers are none (as before they
+        // were read).
+        (_, Some(found)) if sysregs.is_none() && registers_only(found) => return Step::HandOver,
         (arch, Some(stubs::StubAt::Risc(layouts))) => {
-            let crossed = stubs::cross_risc(&tables.stubs, arch, layouts, at, read);
+            let crossed = stubs::cross_risc(&tables.stubs, arch, layouts, at, read, sysregs);
             // A frame pointer into the stack being walked: a stub that makes a frame record
             // as well (the frame-pointer walk follows it, as before stubs were read).
             if crossed.is_err() && (st.sp..st.end).contains(&st.fp) {
@@ -407,6 +464,14 @@ where
             prev_full: None,
         },
         Err(_) => Step::Stop(StopReason::EntryNotCrossed),
+    }
+}
+
+/// Whether every layout `found` holds reads the registers at the sample.
+fn registers_only(found: stubs::StubAt<'_>) -> bool {
+    match found {
+        stubs::StubAt::Risc(l) => l.iter().all(|(_, l)| l.needs_registers()),
+        stubs::StubAt::X86(_) => false,
     }
 }
 

@@ -35,7 +35,7 @@ fn cross(s: &EntryStubs, pc: u64, sp_el0: u64, spsr: u64) -> Result<Interrupted,
         end: SP + 0x110 + 16,
     };
     let mut read = st.reader();
-    cross_risc(s, Arch::Aarch64, s.risc_at(RET), at, &mut read)
+    cross_risc(s, Arch::Aarch64, s.risc_at(RET), at, &mut read, None)
 }
 
 #[test]
@@ -99,4 +99,122 @@ fn a_saved_spsr_that_disagrees_or_is_no_mode_is_not_crossed() {
         cross(&s, 0x40_1a2e, 0x7fff_0000, 0),
         Err(NotCrossed::NoFrame)
     );
+}
+
+/// The crossing of a sample at `pc` in `svc_entry` (its own first frame: `ELR_EL1`,
+/// `SPSR_EL1` and `SP_EL0` read as `elr`, `spsr`, `sp_el0`), on an empty stack at `SP`;
+/// how many registers were read.
+fn cross_at_sample(
+    pc: u64,
+    elr: u64,
+    spsr: u64,
+    sp_el0: u64,
+) -> (Result<Interrupted, NotCrossed>, usize) {
+    let s = svc_entry();
+    let at = AtStub {
+        sp: SP,
+        fp: 0x5555,
+        ra: Some(0x4020_1234),
+        end: SP + 0x1000,
+    };
+    let mut reads = 0;
+    let mut sys = |r| {
+        reads += 1;
+        Some(match r {
+            SysReg::TrapPc => elr,
+            SysReg::Status => spsr,
+            SysReg::UserSp => sp_el0,
+            SysReg::Scratch => return None,
+        })
+    };
+    let st = Stack::new(PtrWidth::W8);
+    let mut read = st.reader();
+    let got = cross_risc(
+        &s,
+        Arch::Aarch64,
+        s.risc_at(pc),
+        at,
+        &mut read,
+        Some(&mut sys),
+    );
+    (got, reads)
+}
+
+#[test]
+fn a_sample_at_the_entry_crosses_from_the_system_registers() {
+    let s = svc_entry();
+    // Nothing saved yet: from EL1 the stack pointer is the walk's own, from EL0 in SP_EL0.
+    let kernel = RiscLayout {
+        pc: Loc::Sys(SysReg::TrapPc),
+        sp: Loc::SpPlus(0),
+        fp: Loc::Reg,
+        ra: Loc::Reg,
+        status: Loc::Sys(SysReg::Status),
+        mode: Some(Mode::Kernel),
+    };
+    let user = RiscLayout {
+        sp: Loc::Sys(SysReg::UserSp),
+        mode: Some(Mode::User),
+        ..kernel
+    };
+    assert_eq!(s.risc_at(AT), &[(AT, kernel), (AT, user)]);
+    // A system call from EL0: ELR_EL1 a program's, SPSR EL0t, its stack pointer in SP_EL0.
+    let (i, reads) = cross_at_sample(AT, 0x40_1a2c, 0, 0x7fff_0000);
+    assert_eq!(
+        i,
+        Ok(Interrupted {
+            at: SP,
+            ip: 0x40_1a2c,
+            sp: 0x7fff_0000,
+            fp: 0x5555,
+            ra: Some(0x4020_1234),
+            user: true,
+        })
+    );
+    // Each register read once, for both readings.
+    assert_eq!(reads, 3);
+    // A trap of EL1h code (an exception in the kernel): the stack being walked goes on.
+    let (i, _) = cross_at_sample(AT + 4, 0x4020_2000, 0x3c5, 0x7fff_0000);
+    assert_eq!(
+        i.map(|i| (i.ip, i.sp, i.user)),
+        Ok((0x4020_2000, SP, false))
+    );
+}
+
+#[test]
+fn a_spsr_at_the_sample_that_disagrees_cuts() {
+    // EL1h with a program's pc; EL0t with the kernel's; an AArch32 mode.
+    for (elr, spsr) in [(0x40_1a2c, 5), (0x4020_2000, 0), (0x40_1a2c, 0x10)] {
+        let (got, _) = cross_at_sample(AT, elr, spsr, 0x7fff_0000);
+        assert_eq!(got, Err(NotCrossed::NoFrame), "{elr:#x} {spsr:#x}");
+    }
+    // At the call's return the registers are not read.
+    let (got, reads) = cross_at_sample(RET, 0x40_1a2c, 0, 0x7fff_0000);
+    assert_eq!((got, reads), (Err(NotCrossed::Unreadable), 0));
+}
+
+#[test]
+fn interrupts_enabled_end_what_the_system_registers_say() {
+    // msr daifclr, #2; mrs x0, elr_el1; eret: after the msr a nested interrupt may have
+    // overwritten ELR_EL1.
+    let words = [0xd503_42ffu32, 0xd538_4020, 0xd69f_03e0];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let s = stubs(
+        Arch::Aarch64,
+        &[(0x4020_0000, &bytes)],
+        TextRanges::unknown(),
+    );
+    assert_eq!(s.risc_at(0x4020_0000).len(), 2);
+    assert!(s.risc_at(0x4020_0004).is_empty());
+    // The same code with no sign of a trap entry (a plain function): no layout at all.
+    let bytes: Vec<u8> = [0xd503_201fu32, 0xd65f_03c0]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    let s = stubs(
+        Arch::Aarch64,
+        &[(0x4020_0000, &bytes)],
+        TextRanges::unknown(),
+    );
+    assert!(s.is_empty());
 }

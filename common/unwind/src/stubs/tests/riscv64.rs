@@ -53,7 +53,7 @@ fn cross(s: &EntryStubs, st: &Stack) -> Result<Interrupted, NotCrossed> {
         ra: None,
         end: SP + 0x1000,
     };
-    cross_risc(s, Arch::Riscv64, s.risc_at(RET), at, &mut st.reader())
+    cross_risc(s, Arch::Riscv64, s.risc_at(RET), at, &mut st.reader(), None)
 }
 
 #[test]
@@ -75,11 +75,13 @@ fn both_paths_of_the_trap_entry_agree_on_the_trap_frame() {
             }
         )]
     );
-    // Before `sepc` is saved the pc is in the CSR alone: no crossing there (the walk hands
-    // over); right after, there is.
-    assert!(s.risc_at(AT).is_empty());
-    assert!(s.risc_at(AT + 0x30).is_empty());
+    // Before `sepc` is saved the pc is in the CSR alone: a layout that reads it at the
+    // sample; right after, one from memory alone.
+    let regs_only = |a| s.risc_at(a).iter().all(|(_, l)| l.needs_registers());
+    assert!(regs_only(AT) && regs_only(AT + 0x30));
+    assert_eq!(s.risc_at(AT + 0x30)[0].1.pc, Loc::Sys(SysReg::TrapPc));
     assert_eq!(s.risc_at(AT + 0x32).len(), 1);
+    assert!(!s.risc_at(AT + 0x32)[0].1.needs_registers());
 }
 
 #[test]
@@ -162,7 +164,7 @@ fn cross_fetched(s: &EntryStubs, st: &Stack) -> (Result<Interrupted, NotCrossed>
         ra: None,
         end: SP + 0x1000,
     };
-    let got = cross_risc(s, Arch::Riscv64, s.risc_at(RET), at, &mut read);
+    let got = cross_risc(s, Arch::Riscv64, s.risc_at(RET), at, &mut read, None);
     (got, fetches)
 }
 
@@ -221,8 +223,208 @@ fn a_trap_frame_readable_in_part_is_read_slot_by_slot() {
             mode: None,
         },
     )];
-    let i = cross_risc(&s, Arch::Riscv64, &layouts, at, &mut read).unwrap();
+    let i = cross_risc(&s, Arch::Riscv64, &layouts, at, &mut read, None).unwrap();
     assert_eq!((i.ip, i.sp, i.ra), (0x8020_2002, SP + 272, None));
     assert_eq!(reads.first(), Some(&(SP + 16)));
     assert!(reads.iter().all(|&a| a >= SP + 16), "{reads:x?}");
+}
+
+/// The CPU's trap registers at a sample (`None`: QEMU cannot read them), and how many
+/// reads were asked.
+struct Csrs {
+    sepc: Option<u64>,
+    sstatus: Option<u64>,
+    sscratch: Option<u64>,
+    reads: usize,
+}
+
+impl Csrs {
+    fn new(sepc: u64, sstatus: u64, sscratch: u64) -> Self {
+        Csrs {
+            sepc: Some(sepc),
+            sstatus: Some(sstatus),
+            sscratch: Some(sscratch),
+            reads: 0,
+        }
+    }
+
+    fn read(&mut self, r: SysReg) -> Option<u64> {
+        self.reads += 1;
+        match r {
+            SysReg::TrapPc => self.sepc,
+            SysReg::Status => self.sstatus,
+            SysReg::Scratch => self.sscratch,
+            SysReg::UserSp => None,
+        }
+    }
+}
+
+/// The crossing of a sample at `pc` in the stub (its own first frame: the CPU's registers
+/// `csrs` are read), on an empty stack at `sp`.
+fn cross_at_sample(pc: u64, sp: u64, csrs: &mut Csrs) -> Result<Interrupted, NotCrossed> {
+    let s = alltraps();
+    let at = AtStub {
+        sp,
+        fp: 0x8040_0ff0,
+        ra: Some(0x8020_4444),
+        end: sp + 0x1000,
+    };
+    let mut sys = |r| csrs.read(r);
+    let st = Stack::new(PtrWidth::W8);
+    let mut read = st.reader();
+    cross_risc(
+        &s,
+        Arch::Riscv64,
+        s.risc_at(pc),
+        at,
+        &mut read,
+        Some(&mut sys),
+    )
+}
+
+#[test]
+fn a_sample_at_the_entry_crosses_from_the_csrs() {
+    let s = alltraps();
+    // At the first instruction nothing is saved: the pc and mode are in the CSRs, the
+    // stack pointer and the rest in their own registers.
+    assert_eq!(
+        s.risc_at(AT),
+        &[(
+            AT,
+            RiscLayout {
+                pc: Loc::Sys(SysReg::TrapPc),
+                sp: Loc::SpPlus(0),
+                fp: Loc::Reg,
+                ra: Loc::Reg,
+                status: Loc::Sys(SysReg::Status),
+                mode: None,
+            }
+        )]
+    );
+    // An interrupt of kernel code (SPP set): its pc, on the stack being walked.
+    let mut csrs = Csrs::new(0x8020_2002, 0x120, 0);
+    let i = cross_at_sample(AT, SP, &mut csrs).unwrap();
+    assert_eq!(
+        i,
+        Interrupted {
+            at: SP,
+            ip: 0x8020_2002,
+            sp: SP,
+            fp: 0x8040_0ff0,
+            ra: Some(0x8020_4444),
+            user: false,
+        }
+    );
+    assert_eq!(csrs.reads, 2);
+    // A system call, after `csrrw sp, sscratch, sp`: the kernel stack in sp, the program's
+    // stack pointer in sscratch.
+    assert_eq!(s.risc_at(AT + 4)[0].1.sp, Loc::Sys(SysReg::Scratch));
+    let mut csrs = Csrs::new(0x1_0a2c, 0x20, 0x3f_fff0);
+    let i = cross_at_sample(AT + 4, SP, &mut csrs).unwrap();
+    assert_eq!((i.ip, i.sp, i.user), (0x1_0a2c, 0x3f_fff0, true));
+}
+
+#[test]
+fn csrs_that_lie_or_cannot_be_read_cut() {
+    // SPP says the kernel, sepc is a program's; SPP says a program, sepc is kernel text.
+    let mut csrs = Csrs::new(0x1_0a2c, 0x120, 0x3f_fff0);
+    assert_eq!(
+        cross_at_sample(AT + 4, SP, &mut csrs),
+        Err(NotCrossed::NoFrame)
+    );
+    let mut csrs = Csrs::new(0x8020_2002, 0x20, 0);
+    assert_eq!(cross_at_sample(AT, SP, &mut csrs), Err(NotCrossed::NoFrame));
+    // A pc off an instruction boundary.
+    let mut csrs = Csrs::new(0x8020_2001, 0x120, 0);
+    assert_eq!(cross_at_sample(AT, SP, &mut csrs), Err(NotCrossed::NoFrame));
+    // A program's stack pointer on the kernel stack being walked.
+    let mut csrs = Csrs::new(0x1_0a2c, 0x20, SP + 0x100);
+    assert_eq!(
+        cross_at_sample(AT + 4, SP, &mut csrs),
+        Err(NotCrossed::NoFrame)
+    );
+    // sstatus not readable: the mode cannot be checked, no crossing.
+    let mut csrs = Csrs {
+        sstatus: None,
+        ..Csrs::new(0x8020_2002, 0x120, 0)
+    };
+    assert!(cross_at_sample(AT, SP, &mut csrs).is_err());
+    // sepc not readable.
+    let mut csrs = Csrs {
+        sepc: None,
+        ..Csrs::new(0x8020_2002, 0x120, 0)
+    };
+    assert!(cross_at_sample(AT, SP, &mut csrs).is_err());
+}
+
+#[test]
+fn past_the_first_frame_or_after_a_call_the_csrs_are_not_read() {
+    let s = alltraps();
+    // At the call's return no layout reads them (the handler may have taken a trap).
+    assert!(s.risc_at(RET).iter().all(|(_, l)| !l.needs_registers()));
+    let mut csrs = Csrs::new(0x8020_2002, 0x120, 0);
+    let got = cross_at_sample(RET, SP, &mut csrs);
+    assert_eq!((got, csrs.reads), (Err(NotCrossed::Unreadable), 0));
+    // Without the sample's registers (a frame further up), a layout that needs them is
+    // no crossing.
+    let at = AtStub {
+        sp: SP,
+        fp: 0,
+        ra: None,
+        end: SP + 0x1000,
+    };
+    let st = Stack::new(PtrWidth::W8);
+    let got = cross_risc(&s, Arch::Riscv64, s.risc_at(AT), at, &mut st.reader(), None);
+    assert_eq!(got, Err(NotCrossed::Unreadable));
+}
+
+#[test]
+fn a_walk_from_the_entry_reads_the_csrs_and_one_elsewhere_reads_none() {
+    use crate::{walk_tables, walk_tables_at_sample, Crossings, StartRegs, UnwindTables};
+    use kern_profile_format::frame_marker;
+    let tables = UnwindTables {
+        arch: Arch::Riscv64,
+        orc: None,
+        cfi: None,
+        stubs: alltraps(),
+        user: Default::default(),
+    };
+    let start = |pc| StartRegs {
+        pc,
+        sp: SP,
+        fp: 0,
+        ra: Some(0x8020_4444),
+    };
+    let st = Stack::new(PtrWidth::W8);
+    let mut csrs = Csrs::new(0x8020_2002, 0x120, 0);
+    let mut out = [0u64; 8];
+    let w = walk_tables_at_sample(
+        &tables,
+        start(AT),
+        8,
+        Crossings::ALL,
+        st.reader(),
+        |r| csrs.read(r),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(&out[..2], &[frame_marker::KERNEL_ENTRY, 0x8020_2002]);
+    assert!(w.frames >= 2);
+    assert_eq!(csrs.reads, 2);
+    // The walk without registers: as before they were read (no table, no layout: the
+    // frame-pointer walk's).
+    assert!(walk_tables(&tables, start(AT), 8, Crossings::ALL, st.reader(), &mut out).is_none());
+    // A sample outside every stub reads no register.
+    let mut csrs = Csrs::new(0x8020_2002, 0x120, 0);
+    let w = walk_tables_at_sample(
+        &tables,
+        start(0x8020_2000),
+        8,
+        Crossings::ALL,
+        st.reader(),
+        |r| csrs.read(r),
+        &mut out,
+    );
+    assert!(w.is_none());
+    assert_eq!(csrs.reads, 0);
 }
