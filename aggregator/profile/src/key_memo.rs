@@ -5,7 +5,10 @@
 //! the key is built only for a stack not seen before; equal keys share one id, which runs
 //! of samples compare and counts are kept by ([`crate::counts::IdRuns`]).
 
+use std::hash::{Hash, Hasher};
+
 use hashbrown::HashTable;
+use rustc_hash::FxHasher;
 
 use crate::counts::hash_words;
 use crate::input::Sample;
@@ -87,7 +90,7 @@ impl<T: Copy> KeyMemo<T> {
     ) -> Found<'_, T> {
         self.recorded_words(s, keys.by_vcpu());
         let words = &self.words;
-        let hash = hash_words(words);
+        let hash = hash_recorded(words);
         let arena = &self.recorded_words;
         let found = self.recorded.find(hash, |r| {
             r.hash == hash && r.len == words.len() && arena[r.off..r.off + r.len] == words[..]
@@ -139,24 +142,25 @@ impl<T: Copy> KeyMemo<T> {
         &self.key_words[k.off..k.off + k.len]
     }
 
-    /// Every field of `s` a key is built from, as words: the mode, privilege and which
-    /// optional fields are there; the vCPU when keys carry it; the page-table base, the
-    /// return-address register, the word at `[SP]`; the addresses.
+    /// Every field of `s` a key is built from, as words: the mode, privilege, which optional
+    /// fields are there and the vCPU when keys carry it; the page-table base, the
+    /// return-address register and the word at `[SP]` when there; the addresses.
     fn recorded_words(&mut self, s: &Sample<'_>, by_vcpu: bool) {
         let w = &mut self.words;
         w.clear();
+        let vcpu_tag = if by_vcpu { s.vcpu as u64 + 1 } else { 0 };
         w.push(
             s.user as u64
                 | (s.cpu.firmware as u64) << 1
                 | (s.cpu.mode as u8 as u64) << 8
                 | (s.page_table.is_some() as u64) << 16
                 | (s.return_register.is_some() as u64) << 17
-                | (s.sp_word.is_some() as u64) << 18,
+                | (s.sp_word.is_some() as u64) << 18
+                | vcpu_tag << 24,
         );
-        w.push(if by_vcpu { s.vcpu as u64 + 1 } else { 0 });
-        w.push(s.page_table.unwrap_or(0));
-        w.push(s.return_register.unwrap_or(0));
-        w.push(s.sp_word.unwrap_or(0));
+        w.extend(s.page_table);
+        w.extend(s.return_register);
+        w.extend(s.sp_word);
         w.extend_from_slice(s.addrs);
     }
 
@@ -186,4 +190,12 @@ impl<T: Copy> KeyMemo<T> {
             .insert_unique(hash, id, |&id| keys[id].hash);
         id
     }
+}
+
+/// The hash recorded stacks are looked up by: Fx over the words' bytes, fewer instructions
+/// than [`hash_words`] (which the counts keep: their tables' order is the outputs').
+fn hash_recorded(words: &[u64]) -> u64 {
+    let mut h = FxHasher::default();
+    words.hash(&mut h);
+    h.finish()
 }
