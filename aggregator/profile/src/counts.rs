@@ -392,14 +392,22 @@ mod tests {
                 _ => vec![1, k, k + 1, 0xc010_0000],
             })
             .collect();
-        let (mut c, mut r, mut ids) = (StackCounts::default(), RunCoalescer::default(), IdRuns::default());
+        let (mut c, mut r, mut ids) = (
+            StackCounts::default(),
+            RunCoalescer::default(),
+            IdRuns::default(),
+        );
         let mut x = 7u64;
         for _ in 0..100_000 {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let vcpu = [0u32, 1, 2, 300][(x >> 20) as usize % 4];
-            let id = if (x >> 40) % 3 == 0 { 5 } else { (x >> 33) % 3000 } as usize;
+            let id = if (x >> 40).is_multiple_of(3) {
+                5
+            } else {
+                (x >> 33) % 3000
+            } as usize;
             r.add(vcpu, &keys[id], &mut c);
             ids.add(vcpu, id);
         }

@@ -186,8 +186,7 @@ impl<T: Copy> KeyMemo<T> {
             chain: chain_hash(key),
         });
         let keys = &self.keys;
-        self.key_ids
-            .insert_unique(hash, id, |&id| keys[id].hash);
+        self.key_ids.insert_unique(hash, id, |&id| keys[id].hash);
         id
     }
 }
