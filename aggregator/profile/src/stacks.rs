@@ -103,12 +103,15 @@ pub const UNKNOWN_FRAME: &str = "[unknown]";
 /// inferno's annotation of an inlined frame.
 pub const INLINE_SUFFIX: &str = "_[i]";
 
-/// What building a key told the symbolizer, which counts it: a stack cut at a return
-/// address that is no code, a return-address register checked.
+/// What building a key told the symbolizer, which counts it (a stack cut at a return
+/// address that is no code, a return-address register checked), and whether the word at
+/// `[SP]` was asked about and taken for the caller: the key depends on that word only then.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Built {
     pub cut: bool,
     pub register_checked: bool,
+    pub sp_word_asked: bool,
+    pub sp_word_taken: bool,
 }
 
 /// Builds interning keys from samples, applying the filters.
@@ -202,13 +205,9 @@ impl<'f> KeyBuilder<'f> {
         // (Even when the word equals the first return address: in a recursion the caller
         // and the caller's caller return to the same place.)
         if let Some(w) = s.sp_word {
-            let skipped = if s.user {
-                sym.user_binary_of(pc)
-                    .is_some_and(|i| sym.user_symbolizer(i).caller_skipped(pc, w))
-            } else {
-                sym.caller_skipped(pc, w)
-            };
-            if skipped {
+            built.sp_word_asked = true;
+            if Self::caller_skipped(s, sym) {
+                built.sp_word_taken = true;
                 key.push(w);
             }
         }
@@ -268,6 +267,20 @@ impl<'f> KeyBuilder<'f> {
                 .is_some_and(|i| sym.user_symbolizer(i).caller_in_register(pc, ra, first))
         } else {
             sym.caller_in_register(pc, ra, first)
+        }
+    }
+
+    /// Whether the word at `[SP]` of `s` (which has one) is the caller its walk missed, asked
+    /// of the program or kernel its PC is in.
+    pub(crate) fn caller_skipped(s: &Sample<'_>, sym: &mut Symbolizer) -> bool {
+        let (Some(w), Some(&pc)) = (s.sp_word, s.addrs.first()) else {
+            return false;
+        };
+        if s.user {
+            sym.user_binary_of(pc)
+                .is_some_and(|i| sym.user_symbolizer(i).caller_skipped(pc, w))
+        } else {
+            sym.caller_skipped(pc, w)
         }
     }
 
