@@ -217,7 +217,7 @@ def table(b):
 
 
 SIDE_HEAD = ("raw -> folded, same file, alternated", "wall min/median/max",
-             "CPU min/median/max", "throughput (median wall)")
+             "CPU min/median/max", "throughput (median wall)", "peak RSS")
 
 
 def side_table(sb):
@@ -225,17 +225,18 @@ def side_table(sb):
     def row(k, name):
         w = sb["wall_s"][k]
         return (name, fmt_spread(w, " s"), fmt_spread(sb["cpu_s"][k], " s"),
-                f"{fmt_rate(sb['samples'] / w['median'])} samples/s")
+                f"{fmt_rate(sb['samples'] / w['median'])} samples/s",
+                fmt_rss(max(sb["runs"][k]["rss_kb"]), rss_floor_kb()))
     rows = [row("new", "this build"),
             row("base", f"pinned {sb['base_commit'][:12]} ({sb['base_date']})"),
             ("this build / pinned (per round)", fmt_spread(sb["wall_ratio"]),
-             fmt_spread(sb["cpu_ratio"]), "")]
+             fmt_spread(sb["cpu_ratio"]), "", "")]
     same = ("the same folded output" if sb["same_output"] else
             "DIFFERENT folded outputs (expected only when the pinned build names frames "
             "differently)")
     return (f"Aggregator side by side ({sb['rounds']} rounds, load average "
             f"{sb['loadavg_start']} -> {sb['loadavg_end']}; {same}):\n"
-            + format_table(SIDE_HEAD, [(None, rows)], {1, 2, 3}))
+            + format_table(SIDE_HEAD, [(None, rows)], {1, 2, 3, 4}))
 
 
 def notes(b):
