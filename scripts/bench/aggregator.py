@@ -1,14 +1,23 @@
 """Workload 4, aggregator throughput: `kern-profile RAW ELF -f folded|svg` on a recording of
-at least 10 M samples made with the real plugin (period=400): samples/s and peak RSS.
+at least 10 M samples made with the real plugin (period=400): samples/s and peak RSS; then
+raw -> folded side by side with a pinned older build of the aggregator (BASE_COMMIT, or the
+commit $KP_BENCH_AGG_BASE names), the two alternated on the same file: wall and CPU
+min/median/max and their ratios round by round, so that a slowdown shows as a ratio on any
+machine and under any load, not as a figure to compare with another machine's. The pinned
+build is made once, by `git archive` and `cargo build` with its own target directory, and
+kept in $KP_OUT/bench-cache.
 """
 
 import math
 import os
 import re
 import shlex
+import shutil
+import subprocess
 
-from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, add_run, fmt_int, fmt_rate, fmt_rss, fmt_s,
-                    format_table, judge, median, rss_floor_kb, run_measured, say, tail)
+from common import (TOOL_HEAD, TOOL_RIGHT, BenchError, add_run, capture, fmt_int, fmt_rate,
+                    fmt_rss, fmt_s, fmt_spread, format_table, judge, loadavg, median,
+                    rss_floor_kb, run_measured, say, spread, tail)
 
 NAME = "aggregator"
 
@@ -22,6 +31,14 @@ TARGETS = {
 BIG_PERIOD = 400              # guest instructions between samples of the big raw file
 BIG_SAMPLES = 10_000_000      # at least this many samples in it
 AGG_SAMPLES_RE = re.compile(r"(\d+) of (\d+) samples")
+
+# The build raw -> folded is timed against: main before the aggregator's per-distinct-stack
+# key building (issue 42), whose outputs this build's equal byte for byte, so the ratio is of
+# the same work (the side-by-side table says whether the outputs were equal). An older pin,
+# e.g. the 2026-11-23 build the issue found faster (d1feec9), names frames differently.
+BASE_COMMIT = "1b25cd426df5e956796a45c3ce79e0d3f648b772"
+BASE_ENV = "KP_BENCH_AGG_BASE"
+SIDE_ROUNDS = 5               # alternated rounds of the side-by-side comparison
 
 
 def big_samples(b):
@@ -49,6 +66,83 @@ def record_big_raw(b):
     info = dict(meta, samples=samples, dropped=dropped, bytes=os.path.getsize(path),
                 record_wall_s=wall, append=append)
     return b.made(path, info)
+
+def base_binary(b):
+    """The pinned aggregator build: (commit, its date, the binary), built into
+    $KP_OUT/bench-cache/aggregator-COMMIT the first time (source by `git archive`, its own
+    CARGO_TARGET_DIR, no plugin embedded: reports need none) and reused after."""
+    rev = os.environ.get(BASE_ENV) or BASE_COMMIT
+    commit = capture(["git", "-C", b.root, "rev-parse", "--verify", "--quiet",
+                      rev + "^{commit}"]).strip()
+    date = capture(["git", "-C", b.root, "show", "-s", "--format=%cd", "--date=short",
+                    commit]).strip()
+    cache = os.path.join(b.out, "bench-cache", f"aggregator-{commit[:12]}")
+    binary = os.path.join(cache, "kern-profile")
+    if os.path.isfile(binary):
+        say(f"pinned aggregator build {commit[:12]} ({date}): reusing {binary}")
+        return commit, date, binary
+    say(f"building the pinned aggregator {commit[:12]} ({date}) into {cache} (once)")
+    src = os.path.join(cache, "src")
+    shutil.rmtree(src, ignore_errors=True)
+    os.makedirs(src)
+    tar = os.path.join(cache, "src.tar")
+    capture(["git", "-C", b.root, "archive", "--format=tar", f"--output={tar}", commit])
+    capture(["tar", "-xf", tar, "-C", src])
+    os.remove(tar)
+    env = dict(os.environ, CARGO_TARGET_DIR=os.path.join(cache, "target"), KP_EMBED_PLUGIN="0")
+    log = os.path.join(cache, "build.log")
+    with open(log, "w") as f:
+        r = subprocess.run(["cargo", "build", "--release", "--locked", "-q", "-p", "kern-profile"],
+                           cwd=src, env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=f)
+    if r.returncode != 0:
+        raise BenchError(f"building the pinned aggregator {commit[:12]} failed ({r.returncode}):\n"
+                         f"{tail(log)}")
+    shutil.copy2(os.path.join(cache, "target", "release", "kern-profile"), binary + ".tmp")
+    os.replace(binary + ".tmp", binary)
+    # The binary is what is kept: the sources and the ~1 GB of build products are not.
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.rmtree(os.path.join(cache, "target"), ignore_errors=True)
+    return commit, date, binary
+
+
+def side_by_side(b, raw, samples):
+    """raw -> folded by this build and by the pinned one, alternated (which runs first swaps
+    every round), SIDE_ROUNDS rounds: each one's wall and CPU, and this build's over the pinned
+    one's round by round (paired: a busy spell of the machine slows both)."""
+    commit, date, base = base_binary(b)
+    bins = {"new": b.kp, "base": base}
+    runs = {k: {"wall_s": [], "user_s": [], "sys_s": [], "rss_kb": []} for k in bins}
+    load0 = loadavg()
+    say(f"  side by side with {commit[:12]} ({date}), {SIDE_ROUNDS} rounds, "
+        f"load average {load0}")
+    for r in range(SIDE_ROUNDS):
+        order = ("new", "base") if r % 2 == 0 else ("base", "new")
+        line = []
+        for k in order:
+            outp = os.path.join(b.data, f"side-{k}.folded")
+            se = os.path.join(b.data, f"side-{k}.stderr")
+            cmd = [bins[k], raw, b.kernel, "-f", "folded", "-o", outp]
+            status, wall, user, sys_, rss = run_measured(
+                cmd, os.path.join(b.data, f"side-{k}.stdout"), se, 600)
+            if status != 0:
+                raise BenchError(f"kern-profile failed ({status}): {shlex.join(cmd)}\n{tail(se)}")
+            add_run(runs[k], wall, user, sys_, rss)
+            line.append(f"{k} {wall:.2f}s")
+        say(f"  side by side round {r + 1}/{SIDE_ROUNDS}: " + ", ".join(line))
+    for d in runs.values():
+        d["cpu_s"] = [u + k for u, k in zip(d["user_s"], d["sys_s"])]
+    new, old = runs["new"], runs["base"]
+    with open(os.path.join(b.data, "side-new.folded"), "rb") as f1, \
+            open(os.path.join(b.data, "side-base.folded"), "rb") as f2:
+        same = f1.read() == f2.read()
+    return {"base_commit": commit, "base_date": date, "base_binary": base,
+            "rounds": SIDE_ROUNDS, "samples": samples, "runs": runs,
+            "loadavg_start": load0, "loadavg_end": loadavg(), "same_output": same,
+            "wall_s": {k: spread(d["wall_s"]) for k, d in runs.items()},
+            "cpu_s": {k: spread(d["cpu_s"]) for k, d in runs.items()},
+            "wall_ratio": spread([n / o for n, o in zip(new["wall_s"], old["wall_s"])]),
+            "cpu_ratio": spread([n / o for n, o in zip(new["cpu_s"], old["cpu_s"])])}
+
 
 def measure(b):
     """kern-profile raw -> folded and raw -> svg on the big recording; into
@@ -93,6 +187,7 @@ def measure(b):
                                "peak_rss_mb": max(d["rss_kb"]) / 1024,
                                "rss_upper_bound_only": max(d["rss_kb"]) <= rss_floor_kb(),
                                "output_bytes": os.path.getsize(os.path.join(b.data, f"big.{fmt}"))}
+    res["side_by_side"] = side_by_side(b, raw, samples)
     b.results["aggregator"] = res
 
 
@@ -117,7 +212,31 @@ def table(b):
                      fmt_s(r["median_cpu_s"]), fmt_int(ag["input"]["samples"]) + " samples",
                      fmt_rss(r["peak_rss_mb"] * 1024, rss_floor_kb()),
                      ", ".join(targets), result))
-    return ("Aggregator:\n" + format_table(TOOL_HEAD, [(None, rows)], TOOL_RIGHT), checks)
+    text = "Aggregator:\n" + format_table(TOOL_HEAD, [(None, rows)], TOOL_RIGHT)
+    return (text + "\n\n" + side_table(ag["side_by_side"]), checks)
+
+
+SIDE_HEAD = ("raw -> folded, same file, alternated", "wall min/median/max",
+             "CPU min/median/max", "throughput (median wall)", "peak RSS")
+
+
+def side_table(sb):
+    """This build against the pinned one: their times, then the ratios round by round."""
+    def row(k, name):
+        w = sb["wall_s"][k]
+        return (name, fmt_spread(w, " s"), fmt_spread(sb["cpu_s"][k], " s"),
+                f"{fmt_rate(sb['samples'] / w['median'])} samples/s",
+                fmt_rss(max(sb["runs"][k]["rss_kb"]), rss_floor_kb()))
+    rows = [row("new", "this build"),
+            row("base", f"pinned {sb['base_commit'][:12]} ({sb['base_date']})"),
+            ("this build / pinned (per round)", fmt_spread(sb["wall_ratio"]),
+             fmt_spread(sb["cpu_ratio"]), "", "")]
+    same = ("the same folded output" if sb["same_output"] else
+            "DIFFERENT folded outputs (expected only when the pinned build names frames "
+            "differently)")
+    return (f"Aggregator side by side ({sb['rounds']} rounds, load average "
+            f"{sb['loadavg_start']} -> {sb['loadavg_end']}; {same}):\n"
+            + format_table(SIDE_HEAD, [(None, rows)], {1, 2, 3, 4}))
 
 
 def notes(b):

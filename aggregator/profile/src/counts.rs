@@ -76,7 +76,7 @@ impl Partition {
 
 /// Hashes a key of 32-bit words (given as u64): four independent multiply lanes (so the
 /// multiplications overlap), folded and finished with MurmurHash3's 64-bit mixer.
-fn hash_words(key: &[u64]) -> u64 {
+pub(crate) fn hash_words(key: &[u64]) -> u64 {
     const K: [u64; 4] = [
         0x9e37_79b9_7f4a_7c15,
         0xc2b2_ae3d_27d4_eb4f,
@@ -247,6 +247,72 @@ impl RunCoalescer {
     }
 }
 
+/// [`RunCoalescer`] over interned keys ([`crate::key_memo::KeyMemo`]'s ids, equal for equal
+/// keys): runs compare ids, and a run that ends adds to its key's total instead of hashing
+/// the key again. [`IdRuns::into_counts`] then adds each key once, in the order it first
+/// reached the counts: the order [`RunCoalescer`] would have added it in, so the tables
+/// (whose layout depends only on which keys came in which order) and the order
+/// [`StackCounts::for_each`] gives them in are the same as counting sample by sample.
+#[derive(Debug, Default)]
+pub struct IdRuns {
+    /// Per vCPU (the first [`RunCoalescer::MAX_VCPUS`]): the current run's id and length.
+    runs: Vec<(usize, u64)>,
+    /// Samples per id, of the runs that ended.
+    totals: Vec<u64>,
+    /// Ids in the order their first run ended.
+    order: Vec<usize>,
+}
+
+impl IdRuns {
+    pub fn add(&mut self, vcpu: u32, id: usize) {
+        let v = vcpu as usize;
+        if v >= RunCoalescer::MAX_VCPUS {
+            self.end_run(id, 1);
+            return;
+        }
+        if v >= self.runs.len() {
+            self.runs.resize(v + 1, (0, 0));
+        }
+        let (run, n) = self.runs[v];
+        if n > 0 && run == id {
+            self.runs[v].1 += 1;
+            return;
+        }
+        if n > 0 {
+            self.end_run(run, n);
+        }
+        self.runs[v] = (id, 1);
+    }
+
+    fn end_run(&mut self, id: usize, n: u64) {
+        let i = id;
+        if i >= self.totals.len() {
+            self.totals.resize(i + 1, 0);
+        }
+        if self.totals[i] == 0 {
+            self.order.push(id);
+        }
+        self.totals[i] = self.totals[i].saturating_add(n);
+    }
+
+    /// Ends the pending runs (in vCPU order, as [`RunCoalescer::flush`]) and counts every
+    /// key, `key(id)` giving it, into fresh counts (flushed).
+    pub fn into_counts<'k>(mut self, key: impl Fn(usize) -> &'k [u64]) -> StackCounts {
+        for v in 0..self.runs.len() {
+            let (id, n) = self.runs[v];
+            if n > 0 {
+                self.end_run(id, n);
+            }
+        }
+        let mut counts = StackCounts::default();
+        for &id in &self.order {
+            counts.add(key(id), self.totals[id]);
+        }
+        counts.flush();
+        counts
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +372,50 @@ mod tests {
         assert_eq!(sum, 200_000);
         assert_eq!(n, c.distinct());
         assert!(n <= 15_000);
+    }
+
+    /// Keys in `StackCounts::for_each`'s order, with their counts.
+    fn in_order(c: &StackCounts) -> Vec<(Vec<u64>, u64)> {
+        let mut v = Vec::new();
+        c.for_each(|k, n| v.push((k.to_vec(), n)));
+        v
+    }
+
+    #[test]
+    fn id_runs_count_as_sample_by_sample() {
+        // Many keys (tables grow, colliding entries land by arrival), three vCPUs, long and
+        // short runs, a vCPU past the coalesced ones, and wide keys.
+        let keys: Vec<Vec<u64>> = (0..3000u64)
+            .map(|k| match k % 5 {
+                0 => vec![0, 0xc000_0000 + k, k * 3],
+                1 => vec![0, 0xffff_8000_0000_0000 + k],
+                _ => vec![1, k, k + 1, 0xc010_0000],
+            })
+            .collect();
+        let (mut c, mut r, mut ids) = (
+            StackCounts::default(),
+            RunCoalescer::default(),
+            IdRuns::default(),
+        );
+        let mut x = 7u64;
+        for _ in 0..100_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let vcpu = [0u32, 1, 2, 300][(x >> 20) as usize % 4];
+            let id = if (x >> 40).is_multiple_of(3) {
+                5
+            } else {
+                (x >> 33) % 3000
+            } as usize;
+            r.add(vcpu, &keys[id], &mut c);
+            ids.add(vcpu, id);
+        }
+        r.flush(&mut c);
+        c.flush();
+        let by_ids = ids.into_counts(|id| &keys[id]);
+        assert_eq!(in_order(&by_ids), in_order(&c));
+        assert_eq!(by_ids.total(), c.total());
     }
 
     #[test]

@@ -205,15 +205,18 @@ pub fn decode_raw<R: Read>(
     let arch = Some(r.header().arch);
     while let Some(rec) = r.next_record()? {
         on_record(&rec);
-        match &rec {
-            Record::CodeBytes(c) => code.add(arch, c),
+        // By value: a sample, the usual record, then needs no drop.
+        match rec {
+            Record::CodeBytes(c) => code.add(arch, &c),
             Record::Sample(s) => {
                 addrs.clear();
                 addrs.push(s.pc);
-                addrs.extend(s.frames());
-                let mut sample = Sample::of_raw(s, &addrs, arch);
+                s.extend_frames(&mut addrs);
+                let mut sample = Sample::of_raw(&s, &addrs, arch);
                 sample.page_table = sample.page_table.map(|id| code.key(id));
                 on_sample(&sample);
+                // A sample owns nothing: skip the drop glue every other record needs.
+                std::mem::forget(rec);
             }
             _ => {}
         }

@@ -14,6 +14,7 @@ pub mod exact;
 pub mod filter;
 pub mod folded;
 pub mod input;
+pub mod key_memo;
 pub mod options;
 pub mod percent;
 pub mod place;

@@ -9,10 +9,11 @@ use rustc_hash::FxHashMap;
 
 use crate::address_space::AddressSpaces;
 use crate::boundary::is_marker;
-use crate::counts::{RunCoalescer, StackCounts};
+use crate::counts::{IdRuns, StackCounts};
 use crate::error::ProfileError;
 use crate::filter::SampleFilter;
 use crate::input::{CpuInput, ReadSummary, Sample};
+use crate::key_memo::KeyMemo;
 use crate::place::{Place, StopsByPlace};
 use crate::stacks::{meta_unhidden, meta_user, meta_vcpu, KeyBuilder};
 use crate::stuck::{Stuck, StuckDetector};
@@ -24,6 +25,32 @@ use crate::warning::Warning;
 /// [`KeyBuilder`]), in file order; `seq` is its index among all the file's samples.
 pub trait SampleSink {
     fn sample(&mut self, s: &Sample<'_>, key: &[u64], seq: u64);
+}
+
+/// Where a sample was taken, as its recorded stack tells (so once per distinct one).
+#[derive(Debug, Clone, Copy)]
+struct Where {
+    /// For the unwind stops by place.
+    place: Place,
+    /// The PC is no kernel code ([`WalkTally::add`]).
+    outside: bool,
+}
+
+impl Where {
+    fn of(s: &Sample<'_>, sym: &Symbolizer, markers: bool) -> Where {
+        let crossed = markers && s.addrs.iter().skip(1).copied().any(is_marker);
+        // Where the recording says the CPU's mode (version 2): a recorder that did not is
+        // counted as it was.
+        let outside = s.addrs.first().is_some_and(|&pc| match s.cpu.mode {
+            CpuMode::Paging | CpuMode::Long => sym.below_kernel(pc),
+            CpuMode::PagingOff => !sym.kernel_holds(pc),
+            _ => false,
+        });
+        Where {
+            place: Place::of(s.user, s.cpu, crossed),
+            outside,
+        }
+    }
 }
 
 /// Samples of one file, interned by address stack.
@@ -81,15 +108,15 @@ impl CpuProfile {
         let version = input.version;
         let markers = header.as_ref().is_some_and(|h| h.markers);
         let keys = KeyBuilder::new(filter).with_markers(markers);
-        let mut counts = StackCounts::default();
-        let mut key = Vec::with_capacity(256);
+        // Keys by recorded stack, with what a sample's stack says of where it was taken.
+        let mut memo: KeyMemo<Where> = KeyMemo::default();
         // Kept samples per vCPU: an array for the usual indices, a map for the rest.
         let mut per_vcpu_low = vec![0u64; 256];
         let mut per_vcpu: FxHashMap<u32, u64> = FxHashMap::default();
         let mut user_low = vec![0u64; 256];
         let mut per_vcpu_user: FxHashMap<u32, u64> = FxHashMap::default();
         let mut kept = 0u64;
-        let mut runs = RunCoalescer::default();
+        let mut runs = IdRuns::default();
         let mut stuck = StuckDetector::default();
         let cuts_before = sym.no_code_cuts();
         let mut stops_by_place = StopsByPlace::default();
@@ -98,40 +125,33 @@ impl CpuProfile {
         let summary = input.for_each(want_exact, |s| {
             let index = seq;
             seq += 1;
-            if keys.build(s, sym, &mut key) {
-                for sink in sinks.iter_mut() {
-                    sink.sample(s, &key, index);
-                }
-                runs.add(s.vcpu, &key, &mut counts);
-                stuck.add(s.vcpu, &key);
-                kept += 1;
-                if let Some(stop) = s.stop {
-                    let crossed = markers && s.addrs.iter().skip(1).copied().any(is_marker);
-                    stops_by_place.add(Place::of(s.user, s.cpu, crossed), stop);
-                }
-                // Where the recording says the CPU's mode (version 2): a recorder that did
-                // not is counted as it was.
-                let outside = s.addrs.first().is_some_and(|&pc| match s.cpu.mode {
-                    CpuMode::Paging | CpuMode::Long => sym.below_kernel(pc),
-                    CpuMode::PagingOff => !sym.kernel_holds(pc),
-                    _ => false,
-                });
-                walk_tally.add(s, outside);
-                match per_vcpu_low.get_mut(s.vcpu as usize) {
+            if !keys.keeps(s) {
+                return;
+            }
+            let found = memo.key_of(s, &keys, sym, |s, sym| Where::of(s, sym, markers));
+            for sink in sinks.iter_mut() {
+                sink.sample(s, found.key, index);
+            }
+            runs.add(s.vcpu, found.id);
+            stuck.add_chain(s.vcpu, found.key, found.chain);
+            kept += 1;
+            if let Some(stop) = s.stop {
+                stops_by_place.add(found.extra.place, stop);
+            }
+            walk_tally.add(s, found.extra.outside);
+            match per_vcpu_low.get_mut(s.vcpu as usize) {
+                Some(n) => *n += 1,
+                None => *per_vcpu.entry(s.vcpu).or_insert(0) += 1,
+            }
+            if s.user {
+                match user_low.get_mut(s.vcpu as usize) {
                     Some(n) => *n += 1,
-                    None => *per_vcpu.entry(s.vcpu).or_insert(0) += 1,
-                }
-                if s.user {
-                    match user_low.get_mut(s.vcpu as usize) {
-                        Some(n) => *n += 1,
-                        None => *per_vcpu_user.entry(s.vcpu).or_insert(0) += 1,
-                    }
+                    None => *per_vcpu_user.entry(s.vcpu).or_insert(0) += 1,
                 }
             }
         })?;
         let no_code_cuts = sym.no_code_cuts() - cuts_before;
-        runs.flush(&mut counts);
-        counts.flush();
+        let counts = runs.into_counts(|id| memo.key(id));
         let gather = |map: FxHashMap<u32, u64>, low: Vec<u64>| {
             let mut v: Vec<(u32, u64)> = map.into_iter().collect();
             v.extend((0u32..).zip(low).filter(|&(_, n)| n > 0));

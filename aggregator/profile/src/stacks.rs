@@ -103,6 +103,17 @@ pub const UNKNOWN_FRAME: &str = "[unknown]";
 /// inferno's annotation of an inlined frame.
 pub const INLINE_SUFFIX: &str = "_[i]";
 
+/// What building a key told the symbolizer, which counts it (a stack cut at a return
+/// address that is no code, a return-address register checked), and whether the word at
+/// `[SP]` was asked about and taken for the caller: the key depends on that word only then.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Built {
+    pub cut: bool,
+    pub register_checked: bool,
+    pub sp_word_asked: bool,
+    pub sp_word_taken: bool,
+}
+
 /// Builds interning keys from samples, applying the filters.
 pub struct KeyBuilder<'f> {
     filter: &'f SampleFilter,
@@ -132,9 +143,32 @@ impl<'f> KeyBuilder<'f> {
     /// On riscv64 and aarch64 the recorded return-address register does, in leaves,
     /// prologues and epilogues (`symbolize/return_register.rs`).
     pub fn build(&self, s: &Sample<'_>, sym: &mut Symbolizer, key: &mut Vec<u64>) -> bool {
-        if !self.filter.keeps(s.vcpu, s.user, s.time_ns) {
+        if !self.keeps(s) {
             return false;
         }
+        self.build_kept(s, sym, key);
+        true
+    }
+
+    /// Whether the filters keep `s` (vCPU, mode, time).
+    pub fn keeps(&self, s: &Sample<'_>) -> bool {
+        self.filter.keeps(s.vcpu, s.user, s.time_ns)
+    }
+
+    /// Whether keys carry the vCPU (`--per-cpu`, or hidden for name rules).
+    pub fn by_vcpu(&self) -> bool {
+        self.filter.per_cpu || self.filter.names.is_active()
+    }
+
+    /// [`KeyBuilder::build`] of a sample the filters keep; says what it told the symbolizer
+    /// (which counts them), for [`crate::key_memo::KeyMemo`] to tell it again.
+    pub(crate) fn build_kept(
+        &self,
+        s: &Sample<'_>,
+        sym: &mut Symbolizer,
+        key: &mut Vec<u64>,
+    ) -> Built {
+        let mut built = Built::default();
         key.clear();
         let (cpu_tag, hidden) = if self.filter.per_cpu {
             (s.vcpu as u64 + 1, 0)
@@ -152,38 +186,28 @@ impl<'f> KeyBuilder<'f> {
         key.push(meta_of(s.user, s.cpu, cpu_tag) | hidden | space_bits);
         let Some((&pc, rets)) = s.addrs.split_first() else {
             key.extend(space);
-            return true;
+            return built;
         };
         if s.user && !sym.has_user_binaries() {
             if self.filter.addresses {
                 key.extend_from_slice(s.addrs);
             }
             key.extend(space);
-            return true;
+            return built;
         }
         key.push(pc);
         if let Some(ra) = s.return_register {
-            let first = rets.first().copied();
-            let in_register = if s.user {
-                sym.user_binary_of(pc)
-                    .is_some_and(|i| sym.user_symbolizer(i).caller_in_register(pc, ra, first))
-            } else {
-                sym.caller_in_register(pc, ra, first)
-            };
-            if in_register {
+            built.register_checked = true;
+            if Self::caller_in_register(s, sym) {
                 key.push(ra);
             }
         }
         // (Even when the word equals the first return address: in a recursion the caller
         // and the caller's caller return to the same place.)
         if let Some(w) = s.sp_word {
-            let skipped = if s.user {
-                sym.user_binary_of(pc)
-                    .is_some_and(|i| sym.user_symbolizer(i).caller_skipped(pc, w))
-            } else {
-                sym.caller_skipped(pc, w)
-            };
-            if skipped {
+            built.sp_word_asked = true;
+            if Self::caller_skipped(s, sym) {
+                built.sp_word_taken = true;
                 key.push(w);
             }
         }
@@ -203,6 +227,7 @@ impl<'f> KeyBuilder<'f> {
             match cut {
                 Some(i) => {
                     sym.count_no_code_cut();
+                    built.cut = true;
                     &rets[..i]
                 }
                 None => rets,
@@ -227,7 +252,36 @@ impl<'f> KeyBuilder<'f> {
             }
         }
         key.extend(space);
-        true
+        built
+    }
+
+    /// Whether the return-address register of `s` (which has one) holds the caller its walk
+    /// misses, asked of the program or kernel its PC is in (which counts the answer).
+    pub(crate) fn caller_in_register(s: &Sample<'_>, sym: &mut Symbolizer) -> bool {
+        let (Some(ra), Some((&pc, rets))) = (s.return_register, s.addrs.split_first()) else {
+            return false;
+        };
+        let first = rets.first().copied();
+        if s.user {
+            sym.user_binary_of(pc)
+                .is_some_and(|i| sym.user_symbolizer(i).caller_in_register(pc, ra, first))
+        } else {
+            sym.caller_in_register(pc, ra, first)
+        }
+    }
+
+    /// Whether the word at `[SP]` of `s` (which has one) is the caller its walk missed, asked
+    /// of the program or kernel its PC is in.
+    pub(crate) fn caller_skipped(s: &Sample<'_>, sym: &mut Symbolizer) -> bool {
+        let (Some(w), Some(&pc)) = (s.sp_word, s.addrs.first()) else {
+            return false;
+        };
+        if s.user {
+            sym.user_binary_of(pc)
+                .is_some_and(|i| sym.user_symbolizer(i).caller_skipped(pc, w))
+        } else {
+            sym.caller_skipped(pc, w)
+        }
     }
 
     /// The address space `s`'s key carries: with `--per-process`, or when user programs may

@@ -29,6 +29,13 @@ pub struct StuckDetector {
     vcpus: FxHashMap<u32, Chains>,
 }
 
+/// The hash a key's caller chain (its return addresses, after `[meta, pc]`) is tracked by.
+pub fn chain_hash(key: &[u64]) -> u64 {
+    let mut h = FxHasher::default();
+    key.get(2..).unwrap_or(&[]).hash(&mut h);
+    h.finish()
+}
+
 /// A vCPU that stayed in one stack: its share of samples there and a key of that stack.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stuck {
@@ -41,14 +48,17 @@ pub struct Stuck {
 impl StuckDetector {
     /// Adds a kept sample of `vcpu` with stack key `key` (`[meta, pc, return addresses…]`).
     pub fn add(&mut self, vcpu: u32, key: &[u64]) {
+        self.add_chain(vcpu, key, chain_hash(key));
+    }
+
+    /// [`StuckDetector::add`] with the key's [`chain_hash`] already known (it is per distinct
+    /// key, and samples repeat keys).
+    pub fn add_chain(&mut self, vcpu: u32, key: &[u64], hash: u64) {
         let c = self.vcpus.entry(vcpu).or_default();
         c.samples += 1;
         if c.moved_on {
             return;
         }
-        let mut h = FxHasher::default();
-        key.get(2..).unwrap_or(&[]).hash(&mut h);
-        let hash = h.finish();
         if let Some((n, _)) = c.chains.get_mut(&hash) {
             *n += 1;
         } else if c.chains.len() < MAX_CHAINS {

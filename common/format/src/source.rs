@@ -59,11 +59,18 @@ impl<R: Read> Source<R> {
 
     /// Makes `n` bytes available from the current position, reading as needed.
     /// Returns false when the file ends first.
-    #[inline]
+    #[inline(always)]
     pub fn fill(&mut self, n: usize) -> io::Result<bool> {
+        // Twice a record: the common case, bytes already buffered, stays in the caller.
         if self.end - self.pos >= n {
             return Ok(true);
         }
+        self.fill_more(n)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fill_more(&mut self, n: usize) -> io::Result<bool> {
         if self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
             self.base += self.pos as u64;
