@@ -42,7 +42,10 @@
 #     delay=10, period=100000, round-robin, the same ratios, and per configuration how many
 #     runs brought up both CPUs ("smp: Brought up 1 node, 2 CPUs");
 #   - aggregator: kern-profile raw -> folded and raw -> svg on >= 10 M samples recorded with
-#     the real plugin (period=400): samples/s and peak RSS, median of 3;
+#     the real plugin (period=400): samples/s and peak RSS, median of 3; then raw -> folded
+#     side by side with a pinned older build (1b25cd4, or KP_BENCH_AGG_BASE=REV; built once
+#     into $KP_OUT/bench-cache), alternated over 5 rounds: wall and CPU min/median/max, the
+#     ratios, peak RSS, and whether the outputs are the same;
 #   - memtrace: kern-profile --alloc on a recorded memtrace: records/s, median of 3;
 #   - alloc_hooks: the x86 example kernels' allocation phase alone (rounds=0, --alloc-rounds,
 #     no COM2) bare and with alloc=examples/kernel-common/alloc.spec, round-robin: the same
