@@ -27,6 +27,7 @@ mod stack_summary;
 mod stats;
 mod stop_reason;
 mod summary;
+mod task_record;
 mod timer_record;
 mod walk_end;
 
@@ -50,6 +51,9 @@ pub use stack_summary::StackSummary;
 pub use stats::Stats;
 pub use stop_reason::{StopCounts, StopReason};
 pub use summary::{RawSummary, StopsFrom, VcpuCounts};
+pub use task_record::{
+    name_of, TaskIdentity, TaskRecord, TaskUnknown, TASK_NAME_LEN, TASK_RECORD_LEN,
+};
 pub use timer_record::{HostTimerStats, InterruptWaits, VcpuTime, LONG_WAIT_NS};
 pub use walk_end::{Outcome, WalkEnd, Walker};
 
@@ -71,6 +75,9 @@ pub mod kind {
     pub const ALLOC_TABLE: u8 = 7;
     /// Format version 3: the allocation hooks' event counts (written at exit).
     pub const ALLOC_STATS: u8 = 8;
+    /// The guest task a vCPU runs from this record on ([`crate::TaskRecord`]); written in
+    /// versions 2 and 3, skipped as an unknown kind by readers that predate it.
+    pub const TASK: u8 = 9;
 }
 
 /// Frame values below [`frame_marker::LIMIT`] are not return addresses but markers of where

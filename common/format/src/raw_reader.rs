@@ -4,6 +4,7 @@ use std::io::Read;
 
 use crate::alloc_record::{AllocEventRef, AllocHookStats, AllocTable};
 use crate::code_bytes::CodeBytes;
+use crate::task_record::TaskRecord;
 use crate::error::FormatError;
 use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
@@ -169,6 +170,8 @@ pub enum Record<'a> {
     AllocEvent(AllocEventRef<'a>),
     /// Version 3: the allocation hooks' counts at exit.
     AllocStats(AllocHookStats),
+    /// The task a vCPU runs from here on.
+    Task(TaskRecord),
     /// A record kind this version does not know; skipped.
     Unknown {
         kind: u8,
@@ -287,6 +290,9 @@ impl<R: Read> RawReader<R> {
                 })?)
             }
             kind::CODE_BYTES => Record::CodeBytes(CodeBytes::decode(body, width, offset)?),
+            kind::TASK if self.version >= crate::VERSION_2 => {
+                Record::Task(TaskRecord::decode(body, offset)?)
+            }
             kind::ALLOC_TABLE if v3 => Record::AllocTable(AllocTable::decode(body, width, offset)?),
             kind::ALLOC_EVENT if v3 => {
                 Record::AllocEvent(AllocEventRef::decode(body, width, offset)?)

@@ -79,6 +79,9 @@ pub struct RawSummary {
     pub exact_instructions: u64,
     /// Code-bytes records (user code at sampled addresses, per address space).
     pub code_bytes: u64,
+    /// Task records (a vCPU's task changed), and those of a task that could not be read.
+    pub task_records: u64,
+    pub unknown_tasks: u64,
     /// Records of kinds this version does not know (skipped).
     pub unknown_records: u64,
     /// Version 3: allocation events (hooked allocator calls), and the hooks' counts at exit.
@@ -120,6 +123,10 @@ impl RawSummary {
             Record::Stats(s) => self.stats = Some(s.clone()),
             Record::HostTimer(t) => self.host_timer = Some(t.clone()),
             Record::CodeBytes(_) => self.code_bytes += 1,
+            Record::Task(t) => {
+                self.task_records += 1;
+                self.unknown_tasks += t.task.is_err() as u64;
+            }
             Record::AllocTable(_) => {}
             Record::AllocEvent(_) => self.alloc_events += 1,
             Record::AllocStats(s) => self.alloc_stats = Some(*s),
