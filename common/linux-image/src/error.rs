@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::{Arch, Compression};
 
-/// What went wrong reading a kernel image or its kallsyms tables.
+/// What went wrong reading a kernel image, its kallsyms tables or its BTF.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error("{}: cannot read: {source}", path.display())]
@@ -82,4 +82,34 @@ pub enum ImageError {
         offset: u64,
         why: String,
     },
+    #[error(
+        "no BTF in {} ({why}; Debian's 686 kernels have none: give the -dbg package's vmlinux)",
+        path.display()
+    )]
+    NoBtf { path: PathBuf, why: String },
+    #[error("{}: the BTF at offset {offset:#x} is malformed: {why}", path.display())]
+    BadBtf {
+        path: PathBuf,
+        offset: u64,
+        why: String,
+    },
+    #[error("BTF of {} has no struct {name}", path.display())]
+    NoBtfStruct { path: PathBuf, name: &'static str },
+    #[error("BTF of {} has no {strukt} member {member}", path.display())]
+    NoBtfMember {
+        path: PathBuf,
+        strukt: &'static str,
+        member: &'static str,
+    },
+    /// A member the BTF describes otherwise than every Linux has it: read through, it would
+    /// label samples with garbage, so it is refused.
+    #[error("BTF of {}: {strukt}.{member} {why}", path.display())]
+    BadBtfMember {
+        path: PathBuf,
+        strukt: &'static str,
+        member: &'static str,
+        why: String,
+    },
+    #[error("kallsyms of {} has no current_task or pcpu_hot", path.display())]
+    NoCurrentTask { path: PathBuf },
 }

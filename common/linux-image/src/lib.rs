@@ -13,14 +13,17 @@
 //! ```
 
 mod arch;
+mod btf;
 mod bzimage;
 mod compression;
 mod error;
 mod image;
 mod kallsyms;
 mod raw_image;
+mod task_layout;
 
 pub use arch::Arch;
+pub use btf::BtfBlob;
 pub use bzimage::{is_bzimage, setup_header, SetupHeader};
 pub use compression::Compression;
 pub use error::ImageError;
@@ -32,3 +35,4 @@ pub use kallsyms::{
     read as read_kallsyms, AddressEncoding, Kallsyms, KallsymsLayout, KernelSymbol,
 };
 pub use raw_image::{raw_image_header, RawImageHeader};
+pub use task_layout::TaskLayout;
