@@ -13,7 +13,9 @@
 # runs a
 # fixed CPU + I/O workload on both CPUs (3 rounds: 2 MiB of /dev/urandom through md5sum in
 # the background while another 2 MiB is written to a tmpfs file, gzipped, gunzipped and
-# compared), prints "workload done" with the guest's uptime and powers off.
+# compared), prints "workload done" with the guest's uptime and powers off. With
+# `kp.workload=tasks` on the kernel command line (run-linux.sh --append), it runs named
+# processes instead that print "kp-proc PID NAME" (md5sum and gzip on the CPUs, sleep waiting).
 . "$(dirname "$0")/../lib.sh"
 
 arch=""
@@ -62,6 +64,18 @@ if [ "$(uname -m)" = aarch64 ]; then
 else
   stty -F /dev/ttyS1 raw -echo  # binary: no \n to \r\n
   gzip -c /proc/kallsyms > /dev/ttyS1
+fi
+if grep -q 'kp.workload=tasks' /proc/cmdline; then
+  # Named processes on both CPUs, each printing its pid and name before it runs (exec keeps
+  # the pid; the name is the applet's): two CPU-bound ones and one that sleeps a second.
+  echo "workload start at $(up) s: $(nproc) CPUs, tasks"
+  dd if=/dev/urandom of=/tmp/data bs=64k count=48 2>/dev/null
+  sh -c 'echo "kp-proc $$ md5sum" >&2; exec md5sum /tmp/data /tmp/data /tmp/data /tmp/data /tmp/data /tmp/data' >/dev/null &
+  sh -c 'echo "kp-proc $$ gzip" >&2; exec gzip -9 -c /tmp/data' >/dev/null &
+  sh -c 'echo "kp-proc $$ sleep" >&2; exec sleep 1' &
+  wait
+  echo "workload done at $(up) s"
+  poweroff -f
 fi
 echo "workload start at $(up) s: $(nproc) CPUs"
 for r in 1 2 3; do

@@ -14,6 +14,8 @@
 #   --smp N            vCPUs (default 2)
 #   --kernel VMLINUZ   another kernel of the same architecture (default
 #                      target/linux/ARCH/vmlinuz), e.g. target/linux/x86_64-6.12/vmlinuz
+#   --append ARGS      more kernel command-line arguments (e.g. kp.workload=tasks: the
+#                      initramfs's named-process workload)
 #   --out DIR          where console.log (ttyS0), kallsyms (ttyS1, gzipped) and cpu.raw go
 #                      (default target/linux/run-ARCH)
 #   --timeout SECS     give up after SECS seconds (default 600)
@@ -31,7 +33,7 @@
 # QEMU error, the guest rebooted or panicked), with the console's last lines on stderr.
 . "$(dirname "$0")/../lib.sh"
 
-arch="" plugin_args="" plugin_on=0 smp=2 out="" timeout_s=600 print0=0 kernel=""
+arch="" plugin_args="" plugin_on=0 smp=2 out="" timeout_s=600 print0=0 kernel="" append=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --arch) need "$@"; arch="$2"; shift 2 ;;
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
         --smp) need "$@"; smp="$2"; shift 2 ;;
         --kernel) need "$@"; kernel="$2"; shift 2 ;;
         --out) need "$@"; out="$2"; shift 2 ;;
+        --append) need "$@"; append="$2"; shift 2 ;;
         --timeout) need "$@"; timeout_s="$2"; shift 2 ;;
         --print0) print0=1; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -78,7 +81,7 @@ case "$arch" in
     *) board=() console=ttyS0 ports=(-serial "file:$out/console.log" -serial "file:$out/kallsyms.gz") ;;
 esac
 cmd=("$QEMU" "${board[@]}" -m 512M -smp "$smp" -kernel "$kernel" -initrd "$initrd"
-     -append "console=$console nokaslr panic=-1 cryptomgr.notests" -display none -no-reboot -monitor none
+     -append "console=$console nokaslr panic=-1 cryptomgr.notests${append:+ $append}" -display none -no-reboot -monitor none
      "${ports[@]}" "${plugin[@]}")
 if [ "$print0" = 1 ]; then
     printf '%s\0' "${cmd[@]}"

@@ -41,10 +41,17 @@ pub enum Role {
     /// riscv `sscratch`, where entry stubs swap the interrupted stack pointer out. Read as
     /// [`Role::TrapPc`] is.
     Scratch,
+    /// Where a kernel finds its current task while it runs: x86_64 `gs_base` (Linux's
+    /// per-CPU area), i386 `fs_base`, riscv64 `tp` (Linux's `current`); aarch64 keeps it in
+    /// `SP_EL0`, [`Role::OtherStackPointer`]. Read only to name the task (`tasks=`).
+    TaskBase,
+    /// The same while user code runs: x86_64 `k_gs_base` (the kernel's GS base, swapped out),
+    /// riscv64 `sscratch` ([`Role::Scratch`], which Linux sets to `current` in user mode).
+    TaskBaseUser,
 }
 
 impl Role {
-    pub const ALL: [Role; 12] = [
+    pub const ALL: [Role; 14] = [
         Role::StackPointer,
         Role::FramePointer,
         Role::ReturnAddress,
@@ -57,6 +64,8 @@ impl Role {
         Role::OtherStackPointer,
         Role::TrapPc,
         Role::Scratch,
+        Role::TaskBase,
+        Role::TaskBaseUser,
     ];
 
     /// The names QEMU may give the register on `arch` (the first found is used); empty when
@@ -87,6 +96,8 @@ pub struct RegisterNames {
     pub other_stack_pointer: &'static [&'static str],
     pub trap_pc: &'static [&'static str],
     pub scratch: &'static [&'static str],
+    pub task_base: &'static [&'static str],
+    pub task_base_user: &'static [&'static str],
 }
 
 impl RegisterNames {
@@ -104,6 +115,8 @@ impl RegisterNames {
         other_stack_pointer: &[],
         trap_pc: &[],
         scratch: &[],
+        task_base: &[],
+        task_base_user: &[],
     };
 
     /// The names of `role`'s register.
@@ -121,6 +134,8 @@ impl RegisterNames {
             Role::OtherStackPointer => self.other_stack_pointer,
             Role::TrapPc => self.trap_pc,
             Role::Scratch => self.scratch,
+            Role::TaskBase => self.task_base,
+            Role::TaskBaseUser => self.task_base_user,
         }
     }
 }

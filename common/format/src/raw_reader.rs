@@ -4,7 +4,6 @@ use std::io::Read;
 
 use crate::alloc_record::{AllocEventRef, AllocHookStats, AllocTable};
 use crate::code_bytes::CodeBytes;
-use crate::task_record::TaskRecord;
 use crate::error::FormatError;
 use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
@@ -12,6 +11,7 @@ use crate::machine::{CpuMode, Privilege};
 use crate::source::{u16_at, u32_at, u64_at, word_at, words, Source, Truncation};
 use crate::stats::Stats;
 use crate::stop_reason::StopReason;
+use crate::task_record::TaskRecord;
 use crate::timer_record::HostTimerStats;
 
 /// Records longer than this are taken as corruption rather than allocated.

@@ -63,6 +63,9 @@ pub enum TaskUnknown {
     Unreadable,
     /// A name has no terminator or bytes no name has (the layout may be wrong).
     BadName,
+    /// Kernel-mode code outside the kernel's addresses: a boot stage before the kernel
+    /// proper (a bzImage's decompressor), which has no tasks.
+    Boot,
     /// A reason this reader does not know (a later recorder's).
     Other(u8),
 }
@@ -75,6 +78,7 @@ impl TaskUnknown {
             TaskUnknown::BadPointer => 2,
             TaskUnknown::Unreadable => 3,
             TaskUnknown::BadName => 4,
+            TaskUnknown::Boot => 5,
             TaskUnknown::Other(c) => c,
         }
     }
@@ -86,6 +90,7 @@ impl TaskUnknown {
             2 => TaskUnknown::BadPointer,
             3 => TaskUnknown::Unreadable,
             4 => TaskUnknown::BadName,
+            5 => TaskUnknown::Boot,
             c => TaskUnknown::Other(c),
         }
     }
@@ -97,6 +102,7 @@ impl TaskUnknown {
             TaskUnknown::BadPointer => "current-task pointer not a kernel address".into(),
             TaskUnknown::Unreadable => "task memory unreadable".into(),
             TaskUnknown::BadName => "task name malformed".into(),
+            TaskUnknown::Boot => "boot code before the kernel's tasks".into(),
             TaskUnknown::Other(c) => format!("reason {c}"),
         }
     }

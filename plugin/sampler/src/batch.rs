@@ -1,7 +1,7 @@
 //! A vCPU's buffer of encoded samples (and allocation events), handed to the writer when it
 //! is full or old enough.
 
-use kern_profile_format::{encode_sample_v2, CodeBytes, SampleExtras, SampleRecord};
+use kern_profile_format::{encode_sample_v2, CodeBytes, SampleExtras, SampleRecord, TaskRecord};
 
 use crate::writer::Batch;
 
@@ -71,6 +71,11 @@ impl SampleBuffer {
     /// Encodes a code-bytes record; it goes out with the next samples.
     pub fn push_code(&mut self, ptr_width: usize, c: &CodeBytes<'_>) {
         c.encode(&mut self.batch.bytes, ptr_width);
+    }
+
+    /// Encodes a task record; the samples after it ran in that task.
+    pub fn push_task(&mut self, t: &TaskRecord) {
+        t.encode(&mut self.batch.bytes);
     }
 
     pub fn is_empty(&self) -> bool {

@@ -7,6 +7,7 @@
 //! - [`window`]: a small read-ahead cache over guest memory reads for the stack walk;
 //! - [`code_sampler`]: code bytes at the first sampled user PC of each page of each address
 //!   space (record kind 6);
+//! - [`task`]: `tasks=`: the guest task each sample ran in, and when to record it;
 //! - [`batch`]: a vCPU's buffer of encoded samples and when to hand it to the writer;
 //! - [`writer`]: the writer thread behind a bounded channel, which drops rather than blocks;
 //! - [`alloc_hooks`]: `alloc=`: the allocator functions to hook, their arguments at entry,
@@ -16,5 +17,6 @@ pub mod alloc_hooks;
 pub mod batch;
 pub mod capture;
 pub mod code_sampler;
+pub mod task;
 pub mod window;
 pub mod writer;

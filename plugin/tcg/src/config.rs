@@ -1,5 +1,6 @@
 //! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`
-//! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,elf=FILE][,user=FILE...][,alloc=SPEC,elf=FILE|symbols=FILE]`.
+//! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,elf=FILE][,user=FILE...][,alloc=SPEC,elf=FILE|symbols=FILE]`
+//! `[,tasks=auto|on|off]`.
 //!
 //! `elf=` names the kernel (an ELF, or a Linux image holding one: a bzImage): its ORC and
 //! DWARF CFI tables unwind the kernel's stacks where it has no frame pointers, and `alloc=`
@@ -46,6 +47,29 @@ pub struct Config {
     /// at the interrupted PC (QEMU's discontinuity callback, QEMU 10.2 and later), and no
     /// translated block is instrumented for sampling.
     pub at_interrupts: bool,
+    /// `tasks=`: name the guest task of each sample.
+    pub tasks: Tasks,
+}
+
+/// `tasks=`: whether samples carry the guest task they ran in (format record kind 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tasks {
+    /// When `elf=` is a Linux image whose BTF and kallsyms tell where its tasks are (the
+    /// default); otherwise a line at start says why not, and samples have no task.
+    #[default]
+    Auto,
+    /// Required: QEMU stops at start when the tasks cannot be found.
+    On,
+    Off,
+}
+
+fn tasks_value(value: &str) -> Result<Tasks, ConfigError> {
+    match value {
+        "auto" => Ok(Tasks::Auto),
+        "on" | "yes" | "true" => Ok(Tasks::On),
+        "off" | "no" | "false" => Ok(Tasks::Off),
+        _ => Err(bad("tasks", value, "must be 'auto', 'on' or 'off'")),
+    }
 }
 
 /// `alloc=SPEC` with the kernel's symbols (`elf=` or `symbols=`).
@@ -59,7 +83,7 @@ pub struct AllocConfig {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off)")]
     Unknown(String),
     #[error("argument '{0}' needs a value: {0}=...")]
     NoValue(String),
@@ -91,6 +115,8 @@ pub enum ConfigError {
     SymbolsWithoutAlloc(&'static str),
     #[error("'elf' and 'symbols' exclude each other: give one place to find the kernel's symbols")]
     ElfAndSymbols,
+    #[error("tasks=on reads the guest's tasks where elf= says they are: add elf=KERNEL (a Linux image or vmlinux with BTF)")]
+    TasksWithoutElf,
 }
 
 fn bad(arg: &'static str, value: &str, why: impl Into<String>) -> ConfigError {
@@ -151,12 +177,15 @@ impl Config {
         let mut elf = None;
         let mut symbols = None;
         let mut trigger = None;
+        let mut tasks = None;
         let mut user = Vec::new();
         for arg in args {
             let Some((key, value)) = arg.split_once('=') else {
                 return Err(match arg {
                     "out" | "delay" | "period" | "depth" | "exact" | "window" | "alloc" | "elf"
-                    | "symbols" | "trigger" | "user" => ConfigError::NoValue(arg.to_string()),
+                    | "symbols" | "trigger" | "user" | "tasks" => {
+                        ConfigError::NoValue(arg.to_string())
+                    }
                     _ => ConfigError::Unknown(arg.to_string()),
                 });
             };
@@ -184,6 +213,7 @@ impl Config {
                 )?,
                 "exact" => set(&mut exact, "exact", exact_value(value)?)?,
                 "trigger" => set(&mut trigger, "trigger", trigger_value(value)?)?,
+                "tasks" => set(&mut tasks, "tasks", tasks_value(value)?)?,
                 "window" => set(
                     &mut window,
                     "window",
@@ -202,6 +232,10 @@ impl Config {
             }
         }
         let exact = exact.unwrap_or(Exact::Off);
+        let tasks = tasks.unwrap_or_default();
+        if tasks == Tasks::On && elf.is_none() {
+            return Err(ConfigError::TasksWithoutElf);
+        }
         let alloc = alloc_config(alloc, elf.clone(), symbols)?;
         let at_interrupts = trigger.unwrap_or(false);
         let sampling = match (delay, period, exact) {
@@ -233,6 +267,7 @@ impl Config {
             kernel: elf,
             user,
             at_interrupts,
+            tasks,
         })
     }
 }
@@ -311,6 +346,7 @@ mod tests {
                 kernel: None,
                 user: Vec::new(),
                 at_interrupts: false,
+                tasks: Tasks::Auto,
             }
         );
         let c = parse("out=/tmp/x").unwrap();
@@ -373,6 +409,16 @@ mod tests {
         assert!(err("out=x,period=100,trigger=interrupt")
             .contains("trigger=interrupt samples by host time"));
         assert!(err("out=x,trigger=interrupt,exact=only").contains("exact=only samples nothing"));
+        assert!(err("out=x,tasks=maybe").starts_with("tasks=maybe: must be 'auto', 'on' or 'off'"));
+        assert!(err("out=x,tasks=on").contains("add elf=KERNEL"));
+        assert!(err("out=x,tasks").contains("argument 'tasks' needs a value"));
+    }
+
+    #[test]
+    fn tasks_are_named_by_default_where_elf_tells_where_they_are() {
+        assert_eq!(parse("out=x").unwrap().tasks, Tasks::Auto);
+        assert_eq!(parse("out=x,elf=k,tasks=on").unwrap().tasks, Tasks::On);
+        assert_eq!(parse("out=x,tasks=off").unwrap().tasks, Tasks::Off);
     }
 
     #[test]

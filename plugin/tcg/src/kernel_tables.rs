@@ -13,6 +13,8 @@ use kern_profile_symbols::kernel_os_of_image;
 use kern_profile_unwind::tables::{kernel_tables_of_elf, TableStats, UserAdded};
 use kern_profile_unwind::{KernelOs, UnwindTables};
 
+use crate::config::Tasks;
+
 /// What the stack walks learn from `elf=`: its tables, what their checks refused, and which
 /// kernel it is.
 #[derive(Debug, Default)]
@@ -24,16 +26,21 @@ pub struct Loaded {
     pub refusals: Option<String>,
     /// Which kernel it is, by its symbols.
     pub os: KernelOs,
+    /// `tasks=`: where its tasks are, when found.
+    pub tasks: Option<kern_profile_sampler::task::TaskSpec>,
 }
 
-/// The kernel at `path` for an `arch` guest, read once. Errors name the file; an ELF marked
-/// i386 but 64-bit is read as x86_64, and entries refused are counted, both said at start.
-pub fn load(path: &Path, arch: Arch) -> Result<Loaded, String> {
+/// The kernel at `path` for an `arch` guest, read once, and where its tasks are (`tasks`).
+/// Errors name the file; an ELF marked i386 but 64-bit is read as x86_64, and entries refused
+/// are counted, both said at start.
+pub fn load(path: &Path, arch: Arch, tasks: Tasks) -> Result<Loaded, String> {
     let image = open(path, &Options::default()).map_err(|e| format!("elf={e}"))?;
     let os = kernel_os_of_image(&image);
+    let tasks = crate::tasks::find(tasks, &image, os, arch, path)?;
     if !image.is_elf() {
         return Ok(Loaded {
             os,
+            tasks,
             ..Loaded::default()
         });
     }
@@ -48,6 +55,7 @@ pub fn load(path: &Path, arch: Arch) -> Result<Loaded, String> {
         tables: k.tables.map(Arc::new),
         refusals: k.stats.refusals(),
         os,
+        tasks,
     })
 }
 
@@ -139,12 +147,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let junk = dir.join("junk");
         std::fs::write(&junk, b"not a kernel at all").unwrap();
-        let err = load(&junk, Arch::X86_64).unwrap_err();
+        let err = load(&junk, Arch::X86_64, Tasks::Auto).unwrap_err();
         assert!(
             err.starts_with(&format!("elf={}: ", junk.display())),
             "{err}"
         );
-        let err = load(&dir.join("missing"), Arch::X86_64).unwrap_err();
+        let err = load(&dir.join("missing"), Arch::X86_64, Tasks::Auto).unwrap_err();
         assert!(err.contains("missing: cannot read"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -156,12 +164,12 @@ mod tests {
             eprintln!("skipped: no {}", root.display());
             return;
         }
-        let t = load(&root, Arch::X86_64).unwrap();
+        let t = load(&root, Arch::X86_64, Tasks::Auto).unwrap();
         assert!(t.tables.unwrap().orc.is_some());
         // Debian's ORC entries are all in its text, none at one address twice.
         assert_eq!(t.refusals, None);
         assert_eq!(t.os, KernelOs::Linux);
-        let err = load(&root, Arch::Aarch64).unwrap_err();
+        let err = load(&root, Arch::Aarch64, Tasks::Off).unwrap_err();
         assert!(
             err.contains("a kernel for x86_64, and the guest is aarch64"),
             "{err}"

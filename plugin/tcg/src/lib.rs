@@ -46,6 +46,7 @@ pub mod qemu_args;
 pub mod sample_costs;
 pub mod summary;
 pub mod target;
+pub mod tasks;
 pub mod trigger;
 pub mod window_fn;
 
@@ -136,6 +137,8 @@ struct Plugin {
     table_refusals: Option<String>,
     /// `elf=`: which kernel it is, for Linux's layouts in the walks (unknown without it).
     kernel_os: KernelOs,
+    /// `tasks=`: where the guest's tasks are, when samples name theirs.
+    tasks: Option<kern_profile_sampler::task::TaskSpec>,
     /// QEMU runs with `-icount`: `trigger=interrupt` samples the interrupted instruction as
     /// it is (see [`vcpu::at_interrupt`]).
     icount: bool,
@@ -278,7 +281,7 @@ unsafe fn install(
         VERSION_2
     };
     let loaded = match &cfg.kernel {
-        Some(path) => kernel_tables::load(path, arch)?,
+        Some(path) => kernel_tables::load(path, arch, cfg.tasks)?,
         None => kernel_tables::Loaded::default(),
     };
     let loaded = kernel_tables::add_user(loaded, &cfg.user, arch)?;
@@ -287,6 +290,7 @@ unsafe fn install(
     let mut plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
     (plugin.tables, plugin.table_refusals) = (loaded.tables, loaded.refusals);
     plugin.kernel_os = loaded.os;
+    plugin.tasks = loaded.tasks;
     plugin.icount = qemu_args::counts_instructions(&cmdline);
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
@@ -408,6 +412,7 @@ impl Plugin {
             tables: None,
             table_refusals: None,
             kernel_os: KernelOs::Unknown,
+            tasks: None,
             icount: false,
         })
     }

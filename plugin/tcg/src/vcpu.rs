@@ -14,6 +14,7 @@ use kern_profile_sampler::alloc_hooks::{Hook, HookSet, Moment, VcpuHooks};
 use kern_profile_sampler::batch::SampleBuffer;
 use kern_profile_sampler::capture::{record_extras, Capture, Reg, RegisterReader, SampleSite};
 use kern_profile_sampler::code_sampler::CodeSampler;
+use kern_profile_sampler::task::TaskReader;
 
 use kern_profile_unwind::EntryState;
 
@@ -44,6 +45,8 @@ pub struct Vcpu {
     pub block: Vec<u64>,
     /// `delay=`: what each sample cost in the plugin, by mode.
     pub costs: crate::sample_costs::SampleCosts,
+    /// `tasks=`: the task each sample ran in.
+    pub tasks: Option<TaskReader>,
 }
 
 impl Vcpu {
@@ -65,6 +68,7 @@ impl Vcpu {
             waits: InterruptWaits::default(),
             block: Vec::new(),
             costs: Default::default(),
+            tasks: None,
         }
     }
 
@@ -217,6 +221,7 @@ pub fn vcpu_init(idx: u32) {
         crate::alloc::vcpu_init(a, idx, &mut v);
         warn_missing_registers(&v.machine, &named, idx);
     }
+    v.tasks = p.tasks.map(|spec| TaskReader::new(spec, p.arch));
     v.buffer = SampleBuffer::new(p.writer.fresh_buffer());
     v.trigger = Trigger::new(p.cfg.sampling, p.now_ns());
     if let Some(t) = &p.timed {
@@ -456,6 +461,7 @@ fn take_sample(
         capture,
         buffer,
         code,
+        tasks,
         ..
     } = v;
     let (rec, extras) = match machine {
@@ -483,6 +489,21 @@ fn take_sample(
                 |addr, out| mem.read_memory(addr, out),
                 |c| buffer.push_code(width, c),
             );
+            if let Some(t) = tasks {
+                let start = buffer.is_empty();
+                let read = |addr, out: &mut [u8]| mem.read_memory(addr, out);
+                if let Some(task) = t.read(
+                    rec.pc,
+                    rec.user,
+                    site.time_ns,
+                    site.vcpu,
+                    start,
+                    &mut m.regs,
+                    read,
+                ) {
+                    buffer.push_task(&task);
+                }
+            }
             (rec, extras)
         }
         None => (

@@ -52,6 +52,7 @@ const FACTS: Facts = Facts {
         saved_state_high: &["SPSR_EL2", "spsr_el2"],
         other_stack_pointer: &["SP_EL0", "sp_el0"],
         trap_pc: &["ELR_EL1", "elr_el1"],
+        task_base: &["SP_EL0", "sp_el0"],
         ..RegisterNames::NONE
     },
     mode_in_page_table_base: false,

@@ -41,6 +41,8 @@ const FACTS: Facts = Facts {
         saved_state_high: &["mstatus"],
         trap_pc: &["sepc"],
         scratch: &["sscratch"],
+        task_base: &["tp", "x4"],
+        task_base_user: &["sscratch"],
         ..RegisterNames::NONE
     },
     mode_in_page_table_base: true,

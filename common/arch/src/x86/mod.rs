@@ -31,6 +31,7 @@ pub const I386: X86 = X86 {
         register_names: RegisterNames {
             stack_pointer: &["esp"],
             frame_pointer: &["ebp"],
+            task_base: &["fs_base"],
             ..SHARED_NAMES
         },
         mode_in_page_table_base: false,

@@ -26,6 +26,8 @@ pub const X86_64: X86 = X86 {
             stack_pointer: &["rsp"],
             frame_pointer: &["rbp"],
             mode_extended: &["efer"],
+            task_base: &["gs_base"],
+            task_base_user: &["k_gs_base"],
             ..x86::SHARED_NAMES
         },
         mode_in_page_table_base: false,

@@ -1,0 +1,242 @@
+//! `tasks=`: which guest task a sample ran in, read from the guest's memory at each sample:
+//! the current-task pointer (a register, or a per-CPU slot a register points to), then the
+//! task's ids and names at offsets found once at start (Linux: its BTF and kallsyms). A vCPU
+//! writes a task record (format kind 9) only when its task changes, and at the start of each
+//! batch, so that a batch the writer drops loses no task change for the batches after it.
+
+use kern_profile_format::{Arch, TaskIdentity, TaskRecord, TaskUnknown, TASK_NAME_LEN};
+
+use crate::capture::{Reg, RegisterReader};
+
+/// Linux's `PF_KTHREAD` in `task_struct.flags` (unchanged since 2.6.26).
+pub const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// Where a kernel keeps its current task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Current {
+    /// A register holds the task pointer in kernel mode ([`Reg::TaskBase`]: aarch64
+    /// `SP_EL0`, riscv64 `tp`), another in user mode where the architecture has one
+    /// ([`Reg::TaskBaseUser`]: riscv64 `sscratch`).
+    InRegister,
+    /// The pointer is at this offset from a per-CPU base register ([`Reg::TaskBase`] in kernel
+    /// mode, [`Reg::TaskBaseUser`] in user mode: x86_64 `gs_base`, `k_gs_base`).
+    PerCpu { offset: u64 },
+}
+
+/// How to read a task: where the current one is and its fields' offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskSpec {
+    pub current: Current,
+    /// Byte offsets in the task structure: thread id, process id (Linux `pid`, `tgid`,
+    /// 4 bytes each), name (`comm`), group leader (a pointer), flags (4 bytes).
+    pub tid: u32,
+    pub pid: u32,
+    pub name: u32,
+    /// The name's length in bytes (at most [`TASK_NAME_LEN`] are read).
+    pub name_len: u32,
+    pub leader: u32,
+    pub flags: u32,
+    /// The bit of `flags` that marks a kernel thread.
+    pub kernel_thread_flag: u32,
+}
+
+/// What identifies a task between samples: a record is written when this changes.
+type Seen = Result<(u64, u32, u32, [u8; TASK_NAME_LEN]), TaskUnknown>;
+
+/// One vCPU's task reading: the spec and the task last recorded.
+#[derive(Debug, Clone)]
+pub struct TaskReader {
+    spec: TaskSpec,
+    width: usize,
+    kernel_start: u64,
+    last: Option<(Seen, TaskRecord)>,
+}
+
+impl TaskReader {
+    pub fn new(spec: TaskSpec, arch: Arch) -> Self {
+        TaskReader {
+            spec,
+            width: arch.ptr_width() as usize,
+            kernel_start: kern_profile_arch::guest(arch).kernel_start(),
+            last: None,
+        }
+    }
+
+    /// Reads the vCPU's current task at a sample at `pc` (`user`: of user mode) taken at
+    /// `time_ns`.
+    /// Returns the record to write before the sample: when the task changed, or when
+    /// `batch_start` (the vCPU's batch is empty: each batch restates its task).
+    #[allow(clippy::too_many_arguments)]
+    pub fn read(
+        &mut self,
+        pc: u64,
+        user: bool,
+        time_ns: u64,
+        vcpu: u32,
+        batch_start: bool,
+        regs: &mut impl RegisterReader,
+        mut mem: impl FnMut(u64, &mut [u8]) -> bool,
+    ) -> Option<TaskRecord> {
+        let seen = match !user && pc < self.kernel_start {
+            true => Err(TaskUnknown::Boot),
+            false => self.identify(user, regs, &mut mem),
+        };
+        if let Some((last, rec)) = &self.last {
+            if *last == seen {
+                return batch_start.then_some(*rec);
+            }
+        }
+        let task = match seen {
+            Ok((address, tid, pid, thread_name)) => {
+                self.describe(address, tid, pid, thread_name, &mut mem)
+            }
+            Err(why) => Err(why),
+        };
+        let rec = TaskRecord {
+            vcpu,
+            time_ns,
+            task,
+        };
+        self.last = Some((seen, rec));
+        Some(rec)
+    }
+
+    /// The current task's address, ids and name: what tells one task from another.
+    fn identify(
+        &self,
+        user: bool,
+        regs: &mut impl RegisterReader,
+        mem: &mut impl FnMut(u64, &mut [u8]) -> bool,
+    ) -> Seen {
+        let s = &self.spec;
+        let task = match s.current {
+            Current::InRegister => {
+                let reg = if user {
+                    Reg::TaskBaseUser
+                } else {
+                    Reg::TaskBase
+                };
+                regs.read(reg).ok_or(TaskUnknown::NoRegister)?
+            }
+            Current::PerCpu { offset } => {
+                let base = self.per_cpu_base(user, regs)?;
+                self.word(base.wrapping_add(offset), mem)
+                    .ok_or(TaskUnknown::Unreadable)?
+            }
+        };
+        if task < self.kernel_start || task % self.width as u64 != 0 {
+            return Err(TaskUnknown::BadPointer);
+        }
+        let (tid, pid) = self.ids(task, mem).ok_or(TaskUnknown::Unreadable)?;
+        let name = self.name(task, mem)?;
+        Ok((task, tid, pid, name))
+    }
+
+    /// The per-CPU base: the mode's register, or the other one when only it holds a kernel
+    /// address (an entry stub samples before its `swapgs`, or after the one of its exit).
+    fn per_cpu_base(&self, user: bool, regs: &mut impl RegisterReader) -> Result<u64, TaskUnknown> {
+        let (first, second) = match user {
+            false => (Reg::TaskBase, Reg::TaskBaseUser),
+            true => (Reg::TaskBaseUser, Reg::TaskBase),
+        };
+        let kernel = |v: &u64| *v >= self.kernel_start;
+        match regs.read(first) {
+            Some(b) if kernel(&b) => Ok(b),
+            got => match regs.read(second) {
+                Some(b) if kernel(&b) => Ok(b),
+                other => match got.or(other) {
+                    Some(_) => Err(TaskUnknown::BadPointer),
+                    None => Err(TaskUnknown::NoRegister),
+                },
+            },
+        }
+    }
+
+    /// The thread and process ids, in one read where they are neighbours (Linux's are).
+    fn ids(&self, task: u64, mem: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Option<(u32, u32)> {
+        let s = &self.spec;
+        if s.pid == s.tid.wrapping_add(4) {
+            let mut b = [0u8; 8];
+            mem(task.wrapping_add(s.tid as u64), &mut b).then_some(())?;
+            let [a, b] = [&b[..4], &b[4..]].map(|x| u32::from_le_bytes(x.try_into().unwrap()));
+            return Some((a, b));
+        }
+        Some((
+            self.u32_at(task, s.tid, mem)?,
+            self.u32_at(task, s.pid, mem)?,
+        ))
+    }
+
+    /// The name at `task`: printable bytes up to a NUL; all of its bytes without one.
+    fn name(
+        &self,
+        task: u64,
+        mem: &mut impl FnMut(u64, &mut [u8]) -> bool,
+    ) -> Result<[u8; TASK_NAME_LEN], TaskUnknown> {
+        let len = (self.spec.name_len as usize).clamp(1, TASK_NAME_LEN);
+        let mut name = [0u8; TASK_NAME_LEN];
+        if !mem(task.wrapping_add(self.spec.name as u64), &mut name[..len]) {
+            return Err(TaskUnknown::Unreadable);
+        }
+        let end = name.iter().position(|&b| b == 0);
+        let printable = name[..end.unwrap_or(len)]
+            .iter()
+            .all(|&b| (0x20..0x7f).contains(&b) || b >= 0x80);
+        match (end, printable) {
+            (Some(_), true) => Ok(name),
+            _ => Err(TaskUnknown::BadName),
+        }
+    }
+
+    /// The whole identity of a task first seen: its flags and its process's name.
+    fn describe(
+        &self,
+        address: u64,
+        tid: u32,
+        pid: u32,
+        thread_name: [u8; TASK_NAME_LEN],
+        mem: &mut impl FnMut(u64, &mut [u8]) -> bool,
+    ) -> Result<TaskIdentity, TaskUnknown> {
+        let s = &self.spec;
+        let flags = self
+            .u32_at(address, s.flags, mem)
+            .ok_or(TaskUnknown::Unreadable)?;
+        let process_name = if tid == pid {
+            thread_name
+        } else {
+            let leader = self
+                .word(address.wrapping_add(s.leader as u64), mem)
+                .ok_or(TaskUnknown::Unreadable)?;
+            if leader < self.kernel_start {
+                return Err(TaskUnknown::BadPointer);
+            }
+            self.name(leader, mem)?
+        };
+        Ok(TaskIdentity {
+            address,
+            tid,
+            pid,
+            kernel_thread: flags & s.kernel_thread_flag != 0,
+            thread_name,
+            process_name,
+        })
+    }
+
+    fn u32_at(
+        &self,
+        task: u64,
+        offset: u32,
+        mem: &mut impl FnMut(u64, &mut [u8]) -> bool,
+    ) -> Option<u32> {
+        let mut b = [0u8; 4];
+        mem(task.wrapping_add(offset as u64), &mut b).then_some(u32::from_le_bytes(b))
+    }
+
+    fn word(&self, addr: u64, mem: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Option<u64> {
+        let mut b = [0u8; 8];
+        mem(addr, &mut b[..self.width]).then_some(u64::from_le_bytes(b))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,234 @@
+//! The task reader on fake guest memory: x86_64's per-CPU slot through either GS base, a
+//! register-held task, changes and restatements, and what bad memory gives.
+
+use std::collections::HashMap;
+
+use super::*;
+
+const GS: u64 = 0xffff_8880_7fc0_0000;
+const SLOT: u64 = 0x1fb80;
+const TASK: u64 = 0xffff_8880_0300_0000;
+const LEADER: u64 = 0xffff_8880_0400_0000;
+
+fn spec(current: Current) -> TaskSpec {
+    TaskSpec {
+        current,
+        tid: 0x5c8,
+        pid: 0x5cc,
+        name: 0x7a0,
+        name_len: 16,
+        leader: 0x5e8,
+        flags: 0x2c,
+        kernel_thread_flag: PF_KTHREAD,
+    }
+}
+
+#[derive(Default)]
+struct Regs(HashMap<Reg, u64>);
+
+impl RegisterReader for Regs {
+    fn read(&mut self, reg: Reg) -> Option<u64> {
+        self.0.get(&reg).copied()
+    }
+}
+
+/// Guest memory, byte by byte; a read of any byte not there fails.
+#[derive(Default, Clone)]
+struct Mem(HashMap<u64, u8>);
+
+impl Mem {
+    fn put(&mut self, addr: u64, bytes: &[u8]) {
+        for (i, b) in bytes.iter().enumerate() {
+            self.0.insert(addr + i as u64, *b);
+        }
+    }
+
+    fn task(&mut self, at: u64, tid: u32, pid: u32, name: &[u8], flags: u32, leader: u64) {
+        let s = spec(Current::InRegister);
+        self.put(at + s.tid as u64, &tid.to_le_bytes());
+        self.put(at + s.pid as u64, &pid.to_le_bytes());
+        let mut n = [0u8; 16];
+        n[..name.len()].copy_from_slice(name);
+        self.put(at + s.name as u64, &n);
+        self.put(at + s.flags as u64, &flags.to_le_bytes());
+        self.put(at + s.leader as u64, &leader.to_le_bytes());
+    }
+
+    fn read(&self, addr: u64, out: &mut [u8]) -> bool {
+        for (i, o) in out.iter_mut().enumerate() {
+            match self.0.get(&(addr + i as u64)) {
+                Some(b) => *o = *b,
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+fn x86_64() -> (TaskReader, Regs, Mem) {
+    let mut mem = Mem::default();
+    mem.put(GS + SLOT, &TASK.to_le_bytes());
+    mem.task(TASK, 71, 70, b"worker", 0, LEADER);
+    mem.task(LEADER, 70, 70, b"gzip", 0, LEADER);
+    let mut regs = Regs::default();
+    regs.0.insert(Reg::TaskBase, GS);
+    regs.0.insert(Reg::TaskBaseUser, 0x7f00_1234_0000);
+    let reader = TaskReader::new(spec(Current::PerCpu { offset: SLOT }), Arch::X86_64);
+    (reader, regs, mem)
+}
+
+fn read(
+    r: &mut TaskReader,
+    user: bool,
+    start: bool,
+    regs: &mut Regs,
+    mem: &Mem,
+) -> Option<TaskRecord> {
+    let pc = if user {
+        0x40_1000
+    } else {
+        0xffff_ffff_8100_0000
+    };
+    r.read(pc, user, 5, 1, start, regs, |a, o| mem.read(a, o))
+}
+
+#[test]
+fn a_thread_is_named_with_its_process_and_written_once() {
+    let (mut r, mut regs, mem) = x86_64();
+    let rec = read(&mut r, false, true, &mut regs, &mem).expect("first sight");
+    let t = rec.task.expect("known");
+    assert_eq!(
+        (t.address, t.tid, t.pid, t.kernel_thread),
+        (TASK, 71, 70, false)
+    );
+    assert_eq!(
+        (t.thread().as_str(), t.process().as_str()),
+        ("worker", "gzip")
+    );
+    assert_eq!(rec.vcpu, 1);
+    assert_eq!(read(&mut r, false, false, &mut regs, &mem), None);
+    // A new batch restates it.
+    assert_eq!(read(&mut r, false, true, &mut regs, &mem), Some(rec));
+}
+
+#[test]
+fn user_mode_reads_the_swapped_gs_base_and_entry_stubs_the_kernel_one() {
+    let (mut r, mut regs, mem) = x86_64();
+    // In user mode the kernel's base is in k_gs_base.
+    regs.0.insert(Reg::TaskBase, 0);
+    regs.0.insert(Reg::TaskBaseUser, GS);
+    let t = read(&mut r, true, true, &mut regs, &mem).unwrap().task;
+    assert_eq!(t.unwrap().tid, 71);
+    // In kernel mode before swapgs: gs_base is still the user's, k_gs_base the kernel's.
+    let (mut r, mut regs, mem) = x86_64();
+    regs.0.insert(Reg::TaskBase, 0x7f00_1234_0000);
+    regs.0.insert(Reg::TaskBaseUser, GS);
+    assert_eq!(
+        read(&mut r, false, true, &mut regs, &mem)
+            .unwrap()
+            .task
+            .unwrap()
+            .tid,
+        71
+    );
+}
+
+#[test]
+fn a_change_of_task_or_of_name_writes_a_record() {
+    let (mut r, mut regs, mut mem) = x86_64();
+    read(&mut r, false, true, &mut regs, &mem).unwrap();
+    // exec: the same task renames itself.
+    mem.task(TASK, 71, 70, b"gunzip", 0, LEADER);
+    let t = read(&mut r, false, false, &mut regs, &mem)
+        .unwrap()
+        .task
+        .unwrap();
+    assert_eq!(t.thread(), "gunzip");
+    // Another task: a kernel thread, its own leader.
+    const KT: u64 = 0xffff_8880_0500_0000;
+    mem.task(KT, 12, 12, b"kworker/0:1", PF_KTHREAD, KT);
+    mem.put(GS + SLOT, &KT.to_le_bytes());
+    let t = read(&mut r, false, false, &mut regs, &mem)
+        .unwrap()
+        .task
+        .unwrap();
+    assert!(t.kernel_thread);
+    assert_eq!((t.pid, t.process().as_str()), (12, "kworker/0:1"));
+}
+
+#[test]
+fn a_register_held_task_needs_no_memory_for_its_pointer() {
+    let mut mem = Mem::default();
+    mem.task(TASK, 9, 9, b"sh", 0, TASK);
+    let mut regs = Regs::default();
+    regs.0.insert(Reg::TaskBase, TASK);
+    let mut r = TaskReader::new(spec(Current::InRegister), Arch::Aarch64);
+    let t = read(&mut r, false, true, &mut regs, &mem)
+        .unwrap()
+        .task
+        .unwrap();
+    assert_eq!((t.tid, t.thread().as_str()), (9, "sh"));
+    // aarch64 has no user-mode register for it: unknown, said once.
+    let rec = read(&mut r, true, false, &mut regs, &mem).unwrap();
+    assert_eq!(rec.task, Err(TaskUnknown::NoRegister));
+    assert_eq!(read(&mut r, true, false, &mut regs, &mem), None);
+}
+
+#[test]
+fn bad_pointers_unreadable_tasks_and_names_without_terminator_are_unknown() {
+    let (mut r, mut regs, mut mem) = x86_64();
+    // The slot holds a user address.
+    mem.put(GS + SLOT, &0x4000u64.to_le_bytes());
+    assert_eq!(
+        read(&mut r, false, true, &mut regs, &mem).unwrap().task,
+        Err(TaskUnknown::BadPointer)
+    );
+    // A kernel address with nothing there.
+    mem.put(GS + SLOT, &0xffff_8880_0600_0000u64.to_le_bytes());
+    assert_eq!(
+        read(&mut r, false, false, &mut regs, &mem).unwrap().task,
+        Err(TaskUnknown::Unreadable)
+    );
+    // Sixteen letters, no NUL; then control bytes.
+    mem.put(GS + SLOT, &TASK.to_le_bytes());
+    mem.put(TASK + 0x7a0, b"abcdefghijklmnop");
+    assert_eq!(
+        read(&mut r, false, false, &mut regs, &mem).unwrap().task,
+        Err(TaskUnknown::BadName)
+    );
+    mem.put(TASK + 0x7a0, b"a\x01b\0\0\0\0\0\0\0\0\0\0\0\0\0");
+    assert_eq!(read(&mut r, false, false, &mut regs, &mem), None);
+    // No GS base at all.
+    let mut none = Regs::default();
+    assert_eq!(
+        read(&mut r, false, false, &mut none, &mem).unwrap().task,
+        Err(TaskUnknown::NoRegister)
+    );
+}
+
+#[test]
+fn kernel_mode_below_the_kernel_is_a_boot_stage() {
+    let (mut r, mut regs, mem) = x86_64();
+    let rec = r.read(0x400_0000, false, 5, 0, true, &mut regs, |a, o| {
+        mem.read(a, o)
+    });
+    assert_eq!(rec.unwrap().task, Err(TaskUnknown::Boot));
+    assert_eq!(
+        read(&mut r, false, false, &mut regs, &mem)
+            .unwrap()
+            .task
+            .unwrap()
+            .tid,
+        71
+    );
+}
+
+#[test]
+fn a_thread_whose_leader_is_gone_is_unknown_not_misnamed() {
+    let (mut r, mut regs, mut mem) = x86_64();
+    mem.put(TASK + 0x5e8, &0u64.to_le_bytes());
+    assert_eq!(
+        read(&mut r, false, true, &mut regs, &mem).unwrap().task,
+        Err(TaskUnknown::BadPointer)
+    );
+}

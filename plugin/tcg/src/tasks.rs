@@ -1,0 +1,85 @@
+//! `tasks=`: where the guest's tasks are, found once at start from `elf=` (Linux: the
+//! `task_struct` offsets in its BTF, the per-CPU `current_task` in its kallsyms), and the line
+//! the plugin prints about it.
+
+use std::path::Path;
+
+use kern_profile_format::Arch;
+use kern_profile_linux_image::{KernelImage, TaskLayout};
+use kern_profile_sampler::task::{Current, TaskSpec, PF_KTHREAD};
+use kern_profile_unwind::KernelOs;
+
+use crate::config::Tasks;
+
+/// The task spec of the kernel in `image` (at `path`), or why there is none, as the line to
+/// print (with `tasks=auto`) or the error that stops QEMU (with `tasks=on`).
+pub fn find(
+    tasks: Tasks,
+    image: &KernelImage,
+    os: KernelOs,
+    arch: Arch,
+    path: &Path,
+) -> Result<Option<TaskSpec>, String> {
+    if tasks == Tasks::Off {
+        return Ok(None);
+    }
+    let found = match os {
+        KernelOs::Linux => image
+            .task_layout()
+            .map_err(|e| e.to_string())
+            .and_then(|l| linux_spec(&l, arch)),
+        _ => Err("not a Linux kernel (other kernels: not yet)".to_string()),
+    };
+    match (found, tasks) {
+        (Ok(spec), _) => {
+            crate::stderr_line(&found_line(path, &spec));
+            Ok(Some(spec))
+        }
+        (Err(why), Tasks::On) => Err(format!("tasks=on: elf={}: {why}", path.display())),
+        (Err(why), _) => {
+            crate::stderr_line(&format!(
+                "kern-profile: elf={}: samples carry no task: {why}",
+                path.display()
+            ));
+            Ok(None)
+        }
+    }
+}
+
+/// Linux's spec from its layout: x86 finds `current` in its per-CPU area, arm64 and
+/// riscv64 in a register.
+fn linux_spec(l: &TaskLayout, arch: Arch) -> Result<TaskSpec, String> {
+    let current = match arch {
+        Arch::X86_64 | Arch::I386 => Current::PerCpu {
+            offset: l
+                .per_cpu_current
+                .ok_or("its symbols give no per-CPU current_task")?,
+        },
+        Arch::Aarch64 | Arch::Riscv64 => Current::InRegister,
+    };
+    Ok(TaskSpec {
+        current,
+        tid: l.pid,
+        pid: l.tgid,
+        name: l.comm,
+        name_len: l.comm_len,
+        leader: l.group_leader,
+        flags: l.flags,
+        kernel_thread_flag: PF_KTHREAD,
+    })
+}
+
+/// The line printed at start when samples will carry their task.
+fn found_line(path: &Path, s: &TaskSpec) -> String {
+    let current = match s.current {
+        Current::PerCpu { offset } => format!("per-CPU current_task at +{offset:#x}"),
+        Current::InRegister => "the current-task register".to_string(),
+    };
+    format!(
+        "kern-profile: elf={}: samples carry their task (task_struct from BTF: pid +{:#x}, tgid +{:#x}, comm +{:#x}; {current})",
+        path.display(),
+        s.tid,
+        s.pid,
+        s.name
+    )
+}
