@@ -127,8 +127,16 @@ impl TaskReader {
         if task < self.kernel_start || task % self.width as u64 != 0 {
             return Err(TaskUnknown::BadPointer);
         }
-        let (tid, pid) = self.ids(task, mem).ok_or(TaskUnknown::Unreadable)?;
         let name = self.name(task, mem)?;
+        // The same task as last time, by its address and name (an exec renames it): its ids
+        // cannot have changed, so one read fewer a sample. A task freed and another made at
+        // its address between two samples, with the same name, would keep the old ids.
+        if let Some((Ok(last), _)) = &self.last {
+            if last.0 == task && last.3 == name {
+                return Ok(*last);
+            }
+        }
+        let (tid, pid) = self.ids(task, mem).ok_or(TaskUnknown::Unreadable)?;
         Ok((task, tid, pid, name))
     }
 
