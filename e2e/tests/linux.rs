@@ -6,9 +6,7 @@
 //! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it these
 //! tests print why and pass, unless `KP_E2E=required`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
+use std::path::Path;
 
 use kern_profile_e2e::*;
 use kern_profile_format::qemu::{discon_qemu_version, version_at_least};
@@ -19,13 +17,6 @@ const DELAY: &str = "delay=10";
 /// The kernel's healthy line when it started every CPU of `-smp 2`.
 const BROUGHT_UP: &str = "smp: Brought up 1 node, 2 CPUs";
 
-/// What a Linux boot left behind.
-struct LinuxRun {
-    raw: PathBuf,
-    kallsyms: PathBuf,
-    console: String,
-}
-
 /// Whether the Linux guest of `arch` was fetched; panics when it is missing and
 /// `KP_E2E=required`, otherwise prints why the test is skipped.
 fn linux_present(arch: &str) -> bool {
@@ -33,29 +24,10 @@ fn linux_present(arch: &str) -> bool {
     linux_guest_present(&dir, &[dir.join("vmlinuz"), dir.join("busybox")])
 }
 
-/// Boots Linux for `arch` through scripts/guests/run-linux.sh, with the plugin when
-/// `plugin_args` is given, and asserts the workload finished and the guest powered off.
+/// Boots Linux for `arch` with the plugin when `plugin_args` is given: see
+/// [`boot_linux_with`].
 fn boot_linux(name: &str, arch: &str, plugin_args: Option<&str>) -> LinuxRun {
-    let dir = scratch(name);
-    let mut c = Command::new("bash");
-    c.arg(root().join("scripts/guests/run-linux.sh"))
-        .args(["--arch", arch, "--timeout", "1200", "--out"])
-        .arg(&dir);
-    if let Some(a) = plugin_args {
-        c.args(["--plugin", a]).env("KP_PLUGIN", plugin());
-    }
-    let out = output_with_timeout(c, Duration::from_secs(1300));
-    let console = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
-    assert!(
-        out.status.success(),
-        "Linux ({arch}, {plugin_args:?}) failed: {}\nconsole:\n{console}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    LinuxRun {
-        raw: dir.join("cpu.raw"),
-        kallsyms: dir.join("kallsyms"),
-        console,
-    }
+    boot_linux_with(name, arch, plugin_args, None)
 }
 
 /// Collapsed stacks of a Linux run, named from its kallsyms.

@@ -1,0 +1,109 @@
+//! Which task ran, on Debian's amd64 Linux: the initramfs's `kp.workload=tasks` runs named
+//! processes on both CPUs that print their own pids ("kp-proc PID NAME"), under the real
+//! plugin with `elf=` the vmlinuz alone (its BTF and kallsyms say where the tasks are). The
+//! text report `--by process` must list each one under its name and pid, the filters must
+//! keep its samples, and samples the plugin could not name must be the bzImage's
+//! decompressor's only.
+//!
+//! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it this test
+//! prints why and passes, unless `KP_E2E=required`.
+
+use kern_profile_e2e::*;
+
+/// The processes the guest printed, as (pid, name).
+fn printed(console: &str) -> Vec<(u32, String)> {
+    console
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("kp-proc "))
+        .filter_map(|rest| {
+            let (pid, name) = rest.split_once(' ')?;
+            Some((pid.parse().ok()?, name.trim().to_string()))
+        })
+        .collect()
+}
+
+/// A `--by process` row: (share %, samples, command, pid).
+fn rows(table: &str) -> Vec<(f64, u64, String, String)> {
+    table
+        .lines()
+        .filter_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            let share = t.first()?.strip_suffix('%')?.parse().ok()?;
+            let samples = t.get(1)?.parse().ok()?;
+            let (pid, command) = t[2..].split_last()?;
+            Some((share, samples, command.join(" "), pid.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn x86_64_samples_name_their_processes() {
+    let dir = root().join("target/linux/x86_64");
+    let vmlinuz = dir.join("vmlinuz");
+    if !linux_guest_present(&dir, &[vmlinuz.clone(), dir.join("busybox")]) {
+        return;
+    }
+    let args = format!("period=100000,elf={}", vmlinuz.display());
+    let run = boot_linux_with(
+        "linux-tasks-x86_64",
+        "x86_64",
+        Some(&args),
+        Some("kp.workload=tasks"),
+    );
+    let procs = printed(&run.console);
+    let names: Vec<&str> = procs.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(names, ["md5sum", "gzip", "sleep"], "{}", run.console);
+
+    let raw = run.raw.to_str().unwrap();
+    let syms = run.kallsyms.to_str().unwrap();
+    let text = kern_profile(&[
+        raw, "--symbols", syms, "-f", "text", "--by", "process", "-o", "-",
+    ]);
+    println!("{text}");
+    let table = rows(&text);
+    let total: u64 = table.iter().map(|r| r.1).sum();
+    assert_eq!(total, census(&run.raw).samples, "every sample has a row");
+    // The two that compute ran long enough to be seen, under their own names and pids.
+    for (pid, name) in procs.iter().filter(|(_, n)| n != "sleep") {
+        let row = table
+            .iter()
+            .find(|r| r.2 == *name && r.3 == pid.to_string())
+            .unwrap_or_else(|| panic!("no row for {name} {pid}:\n{text}"));
+        assert!(row.0 >= 1.0, "{name} {pid}: only {}%:\n{text}", row.0);
+        // The filter keeps exactly the row's samples.
+        let kept = parse_folded(&kern_profile(&[
+            raw,
+            "--symbols",
+            syms,
+            "--process",
+            &pid.to_string(),
+            "-f",
+            "folded",
+            "-o",
+            "-",
+        ]));
+        assert_eq!(kept.iter().map(|(_, n)| n).sum::<u64>(), row.1, "{name}");
+    }
+    // The idle tasks are kernel threads, shown as such.
+    assert!(
+        table.iter().any(|r| r.2.starts_with("[swapper")),
+        "no idle task:\n{text}"
+    );
+    // Unknown tasks: the decompressor's samples, which run before the kernel (and its
+    // tasks) and are named `[boot…]` frames; nothing else.
+    let unknown = table
+        .iter()
+        .find(|r| r.2 == "[task unknown]")
+        .map_or(0, |r| r.1);
+    let boot: u64 = parse_folded(&kern_profile(&[
+        raw, "--symbols", syms, "-f", "folded", "-o", "-",
+    ]))
+    .iter()
+    .filter(|(s, _)| s.first().is_some_and(|f| f.starts_with("[boot")))
+    .map(|(_, n)| n)
+    .sum();
+    assert!(
+        unknown <= boot + total / 1000,
+        "{unknown} samples of unknown tasks, {boot} of them in boot code:\n{text}"
+    );
+}
