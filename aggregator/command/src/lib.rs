@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 // The profile model and the symbols, where this crate's modules and tests name them.
 pub use kern_profile_profile::{
     address_space, boundary, collect, counts, cpu_list, exact, filter, folded, input, options,
-    place, profile, stacks, stuck, timed, unnamed, user_stack, warning,
+    place, profile, stacks, stuck, tasks, timed, unnamed, user_stack, warning,
 };
 pub use kern_profile_render as output;
 pub use kern_profile_symbols as symbolize;

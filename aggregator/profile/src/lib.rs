@@ -22,6 +22,7 @@ pub mod profile;
 pub mod progress;
 pub mod stacks;
 pub mod stuck;
+pub mod tasks;
 pub mod timed;
 pub mod unnamed;
 pub mod user_stack;
