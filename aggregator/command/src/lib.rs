@@ -58,7 +58,7 @@ pub use kern_profile_symbols as symbolize;
 pub use cpu_list::{CpuList, CpuListError};
 pub use folded::Folded;
 pub use kern_profile_profile::ProfileError;
-pub use options::{ModeFilter, Options, OutputFormat};
+pub use options::{ModeFilter, Options, OutputFormat, ReportBy};
 pub use symbolize::{SymbolError, Symbolizer};
 pub use warning::Warning;
 

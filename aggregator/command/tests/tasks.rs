@@ -12,7 +12,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::tiny::*;
-use kern_profile::{Options, OutputFormat, RunReport};
+use kern_profile::{Options, OutputFormat, ReportBy, RunReport};
 use kern_profile_format::{
     encode_sample_v2, encode_stats, CpuMode, Privilege, SampleExtras, TaskIdentity, TaskRecord,
     TaskUnknown, TASK_NAME_LEN, VERSION_2,
@@ -151,5 +151,252 @@ fn the_text_report_says_how_many_samples_have_no_task() {
         without_line.replace("tasks.raw", "plain.raw"),
         plain,
         "the same samples, the same report"
+    );
+}
+
+fn by(by: ReportBy) -> Options {
+    Options {
+        by,
+        ..opts(OutputFormat::Text)
+    }
+}
+
+/// The table of a `--by` report: its lines from the `Overhead` heading to the blank line.
+fn table(text: &str) -> Vec<&str> {
+    text.lines()
+        .skip_while(|l| !l.trim_start().starts_with("Overhead"))
+        .take_while(|l| !l.is_empty())
+        .collect()
+}
+
+#[test]
+fn by_process_and_by_task_count_samples_per_process_and_thread() {
+    let f = fixture("tasks-by");
+    let (text, report) = run(&f.raw, &by(ReportBy::Process));
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert!(text.contains("\nSamples per process (of 20):\n"), "{text}");
+    assert_eq!(
+        table(&text),
+        [
+            "  Overhead  Samples  Command         Pid",
+            "    70.00%       14  gzip             70",
+            "    15.00%        3  [kworker/0:1]    12",
+            "    10.00%        2  [no task]         -",
+            "     5.00%        1  [task unknown]    -",
+        ],
+        "{text}"
+    );
+    // The same header as the function report's.
+    assert!(
+        text.starts_with("# kern-profile CPU profile of tiny.elf"),
+        "{text}"
+    );
+    assert!(text.contains("# tasks: 3 distinct"), "{text}");
+    let (text, _) = run(&f.raw, &by(ReportBy::Task));
+    assert_eq!(
+        table(&text),
+        [
+            "  Overhead  Samples  Command         Tid  Pid",
+            "    50.00%       10  worker           71   70",
+            "    20.00%        4  gzip             70   70",
+            "    15.00%        3  [kworker/0:1]    12   12",
+            "    10.00%        2  [no task]         -    -",
+            "     5.00%        1  [task unknown]    -    -",
+        ],
+        "{text}"
+    );
+    // --top cuts the table.
+    let (text, _) = run(
+        &f.raw,
+        &Options {
+            top: 2,
+            ..by(ReportBy::Task)
+        },
+    );
+    assert_eq!(table(&text).len(), 3, "{text}");
+    assert!(text.contains("the top 2 of 5 rows"), "{text}");
+}
+
+#[test]
+fn asking_for_tasks_of_a_recording_without_them_is_an_error() {
+    let f = fixture("tasks-none");
+    let asks = [
+        (by(ReportBy::Process), "--by process"),
+        (
+            Options {
+                per_task: true,
+                ..opts(OutputFormat::Folded)
+            },
+            "--per-task",
+        ),
+        (
+            Options {
+                tasks: vec!["sh".into()],
+                ..opts(OutputFormat::Svg)
+            },
+            "--task",
+        ),
+    ];
+    for (o, what) in asks {
+        let e = common::runs::cpu(&f.plain, Some(&common::tiny_elf()), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("plain.raw has no task records, which ")
+                && e.contains(what)
+                && e.contains("record with tasks= (Linux guests: elf=vmlinuz)"),
+            "{e}"
+        );
+    }
+    // --by is the text report's.
+    let e = common::runs::cpu(
+        &f.raw,
+        Some(&common::tiny_elf()),
+        &Options {
+            by: ReportBy::Task,
+            ..opts(OutputFormat::Svg)
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--by task|process") && e.contains("-f text"),
+        "{e}"
+    );
+}
+
+fn folded(raw: &std::path::Path, o: Options) -> (Vec<String>, RunReport) {
+    let o = Options {
+        format: OutputFormat::Folded,
+        ..o
+    };
+    let (text, report) = run(raw, &o);
+    (common::sorted_lines(text.as_bytes()), report)
+}
+
+#[test]
+fn task_and_process_filters_keep_their_samples_in_any_format() {
+    let f = fixture("tasks-filters");
+    let total = |lines: &[String]| -> u64 {
+        lines
+            .iter()
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum()
+    };
+    let keep = |tasks: &[&str], processes: &[&str]| Options {
+        tasks: tasks.iter().map(|s| s.to_string()).collect(),
+        processes: processes.iter().map(|s| s.to_string()).collect(),
+        ..Options::default()
+    };
+    // A name or an id, exactly.
+    let (worker, report) = folded(&f.raw, keep(&["worker"], &[]));
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(
+        worker,
+        [
+            "_start;kernel::work;middle;leaf 4",
+            "_start;kernel::work;middle;leaf;square_[i] 6"
+        ]
+    );
+    assert_eq!(folded(&f.raw, keep(&["71"], &[])).0, worker);
+    assert_eq!(total(&folded(&f.raw, keep(&[], &["gzip"])).0), 14);
+    assert_eq!(total(&folded(&f.raw, keep(&[], &["70"])).0), 14);
+    assert_eq!(total(&folded(&f.raw, keep(&["gzip", "12"], &[])).0), 7);
+    // Both options: both hold.
+    assert_eq!(folded(&f.raw, keep(&["worker"], &["gzip"])).0, worker);
+    assert!(folded(&f.raw, keep(&["worker"], &["12"])).0.is_empty());
+    // A value that matches nothing is a warning naming it; the others still keep theirs.
+    let (lines, report) = folded(&f.raw, keep(&["work", "worker"], &[]));
+    assert_eq!(lines, worker);
+    assert_eq!(
+        common::joined(&report.warnings),
+        "--task work matches no task of the recording (no thread has that name or id)"
+    );
+    let (_, report) = folded(&f.raw, keep(&[], &["99"]));
+    assert_eq!(
+        common::joined(&report.warnings),
+        "--process 99 matches no task of the recording (no process has that name or id)"
+    );
+    // The text report's header counts what the filters kept.
+    let (text, _) = run(
+        &f.raw,
+        &Options {
+            format: OutputFormat::Text,
+            ..keep(&[], &["gzip"])
+        },
+    );
+    assert!(text.contains("# samples: 20 read, 14 kept"), "{text}");
+}
+
+#[test]
+fn per_task_and_per_process_roots() {
+    let f = fixture("tasks-roots");
+    let (lines, _) = folded(
+        &f.raw,
+        Options {
+            per_task: true,
+            ..Options::default()
+        },
+    );
+    assert_eq!(
+        lines,
+        [
+            "[no task];_start 2",
+            "[task gzip 70];_start;kernel::work;middle 4",
+            "[task kworker/0:1 12];_start 3",
+            "[task unknown];_start;kernel::work;middle;leaf 1",
+            "[task worker 71];_start;kernel::work;middle;leaf 4",
+            "[task worker 71];_start;kernel::work;middle;leaf;square_[i] 6",
+        ]
+    );
+    // --per-process: a sample with a task under its process, the others under their
+    // address space as before; with --per-task, threads under their process.
+    let (lines, _) = folded(
+        &f.raw,
+        Options {
+            per_process: true,
+            per_task: true,
+            ..Options::default()
+        },
+    );
+    assert_eq!(
+        lines,
+        [
+            "[as cr3 0x10f000];[no task];_start 2",
+            "[process gzip 70];[task gzip 70];_start;kernel::work;middle 4",
+            "[process gzip 70];[task worker 71];_start;kernel::work;middle;leaf 4",
+            "[process gzip 70];[task worker 71];_start;kernel::work;middle;leaf;square_[i] 6",
+            "[process kworker/0:1 12];[task kworker/0:1 12];_start 3",
+            "[task unknown];[task unknown];_start;kernel::work;middle;leaf 1",
+        ]
+    );
+    // Without task records, --per-process is what it was.
+    let (plain, _) = folded(
+        &f.plain,
+        Options {
+            per_process: true,
+            ..Options::default()
+        },
+    );
+    assert!(
+        plain.iter().all(|l| l.starts_with("[as cr3 0x10f000];")),
+        "{plain:?}"
+    );
+    // --focus judges the frames below the roots.
+    let (lines, _) = folded(
+        &f.raw,
+        Options {
+            per_task: true,
+            focus: Some("leaf".into()),
+            ..Options::default()
+        },
+    );
+    assert_eq!(
+        lines,
+        [
+            "[task unknown];leaf 1",
+            "[task worker 71];leaf 4",
+            "[task worker 71];leaf;square_[i] 6",
+        ]
     );
 }

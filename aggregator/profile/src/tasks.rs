@@ -39,10 +39,14 @@ pub enum TaskOf<'a> {
 impl<'a> TaskOf<'a> {
     /// The task of `t`.
     pub fn of(t: Option<SampleTask<'a>>) -> Self {
-        match t.map(|t| t.state) {
-            None => TaskOf::None,
-            Some(Err(why)) => TaskOf::Unknown(*why),
-            Some(Ok(task)) => TaskOf::Known(task),
+        t.map_or(TaskOf::None, |t| TaskOf::of_state(t.state))
+    }
+
+    /// What a task record said.
+    pub fn of_state(state: &'a TaskState) -> Self {
+        match state {
+            Err(why) => TaskOf::Unknown(*why),
+            Ok(task) => TaskOf::Known(task),
         }
     }
 

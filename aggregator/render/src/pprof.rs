@@ -131,7 +131,7 @@ fn sampled_profile(run: &mut Run<'_>, profile: &CpuProfile) -> (Profile, String)
     let (rules, per_cpu) = (&run.filter.names, run.filter.per_cpu);
     let mut named = Vec::new();
     {
-        let mut namer = StackNamer::new(run.sym, plain).with_spaces(profile.spaces.clone());
+        let mut namer = StackNamer::new(run.sym, plain).of_profile(profile);
         let mut frames = Vec::new();
         profile.counts.for_each(|key, n| {
             let user = namer.name_key_spaces(key, &mut frames);
@@ -159,7 +159,7 @@ fn sampled_profile(run: &mut Run<'_>, profile: &CpuProfile) -> (Profile, String)
         let overlap = namer.overlap_warning();
         run.warnings.extend(overlap);
     }
-    let mut namer = StackNamer::new(run.sym, lined).with_spaces(profile.spaces.clone());
+    let mut namer = StackNamer::new(run.sym, lined).of_profile(profile);
     let mut images = Images::new(namer.symbolizer(), &run.kernel);
     let mut stacks = Stacks::new();
     let mut decorated = Vec::new();
