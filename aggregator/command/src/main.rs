@@ -42,6 +42,9 @@ Examples:
   kern-profile raw-data kernel.elf --user init.elf,sh.elf -f text
       user-mode samples named from the user programs' ELFs, under `[user] init.elf` etc.,
       and the kernel/user split in the header
+  kern-profile raw-data vmlinux -f text --by process
+      samples per guest process, like perf report --sort comm,pid (recorded with tasks=);
+      --by task per thread; --process NAME|PID and --task NAME|TID keep theirs, any -f
   kern-profile raw-data --symbols System.map
       no ELF at hand: names from nm output, System.map or /proc/kallsyms
   kern-profile raw-data vmlinux --symbols boot.map,arch/x86/boot/compressed/vmlinux

@@ -400,3 +400,103 @@ fn per_task_and_per_process_roots() {
         ]
     );
 }
+
+#[test]
+fn pprof_samples_carry_their_tasks_labels() {
+    use kern_profile::output::pprof_proto::decode;
+    let f = fixture("tasks-pprof");
+    let (out, _) = common::runs::cpu(
+        &f.raw,
+        Some(&common::tiny_elf()),
+        &opts(OutputFormat::Pprof),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let p = decode(&out, 1 << 20).unwrap();
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    // Samples per (pid, tid, comm, process), or "-" without labels.
+    let mut per: std::collections::BTreeMap<String, i64> = Default::default();
+    for smp in &p.sample {
+        let labels: Vec<String> = smp
+            .label
+            .iter()
+            .map(|l| match l.str {
+                0 => format!("{}={}", s(l.key), l.num),
+                v => format!("{}={}", s(l.key), s(v)),
+            })
+            .collect();
+        let k = if labels.is_empty() {
+            "-".to_string()
+        } else {
+            labels.join(" ")
+        };
+        *per.entry(k).or_insert(0) += smp.value[0];
+    }
+    let want: std::collections::BTreeMap<String, i64> = [
+        ("-", 3),
+        ("pid=12 tid=12 comm=kworker/0:1 process=kworker/0:1", 3),
+        ("pid=70 tid=70 comm=gzip process=gzip", 4),
+        ("pid=70 tid=71 comm=worker process=gzip", 10),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n))
+    .collect();
+    assert_eq!(per, want);
+    // Without task records, no label and none of their strings.
+    let (out, _) = common::runs::cpu(
+        &f.plain,
+        Some(&common::tiny_elf()),
+        &opts(OutputFormat::Pprof),
+    )
+    .unwrap();
+    let p = decode(&out, 1 << 20).unwrap();
+    assert!(p.sample.iter().all(|s| s.label.is_empty()));
+    assert!(!p.string_table.iter().any(|s| s == "pid" || s == "comm"));
+}
+
+#[test]
+fn the_command_line_takes_the_task_options() {
+    let f = fixture("tasks-cli");
+    let dir = f.raw.parent().unwrap();
+    std::fs::copy(common::tiny_elf(), dir.join("kernel.elf")).unwrap();
+    let o = common::kp(
+        dir,
+        &[
+            "tasks.raw",
+            "kernel.elf",
+            "-f",
+            "text",
+            "--by",
+            "process",
+            "--process",
+            "gzip,12",
+            "--task",
+            "worker",
+            "--task",
+            "12",
+        ],
+    );
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(
+        table(&text),
+        [
+            "  Overhead  Samples  Command        Pid",
+            "    76.92%       10  gzip            70",
+            "    23.08%        3  [kworker/0:1]   12",
+        ],
+        "{text}"
+    );
+    let o = common::kp(
+        dir,
+        &["plain.raw", "kernel.elf", "-f", "text", "--by", "task"],
+    );
+    assert!(!o.status.success());
+    assert!(
+        common::stderr(&o).contains("plain.raw has no task records, which --by task needs"),
+        "{}",
+        common::stderr(&o)
+    );
+    let o = common::kp(dir, &["tasks.raw", "kernel.elf", "--by", "nope"]);
+    assert!(!o.status.success());
+    assert!(common::stderr(&o).contains("[possible values: function, task, process]"));
+}
