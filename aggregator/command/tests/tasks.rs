@@ -500,3 +500,80 @@ fn the_command_line_takes_the_task_options() {
     assert!(!o.status.success());
     assert!(common::stderr(&o).contains("[possible values: function, task, process]"));
 }
+
+/// pprof's labels of a profile: each sample's `comm` label (`-` without), with its value.
+fn comm_labels(bytes: &[u8]) -> std::collections::BTreeMap<String, i64> {
+    let p = kern_profile::output::pprof_proto::decode(bytes, 1 << 20).unwrap();
+    let s = |i: i64| p.string_table[i as usize].clone();
+    let mut per = std::collections::BTreeMap::new();
+    for smp in &p.sample {
+        let comm = smp
+            .label
+            .iter()
+            .find(|l| s(l.key) == "comm")
+            .map_or("-".to_string(), |l| s(l.str));
+        *per.entry(comm).or_insert(0) += smp.value[0];
+    }
+    per
+}
+
+#[test]
+fn records_one_pass_gives_pprof_its_labels_too() {
+    use kern_profile::job::SymbolSources;
+    use kern_profile::record::aggregate::aggregate;
+    let f = fixture("tasks-record");
+    let dir = f.raw.parent().unwrap().join("out");
+    std::fs::create_dir(&dir).unwrap();
+    let sources = SymbolSources {
+        elf: Some(common::tiny_elf()),
+        ..SymbolSources::default()
+    };
+    aggregate(&f.raw, &dir, &sources, None, &Options::default(), false, 10).unwrap();
+    let labels = comm_labels(&std::fs::read(dir.join("profile.pb.gz")).unwrap());
+    let want: std::collections::BTreeMap<String, i64> =
+        [("-", 3), ("gzip", 4), ("kworker/0:1", 3), ("worker", 10)]
+            .into_iter()
+            .map(|(k, n)| (k.to_string(), n))
+            .collect();
+    assert_eq!(labels, want);
+    // The report is the one -f text writes.
+    let (text, _) = run(&f.raw, &opts(OutputFormat::Text));
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert_eq!(
+        table_of_functions(&report),
+        table_of_functions(&text),
+        "{report}"
+    );
+}
+
+/// A function report's tables, without the header.
+fn table_of_functions(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| !l.starts_with('#')).collect()
+}
+
+#[test]
+fn damaged_task_records_are_errors_or_warnings_never_panics() {
+    use kern_profile_test_support::damage::damaged_copies;
+    let f = fixture("tasks-damaged");
+    let good = std::fs::read(&f.raw).unwrap();
+    let dir = f.raw.parent().unwrap();
+    let asks = [
+        by(ReportBy::Task),
+        Options {
+            per_task: true,
+            per_process: true,
+            processes: vec!["gzip".into()],
+            ..opts(OutputFormat::Folded)
+        },
+        opts(OutputFormat::Pprof),
+    ];
+    // Whole or cut anywhere, up to the whole length.
+    let keep = |len: usize, r: u64| len - (r as usize % len.min(200));
+    for (i, bytes) in damaged_copies(&good, 0x7a5c, 200, keep).enumerate() {
+        let raw = common::write(dir, &format!("damaged-{i}.raw"), &bytes);
+        for o in &asks {
+            // Ok or Err: what matters is that it returns.
+            let _ = common::runs::cpu(&raw, Some(&common::tiny_elf()), o);
+        }
+    }
+}
