@@ -248,7 +248,8 @@ struct CpuArgs {
 
     /// One root frame per guest thread: `[task NAME TID]`, `[no task]` for samples before
     /// their vCPU's first task record, `[task unknown]` where the recorder could not read it
-    /// (recordings with task records: the plugin's `tasks=`)
+    /// (recordings with task records: the plugin's `tasks=`). The text report has no roots:
+    /// its table by thread is --by task
     #[arg(long)]
     per_task: bool,
 

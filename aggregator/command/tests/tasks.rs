@@ -577,3 +577,20 @@ fn damaged_task_records_are_errors_or_warnings_never_panics() {
         }
     }
 }
+
+#[test]
+fn exact_counts_have_no_task() {
+    let f = fixture("tasks-exact");
+    let e = common::runs::cpu(
+        &f.raw,
+        Some(&common::tiny_elf()),
+        &Options {
+            exact: true,
+            tasks: vec!["worker".into()],
+            ..opts(OutputFormat::Text)
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("exact instruction counts have no task"), "{e}");
+}

@@ -67,10 +67,8 @@ pub struct Tasks {
     index: FxHashMap<TaskState, TaskId>,
     current: Vec<Option<TaskId>>,
     sparse: FxHashMap<u32, TaskId>,
-    /// Samples read per task id.
+    /// Samples read per task id (the others have none: see [`Tasks::no_task_samples`]).
     samples: Vec<u64>,
-    /// Samples read before their vCPU's first task record.
-    pub no_task_samples: u64,
     /// Task records read, and those of a task that could not be read.
     pub records: u64,
     pub unknown_records: u64,
@@ -112,6 +110,10 @@ impl Tasks {
     /// The task `vcpu` runs now, counting a sample read in it.
     #[inline]
     pub fn sample_on(&mut self, vcpu: u32) -> Option<SampleTask<'_>> {
+        // A recording without task records pays this test alone.
+        if self.records == 0 {
+            return None;
+        }
         let id = match self.current.get(vcpu as usize) {
             Some(&id) => id,
             None if self.sparse.is_empty() => None,
@@ -125,11 +127,13 @@ impl Tasks {
                     state: &self.list[id as usize],
                 })
             }
-            None => {
-                self.no_task_samples += 1;
-                None
-            }
+            None => None,
         }
+    }
+
+    /// Of `read` samples, those read with no task: before their vCPU's first task record.
+    pub fn no_task_samples(&self, read: u64) -> u64 {
+        read.saturating_sub(self.samples.iter().sum())
     }
 
     /// The task of id `id` (`None` for an id this recording has not: a key of another one).
@@ -155,10 +159,11 @@ impl Tasks {
         v
     }
 
-    /// The report's line on tasks (only for recordings with task records): `tasks: 12 task
-    /// records (2 of tasks that could not be read); 7 samples with no task (before their
-    /// vCPU's first task record 2, task memory unreadable 5)`.
-    pub fn describe(&self) -> Option<String> {
+    /// The report's line on tasks (only for recordings with task records), of `read`
+    /// samples: `tasks: 3 distinct, 12 task records (2 of tasks that could not be read); 7
+    /// samples read with no task (before their vCPU's first task record 2, task memory
+    /// unreadable 5)`.
+    pub fn describe(&self, read: u64) -> Option<String> {
         if !self.any() {
             return None;
         }
@@ -175,14 +180,12 @@ impl Tasks {
             );
         }
         let unknown = self.unknown_samples();
-        let without = self.no_task_samples + unknown.iter().map(|u| u.1).sum::<u64>();
+        let none = self.no_task_samples(read);
+        let without = none + unknown.iter().map(|u| u.1).sum::<u64>();
         if without > 0 {
             let mut parts = Vec::new();
-            if self.no_task_samples > 0 {
-                parts.push(format!(
-                    "before their vCPU's first task record {}",
-                    self.no_task_samples
-                ));
+            if none > 0 {
+                parts.push(format!("before their vCPU's first task record {none}"));
             }
             parts.extend(
                 unknown
@@ -350,15 +353,17 @@ mod tests {
         assert_eq!(tid(t.sample_on(100_000)), Some(71));
         assert_eq!(tid(t.sample_on(99_999)), None);
         assert_eq!((t.records, t.unknown_records), (5, 1));
-        assert_eq!(t.no_task_samples, 3);
+        // The 10 samples above, 3 of them on a vCPU before its first task record.
+        let read = 10;
+        assert_eq!(t.no_task_samples(read), 3);
         assert_eq!(t.unknown_samples(), [(TaskUnknown::Unreadable, 1)]);
         assert_eq!(
-            t.describe().unwrap(),
+            t.describe(read).unwrap(),
             "tasks: 2 distinct, 5 task records (1 of tasks that could not be read); 4 samples \
              read with no task (before their vCPU's first task record 3, task memory \
              unreadable 1)"
         );
-        assert_eq!(Tasks::default().describe(), None);
+        assert_eq!(Tasks::default().describe(read), None);
     }
 
     #[test]

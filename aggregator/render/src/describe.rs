@@ -46,7 +46,7 @@ pub fn describe(
         h.push(format!("per vCPU: {}", parts.join(", ")));
     }
     // Only recordings with task records: the others' reports stay as they were.
-    h.extend(p.summary.tasks.describe());
+    h.extend(p.summary.tasks.describe(p.summary.tally.samples));
     if split {
         h.extend(split_lines(p, per_cpu));
     }

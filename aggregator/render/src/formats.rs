@@ -225,6 +225,8 @@ pub const FORMATS: &[Format] = &[
 
 const BY_TASK_TEXT: &str = "--by task|process is a table of the text report's samples: -f text, \
      without --exact or --diff (for the other formats: --per-task, --per-process)";
+const EXACT_NO_TASKS: &str = "exact instruction counts have no task: --per-task, --task and \
+     --process apply to samples (drop --exact; an exact=only recording has no samples)";
 const FIREFOX_SAMPLED: &str = "the firefox format shows sampled profiles only: drop \
      --exact/--diff, or pick -f svg|folded|text";
 const TRACE_SAMPLED: &str = "the trace format shows sampled stacks over time: exact counts \
@@ -257,6 +259,10 @@ pub fn renderer(opts: &Options, exact_only: bool) -> Result<Box<dyn CpuRenderer>
     let diff = opts.diff_base.is_some();
     if opts.by != ReportBy::Function && (opts.format != OutputFormat::Text || opts.exact || diff) {
         return Err(BY_TASK_TEXT);
+    }
+    let by_task = opts.per_task || !opts.tasks.is_empty() || !opts.processes.is_empty();
+    if by_task && (opts.exact || exact_only) {
+        return Err(EXACT_NO_TASKS);
     }
     for &(refused, why) in row.refuses {
         let applies = match refused {
