@@ -70,6 +70,8 @@ impl CpuJob {
         let mut filter = SampleFilter::from_options(opts);
         filter.per_cpu &= row.cpu_frames;
         filter.per_process &= row.process_frames;
+        // The text report's functions would count task roots too.
+        filter.per_task &= row.process_frames;
         let inline_suffix = row.inline_marks;
         Ok(CpuJob {
             input: raw.to_path_buf(),

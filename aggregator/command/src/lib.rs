@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 // The profile model and the symbols, where this crate's modules and tests name them.
 pub use kern_profile_profile::{
     address_space, boundary, collect, counts, cpu_list, exact, filter, folded, input, options,
-    place, profile, stacks, stuck, timed, unnamed, user_stack, warning,
+    place, profile, stacks, stuck, tasks, timed, unnamed, user_stack, warning,
 };
 pub use kern_profile_render as output;
 pub use kern_profile_symbols as symbolize;
@@ -58,7 +58,7 @@ pub use kern_profile_symbols as symbolize;
 pub use cpu_list::{CpuList, CpuListError};
 pub use folded::Folded;
 pub use kern_profile_profile::ProfileError;
-pub use options::{ModeFilter, Options, OutputFormat};
+pub use options::{ModeFilter, Options, OutputFormat, ReportBy};
 pub use symbolize::{SymbolError, Symbolizer};
 pub use warning::Warning;
 

@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use kern_profile::alloc_cmd::{self, AllocFormat, AllocOptions, AllocView};
 use kern_profile::atomic_file::AtomicFile;
 use kern_profile::say;
-use kern_profile::{CpuList, ModeFilter, Options, OutputFormat};
+use kern_profile::{CpuList, ModeFilter, Options, OutputFormat, ReportBy};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -42,6 +42,9 @@ Examples:
   kern-profile raw-data kernel.elf --user init.elf,sh.elf -f text
       user-mode samples named from the user programs' ELFs, under `[user] init.elf` etc.,
       and the kernel/user split in the header
+  kern-profile raw-data vmlinux -f text --by process
+      samples per guest process, like perf report --sort comm,pid (recorded with tasks=);
+      --by task per thread; --process NAME|PID and --task NAME|TID keep theirs, any -f
   kern-profile raw-data --symbols System.map
       no ELF at hand: names from nm output, System.map or /proc/kallsyms
   kern-profile raw-data vmlinux --symbols boot.map,arch/x86/boot/compressed/vmlinux
@@ -238,9 +241,33 @@ struct CpuArgs {
 
     /// One root frame per address space (process): `[user] NAME (cr3 0x...)` when a --user
     /// program was found to run there, else `[as cr3 0x...]` (recordings with page-table
-    /// bases: format version 2)
+    /// bases: format version 2). In recordings with task records (`tasks=`), a sample with a
+    /// task is rooted at its process instead: `[process NAME PID]`
     #[arg(long)]
     per_process: bool,
+
+    /// One root frame per guest thread: `[task NAME TID]`, `[no task]` for samples before
+    /// their vCPU's first task record, `[task unknown]` where the recorder could not read it
+    /// (recordings with task records: the plugin's `tasks=`). The text report has no roots:
+    /// its table by thread is --by task
+    #[arg(long)]
+    per_task: bool,
+
+    /// Keep only the samples of these threads (comma-separated, or --task repeated): a
+    /// number is a thread id (Linux tid), anything else a thread name (`comm`), exactly
+    #[arg(long = "task", value_name = "NAME|TID", value_delimiter = ',', action = clap::ArgAction::Append)]
+    tasks: Vec<String>,
+
+    /// Keep only the samples of these processes (comma-separated, or --process repeated): a
+    /// number is a process id (Linux tgid), anything else a process name, exactly
+    #[arg(long = "process", value_name = "NAME|PID", value_delimiter = ',', action = clap::ArgAction::Append)]
+    processes: Vec<String>,
+
+    /// What the text report's table is by: `function` (the top functions), or the samples
+    /// per guest `task` (thread) or `process`, like `perf report --sort comm,pid` (-f text,
+    /// recordings with task records)
+    #[arg(long, value_name = "WHAT", value_parser = cli::values::report_by(), default_value = "function")]
+    by: ReportBy,
 
     /// Drop user-mode samples
     #[arg(long, conflicts_with = "user_only")]
@@ -314,6 +341,10 @@ impl CpuArgs {
             || self.cpu.is_some()
             || self.per_cpu
             || self.per_process
+            || self.per_task
+            || !self.tasks.is_empty()
+            || !self.processes.is_empty()
+            || self.by != ReportBy::Function
             || !self.user.is_empty()
     }
 }
@@ -382,6 +413,10 @@ fn run(args: ReportArgs) -> Result<()> {
         cpus: cpu.cpu,
         per_cpu: cpu.per_cpu,
         per_process: cpu.per_process,
+        per_task: cpu.per_task,
+        tasks: cpu.tasks,
+        processes: cpu.processes,
+        by: cpu.by,
         inline: !c.no_inline,
         lines: c.lines,
         addresses: c.addresses,
@@ -434,7 +469,7 @@ fn run_alloc(
         bail!("--alloc writes svg, folded or text (not firefox or pprof, callgrind or trace)");
     };
     if cpu.any() {
-        bail!("--exact, --diff, --cpu, --per-cpu and --user are CPU-profile options; --alloc takes --view, --timeline, --lenient");
+        bail!("--exact, --diff, --cpu, --per-cpu, --per-process, --per-task, --task, --process, --by and --user are CPU-profile options; --alloc takes --view, --timeline, --lenient");
     }
     let opts = AllocOptions {
         view: alloc.view,

@@ -100,10 +100,24 @@ impl<'a> Run<'a> {
     ) -> Result<CpuProfile, ProfileError> {
         let mut profile =
             CpuProfile::collect_into(input, self.sym, self.filter, want_exact, sinks)?;
+        if let Some(what) = self.filter.task_options() {
+            let tasks = &profile.summary.tasks;
+            if !tasks.any() {
+                return Err(ProfileError::NoTasks {
+                    path: profile.path.clone(),
+                    what,
+                });
+            }
+            let unmatched = self.filter.task_rules.unmatched(tasks);
+            self.warnings.extend(
+                unmatched
+                    .into_iter()
+                    .map(|(option, value)| Warning::TaskFilterMatchesNothing { option, value }),
+            );
+        }
         if self.filter.names.is_active() {
             let rules = &self.filter.names;
-            let mut namer =
-                StackNamer::new(self.sym, self.style).with_spaces(profile.spaces.clone());
+            let mut namer = StackNamer::new(self.sym, self.style).of_profile(&profile);
             profile.retain_stacks(|key, frames| {
                 namer.name_key(key, frames);
                 rules.keeps(frames, synthetic_roots(key))
@@ -127,7 +141,7 @@ impl<'a> Run<'a> {
 
     /// A namer for `profile`'s stacks: user programs named by address space.
     pub fn namer_for(&mut self, profile: &CpuProfile) -> StackNamer<'_> {
-        self.namer().with_spaces(profile.spaces.clone())
+        self.namer().of_profile(profile)
     }
 
     /// Names `profile`'s stacks; warns when most fall in no known function, and when user

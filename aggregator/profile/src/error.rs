@@ -28,6 +28,11 @@ pub enum ProfileError {
         path.display()
     )]
     AllocationsOnly { path: PathBuf },
+    #[error(
+        "{} has no task records, which {what} needs: record with tasks= (Linux guests: elf=vmlinuz)",
+        path.display()
+    )]
+    NoTasks { path: PathBuf, what: String },
     #[error("{0}")]
     Unsupported(String),
     #[error("cannot write {what}: {source}")]

@@ -8,7 +8,8 @@
 use std::rc::Rc;
 
 use crate::cpu_list::CpuList;
-use crate::options::{ModeFilter, Options};
+use crate::options::{ModeFilter, Options, OutputFormat, ReportBy};
+use crate::tasks::{TaskPattern, TaskRules};
 
 /// The sample filters and key options, resolved from [`Options`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -19,8 +20,18 @@ pub struct SampleFilter {
     pub cpus: Option<CpuList>,
     /// Key stacks by vCPU too (a root frame `cpu N`).
     pub per_cpu: bool,
-    /// Key stacks by address space too (a root frame per address space).
+    /// Key stacks by address space too (a root frame per address space; per process, for
+    /// samples with a task).
     pub per_process: bool,
+    /// A root frame per task.
+    pub per_task: bool,
+    /// Keys carry the task of samples that have one: for roots, the report by task, pprof's
+    /// labels. Recordings without task records get the same keys either way.
+    pub task_keys: bool,
+    /// `--task`, `--process`.
+    pub task_rules: TaskRules,
+    /// What the text report is by (by task or process, it needs task keys).
+    pub by: ReportBy,
     /// Keep user samples' addresses when no user binary names them.
     pub addresses: bool,
     /// Keep only samples taken in this part of the recording.
@@ -36,6 +47,16 @@ impl SampleFilter {
             cpus: o.cpus.clone(),
             per_cpu: o.per_cpu,
             per_process: o.per_process,
+            per_task: o.per_task,
+            task_keys: o.per_task
+                || o.per_process
+                || o.by != ReportBy::Function
+                || o.format == OutputFormat::Pprof,
+            task_rules: TaskRules {
+                tasks: o.tasks.iter().map(|t| TaskPattern::parse(t)).collect(),
+                processes: o.processes.iter().map(|p| TaskPattern::parse(p)).collect(),
+            },
+            by: o.by,
             addresses: o.addresses,
             time: TimeRange::from_secs(o.from_time, o.to_time),
             names: NameRules {
@@ -51,6 +72,25 @@ impl SampleFilter {
         self.mode.keeps(user)
             && self.cpus.as_ref().is_none_or(|c| c.contains(vcpu))
             && time_ns.is_none_or(|t| self.time.contains(t))
+    }
+
+    /// What needs the recording's task records (`--per-task`, `--by`, `--task`,
+    /// `--process`), as the options say it; `None` when nothing does.
+    pub fn task_options(&self) -> Option<String> {
+        let mut asked = Vec::new();
+        if self.per_task {
+            asked.push("--per-task".to_string());
+        }
+        if self.by != ReportBy::Function {
+            asked.push(format!("--by {}", self.by.name()));
+        }
+        if !self.task_rules.tasks.is_empty() {
+            asked.push("--task".into());
+        }
+        if !self.task_rules.processes.is_empty() {
+            asked.push("--process".into());
+        }
+        (!asked.is_empty()).then(|| asked.join(", "))
     }
 }
 

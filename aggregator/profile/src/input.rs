@@ -16,6 +16,7 @@ use rustc_hash::FxHashMap;
 use crate::address_space::{self, CodeSamples};
 use crate::error::ProfileError;
 use crate::progress;
+use crate::tasks::{SampleTask, TaskOf, Tasks};
 use crate::unnamed::CpuState;
 
 /// One sample, normalised across formats.
@@ -40,9 +41,17 @@ pub struct Sample<'a> {
     /// without its PCID bits); from [`decode_raw`], the key of that space's program then
     /// ([`CodeSamples::key`]).
     pub page_table: Option<u64>,
+    /// The task its vCPU ran, from the recording's task records ([`crate::tasks`]); `None`
+    /// before the vCPU's first one, and in recordings without any.
+    pub task: Option<SampleTask<'a>>,
 }
 
 impl<'a> Sample<'a> {
+    /// The sample's task, as reports tell it.
+    pub fn task(&self) -> TaskOf<'a> {
+        TaskOf::of(self.task)
+    }
+
     /// A sample of `addrs` on `vcpu` and nothing else known: all a legacy file holds.
     pub fn of_addresses(vcpu: u32, addrs: &'a [u64]) -> Self {
         Sample {
@@ -55,6 +64,7 @@ impl<'a> Sample<'a> {
             addrs,
             cpu: CpuState::default(),
             page_table: None,
+            task: None,
         }
     }
 
@@ -75,6 +85,7 @@ impl<'a> Sample<'a> {
                 firmware: s.privilege() == Privilege::Firmware,
             },
             page_table: address_space::of_sample(arch, s.mode(), s.page_table_base()),
+            task: None,
         }
     }
 }
@@ -93,6 +104,8 @@ pub struct ReadSummary {
     /// Code bytes at sampled user addresses, per address space and program there (raw
     /// format version 2); samples' `page_table` are its keys.
     pub code: CodeSamples,
+    /// The recording's tasks (task records), and the samples read in each.
+    pub tasks: Tasks,
 }
 
 impl ReadSummary {
@@ -192,12 +205,14 @@ impl CpuInput {
 
 /// Decodes the records of `r` up to its end, or to the last whole one: each record goes to
 /// `on_record`, each code record to `code` (in file order: it tells which program an address
-/// space runs from there on), then each sample, as a [`Sample`] whose address space is
-/// `code`'s key, to `on_sample`. The one decode loop of raw files, for whole files and for
-/// `top`'s growing one alike.
+/// space runs from there on), each task record to `tasks` (which task its vCPU runs from
+/// there on), then each sample, as a [`Sample`] whose address space is `code`'s key and
+/// whose task is its vCPU's, to `on_sample`. The one decode loop of raw files, for whole
+/// files and for `top`'s growing one alike.
 pub fn decode_raw<R: Read>(
     r: &mut RawReader<R>,
     code: &mut CodeSamples,
+    tasks: &mut Tasks,
     mut on_record: impl FnMut(&Record<'_>),
     mut on_sample: impl FnMut(&Sample<'_>),
 ) -> Result<(), FormatError> {
@@ -208,12 +223,14 @@ pub fn decode_raw<R: Read>(
         // By value: a sample, the usual record, then needs no drop.
         match rec {
             Record::CodeBytes(c) => code.add(arch, &c),
+            Record::Task(t) => tasks.record(&t),
             Record::Sample(s) => {
                 addrs.clear();
                 addrs.push(s.pc);
                 s.extend_frames(&mut addrs);
                 let mut sample = Sample::of_raw(&s, &addrs, arch);
                 sample.page_table = sample.page_table.map(|id| code.key(id));
+                sample.task = tasks.sample_on(s.vcpu);
                 on_sample(&sample);
                 // A sample owns nothing: skip the drop glue every other record needs.
                 std::mem::forget(rec);
@@ -235,6 +252,7 @@ fn read_raw(
     decode_raw(
         &mut r,
         &mut sum.code,
+        &mut sum.tasks,
         |rec| {
             tally.add(rec);
             match rec {

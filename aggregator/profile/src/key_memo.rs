@@ -100,7 +100,7 @@ impl<T: Copy> KeyMemo<T> {
         sym: &mut Symbolizer,
         extra: impl FnOnce(&Sample<'_>, &mut Symbolizer) -> T,
     ) -> Found<'_, T> {
-        self.recorded_words(s, keys.by_vcpu());
+        self.recorded_words(s, keys.by_vcpu(), keys.by_task());
         let words = &self.words;
         let hash = hash_recorded(words);
         let (recorded, arena) = (&self.recorded, &self.recorded_words);
@@ -177,11 +177,13 @@ impl<T: Copy> KeyMemo<T> {
 
     /// Every field of `s` a key is built from but the `[SP]` word's value, as words: the
     /// mode, privilege, which optional fields are there and the vCPU when keys carry it; the
-    /// page-table base and the return-address register when there; the addresses.
-    fn recorded_words(&mut self, s: &Sample<'_>, by_vcpu: bool) {
+    /// page-table base and the return-address register when there, the task when keys carry
+    /// it; the addresses.
+    fn recorded_words(&mut self, s: &Sample<'_>, by_vcpu: bool, by_task: bool) {
         let w = &mut self.words;
         w.clear();
         let vcpu_tag = if by_vcpu { s.vcpu as u64 + 1 } else { 0 };
+        let task = s.task.filter(|_| by_task).map(|t| u64::from(t.id));
         w.push(
             s.user as u64
                 | (s.cpu.firmware as u64) << 1
@@ -189,10 +191,12 @@ impl<T: Copy> KeyMemo<T> {
                 | (s.page_table.is_some() as u64) << 16
                 | (s.return_register.is_some() as u64) << 17
                 | (s.sp_word.is_some() as u64) << 18
+                | (task.is_some() as u64) << 19
                 | vcpu_tag << 24,
         );
         w.extend(s.page_table);
         w.extend(s.return_register);
+        w.extend(task);
         w.extend_from_slice(s.addrs);
     }
 

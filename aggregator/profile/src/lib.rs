@@ -22,6 +22,7 @@ pub mod profile;
 pub mod progress;
 pub mod stacks;
 pub mod stuck;
+pub mod tasks;
 pub mod timed;
 pub mod unnamed;
 pub mod user_stack;
@@ -31,7 +32,7 @@ pub mod warning;
 pub use cpu_list::{CpuList, CpuListError};
 pub use error::ProfileError;
 pub use folded::Folded;
-pub use options::{ModeFilter, Options, OutputFormat};
+pub use options::{ModeFilter, Options, OutputFormat, ReportBy};
 pub use warning::Warning;
 
 /// The symbols crate, as this crate's modules name it.

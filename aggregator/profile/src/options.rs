@@ -28,6 +28,32 @@ pub enum OutputFormat {
     Trace,
 }
 
+/// What the text report's table is by (`--by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReportBy {
+    /// The top functions by self and total share (the usual report).
+    #[default]
+    Function,
+    /// Samples per guest thread (task records), like `perf report --sort comm,tid`.
+    Task,
+    /// Samples per guest process (task records), like `perf report --sort comm,pid`.
+    Process,
+}
+
+impl ReportBy {
+    /// Every value, in `--by`'s order.
+    pub const ALL: [ReportBy; 3] = [ReportBy::Function, ReportBy::Task, ReportBy::Process];
+
+    /// Its `--by` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReportBy::Function => "function",
+            ReportBy::Task => "task",
+            ReportBy::Process => "process",
+        }
+    }
+}
+
 /// Which privilege levels to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ModeFilter {
@@ -65,8 +91,19 @@ pub struct Options {
     /// A root frame `cpu N` per vCPU. Default: false.
     pub per_cpu: bool,
     /// A root frame per address space (page-table base): `[user] NAME (cr3 0x…)` when a
-    /// `--user` program was found to run there, else `[as cr3 0x…]`. Default: false.
+    /// `--user` program was found to run there, else `[as cr3 0x…]`; for samples with a
+    /// task (task records), `[process NAME PID]` instead. Default: false.
     pub per_process: bool,
+    /// A root frame per guest task, `[task NAME TID]` (recordings with task records; with
+    /// `per_process` too, under its process's). Default: false.
+    pub per_task: bool,
+    /// Keep only samples of these threads: a number is a thread id, anything else a thread
+    /// name, exactly (recordings with task records). Default: none (all).
+    pub tasks: Vec<String>,
+    /// Keep only samples of these processes: a process id, or a process name. Default: none.
+    pub processes: Vec<String>,
+    /// What the text report's table is by. Default: [`ReportBy::Function`].
+    pub by: ReportBy,
     /// Kernel/user filter. Default: [`ModeFilter::All`].
     pub mode: ModeFilter,
     /// Expand inlined functions into frames of their own (marked `_[i]`). Default: true.
@@ -116,6 +153,10 @@ impl Default for Options {
             cpus: None,
             per_cpu: false,
             per_process: false,
+            per_task: false,
+            tasks: Vec::new(),
+            processes: Vec::new(),
+            by: ReportBy::Function,
             mode: ModeFilter::All,
             inline: true,
             lines: false,

@@ -17,6 +17,7 @@ use crate::boundary;
 use crate::filter::{NameRules, SampleFilter};
 use crate::input::Sample;
 use crate::symbolize::Symbolizer;
+use crate::tasks::{TaskId, TaskOf, Tasks};
 use crate::unnamed::{self, CpuState, Unnamed};
 use crate::user_stack;
 use kern_profile_format::{frame_marker, CpuMode};
@@ -38,6 +39,18 @@ const META_CPU_SHIFT: u32 = 7;
 /// `meta` bit: the vCPU tag is there for counting per vCPU only (name rules are judged per
 /// distinct stack, see [`crate::collect::Run::collect`]): no `cpu N` frame.
 pub const META_CPU_HIDDEN: u64 = 1 << 62;
+/// `meta` bit: the key ends with the sample's task id (after the address space). Only for
+/// samples with a task and when something asks for tasks ([`SampleFilter::task_keys`]), so
+/// that recordings without task records keep their keys.
+const META_TASK: u64 = 1 << 61;
+/// `meta` bit: a root frame for the task, `[task NAME TID]` (`--per-task`), `[no task]`
+/// for a sample without one.
+const META_TASK_ROOT: u64 = 1 << 60;
+/// `meta` bit: a root frame for the task's process, `[process NAME PID]` (`--per-process`
+/// for a sample with a task: instead of its address space's).
+const META_TASK_PROCESS: u64 = 1 << 59;
+/// The task bits, above any vCPU tag.
+const META_TASK_BITS: u64 = META_TASK | META_TASK_ROOT | META_TASK_PROCESS;
 
 /// The `meta` word of a key: user and firmware bits, CPU mode, and the vCPU tag.
 fn meta_of(user: bool, cpu: CpuState, cpu_tag: u64) -> u64 {
@@ -61,7 +74,7 @@ fn cpu_of(meta: u64) -> CpuState {
 
 /// The vCPU tag of a `meta` word (vCPU + 1, or 0), hidden or not.
 fn meta_tag(meta: u64) -> u64 {
-    (meta & !META_CPU_HIDDEN) >> META_CPU_SHIFT
+    (meta & !(META_CPU_HIDDEN | META_TASK_BITS)) >> META_CPU_SHIFT
 }
 
 /// The vCPU of a key's `meta` word, when tagged.
@@ -78,7 +91,18 @@ pub fn synthetic_roots(key: &[u64]) -> usize {
     };
     let cpu = meta & META_CPU_HIDDEN == 0 && meta_vcpu(meta).is_some();
     let process = meta & META_SPACE != 0 && meta & META_PROCESS != 0 && key.len() > 1;
-    cpu as usize + process as usize
+    let task_process = meta & META_TASK_PROCESS != 0;
+    let task = meta & META_TASK_ROOT != 0;
+    cpu as usize + process as usize + task_process as usize + task as usize
+}
+
+/// The task id a key carries (see [`SampleFilter::task_keys`]): `None` for a sample without
+/// a task, or keys without tasks.
+pub fn key_task(key: &[u64]) -> Option<TaskId> {
+    match key {
+        [meta, .., task] if meta & META_TASK != 0 => Some(*task as TaskId),
+        _ => None,
+    }
 }
 
 /// Whether a key's `meta` word is of a user-mode sample.
@@ -89,7 +113,7 @@ pub fn meta_user(meta: u64) -> bool {
 /// `meta` without a hidden vCPU tag.
 pub fn meta_unhidden(meta: u64) -> u64 {
     if meta & META_CPU_HIDDEN != 0 {
-        meta & ((1 << META_CPU_SHIFT) - 1)
+        meta & (((1 << META_CPU_SHIFT) - 1) | META_TASK_BITS)
     } else {
         meta
     }
@@ -98,6 +122,10 @@ pub fn meta_unhidden(meta: u64) -> u64 {
 /// The frame user-mode samples are grouped under; with `--user`, followed by the name of
 /// the binary (`[user] user.elf`).
 pub const USER_FRAME: &str = "[user]";
+/// The root frame of samples without a task (`--per-task`), and of those whose task could
+/// not be read.
+pub const NO_TASK_FRAME: &str = "[no task]";
+pub const UNKNOWN_TASK_FRAME: &str = "[task unknown]";
 /// The frame of addresses nothing knows (consecutive ones collapse into one).
 pub const UNKNOWN_FRAME: &str = "[unknown]";
 /// inferno's annotation of an inlined frame.
@@ -152,7 +180,12 @@ impl<'f> KeyBuilder<'f> {
 
     /// Whether the filters keep `s` (vCPU, mode, time).
     pub fn keeps(&self, s: &Sample<'_>) -> bool {
-        self.filter.keeps(s.vcpu, s.user, s.time_ns)
+        self.filter.keeps(s.vcpu, s.user, s.time_ns) && self.filter.task_rules.keeps(s.task)
+    }
+
+    /// Whether keys carry the sample's task (when it has one).
+    pub fn by_task(&self) -> bool {
+        self.filter.task_keys
     }
 
     /// Whether keys carry the vCPU (`--per-cpu`, or hidden for name rules).
@@ -177,15 +210,33 @@ impl<'f> KeyBuilder<'f> {
         } else {
             (0, 0)
         };
-        let space = self.space_of(s, sym);
-        let space_bits = match (space, self.filter.per_process) {
+        let task = s
+            .task
+            .filter(|_| self.filter.task_keys)
+            .map(|t| t.id as u64);
+        let mut task_bits = 0;
+        if task.is_some() {
+            task_bits |= META_TASK;
+        }
+        if self.filter.per_task {
+            task_bits |= META_TASK_ROOT;
+        }
+        // --per-process: the task's process, when the sample has a task; else its address
+        // space.
+        let space_root = self.filter.per_process && task.is_none();
+        if self.filter.per_process && !space_root {
+            task_bits |= META_TASK_PROCESS;
+        }
+        let space = self.space_of(s, sym, space_root);
+        let space_bits = match (space, space_root) {
             (None, _) => 0,
             (Some(_), false) => META_SPACE,
             (Some(_), true) => META_SPACE | META_PROCESS,
         };
-        key.push(meta_of(s.user, s.cpu, cpu_tag) | hidden | space_bits);
+        key.push(meta_of(s.user, s.cpu, cpu_tag) | hidden | space_bits | task_bits);
         let Some((&pc, rets)) = s.addrs.split_first() else {
             key.extend(space);
+            key.extend(task);
             return built;
         };
         if s.user && !sym.has_user_binaries() {
@@ -193,6 +244,7 @@ impl<'f> KeyBuilder<'f> {
                 key.extend_from_slice(s.addrs);
             }
             key.extend(space);
+            key.extend(task);
             return built;
         }
         key.push(pc);
@@ -252,6 +304,7 @@ impl<'f> KeyBuilder<'f> {
             }
         }
         key.extend(space);
+        key.extend(task);
         built
     }
 
@@ -288,7 +341,7 @@ impl<'f> KeyBuilder<'f> {
     /// name its addresses (a user-mode sample, or a kernel one whose walk reached a user
     /// program's addresses or went on past an entry from user space) and so the address
     /// space picks the program.
-    fn space_of(&self, s: &Sample<'_>, sym: &mut Symbolizer) -> Option<u64> {
+    fn space_of(&self, s: &Sample<'_>, sym: &mut Symbolizer, root: bool) -> Option<u64> {
         let space = s.page_table?;
         let mut user_code = || {
             sym.has_user_binaries()
@@ -300,7 +353,7 @@ impl<'f> KeyBuilder<'f> {
                         })
                         .is_some()))
         };
-        (self.filter.per_process || user_code()).then_some(space)
+        (root || user_code()).then_some(space)
     }
 }
 
@@ -348,6 +401,11 @@ pub struct StackNamer<'s> {
     process_roots: FxHashMap<u64, (Rc<str>, Option<usize>)>,
     /// Addresses named from the first of several programs holding them.
     overlaps: Overlaps,
+    /// The recording's tasks, which keys' task ids are of.
+    tasks: Tasks,
+    /// Root frames of tasks (`--per-task`) and of their processes (`--per-process`), by
+    /// (process or not, task id).
+    task_roots: FxHashMap<(bool, Option<TaskId>), Rc<str>>,
 }
 
 /// The names of an address's frames, outer function first.
@@ -384,7 +442,42 @@ impl<'s> StackNamer<'s> {
             spaces: AddressSpaces::default(),
             process_roots: FxHashMap::default(),
             overlaps: Overlaps::default(),
+            tasks: Tasks::default(),
+            task_roots: FxHashMap::default(),
         }
+    }
+
+    /// Names stacks of `profile`: user programs by address space, tasks by its task table.
+    pub fn of_profile(self, profile: &crate::profile::CpuProfile) -> Self {
+        self.with_spaces(profile.spaces.clone())
+            .with_tasks(profile.summary.tasks.clone())
+    }
+
+    /// Names keys' tasks from `tasks` (the recording's).
+    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
+    /// The root frame of task `task` (`--per-task`: `[task NAME TID]`), or of its process
+    /// (`[process NAME PID]`).
+    fn task_root(&mut self, process: bool, task: Option<TaskId>) -> Rc<str> {
+        if let Some(r) = self.task_roots.get(&(process, task)) {
+            return r.clone();
+        }
+        let state = task.map(|id| self.tasks.get(id).map(TaskOf::of_state));
+        let name = match state {
+            None => NO_TASK_FRAME.to_string(),
+            Some(None) => "[task ?]".to_string(),
+            Some(Some(TaskOf::Known(t))) if process => {
+                format!("[process {} {}]", t.process(), t.pid)
+            }
+            Some(Some(TaskOf::Known(t))) => format!("[task {} {}]", t.thread(), t.tid),
+            Some(Some(_)) => UNKNOWN_TASK_FRAME.to_string(),
+        };
+        let r: Rc<str> = Rc::from(name);
+        self.task_roots.insert((process, task), r.clone());
+        r
     }
 
     /// Names user addresses by the program each address space ran (a recording's
@@ -442,6 +535,10 @@ impl<'s> StackNamer<'s> {
         let Some((&meta, rest)) = key.split_first() else {
             return 0..0;
         };
+        let (rest, task) = match rest.split_last() {
+            Some((&task, rest)) if meta & META_TASK != 0 => (rest, Some(task as TaskId)),
+            _ => (rest, None),
+        };
         let (addrs, space) = match rest.split_last() {
             Some((&space, addrs)) if meta & META_SPACE != 0 => (addrs, Some(space)),
             _ => (rest, None),
@@ -464,6 +561,14 @@ impl<'s> StackNamer<'s> {
             }
             _ => None,
         };
+        if meta & META_TASK_PROCESS != 0 {
+            let root = self.task_root(true, task);
+            out.push(root);
+        }
+        if meta & META_TASK_ROOT != 0 {
+            let root = self.task_root(false, task);
+            out.push(root);
+        }
         let user_mode = meta & META_USER != 0;
         if self.sym.has_user_binaries() && !addrs.is_empty() {
             let ctx = SpaceCtx {
@@ -1061,6 +1166,58 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(names(&per_cpu, &s).unwrap(), "cpu 2;[user]");
+    }
+
+    #[test]
+    fn task_roots_sit_after_the_cpu_and_keep_its_tag() {
+        use crate::tasks::Tasks;
+        use kern_profile_format::{TaskIdentity, TaskRecord};
+        let mut tasks = Tasks::default();
+        let mut thread_name = [0; 16];
+        thread_name[..2].copy_from_slice(b"sh");
+        tasks.record(&TaskRecord {
+            vcpu: 2,
+            time_ns: 0,
+            task: Ok(TaskIdentity {
+                tid: 9,
+                pid: 9,
+                thread_name,
+                process_name: thread_name,
+                ..TaskIdentity::default()
+            }),
+        });
+        let opts = Options {
+            per_cpu: true,
+            per_task: true,
+            ..Options::default()
+        };
+        let filter = SampleFilter::from_options(&opts);
+        let mut sym = symbolizer();
+        let addrs = [0x1204, 0x1150];
+        let mut names_of = |task| {
+            let mut s = sample(&addrs);
+            s.vcpu = 2;
+            s.task = task;
+            let mut key = Vec::new();
+            assert!(KeyBuilder::new(&filter).build(&s, &mut sym, &mut key));
+            let mut namer = StackNamer::new(&mut sym, NameStyle::from_options(&opts, true))
+                .with_tasks(tasks.clone());
+            let mut out = Vec::new();
+            namer.name_key(&key, &mut out);
+            assert_eq!(meta_vcpu(key[0]), Some(2));
+            assert_eq!(synthetic_roots(&key), 2);
+            (out.join(";"), key_task(&key))
+        };
+        let mut t = tasks.clone();
+        let task = t.sample_on(2);
+        assert_eq!(
+            names_of(task),
+            ("cpu 2;[task sh 9];middle;leaf".to_string(), Some(0))
+        );
+        assert_eq!(
+            names_of(None),
+            ("cpu 2;[no task];middle;leaf".to_string(), None)
+        );
     }
 
     #[test]

@@ -82,6 +82,8 @@ pub enum Warning {
         /// The ELF's unwind sections (`.orc_unwind`, `.eh_frame`, `.debug_frame`).
         sections: Vec<&'static str>,
     },
+    /// A `--task` or `--process` value that names no task of the recording.
+    TaskFilterMatchesNothing { option: &'static str, value: String },
     /// A vCPU never left one stack while others ran (a failed bring-up, spinning).
     StuckVcpu {
         vcpu: u32,
@@ -292,6 +294,15 @@ impl fmt::Display for Warning {
                  which one ran ({why}): {addresses} sampled addresses were named from the \
                  first of them that holds them, which may be the wrong one",
                 programs.join(", ")
+            ),
+            Warning::TaskFilterMatchesNothing { option, value } => write!(
+                f,
+                "{option} {value} matches no task of the recording (no {} has that name or id)",
+                if *option == "--task" {
+                    "thread"
+                } else {
+                    "process"
+                }
             ),
             Warning::StuckVcpu {
                 vcpu,

@@ -45,6 +45,8 @@ pub fn describe(
             .collect();
         h.push(format!("per vCPU: {}", parts.join(", ")));
     }
+    // Only recordings with task records: the others' reports stay as they were.
+    h.extend(p.summary.tasks.describe(p.summary.tally.samples));
     if split {
         h.extend(split_lines(p, per_cpu));
     }

@@ -142,9 +142,7 @@ impl CpuRenderer for FirefoxRenderer {
 
     fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
         let profile = &collected.profile;
-        // User programs named by address space (none known without --user).
-        let spaces = profile.spaces.clone();
-        let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
+        let mut namer = StackNamer::new(run.sym, run.style).of_profile(profile);
         let kept = write_firefox(
             profile.header.as_ref(),
             &collected.samples,

@@ -2,7 +2,9 @@
 //! it writes when no output is named, what it can draw (exact counts, a differential), and
 //! the files `record` writes it to. A new format is one file beside this one and one row here.
 
-use kern_profile_profile::options::{Options, OutputFormat};
+use kern_profile_profile::options::{Options, OutputFormat, ReportBy};
+
+use crate::by_task::TaskTableRenderer;
 
 use crate::callgrind::CallgrindRenderer;
 use crate::diff::DiffRenderer;
@@ -104,6 +106,10 @@ pub const FORMATS: &[Format] = &[
         record_exact: Some("exact.txt"),
         make: |opts, exact_only| match opts.exact || exact_only {
             true => Box::new(ExactRenderer::new(opts)),
+            false if opts.by != ReportBy::Function => Box::new(TaskTableRenderer {
+                by: opts.by,
+                top: opts.top,
+            }),
             false => Box::new(TextRenderer {
                 top: opts.top,
                 per_cpu_lines: opts.per_cpu,
@@ -217,6 +223,10 @@ pub const FORMATS: &[Format] = &[
     },
 ];
 
+const BY_TASK_TEXT: &str = "--by task|process is a table of the text report's samples: -f text, \
+     without --exact or --diff (for the other formats: --per-task, --per-process)";
+const EXACT_NO_TASKS: &str = "exact instruction counts have no task: --per-task, --task and \
+     --process apply to samples (drop --exact; an exact=only recording has no samples)";
 const FIREFOX_SAMPLED: &str = "the firefox format shows sampled profiles only: drop \
      --exact/--diff, or pick -f svg|folded|text";
 const TRACE_SAMPLED: &str = "the trace format shows sampled stacks over time: exact counts \
@@ -247,6 +257,13 @@ pub fn named(name: &str) -> Option<&'static Format> {
 pub fn renderer(opts: &Options, exact_only: bool) -> Result<Box<dyn CpuRenderer>, &'static str> {
     let row = of(opts.format);
     let diff = opts.diff_base.is_some();
+    if opts.by != ReportBy::Function && (opts.format != OutputFormat::Text || opts.exact || diff) {
+        return Err(BY_TASK_TEXT);
+    }
+    let by_task = opts.per_task || !opts.tasks.is_empty() || !opts.processes.is_empty();
+    if by_task && (opts.exact || exact_only) {
+        return Err(EXACT_NO_TASKS);
+    }
     for &(refused, why) in row.refuses {
         let applies = match refused {
             Refused::Exact => opts.exact,

@@ -8,6 +8,7 @@
 pub mod alloc_flamegraph;
 pub mod alloc_report;
 pub mod annotate;
+pub mod by_task;
 pub mod call_graph;
 pub mod callgrind;
 pub mod describe;

@@ -8,7 +8,8 @@
 //! as [`crate::exact`] names them. Then:
 //!
 //! - one sample per distinct named stack, its frames' source lines included (with
-//!   `--per-cpu`, per vCPU: the `cpu N` root frame becomes a `vcpu` label), value = its
+//!   `--per-cpu`, per vCPU: the `cpu N` root frame becomes a `vcpu` label; per task in
+//!   recordings with task records: labels `pid`, `tid` (numbers), `comm`, `process`), value = its
 //!   samples (sample type `samples/count`) or, with exact counts, its instructions
 //!   (`instructions/count`);
 //! - one location per frame of the real function with the functions inlined there (frames
@@ -41,8 +42,9 @@ use crate::{Collected, CpuRenderer, Drawn, Needs};
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{
-    meta_vcpu, synthetic_roots, NameStyle, StackNamer, INLINE_SUFFIX, UNKNOWN_FRAME,
+    key_task, meta_vcpu, synthetic_roots, NameStyle, StackNamer, INLINE_SUFFIX, UNKNOWN_FRAME,
 };
+use kern_profile_profile::tasks::Tasks;
 use kern_profile_profile::ProfileError;
 use kern_profile_symbols::Symbolizer;
 
@@ -94,9 +96,19 @@ struct NamedFrame {
     mapping: u64,
 }
 
-/// The samples of the profile, merged by vCPU label and named stack (sorted, so that ids and
-/// bytes do not depend on hashing).
-type Stacks = BTreeMap<(Option<u32>, Vec<NamedFrame>), u64>;
+/// The labels of a sample's task (recordings with task records): `pid`, `tid`, `comm`,
+/// `process`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct TaskLabels {
+    pid: u32,
+    tid: u32,
+    comm: String,
+    process: String,
+}
+
+/// The samples of the profile, merged by vCPU label, task labels and named stack (sorted, so
+/// that ids and bytes do not depend on hashing).
+type Stacks = BTreeMap<(Option<u32>, Option<TaskLabels>, Vec<NamedFrame>), u64>;
 
 /// The naming styles: the run's, plain (no lines) and marking inlined frames (which is how
 /// frames group into locations), and the same with ` (file:line)` to read the lines from.
@@ -124,6 +136,7 @@ struct Named {
     /// How many frames `--focus` took off after the synthetic roots.
     removed: usize,
     vcpu: Option<u32>,
+    task: Option<TaskLabels>,
 }
 
 fn sampled_profile(run: &mut Run<'_>, profile: &CpuProfile) -> (Profile, String) {
@@ -131,7 +144,7 @@ fn sampled_profile(run: &mut Run<'_>, profile: &CpuProfile) -> (Profile, String)
     let (rules, per_cpu) = (&run.filter.names, run.filter.per_cpu);
     let mut named = Vec::new();
     {
-        let mut namer = StackNamer::new(run.sym, plain).with_spaces(profile.spaces.clone());
+        let mut namer = StackNamer::new(run.sym, plain).of_profile(profile);
         let mut frames = Vec::new();
         profile.counts.for_each(|key, n| {
             let user = namer.name_key_spaces(key, &mut frames);
@@ -154,12 +167,13 @@ fn sampled_profile(run: &mut Run<'_>, profile: &CpuProfile) -> (Profile, String)
                 user: at(user.start)..at(user.end),
                 removed,
                 vcpu: if per_cpu { meta_vcpu(meta) } else { None },
+                task: task_labels(key, &profile.summary.tasks),
             });
         });
         let overlap = namer.overlap_warning();
         run.warnings.extend(overlap);
     }
-    let mut namer = StackNamer::new(run.sym, lined).with_spaces(profile.spaces.clone());
+    let mut namer = StackNamer::new(run.sym, lined).of_profile(profile);
     let mut images = Images::new(namer.symbolizer(), &run.kernel);
     let mut stacks = Stacks::new();
     let mut decorated = Vec::new();
@@ -182,7 +196,7 @@ fn sampled_profile(run: &mut Run<'_>, profile: &CpuProfile) -> (Profile, String)
         if stack.is_empty() {
             continue;
         }
-        let c = stacks.entry((n.vcpu, stack)).or_insert(0);
+        let c = stacks.entry((n.vcpu, n.task.clone(), stack)).or_insert(0);
         *c = c.saturating_add(n.count);
     }
     let header = profile.header.as_ref();
@@ -218,6 +232,17 @@ fn sampled_profile(run: &mut Run<'_>, profile: &CpuProfile) -> (Profile, String)
         p.function.len()
     );
     (p, what)
+}
+
+/// The labels of the task a key carries, when it is a known one.
+fn task_labels(key: &[u64], tasks: &Tasks) -> Option<TaskLabels> {
+    let t = tasks.get(key_task(key)?)?.as_ref().ok()?;
+    Some(TaskLabels {
+        pid: t.pid,
+        tid: t.tid,
+        comm: t.thread(),
+        process: t.process(),
+    })
 }
 
 fn exact_profile(
@@ -295,7 +320,7 @@ fn exact_profile(
             continue;
         }
         total = total.saturating_add(n);
-        let c = stacks.entry((None, stack)).or_insert(0);
+        let c = stacks.entry((None, None, stack)).or_insert(0);
         *c = c.saturating_add(n);
     }
     let header: Option<&Header> = profile.header.as_ref();
@@ -514,7 +539,7 @@ fn build(stacks: &Stacks, images: &Images, meta: &Meta) -> Profile {
     let mut functions: FxHashMap<(Rc<str>, Option<Rc<str>>), u64> = FxHashMap::default();
     let mut locations: FxHashMap<(u64, Vec<(u64, i64)>), u64> = FxHashMap::default();
     let mut lines: Vec<(u64, i64)> = Vec::new();
-    for ((vcpu, frames), &count) in stacks {
+    for ((vcpu, task, frames), &count) in stacks {
         let mut ids = Vec::new();
         // Root first: a frame not inlined starts a location, the frames inlined into it
         // (after it) are its further lines.
@@ -564,15 +589,36 @@ fn build(stacks: &Stacks, images: &Images, meta: &Meta) -> Profile {
             start = end;
         }
         ids.reverse();
-        let label = vcpu.map(|v| pb::Label {
-            key: vcpu_key,
-            str: strings.get(&v.to_string()),
-            ..Default::default()
-        });
+        let mut label: Vec<pb::Label> = vcpu
+            .map(|v| pb::Label {
+                key: vcpu_key,
+                str: strings.get(&v.to_string()),
+                ..Default::default()
+            })
+            .into_iter()
+            .collect();
+        // Their keys go in the string table only when used: profiles without tasks keep
+        // their bytes.
+        if let Some(t) = task {
+            for (k, n) in [("pid", t.pid), ("tid", t.tid)] {
+                label.push(pb::Label {
+                    key: strings.get(k),
+                    num: i64::from(n),
+                    ..Default::default()
+                });
+            }
+            for (k, v) in [("comm", &t.comm), ("process", &t.process)] {
+                label.push(pb::Label {
+                    key: strings.get(k),
+                    str: strings.get(v),
+                    ..Default::default()
+                });
+            }
+        }
         p.sample.push(pb::Sample {
             location_id: ids,
             value: vec![clamp(count)],
-            label: label.into_iter().collect(),
+            label,
         });
     }
     p.string_table = strings.table;
@@ -605,11 +651,12 @@ mod tests {
         stacks.insert(
             (
                 Some(1),
+                None,
                 vec![f("main", false, 3), f("outer", false, 7), f("inl", true, 9)],
             ),
             5,
         );
-        stacks.insert((Some(0), vec![f("main", false, 3)]), 2);
+        stacks.insert((Some(0), None, vec![f("main", false, 3)]), 2);
         let images = Images {
             list: vec![("kernel.elf".into(), 0x1000, 0x2000)],
             user_roots: Vec::new(),

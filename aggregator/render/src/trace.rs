@@ -130,11 +130,9 @@ impl CpuRenderer for TraceRenderer {
     fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
         let (profile, timed) = (&collected.profile, &collected.samples);
         let (header, summary) = (&profile.header, &profile.summary);
-        // User programs named by address space (none known without --user).
-        let spaces = profile.spaces.clone();
         let filter = run.filter;
         let rules = filter.names.clone();
-        let mut namer = StackNamer::new(run.sym, run.style).with_spaces(spaces);
+        let mut namer = StackNamer::new(run.sym, run.style).of_profile(profile);
         let mut samples = Samples::default();
         for (vcpu, _, key, ns) in timed.iter() {
             if let Some(stack) = samples.intern(key, &mut namer, &rules) {

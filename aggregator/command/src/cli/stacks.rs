@@ -198,6 +198,7 @@ fn print_vcpu(out: &mut String, i: u32, v: &VcpuStack, arch: Arch, sym: Option<&
                     ..CpuState::default()
                 },
                 page_table: None,
+                task: None,
             };
             KeyBuilder::new(&filter)
                 .with_markers(true)

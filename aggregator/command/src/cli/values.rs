@@ -4,7 +4,7 @@
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use kern_profile::alloc_cmd::AllocView;
 use kern_profile::output::formats;
-use kern_profile::OutputFormat;
+use kern_profile::{OutputFormat, ReportBy};
 
 /// `-f`: every format's value and help, in the table's `-f` order.
 pub fn output_format() -> impl TypedValueParser<Value = OutputFormat> {
@@ -21,6 +21,27 @@ pub fn output_format() -> impl TypedValueParser<Value = OutputFormat> {
 /// The `-f` value of the default format.
 pub fn default_format() -> &'static str {
     formats::of(OutputFormat::default()).name
+}
+
+/// `--by`: what the text report's table is by.
+pub fn report_by() -> impl TypedValueParser<Value = ReportBy> {
+    let values = ReportBy::ALL
+        .into_iter()
+        .map(|b| PossibleValue::new(b.name()).help(by_help(b)));
+    PossibleValuesParser::new(values).map(|name| {
+        ReportBy::ALL
+            .into_iter()
+            .find(|b| b.name() == name)
+            .expect("clap checked the value against the list")
+    })
+}
+
+fn by_help(b: ReportBy) -> &'static str {
+    match b {
+        ReportBy::Function => "The top functions by self and total share (the usual report)",
+        ReportBy::Task => "Samples per guest thread: command, tid, pid",
+        ReportBy::Process => "Samples per guest process: command, pid",
+    }
 }
 
 /// `--view`: every allocation view by its name.

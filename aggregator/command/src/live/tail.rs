@@ -10,6 +10,7 @@ use kern_profile_format::{FormatError, Header, RawReader, Record};
 
 use crate::address_space::CodeSamples;
 use crate::input::{decode_raw, Sample};
+use crate::tasks::Tasks;
 
 /// A raw file followed as it grows.
 pub struct RawTail {
@@ -23,6 +24,8 @@ pub struct RawTail {
     pub finished: bool,
     /// The address spaces' programs so far (samples' keys).
     code: CodeSamples,
+    /// Each vCPU's task across polls (not shown by `top` yet).
+    tasks: Tasks,
 }
 
 impl RawTail {
@@ -34,6 +37,7 @@ impl RawTail {
             pending: Vec::new(),
             finished: false,
             code: CodeSamples::default(),
+            tasks: Tasks::default(),
         }
     }
 
@@ -68,6 +72,7 @@ impl RawTail {
         decode_raw(
             &mut r,
             &mut self.code,
+            &mut self.tasks,
             |rec| *finished |= matches!(rec, Record::Stats(_)),
             |s| {
                 on_sample(s);

@@ -68,7 +68,10 @@ pub fn aggregate(
         progress: false,
         ..base.clone()
     };
-    let table = CpuJob::resolve(raw, sources.elf.as_deref(), &opts)?;
+    let mut table = CpuJob::resolve(raw, sources.elf.as_deref(), &opts)?;
+    // The pass's keys carry each sample's task for pprof's labels (the other outputs name
+    // stacks alike whatever their task; a recording without task records keeps its keys).
+    table.filter.task_keys = true;
 
     let mut sym = table.sources.load_with(kernel)?;
     let mut pass = table.run_with(&mut sym);
