@@ -43,6 +43,11 @@ pub struct TaskSpec {
 /// What identifies a task between samples: a record is written when this changes.
 type Seen = Result<(u64, u32, u32, [u8; TASK_NAME_LEN]), TaskUnknown>;
 
+/// A task seen again at its address in the same address space is taken for the same task
+/// without reading its name, but for every this many samples: an exec gives a task a new
+/// address space; a rename (`prctl(PR_SET_NAME)`) shows within this many samples.
+pub const NAME_CHECK_EVERY: u32 = 64;
+
 /// One vCPU's task reading: the spec and the task last recorded.
 #[derive(Debug, Clone)]
 pub struct TaskReader {
@@ -50,6 +55,9 @@ pub struct TaskReader {
     width: usize,
     kernel_start: u64,
     last: Option<(Seen, TaskRecord)>,
+    /// The address space of the last sample, and the samples since its task's name was read.
+    space: Option<u64>,
+    unchecked: u32,
 }
 
 impl TaskReader {
@@ -59,11 +67,13 @@ impl TaskReader {
             width: arch.ptr_width() as usize,
             kernel_start: kern_profile_arch::guest(arch).kernel_start(),
             last: None,
+            space: None,
+            unchecked: 0,
         }
     }
 
-    /// Reads the vCPU's current task at a sample at `pc` (`user`: of user mode) taken at
-    /// `time_ns`.
+    /// Reads the vCPU's current task at a sample at `pc` (`user`: of user mode, in address
+    /// space `space`, its page-table base when read) taken at `time_ns`.
     /// Returns the record to write before the sample: when the task changed, or when
     /// `batch_start` (the vCPU's batch is empty: each batch restates its task).
     #[allow(clippy::too_many_arguments)]
@@ -71,6 +81,7 @@ impl TaskReader {
         &mut self,
         pc: u64,
         user: bool,
+        space: Option<u64>,
         time_ns: u64,
         vcpu: u32,
         batch_start: bool,
@@ -79,8 +90,9 @@ impl TaskReader {
     ) -> Option<TaskRecord> {
         let seen = match !user && pc < self.kernel_start {
             true => Err(TaskUnknown::Boot),
-            false => self.identify(user, regs, &mut mem),
+            false => self.identify(user, space, regs, &mut mem),
         };
+        self.space = space;
         if let Some((last, rec)) = &self.last {
             if *last == seen {
                 return batch_start.then_some(*rec);
@@ -103,8 +115,9 @@ impl TaskReader {
 
     /// The current task's address, ids and name: what tells one task from another.
     fn identify(
-        &self,
+        &mut self,
         user: bool,
+        space: Option<u64>,
         regs: &mut impl RegisterReader,
         mem: &mut impl FnMut(u64, &mut [u8]) -> bool,
     ) -> Seen {
@@ -127,14 +140,23 @@ impl TaskReader {
         if task < self.kernel_start || task % self.width as u64 != 0 {
             return Err(TaskUnknown::BadPointer);
         }
-        let name = self.name(task, mem)?;
-        // The same task as last time, by its address and name (an exec renames it): its ids
-        // cannot have changed, so one read fewer a sample. A task freed and another made at
-        // its address between two samples, with the same name, would keep the old ids.
-        if let Some((Ok(last), _)) = &self.last {
-            if last.0 == task && last.3 == name {
-                return Ok(*last);
+        // The same task as last time, by its address, in the same address space: nothing
+        // more to read (see NAME_CHECK_EVERY). A task freed and another made at its address
+        // between two samples, with the same name, would keep the old ids.
+        let last = match &self.last {
+            Some((Ok(last), _)) if last.0 == task => Some(*last),
+            _ => None,
+        };
+        if let Some(last) = last {
+            if space.is_some() && space == self.space && self.unchecked < NAME_CHECK_EVERY {
+                self.unchecked += 1;
+                return Ok(last);
             }
+        }
+        self.unchecked = 0;
+        let name = self.name(task, mem)?;
+        if let Some(last) = last.filter(|l| l.3 == name) {
+            return Ok(last);
         }
         let (tid, pid) = self.ids(task, mem).ok_or(TaskUnknown::Unreadable)?;
         Ok((task, tid, pid, name))

@@ -495,6 +495,7 @@ fn take_sample(
                 if let Some(task) = t.read(
                     rec.pc,
                     rec.user,
+                    extras.page_table_base,
                     site.time_ns,
                     site.vcpu,
                     start,

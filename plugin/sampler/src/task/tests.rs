@@ -89,7 +89,7 @@ fn read(
     } else {
         0xffff_ffff_8100_0000
     };
-    r.read(pc, user, 5, 1, start, regs, |a, o| mem.read(a, o))
+    r.read(pc, user, None, 5, 1, start, regs, |a, o| mem.read(a, o))
 }
 
 #[test]
@@ -209,7 +209,7 @@ fn bad_pointers_unreadable_tasks_and_names_without_terminator_are_unknown() {
 #[test]
 fn kernel_mode_below_the_kernel_is_a_boot_stage() {
     let (mut r, mut regs, mem) = x86_64();
-    let rec = r.read(0x400_0000, false, 5, 0, true, &mut regs, |a, o| {
+    let rec = r.read(0x400_0000, false, None, 5, 0, true, &mut regs, |a, o| {
         mem.read(a, o)
     });
     assert_eq!(rec.unwrap().task, Err(TaskUnknown::Boot));
@@ -231,4 +231,27 @@ fn a_thread_whose_leader_is_gone_is_unknown_not_misnamed() {
         read(&mut r, false, true, &mut regs, &mem).unwrap().task,
         Err(TaskUnknown::BadPointer)
     );
+}
+
+#[test]
+fn in_the_same_address_space_a_rename_shows_within_the_checks_period() {
+    let (mut r, mut regs, mut mem) = x86_64();
+    let at = |r: &mut TaskReader, regs: &mut Regs, mem: &Mem, space: u64| {
+        let pc = 0xffff_ffff_8100_0000;
+        r.read(pc, false, Some(space), 5, 1, false, regs, |a, o| {
+            mem.read(a, o)
+        })
+    };
+    assert!(at(&mut r, &mut regs, &mem, 0x1000).is_some());
+    mem.task(TASK, 71, 70, b"renamed", 0, LEADER);
+    // Not read again at once in the same address space...
+    let seen: Vec<bool> = (0..=NAME_CHECK_EVERY)
+        .map(|_| at(&mut r, &mut regs, &mem, 0x1000).is_some())
+        .collect();
+    // ...but within the period; and at once in another address space (an exec).
+    assert_eq!(seen.iter().filter(|&&s| s).count(), 1, "{seen:?}");
+    assert_eq!(seen.last(), Some(&true));
+    mem.task(TASK, 71, 70, b"execd", 0, LEADER);
+    let t = at(&mut r, &mut regs, &mem, 0x2000).unwrap().task.unwrap();
+    assert_eq!(t.thread(), "execd");
 }
