@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use kern_profile_format::{TaskIdentity, TaskRecord, TaskUnknown};
+use kern_profile_format::{name_bytes, TaskIdentity, TaskRecord, TaskUnknown};
 use rustc_hash::FxHashMap;
 
 /// A task's index in its recording's [`Tasks`].
@@ -222,10 +222,7 @@ impl TaskPattern {
     pub fn matches(&self, id: u32, name: &[u8]) -> bool {
         match self {
             TaskPattern::Id(n) => *n == id,
-            TaskPattern::Name(s) => {
-                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-                &name[..end] == s.as_bytes()
-            }
+            TaskPattern::Name(s) => name_bytes(name) == s.as_bytes(),
         }
     }
 

@@ -52,7 +52,7 @@ pub use stats::Stats;
 pub use stop_reason::{StopCounts, StopReason};
 pub use summary::{RawSummary, StopsFrom, VcpuCounts};
 pub use task_record::{
-    name_of, TaskIdentity, TaskRecord, TaskUnknown, TASK_NAME_LEN, TASK_RECORD_LEN,
+    name_bytes, name_of, TaskIdentity, TaskRecord, TaskUnknown, TASK_NAME_LEN, TASK_RECORD_LEN,
 };
 pub use timer_record::{HostTimerStats, InterruptWaits, VcpuTime, LONG_WAIT_NS};
 pub use walk_end::{Outcome, WalkEnd, Walker};

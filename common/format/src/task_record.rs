@@ -46,10 +46,15 @@ impl TaskIdentity {
     }
 }
 
+/// A name's bytes up to the first NUL (all of them when there is none).
+pub fn name_bytes(bytes: &[u8]) -> &[u8] {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    &bytes[..end]
+}
+
 /// A name's bytes up to the first NUL (all 16 when there is none), lossily as UTF-8.
 pub fn name_of(bytes: &[u8]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
+    String::from_utf8_lossy(name_bytes(bytes)).into_owned()
 }
 
 /// Why a vCPU's task could not be read (byte 5 of an unknown task's record).

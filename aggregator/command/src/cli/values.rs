@@ -25,15 +25,7 @@ pub fn default_format() -> &'static str {
 
 /// `--by`: what the text report's table is by.
 pub fn report_by() -> impl TypedValueParser<Value = ReportBy> {
-    let values = ReportBy::ALL
-        .into_iter()
-        .map(|b| PossibleValue::new(b.name()).help(by_help(b)));
-    PossibleValuesParser::new(values).map(|name| {
-        ReportBy::ALL
-            .into_iter()
-            .find(|b| b.name() == name)
-            .expect("clap checked the value against the list")
-    })
+    named(ReportBy::ALL, ReportBy::name, by_help)
 }
 
 fn by_help(b: ReportBy) -> &'static str {
@@ -46,14 +38,22 @@ fn by_help(b: ReportBy) -> &'static str {
 
 /// `--view`: every allocation view by its name.
 pub fn alloc_view() -> impl TypedValueParser<Value = AllocView> {
-    let values = AllocView::ALL
+    named(AllocView::ALL, AllocView::name, view_help)
+}
+
+/// A value of `all`, by its `name`, each with its `help`.
+fn named<T: Copy + Send + Sync + 'static, const N: usize>(
+    all: [T; N],
+    name: fn(T) -> &'static str,
+    help: fn(T) -> &'static str,
+) -> impl TypedValueParser<Value = T> {
+    let values = all
         .into_iter()
-        .map(|v| PossibleValue::new(v.name()).help(view_help(v)));
-    PossibleValuesParser::new(values).map(|name| {
-        AllocView::ALL
-            .into_iter()
-            .find(|v| v.name() == name)
-            .expect("clap checked the value against the views")
+        .map(move |v| PossibleValue::new(name(v)).help(help(v)));
+    PossibleValuesParser::new(values).map(move |given| {
+        all.into_iter()
+            .find(|&v| name(v) == given)
+            .expect("clap checked the value against the list")
     })
 }
 
