@@ -27,6 +27,7 @@ mod stack_summary;
 mod stats;
 mod stop_reason;
 mod summary;
+mod switch_record;
 mod task_record;
 mod timer_record;
 mod walk_end;
@@ -51,6 +52,7 @@ pub use stack_summary::StackSummary;
 pub use stats::Stats;
 pub use stop_reason::{StopCounts, StopReason};
 pub use summary::{RawSummary, StopsFrom, VcpuCounts};
+pub use switch_record::{LeftAs, SwitchRecord, SWITCH_FIXED_LEN};
 pub use task_record::{
     name_bytes, name_of, TaskIdentity, TaskRecord, TaskUnknown, TASK_NAME_LEN, TASK_RECORD_LEN,
 };
@@ -78,6 +80,9 @@ pub mod kind {
     /// The guest task a vCPU runs from this record on ([`crate::TaskRecord`]); written in
     /// versions 2 and 3, skipped as an unknown kind by readers that predate it.
     pub const TASK: u8 = 9;
+    /// A vCPU switched tasks, with the stack of the task that left ([`crate::SwitchRecord`]);
+    /// written in versions 2 and 3 (`switches=`), skipped by readers that predate it.
+    pub const SWITCH: u8 = 10;
 }
 
 /// Frame values below [`frame_marker::LIMIT`] are not return addresses but markers of where

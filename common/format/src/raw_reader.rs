@@ -11,6 +11,7 @@ use crate::machine::{CpuMode, Privilege};
 use crate::source::{u16_at, u32_at, u64_at, word_at, words, Source, Truncation};
 use crate::stats::Stats;
 use crate::stop_reason::StopReason;
+use crate::switch_record::SwitchRecord;
 use crate::task_record::TaskRecord;
 use crate::timer_record::HostTimerStats;
 
@@ -172,6 +173,8 @@ pub enum Record<'a> {
     AllocStats(AllocHookStats),
     /// The task a vCPU runs from here on.
     Task(TaskRecord),
+    /// A vCPU switched tasks.
+    Switch(SwitchRecord),
     /// A record kind this version does not know; skipped.
     Unknown {
         kind: u8,
@@ -292,6 +295,9 @@ impl<R: Read> RawReader<R> {
             kind::CODE_BYTES => Record::CodeBytes(CodeBytes::decode(body, width, offset)?),
             kind::TASK if self.version >= crate::VERSION_2 => {
                 Record::Task(TaskRecord::decode(body, offset)?)
+            }
+            kind::SWITCH if self.version >= crate::VERSION_2 => {
+                Record::Switch(SwitchRecord::decode(body, width, offset)?)
             }
             kind::ALLOC_TABLE if v3 => Record::AllocTable(AllocTable::decode(body, width, offset)?),
             kind::ALLOC_EVENT if v3 => {

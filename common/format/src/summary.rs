@@ -82,6 +82,8 @@ pub struct RawSummary {
     /// Task records (a vCPU's task changed), and those of a task that could not be read.
     pub task_records: u64,
     pub unknown_tasks: u64,
+    /// Task switches (`switches=`).
+    pub switches: u64,
     /// Records of kinds this version does not know (skipped).
     pub unknown_records: u64,
     /// Version 3: allocation events (hooked allocator calls), and the hooks' counts at exit.
@@ -127,6 +129,7 @@ impl RawSummary {
                 self.task_records += 1;
                 self.unknown_tasks += t.task.is_err() as u64;
             }
+            Record::Switch(_) => self.switches += 1,
             Record::AllocTable(_) => {}
             Record::AllocEvent(_) => self.alloc_events += 1,
             Record::AllocStats(s) => self.alloc_stats = Some(*s),
