@@ -32,6 +32,10 @@ pub struct TaskLayout {
     pub group_leader: u32,
     pub flags: u32,
     pub mm: u32,
+    /// `__state` (4 bytes, Linux 5.14 on): 0 while the task may run, a sleep state once it
+    /// waits; read at a task switch to tell a preempted task from a blocked one. `None`
+    /// when the BTF has no such member (older kernels call it `state`, a `long`).
+    pub state: Option<u32>,
 }
 
 /// How deep anonymous structs and unions may nest, and how many typedef/const/volatile
@@ -133,6 +137,7 @@ fn read_layout(
             group_leader: field("group_leader", Expect::Ptr)?.offset,
             flags: field("flags", Expect::Int(4))?.offset,
             mm: field("mm", Expect::Ptr)?.offset,
+            state: field("__state", Expect::Int(4)).ok().map(|f| f.offset),
         })
     })
 }
@@ -585,6 +590,7 @@ mod tests {
                 group_leader: 32,
                 flags: 0,
                 mm: 40,
+                state: None,
             }
         );
     }

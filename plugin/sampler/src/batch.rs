@@ -1,7 +1,9 @@
 //! A vCPU's buffer of encoded samples (and allocation events), handed to the writer when it
 //! is full or old enough.
 
-use kern_profile_format::{encode_sample_v2, CodeBytes, SampleExtras, SampleRecord, TaskRecord};
+use kern_profile_format::{
+    encode_sample_v2, CodeBytes, SampleExtras, SampleRecord, SwitchRecord, TaskRecord,
+};
 
 use crate::writer::Batch;
 
@@ -76,6 +78,17 @@ impl SampleBuffer {
     /// Encodes a task record; the samples after it ran in that task.
     pub fn push_task(&mut self, t: &TaskRecord) {
         t.encode(&mut self.batch.bytes);
+    }
+
+    /// Encodes a task switch and the next task's record; returns whether the batch should be
+    /// handed over now.
+    pub fn push_switch(&mut self, ptr_width: usize, s: &SwitchRecord, next: &TaskRecord) -> bool {
+        if self.batch.bytes.is_empty() {
+            self.first_ns = s.time_ns;
+        }
+        s.encode(&mut self.batch.bytes, ptr_width);
+        next.encode(&mut self.batch.bytes);
+        self.due(s.time_ns)
     }
 
     pub fn is_empty(&self) -> bool {

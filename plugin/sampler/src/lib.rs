@@ -8,6 +8,7 @@
 //! - [`code_sampler`]: code bytes at the first sampled user PC of each page of each address
 //!   space (record kind 6);
 //! - [`task`]: `tasks=`: the guest task each sample ran in, and when to record it;
+//! - [`switch`]: `switches=`: each task switch, with the leaving task's stack;
 //! - [`batch`]: a vCPU's buffer of encoded samples and when to hand it to the writer;
 //! - [`writer`]: the writer thread behind a bounded channel, which drops rather than blocks;
 //! - [`alloc_hooks`]: `alloc=`: the allocator functions to hook, their arguments at entry,
@@ -17,6 +18,7 @@ pub mod alloc_hooks;
 pub mod batch;
 pub mod capture;
 pub mod code_sampler;
+pub mod switch;
 pub mod task;
 pub mod window;
 pub mod writer;

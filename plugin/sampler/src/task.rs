@@ -38,6 +38,9 @@ pub struct TaskSpec {
     pub flags: u32,
     /// The bit of `flags` that marks a kernel thread.
     pub kernel_thread_flag: u32,
+    /// The run state (Linux `__state`, 4 bytes: 0 while the task may run), read at task
+    /// switches (`switches=`), when the layout has it.
+    pub state: Option<u32>,
 }
 
 /// What identifies a task between samples: a record is written when this changes.
@@ -137,9 +140,7 @@ impl TaskReader {
                     .ok_or(TaskUnknown::Unreadable)?
             }
         };
-        if task < self.kernel_start || task % self.width as u64 != 0 {
-            return Err(TaskUnknown::BadPointer);
-        }
+        self.check_pointer(task)?;
         // The same task as last time, by its address, in the same address space: nothing
         // more to read (see NAME_CHECK_EVERY). A task freed and another made at its address
         // between two samples, with the same name, would keep the old ids.
@@ -160,6 +161,52 @@ impl TaskReader {
         }
         let (tid, pid) = self.ids(task, mem).ok_or(TaskUnknown::Unreadable)?;
         Ok((task, tid, pid, name))
+    }
+
+    /// At a task switch, the task that runs next, `next` (the switch function's argument:
+    /// the kernel has not yet made it current). Returns its record, to write after the
+    /// switch; the samples after it that see the same task write none.
+    pub fn switched_to(
+        &mut self,
+        next: u64,
+        time_ns: u64,
+        vcpu: u32,
+        mut mem: impl FnMut(u64, &mut [u8]) -> bool,
+    ) -> TaskRecord {
+        let seen = self.check_pointer(next).and_then(|()| {
+            let name = self.name(next, &mut mem)?;
+            let (tid, pid) = self.ids(next, &mut mem).ok_or(TaskUnknown::Unreadable)?;
+            Ok((next, tid, pid, name))
+        });
+        let task = match seen {
+            Ok((address, tid, pid, name)) => self.describe(address, tid, pid, name, &mut mem),
+            Err(why) => Err(why),
+        };
+        let rec = TaskRecord {
+            vcpu,
+            time_ns,
+            task,
+        };
+        self.last = Some((seen, rec));
+        // The next sample reads the name again: it checks that the kernel did switch.
+        self.space = None;
+        self.unchecked = 0;
+        rec
+    }
+
+    /// A task pointer must be a kernel address, aligned.
+    fn check_pointer(&self, task: u64) -> Result<(), TaskUnknown> {
+        match task < self.kernel_start || !task.is_multiple_of(self.width as u64) {
+            true => Err(TaskUnknown::BadPointer),
+            false => Ok(()),
+        }
+    }
+
+    /// The run state of `task` (see [`TaskSpec::state`]), when the layout has it and the
+    /// guest's memory holds it.
+    pub fn state(&self, task: u64, mut mem: impl FnMut(u64, &mut [u8]) -> bool) -> Option<u32> {
+        self.check_pointer(task).ok()?;
+        self.u32_at(task, self.spec.state?, &mut mem)
     }
 
     /// The per-CPU base: the mode's register, or the other one when only it holds a kernel

@@ -1,6 +1,6 @@
 //! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`
 //! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,elf=FILE][,user=FILE...][,alloc=SPEC,elf=FILE|symbols=FILE]`
-//! `[,tasks=auto|on|off]`.
+//! `[,tasks=auto|on|off][,switches=auto|on|off]`.
 //!
 //! `elf=` names the kernel (an ELF, or a Linux image holding one: a bzImage): its ORC and
 //! DWARF CFI tables unwind the kernel's stacks where it has no frame pointers, and `alloc=`
@@ -48,27 +48,31 @@ pub struct Config {
     /// translated block is instrumented for sampling.
     pub at_interrupts: bool,
     /// `tasks=`: name the guest task of each sample.
-    pub tasks: Tasks,
+    pub tasks: AutoOnOff,
+    /// `switches=`: record each task switch with the leaving task's stack (off-CPU time).
+    pub switches: AutoOnOff,
 }
 
-/// `tasks=`: whether samples carry the guest task they ran in (format record kind 9).
+/// `tasks=`: whether samples carry the guest task they ran in (format record kind 9);
+/// `switches=`: whether task switches are recorded (kind 10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Tasks {
-    /// When `elf=` is a Linux image whose BTF and kallsyms tell where its tasks are (the
-    /// default); otherwise a line at start says why not, and samples have no task.
+pub enum AutoOnOff {
+    /// When `elf=` is a Linux image whose BTF and kallsyms tell where its tasks are (and,
+    /// for switches, its switch function); otherwise a line at start says why not. The
+    /// default.
     #[default]
     Auto,
-    /// Required: QEMU stops at start when the tasks cannot be found.
+    /// Required: QEMU stops at start when the tasks (or the switch function) cannot be found.
     On,
     Off,
 }
 
-fn tasks_value(value: &str) -> Result<Tasks, ConfigError> {
+fn auto_on_off(arg: &'static str, value: &str) -> Result<AutoOnOff, ConfigError> {
     match value {
-        "auto" => Ok(Tasks::Auto),
-        "on" | "yes" | "true" => Ok(Tasks::On),
-        "off" | "no" | "false" => Ok(Tasks::Off),
-        _ => Err(bad("tasks", value, "must be 'auto', 'on' or 'off'")),
+        "auto" => Ok(AutoOnOff::Auto),
+        "on" | "yes" | "true" => Ok(AutoOnOff::On),
+        "off" | "no" | "false" => Ok(AutoOnOff::Off),
+        _ => Err(bad(arg, value, "must be 'auto', 'on' or 'off'")),
     }
 }
 
@@ -83,7 +87,7 @@ pub struct AllocConfig {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off, switches=auto|on|off)")]
     Unknown(String),
     #[error("argument '{0}' needs a value: {0}=...")]
     NoValue(String),
@@ -115,8 +119,10 @@ pub enum ConfigError {
     SymbolsWithoutAlloc(&'static str),
     #[error("'elf' and 'symbols' exclude each other: give one place to find the kernel's symbols")]
     ElfAndSymbols,
-    #[error("tasks=on reads the guest's tasks where elf= says they are: add elf=KERNEL (a Linux image or vmlinux with BTF)")]
+    #[error("tasks=on and switches=on read the guest's tasks where elf= says they are: add elf=KERNEL (a Linux image or vmlinux with BTF)")]
     TasksWithoutElf,
+    #[error("switches=on records which task leaves and which runs, and tasks=off names none: drop one of them")]
+    SwitchesWithoutTasks,
 }
 
 fn bad(arg: &'static str, value: &str, why: impl Into<String>) -> ConfigError {
@@ -178,12 +184,13 @@ impl Config {
         let mut symbols = None;
         let mut trigger = None;
         let mut tasks = None;
+        let mut switches = None;
         let mut user = Vec::new();
         for arg in args {
             let Some((key, value)) = arg.split_once('=') else {
                 return Err(match arg {
                     "out" | "delay" | "period" | "depth" | "exact" | "window" | "alloc" | "elf"
-                    | "symbols" | "trigger" | "user" | "tasks" => {
+                    | "symbols" | "trigger" | "user" | "tasks" | "switches" => {
                         ConfigError::NoValue(arg.to_string())
                     }
                     _ => ConfigError::Unknown(arg.to_string()),
@@ -213,7 +220,8 @@ impl Config {
                 )?,
                 "exact" => set(&mut exact, "exact", exact_value(value)?)?,
                 "trigger" => set(&mut trigger, "trigger", trigger_value(value)?)?,
-                "tasks" => set(&mut tasks, "tasks", tasks_value(value)?)?,
+                "tasks" => set(&mut tasks, "tasks", auto_on_off("tasks", value)?)?,
+                "switches" => set(&mut switches, "switches", auto_on_off("switches", value)?)?,
                 "window" => set(
                     &mut window,
                     "window",
@@ -233,8 +241,12 @@ impl Config {
         }
         let exact = exact.unwrap_or(Exact::Off);
         let tasks = tasks.unwrap_or_default();
-        if tasks == Tasks::On && elf.is_none() {
+        let switches = switches.unwrap_or_default();
+        if (tasks == AutoOnOff::On || switches == AutoOnOff::On) && elf.is_none() {
             return Err(ConfigError::TasksWithoutElf);
+        }
+        if switches == AutoOnOff::On && tasks == AutoOnOff::Off {
+            return Err(ConfigError::SwitchesWithoutTasks);
         }
         let alloc = alloc_config(alloc, elf.clone(), symbols)?;
         let at_interrupts = trigger.unwrap_or(false);
@@ -268,6 +280,7 @@ impl Config {
             user,
             at_interrupts,
             tasks,
+            switches,
         })
     }
 }
@@ -346,7 +359,8 @@ mod tests {
                 kernel: None,
                 user: Vec::new(),
                 at_interrupts: false,
-                tasks: Tasks::Auto,
+                tasks: AutoOnOff::Auto,
+                switches: AutoOnOff::Auto,
             }
         );
         let c = parse("out=/tmp/x").unwrap();
@@ -416,9 +430,17 @@ mod tests {
 
     #[test]
     fn tasks_are_named_by_default_where_elf_tells_where_they_are() {
-        assert_eq!(parse("out=x").unwrap().tasks, Tasks::Auto);
-        assert_eq!(parse("out=x,elf=k,tasks=on").unwrap().tasks, Tasks::On);
-        assert_eq!(parse("out=x,tasks=off").unwrap().tasks, Tasks::Off);
+        assert_eq!(parse("out=x").unwrap().tasks, AutoOnOff::Auto);
+        assert_eq!(parse("out=x,elf=k,tasks=on").unwrap().tasks, AutoOnOff::On);
+        assert_eq!(parse("out=x,tasks=off").unwrap().tasks, AutoOnOff::Off);
+        assert_eq!(parse("out=x").unwrap().switches, AutoOnOff::Auto);
+        assert_eq!(
+            parse("out=x,elf=k,switches=on").unwrap().switches,
+            AutoOnOff::On
+        );
+        assert!(err("out=x,elf=k,switches=on,tasks=off").contains("tasks=off names none"));
+        assert!(err("out=x,switches=on").contains("add elf=KERNEL"));
+        assert!(err("out=x,switches=1").starts_with("switches=1: must be"));
     }
 
     #[test]

@@ -45,6 +45,7 @@ pub mod kernel_tables;
 pub mod qemu_args;
 pub mod sample_costs;
 pub mod summary;
+pub mod switches;
 pub mod target;
 pub mod tasks;
 pub mod trigger;
@@ -139,6 +140,8 @@ struct Plugin {
     kernel_os: KernelOs,
     /// `tasks=`: where the guest's tasks are, when samples name theirs.
     tasks: Option<kern_profile_sampler::task::TaskSpec>,
+    /// `switches=`: where the kernel switches tasks, when switches are recorded.
+    switches: Option<kern_profile_sampler::switch::SwitchSpec>,
     /// QEMU runs with `-icount`: `trigger=interrupt` samples the interrupted instruction as
     /// it is (see [`vcpu::at_interrupt`]).
     icount: bool,
@@ -281,7 +284,7 @@ unsafe fn install(
         VERSION_2
     };
     let loaded = match &cfg.kernel {
-        Some(path) => kernel_tables::load(path, arch, cfg.tasks)?,
+        Some(path) => kernel_tables::load(path, arch, cfg.tasks, cfg.switches)?,
         None => kernel_tables::Loaded::default(),
     };
     let loaded = kernel_tables::add_user(loaded, &cfg.user, arch)?;
@@ -291,6 +294,7 @@ unsafe fn install(
     (plugin.tables, plugin.table_refusals) = (loaded.tables, loaded.refusals);
     plugin.kernel_os = loaded.os;
     plugin.tasks = loaded.tasks;
+    plugin.switches = loaded.switches;
     plugin.icount = qemu_args::counts_instructions(&cmdline);
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
@@ -413,6 +417,7 @@ impl Plugin {
             table_refusals: None,
             kernel_os: KernelOs::Unknown,
             tasks: None,
+            switches: None,
             icount: false,
         })
     }

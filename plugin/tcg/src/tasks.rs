@@ -9,18 +9,18 @@ use kern_profile_linux_image::{KernelImage, TaskLayout};
 use kern_profile_sampler::task::{Current, TaskSpec, PF_KTHREAD};
 use kern_profile_unwind::KernelOs;
 
-use crate::config::Tasks;
+use crate::config::AutoOnOff;
 
 /// The task spec of the kernel in `image` (at `path`), or why there is none, as the line to
 /// print (with `tasks=auto`) or the error that stops QEMU (with `tasks=on`).
 pub fn find(
-    tasks: Tasks,
+    tasks: AutoOnOff,
     image: &KernelImage,
     os: KernelOs,
     arch: Arch,
     path: &Path,
 ) -> Result<Option<TaskSpec>, String> {
-    if tasks == Tasks::Off {
+    if tasks == AutoOnOff::Off {
         return Ok(None);
     }
     let found = match os {
@@ -35,7 +35,7 @@ pub fn find(
             crate::stderr_line(&found_line(path, &spec));
             Ok(Some(spec))
         }
-        (Err(why), Tasks::On) => Err(format!("tasks=on: elf={}: {why}", path.display())),
+        (Err(why), AutoOnOff::On) => Err(format!("tasks=on: elf={}: {why}", path.display())),
         (Err(why), _) => {
             crate::stderr_line(&format!(
                 "kern-profile: elf={}: samples carry no task: {why}",
@@ -66,6 +66,7 @@ fn linux_spec(l: &TaskLayout, arch: Arch) -> Result<TaskSpec, String> {
         leader: l.group_leader,
         flags: l.flags,
         kernel_thread_flag: PF_KTHREAD,
+        state: l.state,
     })
 }
 

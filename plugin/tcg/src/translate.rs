@@ -40,6 +40,9 @@ pub unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
         if let Some(a) = &p.alloc {
             crate::alloc::instrument(a, tb, insns);
         }
+        if let Some(s) = &p.switches {
+            crate::switches::instrument(s, tb, insns);
+        }
     });
 }
 

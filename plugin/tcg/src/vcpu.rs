@@ -14,6 +14,7 @@ use kern_profile_sampler::alloc_hooks::{Hook, HookSet, Moment, VcpuHooks};
 use kern_profile_sampler::batch::SampleBuffer;
 use kern_profile_sampler::capture::{record_extras, Capture, Reg, RegisterReader, SampleSite};
 use kern_profile_sampler::code_sampler::CodeSampler;
+use kern_profile_sampler::switch::SwitchReader;
 use kern_profile_sampler::task::TaskReader;
 
 use kern_profile_unwind::EntryState;
@@ -47,6 +48,8 @@ pub struct Vcpu {
     pub costs: crate::sample_costs::SampleCosts,
     /// `tasks=`: the task each sample ran in.
     pub tasks: Option<TaskReader>,
+    /// `switches=`: the vCPU's task switches.
+    pub switch: Option<SwitchReader>,
 }
 
 impl Vcpu {
@@ -69,7 +72,32 @@ impl Vcpu {
             block: Vec::new(),
             costs: Default::default(),
             tasks: None,
+            switch: None,
         }
+    }
+
+    /// At the switch function's entry: the switch record and the next task's into the
+    /// batch; returns whether the batch is due.
+    pub fn take_switch(
+        &mut self,
+        vcpu: u32,
+        time_ns: u64,
+        icount: Option<u64>,
+        width: usize,
+    ) -> bool {
+        let (Some(m), Some(s), Some(t)) = (
+            self.machine.as_mut(),
+            self.switch.as_mut(),
+            self.tasks.as_mut(),
+        ) else {
+            return false;
+        };
+        let mem = &mut m.membuf;
+        let read = |addr, b: &mut [u8]| mem.read_memory(addr, b);
+        let (switch, next) = s.at_switch(vcpu, time_ns, icount, &mut m.regs, read, t);
+        let due = self.buffer.push_switch(width, &switch, &next);
+        s.recycle(switch);
+        due
     }
 
     /// At a hooked function's entry: see [`VcpuHooks::enter`].
@@ -202,7 +230,10 @@ pub fn vcpu_init(idx: u32) {
         return;
     }
     warn_shared_thread(p, idx);
-    let named = p.alloc.as_ref().map_or(Vec::new(), |a| a.set.registers());
+    let mut named = p.alloc.as_ref().map_or(Vec::new(), |a| a.set.registers());
+    if let Some(s) = &p.switches {
+        named.extend(crate::switches::registers(s));
+    }
     v.machine = match Machine::find(p.arch, &named) {
         Ok(m) => Some(m),
         Err(e) => {
@@ -222,6 +253,9 @@ pub fn vcpu_init(idx: u32) {
         warn_missing_registers(&v.machine, &named, idx);
     }
     v.tasks = p.tasks.map(|spec| TaskReader::new(spec, p.arch));
+    v.switch = p.switches.map(|spec| {
+        SwitchReader::new(spec, p.arch, p.cfg.depth).with_tables(p.tables.clone(), p.kernel_os)
+    });
     v.buffer = SampleBuffer::new(p.writer.fresh_buffer());
     v.trigger = Trigger::new(p.cfg.sampling, p.now_ns());
     if let Some(t) = &p.timed {

@@ -20,6 +20,7 @@ fn spec(current: Current) -> TaskSpec {
         leader: 0x5e8,
         flags: 0x2c,
         kernel_thread_flag: PF_KTHREAD,
+        state: None,
     }
 }
 

@@ -1,0 +1,146 @@
+//! `switches=`: the QEMU glue of the task-switch hook. The kernel's switch function is found
+//! once at start (Linux's, by name in its kallsyms), an instruction callback goes on its
+//! first instruction at translation, and the callback hands the vCPU's registers and memory
+//! to kern-profile-sampler's [`SwitchReader`].
+
+use std::ffi::{c_uint, c_void};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use kern_profile_arch::Convention;
+use kern_profile_format::{Arch, SamplingMode};
+use kern_profile_linux_image::KernelImage;
+use kern_profile_sampler::alloc_hooks::args::{convention_arg, Location};
+use kern_profile_sampler::switch::SwitchSpec;
+use kern_profile_sampler::task::TaskSpec;
+use kern_profile_unwind::KernelOs;
+use qemu_plugin_sys as sys;
+
+use crate::config::AutoOnOff;
+use crate::vcpu::send;
+use crate::{guard, lock_now, Plugin, PLUGIN};
+
+/// Linux's switch function per architecture: the assembly one, called with the leaving
+/// and the next task while the stack is still the leaving one's.
+fn linux_switch_function(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 | Arch::I386 => "__switch_to_asm",
+        Arch::Aarch64 => "cpu_switch_to",
+        Arch::Riscv64 => "__switch_to",
+    }
+}
+
+/// The switch hook of the kernel in `image` (at `path`), or why there is none: a line at
+/// start with `switches=auto`, the error that stops QEMU with `switches=on`. `tasks` is
+/// where the tasks are (switches name tasks, so they need them).
+pub fn find(
+    switches: AutoOnOff,
+    tasks: Option<&TaskSpec>,
+    image: &KernelImage,
+    os: KernelOs,
+    arch: Arch,
+    path: &Path,
+) -> Result<Option<SwitchSpec>, String> {
+    if switches == AutoOnOff::Off {
+        return Ok(None);
+    }
+    let found = match (os, tasks) {
+        (_, None) => Err("samples carry no task".to_string()),
+        (KernelOs::Linux, Some(_)) => linux_spec(image, arch),
+        _ => Err("not a Linux kernel".to_string()),
+    };
+    match (found, switches) {
+        (Ok(spec), _) => {
+            crate::stderr_line(&format!(
+                "kern-profile: elf={}: task switches recorded at {} ({:#x}), with the leaving task's stack",
+                path.display(),
+                linux_switch_function(arch),
+                spec.entry
+            ));
+            Ok(Some(spec))
+        }
+        (Err(why), AutoOnOff::On) => Err(format!("switches=on: elf={}: {why}", path.display())),
+        (Err(why), _) => {
+            crate::stderr_line(&format!(
+                "kern-profile: elf={}: task switches not recorded: {why}",
+                path.display()
+            ));
+            Ok(None)
+        }
+    }
+}
+
+fn linux_spec(image: &KernelImage, arch: Arch) -> Result<SwitchSpec, String> {
+    let name = linux_switch_function(arch);
+    let kallsyms = image.kallsyms().map_err(|e| e.to_string())?;
+    let entry = kallsyms
+        .address_of(name)
+        .ok_or_else(|| format!("its kallsyms have no {name}"))?;
+    // i386 Linux passes arguments in registers (regparm(3)): eax, edx.
+    let convention = match arch {
+        Arch::I386 => Convention::Regparm3,
+        _ => Convention::C,
+    };
+    Ok(SwitchSpec {
+        entry,
+        prev: convention_arg(arch, convention, 0),
+        next: convention_arg(arch, convention, 1),
+    })
+}
+
+/// The registers the hook reads by name (its arguments').
+pub fn registers(spec: &SwitchSpec) -> Vec<&'static str> {
+    [spec.prev, spec.next]
+        .into_iter()
+        .filter_map(|l| match l {
+            Location::Register(r) => Some(r),
+            Location::Stack(_) => None,
+        })
+        .collect()
+}
+
+/// At translation: the callback on the switch function's first instruction.
+///
+/// # Safety
+/// `tb` is the block QEMU is translating, with the instructions at `insns`.
+pub unsafe fn instrument(spec: &'static SwitchSpec, tb: *mut sys::qemu_plugin_tb, insns: &[u64]) {
+    if let Some(i) = insns.iter().position(|&a| a == spec.entry) {
+        sys::qemu_plugin_register_vcpu_insn_exec_cb(
+            sys::qemu_plugin_tb_get_insn(tb, i),
+            Some(on_switch),
+            sys::qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+            std::ptr::null_mut(),
+        );
+    }
+}
+
+unsafe extern "C" fn on_switch(vcpu: c_uint, _: *mut c_void) {
+    guard(|| switched(vcpu));
+}
+
+/// vCPU `idx` is at the switch: its switch record and the next task's go into its batch.
+fn switched(idx: u32) {
+    let Some(p) = PLUGIN.get() else { return };
+    if p.exiting.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(mut v) = p.vcpus.get(idx as usize).and_then(lock_now) else {
+        return;
+    };
+    if !v.ready {
+        return;
+    }
+    let icount = icount(p, idx, &v);
+    let time_ns = p.now_ns();
+    if v.take_switch(idx, time_ns, icount, p.width.bytes()) {
+        send(p, &mut v.buffer);
+    }
+}
+
+/// The vCPU's instruction count, when it counts them (`period=`).
+fn icount(p: &Plugin, idx: u32, v: &crate::vcpu::Vcpu) -> Option<u64> {
+    match p.cfg.sampling {
+        SamplingMode::PeriodInstructions(_) => Some(v.counter.instructions(p.acc.get(idx))),
+        _ => None,
+    }
+}
