@@ -15,7 +15,8 @@
 # the background while another 2 MiB is written to a tmpfs file, gzipped, gunzipped and
 # compared), prints "workload done" with the guest's uptime and powers off. With
 # `kp.workload=tasks` on the kernel command line (run-linux.sh --append), it runs named
-# processes instead that print "kp-proc PID NAME" (md5sum and gzip on the CPUs, sleep waiting).
+# processes instead that print "kp-proc PID NAME" (md5sum and gzip on the CPUs; sleep and a
+# cat reading a pipe wait, printing "kp-wait PID SECONDS").
 . "$(dirname "$0")/../lib.sh"
 
 arch=""
@@ -67,12 +68,15 @@ else
 fi
 if grep -q 'kp.workload=tasks' /proc/cmdline; then
   # Named processes on both CPUs, each printing its pid and name before it runs (exec keeps
-  # the pid; the name is the applet's): two CPU-bound ones and one that sleeps a second.
+  # the pid; the name is the applet's): two CPU-bound ones, and two that wait a second.
   echo "workload start at $(up) s: $(nproc) CPUs, tasks"
   dd if=/dev/urandom of=/tmp/data bs=64k count=48 2>/dev/null
   sh -c 'echo "kp-proc $$ md5sum" >&2; exec md5sum /tmp/data /tmp/data /tmp/data /tmp/data /tmp/data /tmp/data' >/dev/null &
   sh -c 'echo "kp-proc $$ gzip" >&2; exec gzip -9 -c /tmp/data' >/dev/null &
-  sh -c 'echo "kp-proc $$ sleep" >&2; exec sleep 1' &
+  # Two that wait, each saying how long: one sleeps, one reads a pipe its writer fills a
+  # second later (the writer's own sleep is not announced).
+  sh -c 'echo "kp-proc $$ sleep" >&2; echo "kp-wait $$ 1.0" >&2; exec sleep 1' &
+  (sleep 1; echo filled) | sh -c 'echo "kp-proc $$ cat" >&2; echo "kp-wait $$ 1.0" >&2; exec cat' >/dev/null &
   wait
   echo "workload done at $(up) s"
   poweroff -f

@@ -61,6 +61,8 @@ pub struct TaskReader {
     /// The address space of the last sample, and the samples since its task's name was read.
     space: Option<u64>,
     unchecked: u32,
+    /// Every task switch is seen ([`TaskReader::seeing_switches`]).
+    sees_switches: bool,
 }
 
 impl TaskReader {
@@ -72,6 +74,16 @@ impl TaskReader {
             last: None,
             space: None,
             unchecked: 0,
+            sees_switches: false,
+        }
+    }
+
+    /// A reader told of every task switch ([`TaskReader::switched_to`], `switches=`): where
+    /// no register holds the current task (aarch64 user mode), the task last named is.
+    pub fn seeing_switches(self) -> Self {
+        TaskReader {
+            sees_switches: true,
+            ..self
         }
     }
 
@@ -132,7 +144,16 @@ impl TaskReader {
                 } else {
                     Reg::TaskBase
                 };
-                regs.read(reg).ok_or(TaskUnknown::NoRegister)?
+                match regs.read(reg) {
+                    Some(task) => task,
+                    // No register names the task in user mode (aarch64): the task the last
+                    // switch (or kernel-mode sample) named is still current when every
+                    // switch is seen.
+                    None => match (&self.last, self.sees_switches) {
+                        (Some((Ok(last), _)), true) => return Ok(*last),
+                        _ => return Err(TaskUnknown::NoRegister),
+                    },
+                }
             }
             Current::PerCpu { offset } => {
                 let base = self.per_cpu_base(user, regs)?;

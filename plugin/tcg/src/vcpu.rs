@@ -252,7 +252,13 @@ pub fn vcpu_init(idx: u32) {
         crate::alloc::vcpu_init(a, idx, &mut v);
         warn_missing_registers(&v.machine, &named, idx);
     }
-    v.tasks = p.tasks.map(|spec| TaskReader::new(spec, p.arch));
+    v.tasks = p.tasks.map(|spec| {
+        let reader = TaskReader::new(spec, p.arch);
+        match p.switches {
+            Some(_) => reader.seeing_switches(),
+            None => reader,
+        }
+    });
     v.switch = p.switches.map(|spec| {
         SwitchReader::new(spec, p.arch, p.cfg.depth).with_tables(p.tables.clone(), p.kernel_os)
     });

@@ -176,6 +176,25 @@ fn a_register_held_task_needs_no_memory_for_its_pointer() {
 }
 
 #[test]
+fn seeing_every_switch_a_user_sample_without_register_is_the_last_task_named() {
+    let mut mem = Mem::default();
+    mem.task(TASK, 9, 9, b"sh", 0, TASK);
+    mem.task(LEADER, 12, 12, b"cat", 0, LEADER);
+    let mut regs = Regs::default();
+    regs.0.insert(Reg::TaskBase, TASK);
+    let mut r = TaskReader::new(spec(Current::InRegister), Arch::Aarch64).seeing_switches();
+    read(&mut r, false, true, &mut regs, &mem).unwrap();
+    // User mode: the kernel-mode sample's task, nothing new to write.
+    assert_eq!(read(&mut r, true, false, &mut regs, &mem), None);
+    // A switch names the next task; the user samples after it are that task's.
+    let next = r.switched_to(LEADER, 6, 1, |a, o| mem.read(a, o));
+    assert_eq!(next.task.unwrap().thread(), "cat");
+    assert_eq!(read(&mut r, true, false, &mut regs, &mem), None);
+    let restated = read(&mut r, true, true, &mut regs, &mem).unwrap();
+    assert_eq!(restated.task.unwrap().tid, 12);
+}
+
+#[test]
 fn bad_pointers_unreadable_tasks_and_names_without_terminator_are_unknown() {
     let (mut r, mut regs, mut mem) = x86_64();
     // The slot holds a user address.
