@@ -25,6 +25,7 @@ mod old_qemu;
 mod period;
 mod reports;
 mod run_kernel;
+mod task_counts;
 mod user_roots;
 mod virt;
 pub use gdb::{
@@ -42,6 +43,7 @@ pub use old_qemu::qemu_72_bin;
 pub use period::{instructions_over_period, whole_run_instructions};
 pub use reports::{allocator_block, count_through, cpu_stacks, report_value};
 pub use run_kernel::{run_kernel_args, run_kernel_command};
+pub use task_counts::{exact_by_process, ExactByProcess};
 pub use user_roots::{
     cr3_on_com1, elf_names, syscall_roots, user_part_end_of, SyscallRoots, BOUNDARIES,
 };

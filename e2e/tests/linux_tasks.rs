@@ -1,8 +1,10 @@
-//! Which task ran, on Debian's amd64 Linux: the initramfs's `kp.workload=tasks` runs named
-//! processes on both CPUs that print their own pids ("kp-proc PID NAME"), under the real
-//! plugin with `elf=` the vmlinuz alone (its BTF and kallsyms say where the tasks are). The
-//! text report `--by process` must list each one under its name and pid, the filters must
-//! keep its samples, and samples the plugin could not name must be boot code's only.
+//! Which task ran, on Debian's amd64 and arm64 Linux: the initramfs's `kp.workload=tasks` runs
+//! named processes on both CPUs that print their own pids ("kp-proc PID NAME"), under the real
+//! plugin with `elf=` the vmlinuz alone (its BTF and kallsyms say where the tasks are, and
+//! where the kernel switches them). The text report `--by process` must list each one under
+//! its name and pid with a share within 2 points of its exact share (the instructions between
+//! the recording's own task switches), the filters must keep its samples, and samples the
+//! plugin could not name must be boot code's only.
 //!
 //! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it this test
 //! prints why and passes, unless `KP_E2E=required`.
@@ -37,22 +39,34 @@ fn rows(table: &str) -> Vec<(f64, u64, String, String)> {
 
 #[test]
 fn x86_64_samples_name_their_processes() {
-    let dir = root().join("target/linux/x86_64");
+    samples_name_their_processes("x86_64");
+}
+
+#[test]
+fn aarch64_samples_name_their_processes() {
+    samples_name_their_processes("aarch64");
+}
+
+/// Points a process's sampled share may differ from its exact share.
+const SHARE_POINTS: f64 = 2.0;
+
+fn samples_name_their_processes(arch: &str) {
+    let dir = root().join("target/linux").join(arch);
     let vmlinuz = dir.join("vmlinuz");
     if !linux_guest_present(&dir, &[vmlinuz.clone(), dir.join("busybox")]) {
         return;
     }
     let args = format!("period=100000,elf={}", vmlinuz.display());
     let run = boot_linux_with(
-        "linux-tasks-x86_64",
-        "x86_64",
+        &format!("linux-tasks-{arch}"),
+        arch,
         Some(&args),
         Some("kp.workload=tasks"),
     );
     let procs = printed(&run.console);
     let mut names: Vec<&str> = procs.iter().map(|(_, n)| n.as_str()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["gzip", "md5sum", "sleep"], "{}", run.console);
+    assert_eq!(names, ["cat", "gzip", "md5sum", "sleep"], "{}", run.console);
 
     let raw = run.raw.to_str().unwrap();
     let syms = run.kallsyms.to_str().unwrap();
@@ -73,8 +87,27 @@ fn x86_64_samples_name_their_processes() {
     let table = rows(&text);
     let total: u64 = table.iter().map(|r| r.1).sum();
     assert_eq!(total, census(&run.raw).samples, "every sample has a row");
+    // Each process's share among the workload's, sampled against exact (by pid: before its
+    // exec, the process was a `sh`, a row of its own).
+    let exact = exact_by_process(&run.raw);
+    let pids: Vec<u32> = procs.iter().map(|(p, _)| *p).collect();
+    let sampled = |pid: u32| -> u64 {
+        let pid = pid.to_string();
+        table.iter().filter(|r| r.3 == pid).map(|r| r.1).sum()
+    };
+    let workload: u64 = pids.iter().map(|&p| sampled(p)).sum();
+    for (pid, name) in &procs {
+        let share = 100.0 * sampled(*pid) as f64 / workload.max(1) as f64;
+        let exact_share = exact.share(*pid, &pids);
+        println!("{arch} {name} {pid}: sampled {share:.2}%, exact {exact_share:.2}%");
+        assert!(
+            (share - exact_share).abs() <= SHARE_POINTS,
+            "{name} {pid}: sampled {share:.2}% against exact {exact_share:.2}% ({} switches)",
+            exact.switches
+        );
+    }
     // The two that compute ran long enough to be seen, under their own names and pids.
-    for (pid, name) in procs.iter().filter(|(_, n)| n != "sleep") {
+    for (pid, name) in procs.iter().filter(|(_, n)| n != "sleep" && n != "cat") {
         let row = table
             .iter()
             .find(|r| r.2 == *name && r.3 == pid.to_string())

@@ -63,6 +63,8 @@ pub struct TaskReader {
     unchecked: u32,
     /// Every task switch is seen ([`TaskReader::seeing_switches`]).
     sees_switches: bool,
+    /// The task last read or switched to, when it could be.
+    known: Option<(u64, u32, u32, [u8; TASK_NAME_LEN])>,
 }
 
 impl TaskReader {
@@ -75,6 +77,7 @@ impl TaskReader {
             space: None,
             unchecked: 0,
             sees_switches: false,
+            known: None,
         }
     }
 
@@ -108,6 +111,9 @@ impl TaskReader {
             false => self.identify(user, space, regs, &mut mem),
         };
         self.space = space;
+        if let Ok(seen) = seen {
+            self.known = Some(seen);
+        }
         if let Some((last, rec)) = &self.last {
             if *last == seen {
                 return batch_start.then_some(*rec);
@@ -144,15 +150,15 @@ impl TaskReader {
                 } else {
                     Reg::TaskBase
                 };
-                match regs.read(reg) {
-                    Some(task) => task,
-                    // No register names the task in user mode (aarch64): the task the last
-                    // switch (or kernel-mode sample) named is still current when every
-                    // switch is seen.
-                    None => match (&self.last, self.sees_switches) {
-                        (Some((Ok(last), _)), true) => return Ok(*last),
-                        _ => return Err(TaskUnknown::NoRegister),
-                    },
+                match (regs.read(reg), self.known) {
+                    (Some(task), _) if self.check_pointer(task).is_ok() => task,
+                    // No register names the task in user mode (aarch64), and the kernel's
+                    // entry and exit code runs with the user's stack pointer in it: the task
+                    // the last switch (or sample) named is still current when every switch
+                    // is seen.
+                    (_, Some(known)) if self.sees_switches => return Ok(known),
+                    (Some(_), _) => return Err(TaskUnknown::BadPointer),
+                    (None, _) => return Err(TaskUnknown::NoRegister),
                 }
             }
             Current::PerCpu { offset } => {
@@ -209,6 +215,7 @@ impl TaskReader {
             task,
         };
         self.last = Some((seen, rec));
+        self.known = seen.ok();
         // The next sample reads the name again: it checks that the kernel did switch.
         self.space = None;
         self.unchecked = 0;

@@ -192,6 +192,14 @@ fn seeing_every_switch_a_user_sample_without_register_is_the_last_task_named() {
     assert_eq!(read(&mut r, true, false, &mut regs, &mem), None);
     let restated = read(&mut r, true, true, &mut regs, &mem).unwrap();
     assert_eq!(restated.task.unwrap().tid, 12);
+    // Kernel entry code before it puts the task back in the register: the user's stack
+    // pointer is there, and the task is still the one switched to.
+    regs.0.insert(Reg::TaskBase, 0x7fff_f000);
+    assert_eq!(read(&mut r, false, false, &mut regs, &mem), None);
+    // Not seeing switches, that is a bad pointer.
+    let mut blind = TaskReader::new(spec(Current::InRegister), Arch::Aarch64);
+    let rec = read(&mut blind, false, true, &mut regs, &mem).unwrap();
+    assert_eq!(rec.task, Err(TaskUnknown::BadPointer));
 }
 
 #[test]
