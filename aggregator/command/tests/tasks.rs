@@ -367,8 +367,20 @@ fn per_task_and_per_process_roots() {
             "[process gzip 70];[task worker 71];_start;kernel::work;middle;leaf 4",
             "[process gzip 70];[task worker 71];_start;kernel::work;middle;leaf;square_[i] 6",
             "[process kworker/0:1 12];[task kworker/0:1 12];_start 3",
-            "[task unknown];[task unknown];_start;kernel::work;middle;leaf 1",
+            "[task unknown];_start;kernel::work;middle;leaf 1",
         ]
+    );
+    // A task that could not be read has one root either way.
+    let (lines, _) = folded(
+        &f.raw,
+        Options {
+            per_process: true,
+            ..Options::default()
+        },
+    );
+    assert!(
+        lines.contains(&"[task unknown];_start;kernel::work;middle;leaf 1".to_string()),
+        "{lines:?}"
     );
     // Without task records, --per-process is what it was.
     let (plain, _) = folded(

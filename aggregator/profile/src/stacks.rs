@@ -224,7 +224,10 @@ impl<'f> KeyBuilder<'f> {
         // --per-process: the task's process, when the sample has a task; else its address
         // space.
         let space_root = self.filter.per_process && task.is_none();
-        if self.filter.per_process && !space_root {
+        // A task that could not be read has no process: with --per-task its one root,
+        // `[task unknown]`, says so (not twice).
+        let unread = s.task.is_some_and(|t| t.state.is_err());
+        if self.filter.per_process && !space_root && !(self.filter.per_task && unread) {
             task_bits |= META_TASK_PROCESS;
         }
         let space = self.space_of(s, sym, space_root);
