@@ -317,6 +317,21 @@ fn task_and_process_filters_keep_their_samples_in_any_format() {
         common::joined(&report.warnings),
         "--process 99 matches no task of the recording (no process has that name or id)"
     );
+    // The samples without a known task, by the names the tables give them.
+    let (none, report) = folded(&f.raw, keep(&["[no task]"], &[]));
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(none, ["_start 2"]);
+    assert_eq!(total(&folded(&f.raw, keep(&["[task unknown]"], &[])).0), 1);
+    assert_eq!(
+        total(
+            &folded(
+                &f.raw,
+                keep(&["worker", "[no task]", "[task unknown]"], &[])
+            )
+            .0
+        ),
+        13
+    );
     // The text report's header counts what the filters kept.
     let (text, _) = run(
         &f.raw,

@@ -180,7 +180,7 @@ impl<'f> KeyBuilder<'f> {
 
     /// Whether the filters keep `s` (vCPU, mode, time).
     pub fn keeps(&self, s: &Sample<'_>) -> bool {
-        self.filter.keeps(s.vcpu, s.user, s.time_ns) && self.filter.task_rules.keeps(s.task)
+        self.filter.keeps(s.vcpu, s.user, s.time_ns) && self.filter.keeps_task(s.task)
     }
 
     /// Whether keys carry the sample's task (when it has one).
