@@ -78,11 +78,14 @@ fn by_task(raw: &Path, elf: &Path) -> BTreeMap<(u32, u32), (Vec<String>, u64)> {
 /// processes' names by pid.
 type Tracks = BTreeMap<(u64, u64), (String, u64)>;
 
+/// A track's slices: start, end (ns), samples.
+type Slices = Vec<(u64, u64, u64)>;
+
 fn trace_tracks(json: &str) -> (Tracks, BTreeMap<u64, String>) {
     let v: Value = serde_json::from_str(json).unwrap();
     let mut tracks: Tracks = BTreeMap::new();
     let mut processes = BTreeMap::new();
-    let mut slices: BTreeMap<(u64, u64), Vec<(u64, u64, u64)>> = BTreeMap::new();
+    let mut slices: BTreeMap<(u64, u64), Slices> = BTreeMap::new();
     let ns = |v: &Value| (v.as_f64().unwrap() * 1000.0).round() as u64;
     for e in v["traceEvents"].as_array().unwrap() {
         let at = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
@@ -129,8 +132,11 @@ fn trace_has_a_track_per_guest_thread_under_its_pid() {
     // The vCPU tracks as ever, in a process of a pid no guest process has.
     let vcpu_pid = 4_194_304;
     assert_eq!(processes[&vcpu_pid], "tiny-x86_64.elf");
-    let vcpus: Vec<(&(u64, u64), &(String, u64))> =
-        tracks.iter().filter(|(k, _)| k.0 == vcpu_pid).collect();
+    let vcpus: Tracks = tracks
+        .iter()
+        .filter(|(k, _)| k.0 == vcpu_pid)
+        .map(|(k, v)| (*k, v.clone()))
+        .collect();
     assert_eq!(
         vcpus
             .iter()
@@ -138,7 +144,7 @@ fn trace_has_a_track_per_guest_thread_under_its_pid() {
             .collect::<Vec<_>>(),
         [(0, "vCPU 0"), (1, "vCPU 1")]
     );
-    let total: u64 = vcpus.iter().map(|(_, v)| v.1).sum();
+    let total: u64 = vcpus.values().map(|v| v.1).sum();
     assert_eq!(total, 68);
     // A track per guest thread: its samples and names the table's.
     let tasks: BTreeMap<(u32, u32), (String, u64)> = tracks
