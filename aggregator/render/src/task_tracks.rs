@@ -5,7 +5,7 @@
 //! - A thread is its (pid, tid), named by its thread name (a kernel thread's in brackets, as
 //!   `ps` and `--by task` show it); its process is its pid, named by its process name. A
 //!   thread or process seen under several names (an exec, a rename) is named by them all in
-//!   the order they came, up to [`MAX_NAMES`]: `sh, gzip`.
+//!   the order they came, up to three: `sh, gzip`.
 //! - Linux's idle tasks (`swapper/N`) all have pid and tid 0: one track each would have the
 //!   same (pid, tid), which the viewers merge; they share the track of pid 0
 //!   (`[swapper/0], [swapper/1]`).
@@ -106,9 +106,11 @@ impl TaskTracks {
                 .or_default()
                 .add(bracketed(t.process(), t.kernel_thread));
         }
-        let mut free = ABOVE_GUEST_PIDS..;
+        // (A hostile file's pids may be anything: saturating, u32::MAX at worst.)
+        let mut free = ABOVE_GUEST_PIDS;
         let mut next_free = || loop {
-            let p = free.next().unwrap_or(u32::MAX);
+            let p = free;
+            free = free.saturating_add(1);
             if p == u32::MAX || !process_names.contains_key(&p) {
                 break p;
             }
