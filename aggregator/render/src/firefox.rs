@@ -36,7 +36,7 @@ use kern_profile_profile::boundary::{EXCEPTION_FRAME, INTERRUPT_FRAME, SYSCALL_F
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::{NameRules, SampleFilter};
 use kern_profile_profile::stacks::{StackNamer, UNKNOWN_FRAME};
-use kern_profile_profile::tasks::Tasks;
+use kern_profile_profile::tasks::{TaskId, Tasks};
 use kern_profile_profile::timed::TimedSamples;
 use kern_profile_profile::ProfileError;
 
@@ -164,7 +164,8 @@ impl ThreadState {
     }
 }
 
-/// The sampled profile as a Firefox Profiler profile, one thread per vCPU.
+/// The sampled profile as a Firefox Profiler profile, one thread per vCPU (and per guest
+/// thread, with task records).
 pub struct FirefoxRenderer;
 
 impl CpuRenderer for FirefoxRenderer {
@@ -227,12 +228,11 @@ pub fn write_firefox(
     } else {
         TaskTracks::new(tasks, std::iter::empty())
     };
-    let mut named: FxHashMap<Box<[u64]>, Named> = FxHashMap::default();
     let task_tracks = tracks.tracks.len();
     let mut b = Builder::new(header, product, filter, tracks);
     b.rules = rules;
     for ((vcpu, user, key, ns), task) in samples.iter().zip(samples.tasks()) {
-        b.add(vcpu, user, key, ns, task, namer, &mut named);
+        b.add(vcpu, user, key, ns, task, namer);
     }
     let kept = b.kept;
     b.finish(out).map_err(|source| ProfileError::Write {
@@ -250,6 +250,8 @@ struct Builder {
     user_cat: CategoryHandle,
     threads: FxHashMap<Track, ThreadState>,
     tasks: TaskTracks,
+    /// Each distinct address stack's frames, named once ([`Builder::named`]).
+    named: FxHashMap<Box<[u64]>, Named>,
     /// Whether the header declared the sampling interval (`delay` sampling).
     declared: bool,
     /// The sampling interval declared, in ns.
@@ -296,6 +298,7 @@ impl Builder {
             user_cat,
             threads: FxHashMap::default(),
             tasks,
+            named: FxHashMap::default(),
             declared: declared.is_some(),
             interval_ns: match header.map(|h| h.sampling) {
                 Some(SamplingMode::DelayMicros(us)) => us.saturating_mul(1000),
@@ -345,31 +348,28 @@ impl Builder {
     }
 
     /// A kept sample with interning key `key`, at `ns`, of task `task` (`None`: no task).
-    #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
         vcpu: u32,
         user: bool,
         key: &[u64],
         ns: u64,
-        task: Option<kern_profile_profile::tasks::TaskId>,
+        task: Option<TaskId>,
         namer: &mut StackNamer<'_>,
-        named: &mut FxHashMap<Box<[u64]>, Named>,
     ) {
         self.thread(vcpu);
-        let Some(delta) = self.add_on(Track::Vcpu(vcpu), user, key, ns, None, namer, named) else {
+        let Some(delta) = self.add_on(Track::Vcpu(vcpu), user, key, ns, None, namer) else {
             return;
         };
         self.kept += 1;
         if let Some(i) = self.tasks.of(task) {
             // The task ran on the vCPU since its last sample: the vCPU's time is its.
-            self.add_on(Track::Task(i), user, key, ns, Some(delta), namer, named);
+            self.add_on(Track::Task(i), user, key, ns, Some(delta), namer);
         }
     }
 
     /// Adds a sample on `track`, with `delta` or the time since the track's last sample;
     /// returns that delta, `None` when `--focus`/`--exclude` drop the sample.
-    #[allow(clippy::too_many_arguments)]
     fn add_on(
         &mut self,
         track: Track,
@@ -378,12 +378,11 @@ impl Builder {
         ns: u64,
         delta: Option<CpuDelta>,
         namer: &mut StackNamer<'_>,
-        named: &mut FxHashMap<Box<[u64]>, Named>,
     ) -> Option<CpuDelta> {
         let t = self.threads.get(&track)?;
         let interned = match t.stacks.get(key) {
             Some(h) => *h,
-            None => self.intern(track, user, key, namer, named),
+            None => self.intern(track, user, key, namer),
         };
         let Interned::Kept(stack, entries) = interned else {
             return None;
@@ -410,9 +409,8 @@ impl Builder {
         user: bool,
         key: &[u64],
         namer: &mut StackNamer<'_>,
-        named: &mut FxHashMap<Box<[u64]>, Named>,
     ) -> Interned {
-        let h = match self.named(user, key, namer, named) {
+        let h = match self.named(user, key, namer) {
             None => Interned::Dropped,
             Some((infos, entries)) => {
                 let handle = self.threads[&track].handle;
@@ -431,18 +429,12 @@ impl Builder {
     /// The frames of `key` (`None`: dropped by `--focus`/`--exclude`), named on first use.
     /// User frames (of a user-mode sample, or the user part of a system call's stack sampled
     /// in the kernel) go in the User category.
-    fn named(
-        &mut self,
-        user: bool,
-        key: &[u64],
-        namer: &mut StackNamer<'_>,
-        named: &mut FxHashMap<Box<[u64]>, Named>,
-    ) -> Named {
-        if let Some(n) = named.get(key) {
+    fn named(&mut self, user: bool, key: &[u64], namer: &mut StackNamer<'_>) -> Named {
+        if let Some(n) = self.named.get(key) {
             return n.clone();
         }
         let n = self.name(user, key, namer);
-        named.insert(key.into(), n.clone());
+        self.named.insert(key.into(), n.clone());
         n
     }
 
