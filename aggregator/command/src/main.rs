@@ -254,7 +254,9 @@ struct CpuArgs {
     per_task: bool,
 
     /// Keep only the samples of these threads (comma-separated, or --task repeated): a
-    /// number is a thread id (Linux tid), anything else a thread name (`comm`), exactly
+    /// number is a thread id (Linux tid), anything else a thread name (`comm`), exactly.
+    /// `[no task]` and `[task unknown]` (as --by task shows them) keep the samples without a
+    /// known task, whatever --process says
     #[arg(long = "task", value_name = "NAME|TID", value_delimiter = ',', action = clap::ArgAction::Append)]
     tasks: Vec<String>,
 

@@ -317,6 +317,21 @@ fn task_and_process_filters_keep_their_samples_in_any_format() {
         common::joined(&report.warnings),
         "--process 99 matches no task of the recording (no process has that name or id)"
     );
+    // The samples without a known task, by the names the tables give them.
+    let (none, report) = folded(&f.raw, keep(&["[no task]"], &[]));
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    assert_eq!(none, ["_start 2"]);
+    assert_eq!(total(&folded(&f.raw, keep(&["[task unknown]"], &[])).0), 1);
+    assert_eq!(
+        total(
+            &folded(
+                &f.raw,
+                keep(&["worker", "[no task]", "[task unknown]"], &[])
+            )
+            .0
+        ),
+        13
+    );
     // The text report's header counts what the filters kept.
     let (text, _) = run(
         &f.raw,
@@ -367,8 +382,20 @@ fn per_task_and_per_process_roots() {
             "[process gzip 70];[task worker 71];_start;kernel::work;middle;leaf 4",
             "[process gzip 70];[task worker 71];_start;kernel::work;middle;leaf;square_[i] 6",
             "[process kworker/0:1 12];[task kworker/0:1 12];_start 3",
-            "[task unknown];[task unknown];_start;kernel::work;middle;leaf 1",
+            "[task unknown];_start;kernel::work;middle;leaf 1",
         ]
+    );
+    // A task that could not be read has one root either way.
+    let (lines, _) = folded(
+        &f.raw,
+        Options {
+            per_process: true,
+            ..Options::default()
+        },
+    );
+    assert!(
+        lines.contains(&"[task unknown];_start;kernel::work;middle;leaf 1".to_string()),
+        "{lines:?}"
     );
     // Without task records, --per-process is what it was.
     let (plain, _) = folded(
@@ -593,4 +620,71 @@ fn exact_counts_have_no_task() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("exact instruction counts have no task"), "{e}");
+}
+
+#[test]
+fn trace_and_firefox_put_samples_without_a_known_task_on_tracks_of_their_own() {
+    let f = fixture("tasks-tracks");
+    // Per (pid, tid): the thread's name and its samples.
+    let (out, _) = common::runs::cpu(
+        &f.raw,
+        Some(&common::tiny_elf()),
+        &opts(OutputFormat::Firefox),
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let threads: Vec<(String, String, String, u64)> = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let s = |k: &str| t[k].as_str().unwrap().to_string();
+            let n = t["samples"]["length"].as_u64().unwrap();
+            (s("pid"), s("tid"), s("name"), n)
+        })
+        .collect();
+    // The guest's pids and tids; the vCPUs' process of a pid no guest's has.
+    let want = [
+        ("12", "12", "[kworker/0:1]", 3),
+        ("4194304", "0", "vCPU 0", 11),
+        ("4194304", "1", "vCPU 1", 9),
+        ("4194305", "4194305", "[no task]", 2),
+        ("4194306", "4194306", "[task unknown]", 1),
+        ("70", "70", "gzip", 4),
+        ("70", "71", "worker", 10),
+    ];
+    let want: Vec<(String, String, String, u64)> = want
+        .iter()
+        .map(|&(p, t, n, s)| (p.into(), t.into(), n.into(), s))
+        .collect();
+    let mut threads = threads;
+    threads.sort();
+    assert_eq!(threads, want);
+    // The trace's processes: the same pids and names.
+    let (out, _) = common::runs::cpu(
+        &f.raw,
+        Some(&common::tiny_elf()),
+        &opts(OutputFormat::Trace),
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let processes: Vec<(u64, String)> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .map(|e| {
+            let name = e["args"]["name"].as_str().unwrap().to_string();
+            (e["pid"].as_u64().unwrap(), name)
+        })
+        .collect();
+    let want = [
+        (4_194_304, "tiny.elf"),
+        (12, "[kworker/0:1]"),
+        (70, "gzip"),
+        (4_194_305, "[no task]"),
+        (4_194_306, "[task unknown]"),
+    ];
+    let want: Vec<(u64, String)> = want.iter().map(|&(p, n)| (p, n.into())).collect();
+    assert_eq!(processes, want);
 }

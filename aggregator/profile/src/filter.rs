@@ -9,7 +9,8 @@ use std::rc::Rc;
 
 use crate::cpu_list::CpuList;
 use crate::options::{ModeFilter, Options, OutputFormat, ReportBy};
-use crate::tasks::{TaskPattern, TaskRules};
+use crate::stacks::{NO_TASK_FRAME, UNKNOWN_TASK_FRAME};
+use crate::tasks::{SampleTask, TaskOf, TaskPattern, TaskRules};
 
 /// The sample filters and key options, resolved from [`Options`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -28,8 +29,10 @@ pub struct SampleFilter {
     /// Keys carry the task of samples that have one: for roots, the report by task, pprof's
     /// labels. Recordings without task records get the same keys either way.
     pub task_keys: bool,
-    /// `--task`, `--process`.
+    /// `--task`, `--process`: the patterns of threads and processes.
     pub task_rules: TaskRules,
+    /// `--task`, `--process` of `[no task]` or `[task unknown]`.
+    pub without_task: WithoutTask,
     /// What the text report is by (by task or process, it needs task keys).
     pub by: ReportBy,
     /// Keep user samples' addresses when no user binary names them.
@@ -53,9 +56,10 @@ impl SampleFilter {
                 || o.by != ReportBy::Function
                 || o.format == OutputFormat::Pprof,
             task_rules: TaskRules {
-                tasks: o.tasks.iter().map(|t| TaskPattern::parse(t)).collect(),
-                processes: o.processes.iter().map(|p| TaskPattern::parse(p)).collect(),
+                tasks: task_patterns(&o.tasks),
+                processes: task_patterns(&o.processes),
             },
+            without_task: WithoutTask::of(o.tasks.iter().chain(&o.processes)),
             by: o.by,
             addresses: o.addresses,
             time: TimeRange::from_secs(o.from_time, o.to_time),
@@ -74,6 +78,21 @@ impl SampleFilter {
             && time_ns.is_none_or(|t| self.time.contains(t))
     }
 
+    /// Whether `--task`/`--process` keep a sample of task `t`: one of a thread and process
+    /// they name, or without a known task when they name `[no task]` or `[task unknown]`
+    /// (whatever the other option says: such a sample has neither).
+    #[inline]
+    pub fn keeps_task(&self, t: Option<SampleTask<'_>>) -> bool {
+        if !self.without_task.any() {
+            return self.task_rules.keeps(t);
+        }
+        match TaskOf::of(t) {
+            TaskOf::None => self.without_task.none,
+            TaskOf::Unknown(_) => self.without_task.unknown,
+            TaskOf::Known(_) => self.task_rules.is_active() && self.task_rules.keeps(t),
+        }
+    }
+
     /// What needs the recording's task records (`--per-task`, `--by`, `--task`,
     /// `--process`), as the options say it; `None` when nothing does.
     pub fn task_options(&self) -> Option<String> {
@@ -84,13 +103,47 @@ impl SampleFilter {
         if self.by != ReportBy::Function {
             asked.push(format!("--by {}", self.by.name()));
         }
-        if !self.task_rules.tasks.is_empty() {
+        if !self.task_rules.tasks.is_empty() || self.without_task.any() {
             asked.push("--task".into());
         }
         if !self.task_rules.processes.is_empty() {
             asked.push("--process".into());
         }
         (!asked.is_empty()).then(|| asked.join(", "))
+    }
+}
+
+/// The patterns of `--task` or `--process` values but `[no task]` and `[task unknown]`.
+fn task_patterns(values: &[String]) -> Vec<TaskPattern> {
+    values
+        .iter()
+        .filter(|v| ![NO_TASK_FRAME, UNKNOWN_TASK_FRAME].contains(&v.as_str()))
+        .map(|v| TaskPattern::parse(v))
+        .collect()
+}
+
+/// `--task '[no task]'`, `--task '[task unknown]'` (or `--process`): the samples without a
+/// known task, by the names the tables and `--per-task` roots give them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WithoutTask {
+    /// Before their vCPU's first task record.
+    pub none: bool,
+    /// In a task the recorder could not read.
+    pub unknown: bool,
+}
+
+impl WithoutTask {
+    fn of<'a>(values: impl Iterator<Item = &'a String>) -> Self {
+        let mut w = WithoutTask::default();
+        for v in values {
+            w.none |= v == NO_TASK_FRAME;
+            w.unknown |= v == UNKNOWN_TASK_FRAME;
+        }
+        w
+    }
+
+    pub fn any(self) -> bool {
+        self.none || self.unknown
     }
 }
 
@@ -218,6 +271,53 @@ mod tests {
 
     fn join(f: &[Rc<str>]) -> String {
         f.iter().map(|s| &**s).collect::<Vec<_>>().join(";")
+    }
+
+    #[test]
+    fn task_options_pick_samples_without_a_known_task_by_their_rows_names() {
+        use crate::tasks::TaskState;
+        use kern_profile_format::{TaskIdentity, TaskUnknown, TASK_NAME_LEN};
+        let mut name = [0; TASK_NAME_LEN];
+        name[..2].copy_from_slice(b"sh");
+        let sh: TaskState = Ok(TaskIdentity {
+            address: 0x1000,
+            tid: 7,
+            pid: 7,
+            kernel_thread: false,
+            thread_name: name,
+            process_name: name,
+        });
+        let unread: TaskState = Err(TaskUnknown::Unreadable);
+        let (sh, unread) = (
+            Some(SampleTask { id: 0, state: &sh }),
+            Some(SampleTask {
+                id: 1,
+                state: &unread,
+            }),
+        );
+        let keeps = |tasks: &[&str], processes: &[&str]| {
+            let o = Options {
+                tasks: tasks.iter().map(|s| s.to_string()).collect(),
+                processes: processes.iter().map(|s| s.to_string()).collect(),
+                ..Options::default()
+            };
+            let f = SampleFilter::from_options(&o);
+            [sh, unread, None].map(|t| f.keeps_task(t))
+        };
+        assert_eq!(keeps(&[], &[]), [true, true, true]);
+        assert_eq!(keeps(&["sh"], &[]), [true, false, false]);
+        assert_eq!(keeps(&["[no task]"], &[]), [false, false, true]);
+        assert_eq!(keeps(&["[task unknown]"], &[]), [false, true, false]);
+        assert_eq!(keeps(&["sh", "[task unknown]"], &[]), [true, true, false]);
+        // Whatever the other option says: such a sample has no process.
+        assert_eq!(keeps(&["[no task]"], &["sh"]), [true, false, true]);
+        assert_eq!(keeps(&["[no task]"], &["nope"]), [false, false, true]);
+        let f = SampleFilter::from_options(&Options {
+            tasks: vec!["[no task]".into()],
+            ..Options::default()
+        });
+        assert!(f.task_rules.tasks.is_empty());
+        assert_eq!(f.task_options().as_deref(), Some("--task"));
     }
 
     #[test]

@@ -13,7 +13,8 @@ pub enum OutputFormat {
     Svg,
     /// Collapsed stacks `root;...;leaf COUNT`, one per line, sorted
     Folded,
-    /// Firefox Profiler JSON, one thread per vCPU, samples at their times (CPU mode only)
+    /// Firefox Profiler JSON, one thread per vCPU, samples at their times (CPU mode only);
+    /// with task records, also a thread per guest thread under its guest process
     Firefox,
     /// perf-report-style table of the top functions
     Text,
@@ -24,7 +25,8 @@ pub enum OutputFormat {
     /// function and source line (--exact only)
     Callgrind,
     /// Chrome trace-event JSON (Perfetto, chrome://tracing): a track per vCPU, the samples'
-    /// stacks as nested slices over time
+    /// stacks as nested slices over time; with task records, also a track per guest thread
+    /// under its guest pid
     Trace,
 }
 

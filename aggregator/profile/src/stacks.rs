@@ -180,7 +180,7 @@ impl<'f> KeyBuilder<'f> {
 
     /// Whether the filters keep `s` (vCPU, mode, time).
     pub fn keeps(&self, s: &Sample<'_>) -> bool {
-        self.filter.keeps(s.vcpu, s.user, s.time_ns) && self.filter.task_rules.keeps(s.task)
+        self.filter.keeps(s.vcpu, s.user, s.time_ns) && self.filter.keeps_task(s.task)
     }
 
     /// Whether keys carry the sample's task (when it has one).
@@ -224,7 +224,10 @@ impl<'f> KeyBuilder<'f> {
         // --per-process: the task's process, when the sample has a task; else its address
         // space.
         let space_root = self.filter.per_process && task.is_none();
-        if self.filter.per_process && !space_root {
+        // A task that could not be read has no process: with --per-task its one root,
+        // `[task unknown]`, says so (not twice).
+        let unread = s.task.is_some_and(|t| t.state.is_err());
+        if self.filter.per_process && !space_root && !(self.filter.per_task && unread) {
             task_bits |= META_TASK_PROCESS;
         }
         let space = self.space_of(s, sym, space_root);

@@ -5,9 +5,10 @@ use rustc_hash::FxHashMap;
 
 use crate::input::Sample;
 use crate::profile::SampleSink;
+use crate::tasks::TaskId;
 
 /// The kept samples of a pass, for the outputs over time (Firefox, trace events): each
-/// one's vCPU, mode, time and distinct interning key, in file order.
+/// one's vCPU, mode, time, distinct interning key and task, in file order.
 #[derive(Debug, Default)]
 pub struct TimedSamples {
     ids: FxHashMap<Box<[u64]>, u32>,
@@ -21,6 +22,8 @@ struct KeptSample {
     user: bool,
     key: u32,
     ns: u64,
+    /// Its task's id in the recording's [`crate::tasks::Tasks`] (`None`: no task).
+    task: Option<TaskId>,
 }
 
 impl SampleSink for TimedSamples {
@@ -40,6 +43,7 @@ impl SampleSink for TimedSamples {
             key: id,
             // Legacy samples have no time: 1 ms apart, in file order.
             ns: s.time_ns.unwrap_or(seq.saturating_mul(1_000_000)),
+            task: s.task.map(|t| t.id),
         });
     }
 }
@@ -50,5 +54,10 @@ impl TimedSamples {
         self.samples
             .iter()
             .map(|s| (s.vcpu, s.user, &*self.keys[s.key as usize], s.ns))
+    }
+
+    /// Each kept sample's task id (`None`: no task), in the order of [`TimedSamples::iter`].
+    pub fn tasks(&self) -> impl Iterator<Item = Option<TaskId>> + '_ {
+        self.samples.iter().map(|s| s.task)
     }
 }

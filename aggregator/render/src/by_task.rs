@@ -13,7 +13,7 @@ use kern_profile_profile::collect::Run;
 use kern_profile_profile::options::ReportBy;
 use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{key_task, NO_TASK_FRAME, UNKNOWN_TASK_FRAME};
-use kern_profile_profile::tasks::{TaskId, TaskOf};
+use kern_profile_profile::tasks::{TaskId, TaskOf, Tasks};
 
 /// One row: a thread or a process (or the samples without a known task).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,7 +35,16 @@ pub fn task_rows(profile: &CpuProfile, by: ReportBy) -> Vec<TaskRow> {
         let c = per_id.entry(key_task(key)).or_insert(0);
         *c = c.saturating_add(n);
     });
-    let tasks = &profile.summary.tasks;
+    rows_of(per_id, &profile.summary.tasks, by)
+}
+
+/// Samples per task id (`None`: no task) as rows per task or process of `tasks`, most
+/// first (also `top --by`'s).
+pub fn rows_of(
+    per_id: impl IntoIterator<Item = (Option<TaskId>, u64)>,
+    tasks: &Tasks,
+    by: ReportBy,
+) -> Vec<TaskRow> {
     let mut rows: FxHashMap<(String, Option<u32>, Option<u32>), u64> = FxHashMap::default();
     for (id, n) in per_id {
         let state = id.map(|id| tasks.get(id).map(TaskOf::of_state));
@@ -109,6 +118,19 @@ pub fn write_task_table(
     } else {
         writeln!(out, "Samples per {what} (of {total}):")?;
     }
+    for l in table_lines(shown, total, by) {
+        writeln!(out, "{l}")?;
+    }
+    writeln!(out)?;
+    writeln!(out, "{TASK_LEGEND}")
+}
+
+/// What the table's names in brackets are.
+pub const TASK_LEGEND: &str = "[NAME]: a kernel thread; [no task]: samples before their \
+     vCPU's first task record; [task unknown]: the recorder could not read the task";
+
+/// The table's heading and a line per row of `shown`, each row's share of `total`.
+pub fn table_lines(shown: &[TaskRow], total: u64, by: ReportBy) -> Vec<String> {
     let id = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     let samples_w = shown
         .iter()
@@ -132,31 +154,24 @@ pub fn write_task_table(
         ReportBy::Task => format!("  {:>id_w$}", "Tid"),
         _ => String::new(),
     };
-    writeln!(
-        out,
+    let mut lines = vec![format!(
         "  {:>8}  {:>samples_w$}  {:<command_w$}{tid_head}  {:>id_w$}",
         "Overhead", "Samples", "Command", "Pid"
-    )?;
+    )];
     for r in shown {
         let tid = match by {
             ReportBy::Task => format!("  {:>id_w$}", id(r.tid)),
             _ => String::new(),
         };
-        writeln!(
-            out,
+        lines.push(format!(
             "  {:>7.2}%  {:>samples_w$}  {:<command_w$}{tid}  {:>id_w$}",
             pct(r.samples, total),
             r.samples,
             r.command,
             id(r.pid)
-        )?;
+        ));
     }
-    writeln!(out)?;
-    writeln!(
-        out,
-        "[NAME]: a kernel thread; {NO_TASK_FRAME}: samples before their vCPU's first task \
-         record; {UNKNOWN_TASK_FRAME}: the recorder could not read the task"
-    )
+    lines
 }
 
 /// The text report by task or by process (`--by`).

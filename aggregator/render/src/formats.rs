@@ -119,7 +119,9 @@ pub const FORMATS: &[Format] = &[
     Format {
         format: OutputFormat::Firefox,
         name: "firefox",
-        help: "Firefox Profiler JSON, one thread per vCPU, samples at their times (CPU mode only)",
+        help: "Firefox Profiler JSON, one thread per vCPU, samples at their times (CPU mode \
+             only); with task records, also a process per guest process and a thread per guest \
+             thread ([no task], [task unknown] for the samples without a known task)",
         file: Some("profile.json"),
         exact_file: Some("profile.json"),
         diff_file: Some("profile.json"),
@@ -204,7 +206,9 @@ pub const FORMATS: &[Format] = &[
         format: OutputFormat::Trace,
         name: "trace",
         help: "Chrome trace-event JSON (Perfetto, chrome://tracing): a track per vCPU, the \
-             samples' stacks as nested slices over time",
+             samples' stacks as nested slices over time; with task records, also a track per \
+             guest thread under its guest pid ([no task], [task unknown] for the samples \
+             without a known task)",
         file: Some("trace.json"),
         exact_file: Some("trace.json"),
         diff_file: Some("trace.json"),

@@ -23,6 +23,7 @@ pub mod pass;
 pub mod pprof;
 pub mod pprof_proto;
 pub mod svg;
+pub mod task_tracks;
 pub mod text;
 pub mod timeline;
 pub mod trace;

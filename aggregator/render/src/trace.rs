@@ -20,6 +20,13 @@
 //!   inside it.
 //! - Times are microseconds (with ns decimals) since the plugin started. Legacy files have no
 //!   time: their samples are placed 1 ms apart, in file order, on vCPU 0.
+//! - A recording with task records also has a process per guest process (`pid` = the
+//!   guest's, named by `process_name`) and a thread per guest thread (`tid` = the guest's,
+//!   named by `thread_name`): each sample is on its vCPU's track and on its task's
+//!   ([`TaskTracks`]: samples without a known task on a `[no task]` or `[task unknown]`
+//!   process), so that either set of tracks adds up to the kept samples. A task's samples
+//!   are spaced as a vCPU's are: the time it did not run stays empty. The vCPU tracks'
+//!   process then has a pid no guest process has (from 4194304).
 //! - The host-timer record (`delay=`) gives only each vCPU's total halted time, no intervals:
 //!   it is a note in `otherData.halted_ns` (`"vCPU N": ns`), not a counter track.
 //!
@@ -34,6 +41,7 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
+use crate::task_tracks::TaskTracks;
 use crate::{file_name, write_err, Collected, CpuRenderer, Drawn, Needs};
 use kern_profile_profile::boundary;
 use kern_profile_profile::collect::Run;
@@ -78,6 +86,8 @@ struct Samples {
     by_key: FxHashMap<Box<[u64]>, Option<u32>>,
     /// (vCPU, ns, stack), in file order.
     rows: Vec<(u32, u64, u32)>,
+    /// (task track, ns, stack), in file order: the same samples, when there are task tracks.
+    task_rows: Vec<(u32, u64, u32)>,
 }
 
 impl Samples {
@@ -134,10 +144,22 @@ impl CpuRenderer for TraceRenderer {
         let rules = filter.names.clone();
         let mut namer = StackNamer::new(run.sym, run.style).of_profile(profile);
         let mut samples = Samples::default();
-        for (vcpu, _, key, ns) in timed.iter() {
+        let mut tasks = Vec::new();
+        for ((vcpu, _, key, ns), task) in timed.iter().zip(timed.tasks()) {
             if let Some(stack) = samples.intern(key, &mut namer, &rules) {
                 samples.rows.push((vcpu, ns, stack));
+                tasks.push(task);
             }
+        }
+        let tracks = TaskTracks::new(&profile.summary.tasks, tasks.iter().copied());
+        if tracks.any() {
+            samples.task_rows = samples
+                .rows
+                .iter()
+                .zip(&tasks)
+                .filter_map(|(&(_, ns, stack), &t)| Some((tracks.of(t)? as u32, ns, stack)))
+                .collect();
+            samples.task_rows.sort_by_key(|&(t, ns, _)| (t, ns));
         }
         run.warnings.extend(namer.overlap_warning());
         let mut vcpus: Vec<u32> = header.as_ref().map_or(Vec::new(), |h| {
@@ -162,13 +184,18 @@ impl CpuRenderer for TraceRenderer {
             input: file_name(run.input),
             start_unix_ns: header.as_ref().map(|h| h.start_unix_ns),
             halted,
+            tracks: &tracks,
         };
         let mut out = std::io::BufWriter::new(out);
         let slices = write_trace(&samples, &vcpus, &meta, &mut out)
             .and_then(|n| out.flush().map(|()| n))
             .map_err(write_err)?;
+        let per_task = match tracks.tracks.len() {
+            0 => String::new(),
+            n => format!(", {n} task tracks"),
+        };
         Ok(format!(
-            "{kept} of {} samples in a trace: {} vCPU tracks, {slices} slices",
+            "{kept} of {} samples in a trace: {} vCPU tracks{per_task}, {slices} slices",
             summary.tally.samples,
             vcpus.len()
         ))
@@ -182,6 +209,8 @@ struct Meta<'a> {
     start_unix_ns: Option<u64>,
     /// Host ns each vCPU spent halted (host-timer record).
     halted: Vec<(u32, u64)>,
+    /// The guest tasks' tracks, and the vCPU tracks' pid.
+    tracks: &'a TaskTracks,
 }
 
 /// One slice: start, duration, depth, frame, samples it spans.
@@ -268,16 +297,35 @@ fn write_trace(
     out: &mut dyn Write,
 ) -> std::io::Result<usize> {
     let names: Vec<String> = samples.names.iter().map(|n| json_str(n)).collect();
+    let pid = meta.tracks.vcpu_pid;
     let mut events: Vec<String> = vec![format!(
-        r#"{{"ph":"M","name":"process_name","pid":1,"tid":0,"args":{{"name":{}}}}}"#,
+        r#"{{"ph":"M","name":"process_name","pid":{pid},"tid":0,"args":{{"name":{}}}}}"#,
         json_str(meta.kernel)
     )];
     for v in vcpus {
         events.push(format!(
-            r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{v},"args":{{"name":"vCPU {v}"}}}}"#
+            r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{v},"args":{{"name":"vCPU {v}"}}}}"#
         ));
         events.push(format!(
-            r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{v},"args":{{"sort_index":{v}}}}}"#
+            r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{v},"args":{{"sort_index":{v}}}}}"#
+        ));
+    }
+    let mut named = None;
+    for t in &meta.tracks.tracks {
+        if named != Some(t.pid) {
+            named = Some(t.pid);
+            events.push(format!(
+                r#"{{"ph":"M","name":"process_name","pid":{},"tid":{},"args":{{"name":{}}}}}"#,
+                t.pid,
+                t.pid,
+                json_str(&t.process)
+            ));
+        }
+        events.push(format!(
+            r#"{{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":{}}}}}"#,
+            t.pid,
+            t.tid,
+            json_str(&t.thread)
         ));
     }
     // All vCPUs' spacing, for one with a single sample.
@@ -288,13 +336,20 @@ fn write_trace(
     })
     .unwrap_or(1_000_000);
     let mut count = 0;
-    for rows in samples.rows.chunk_by(|a, b| a.0 == b.0) {
-        let v = rows[0].0;
+    let vcpu_rows = samples
+        .rows
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|r| (pid, r[0].0, r));
+    let task_rows = samples.task_rows.chunk_by(|a, b| a.0 == b.0).map(|r| {
+        let t = &meta.tracks.tracks[r[0].0 as usize];
+        (t.pid, t.tid, r)
+    });
+    for (pid, tid, rows) in vcpu_rows.chain(task_rows) {
         let spacing = median_gap(rows.iter().map(|r| r.1)).unwrap_or(overall);
         for s in slices(rows, &samples.stacks, spacing) {
             let (name, cat) = s.token;
             events.push(format!(
-                r#"{{"ph":"X","name":{},"cat":"{}","pid":1,"tid":{v},"ts":{},"dur":{},"args":{{"samples":{}}}}}"#,
+                r#"{{"ph":"X","name":{},"cat":"{}","pid":{pid},"tid":{tid},"ts":{},"dur":{},"args":{{"samples":{}}}}}"#,
                 names[name as usize],
                 CATEGORIES[cat as usize],
                 micros(s.start),

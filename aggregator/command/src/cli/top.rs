@@ -14,6 +14,7 @@ use kern_profile::record::gdb_launch::{GdbLaunch, GdbSpec};
 use kern_profile::record::launch::{describe_status, exit_code, Console};
 use kern_profile::record::{ConsoleSpec, Session};
 use kern_profile::stacks::NameStyle;
+use kern_profile::ReportBy;
 
 use super::filter_args::FilterArgs;
 use super::record::{announce, announce_gdb, gdb_run_ended, say_sampled};
@@ -27,6 +28,9 @@ Examples:
       self or total, q: stop QEMU. The guest's console goes to DIR/console.log
   kern-profile top --batch --interval 5 -- qemu-system-x86_64 ... > top.log
       a table every 5 seconds, for a log (the default when stdout is not a terminal)
+  kern-profile top --by process -- qemu-system-x86_64 -kernel vmlinuz ...
+      the samples per guest process of a Linux guest (the plugin's tasks=, on with its
+      elf=); t cycles the table: functions, threads, processes
   kern-profile top --gdb -- qemu-system-x86_64 -accel kvm -kernel kernel.elf ...
       sampled through a gdbstub of QEMU's own instead of the plugin: any QEMU from 7.2,
       any accelerator
@@ -56,6 +60,13 @@ pub struct TopArgs {
     /// Rows of the table
     #[arg(long, value_name = "N", default_value_t = 20, help_heading = "Output")]
     rows: usize,
+
+    /// What the table is by: `function` (the hottest functions), or the samples per guest
+    /// `task` (thread) or `process`, as `-f text --by` (recordings with task records: Linux
+    /// guests with the plugin's tasks=; `t` cycles them on a terminal)
+    #[arg(long, value_name = "WHAT", value_parser = super::values::report_by(),
+          default_value = "function", help_heading = "Output")]
+    by: ReportBy,
 
     /// Print a table every interval instead of redrawing the screen (the default when
     /// standard output is not a terminal)
@@ -92,8 +103,14 @@ pub fn run(a: TopArgs) -> Result<ExitCode> {
         interval: Duration::from_secs_f64(a.interval),
         rows: a.rows,
         interactive,
-        filter: SampleFilter::from_options(&opts),
+        // Keys carry tasks whatever --by says: `t` may ask for them. (Without task records
+        // the keys are the same.)
+        filter: SampleFilter {
+            task_keys: true,
+            ..SampleFilter::from_options(&opts)
+        },
         style: NameStyle::from_options(&opts, false),
+        by: a.by,
     };
     let stdout = &mut std::io::stdout().lock();
     if a.gdb {

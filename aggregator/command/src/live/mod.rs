@@ -1,7 +1,8 @@
 //! `kern-profile top`: the hottest functions of a running guest, like `perf top`, from the
 //! raw file the plugin is writing ([`tail`]), counted as they come and named as the report
-//! names them ([`profile`]), shown about once a second ([`view`]). On a terminal the table redraws in place (keys: `c` next
-//! vCPU, `s` self/total, `q` or Ctrl-C stops QEMU); otherwise (a pipe, a log, a test) a
+//! names them ([`profile`]), shown about once a second ([`view`]). On a terminal the table
+//! redraws in place (keys: `c` next vCPU, `s` self/total, `t` by function, guest thread or
+//! process, `q` or Ctrl-C stops QEMU); otherwise (a pipe, a log, a test) a
 //! table is printed every interval. Either way the recording is kept for `kern-profile
 //! report`, and the last table is printed when QEMU exits. The recording comes from the
 //! plugin, or from the gdbstub sampler of `top --gdb`: the same file either way ([`LiveRun`]).
@@ -24,6 +25,7 @@ use crate::record::gdb_launch::GdbRunning;
 use crate::record::launch::{describe_status, Guest};
 use crate::record::{RecordError, Running};
 use crate::stacks::{KeyBuilder, NameStyle, StackNamer};
+use crate::ReportBy;
 
 use profile::LiveProfile;
 use tail::RawTail;
@@ -38,8 +40,12 @@ pub struct TopOptions {
     pub rows: usize,
     /// Redraw in place and read keys (a terminal); else print a table every interval.
     pub interactive: bool,
+    /// Its keys carry each sample's task ([`SampleFilter::task_keys`]), for the tables by
+    /// task or process.
     pub filter: SampleFilter,
     pub style: NameStyle,
+    /// The table shown first: by function, or the samples per guest thread or process.
+    pub by: ReportBy,
 }
 
 /// A running QEMU whose recording grows as it runs.
@@ -86,7 +92,10 @@ pub fn run_top(
     let keys = KeyBuilder::new(&opts.filter).with_markers(true);
     let mut live = LiveProfile::default();
     let mut tail = RawTail::new(&running.raw_partial());
-    let mut view = View::default();
+    let mut view = View {
+        by: opts.by,
+        ..View::default()
+    };
     let start = Instant::now();
     let mut screen = if opts.interactive {
         Some(Screen::enter().map_err(io_err("cannot set up the terminal"))?)
@@ -109,7 +118,7 @@ pub fn run_top(
         if exited.is_some() {
             break;
         }
-        let table = live.table(&mut namer, &opts.filter.names);
+        let table = live.table(&mut namer, &opts.filter.names, tail.tasks(), view.by);
         match &mut screen {
             Some(sc) => {
                 let (w, h) = terminal::size().unwrap_or((80, 24));
@@ -120,6 +129,7 @@ pub fn run_top(
                     Some(Key::Quit) => running.guest().interrupt(),
                     Some(Key::NextVcpu) => view.next_vcpu(&table.vcpus()),
                     Some(Key::Order) => view.by_total = !view.by_total,
+                    Some(Key::By) => view.next_by(),
                     None => deadline += opts.interval,
                 }
             }
@@ -141,7 +151,7 @@ pub fn run_top(
         exited: exited.as_ref().map(describe_status),
         keys: false,
     };
-    let table = live.table(&mut namer, &opts.filter.names);
+    let table = live.table(&mut namer, &opts.filter.names, tail.tasks(), view.by);
     let lines = render(&table, view, &status, opts.rows, (0, 0));
     write_lines(out, &lines).map_err(io_err("cannot write"))
 }
@@ -177,6 +187,7 @@ enum Key {
     Quit,
     NextVcpu,
     Order,
+    By,
 }
 
 /// The terminal in raw mode on its alternate screen, restored when dropped.
@@ -226,6 +237,7 @@ impl Screen {
                 KeyCode::Char('q') | KeyCode::Esc => Key::Quit,
                 KeyCode::Char('c') => Key::NextVcpu,
                 KeyCode::Char('s') => Key::Order,
+                KeyCode::Char('t') => Key::By,
                 _ => continue,
             }));
         }

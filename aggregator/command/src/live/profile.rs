@@ -1,15 +1,23 @@
 //! The counts behind `kern-profile top`, in the profile crate's model: each kept sample's
 //! address stack counted in its vCPU's [`StackCounts`] as it is read; at each refresh the
 //! distinct stacks named into [`Folded`] stacks and the rows drawn by [`function_rows`], as
-//! the text report draws them, so that the live table and the report cannot disagree.
+//! the text report draws them, so that the live table and the report cannot disagree. The
+//! rows by task or process (`--by`) are counted from the same keys, which carry each
+//! sample's task ([`crate::filter::SampleFilter::task_keys`]), as `-f text --by` counts them
+//! ([`rows_of`]).
+
+use rustc_hash::FxHashMap;
 
 use crate::counts::StackCounts;
 use crate::filter::NameRules;
-use crate::folded::Folded;
+use crate::folded::{Folded, FoldedBuilder};
 use crate::input::Sample;
+use crate::output::by_task::{rows_of, TaskRow};
 use crate::output::text::{function_rows, FunctionRow};
-use crate::stacks::{KeyBuilder, StackNamer};
+use crate::stacks::{key_task, KeyBuilder, StackNamer};
 use crate::symbolize::Symbolizer;
+use crate::tasks::{TaskId, Tasks};
+use crate::ReportBy;
 
 /// vCPUs from this one on are read but not counted.
 const MAX_VCPUS: usize = 4096;
@@ -38,20 +46,52 @@ impl LiveProfile {
         self.per_vcpu[v].add(&self.key, 1);
     }
 
-    /// What was counted so far, named: each vCPU's stacks, and all of them.
-    pub fn table(&mut self, namer: &mut StackNamer<'_>, rules: &NameRules) -> LiveTable {
+    /// What was counted so far, named: each vCPU's stacks, and all of them; with `by` a
+    /// task or process, also their rows of the recording's `tasks` so far.
+    pub fn table(
+        &mut self,
+        namer: &mut StackNamer<'_>,
+        rules: &NameRules,
+        tasks: &Tasks,
+        by: ReportBy,
+    ) -> LiveTable {
         let mut per_vcpu = Vec::new();
+        let mut task_rows = Vec::new();
+        let mut all_tasks: FxHashMap<Option<TaskId>, u64> = FxHashMap::default();
+        let mut frames = Vec::new();
         for (v, counts) in (0u32..).zip(&mut self.per_vcpu) {
-            if counts.total() > 0 {
-                // Merged each refresh: pending keys stay about a refresh's worth.
-                counts.flush();
-                per_vcpu.push((v, Folded::from_counts(counts, namer, rules)));
+            if counts.total() == 0 {
+                continue;
+            }
+            // Merged each refresh: pending keys stay about a refresh's worth.
+            counts.flush();
+            let mut b = FoldedBuilder::default();
+            let mut per_task: FxHashMap<Option<TaskId>, u64> = FxHashMap::default();
+            counts.for_each(|key, n| {
+                if namer.name_key_shaped(key, rules, &mut frames).is_some() {
+                    b.add(&frames, n);
+                    if by != ReportBy::Function {
+                        let c = per_task.entry(key_task(key)).or_insert(0);
+                        *c = c.saturating_add(n);
+                    }
+                }
+            });
+            per_vcpu.push((v, b.finish()));
+            if by != ReportBy::Function {
+                for (&t, &n) in &per_task {
+                    let c = all_tasks.entry(t).or_insert(0);
+                    *c = c.saturating_add(n);
+                }
+                task_rows.push((v, rows_of(per_task, tasks, by)));
             }
         }
         LiveTable {
             read: self.read,
             all: Folded::merge(per_vcpu.iter().map(|(_, f)| f)),
             per_vcpu,
+            all_task_rows: rows_of(all_tasks, tasks, by),
+            task_rows,
+            has_tasks: tasks.any(),
         }
     }
 }
@@ -64,6 +104,11 @@ pub struct LiveTable {
     /// Per vCPU with kept samples, sorted by vCPU.
     pub per_vcpu: Vec<(u32, Folded)>,
     pub all: Folded,
+    /// With `--by task|process`: the rows per vCPU (as `per_vcpu`), and of all vCPUs.
+    pub task_rows: Vec<(u32, Vec<TaskRow>)>,
+    pub all_task_rows: Vec<TaskRow>,
+    /// Whether the recording had a task record so far.
+    pub has_tasks: bool,
 }
 
 impl LiveTable {
@@ -92,6 +137,18 @@ impl LiveTable {
     /// Self and total counts per function, of `vcpu` or all vCPUs, sorted by name.
     pub fn rows(&self, vcpu: Option<u32>) -> Vec<FunctionRow> {
         self.folded(vcpu).map(function_rows).unwrap_or_default()
+    }
+
+    /// The rows by task or process of `vcpu` or all vCPUs, most first.
+    pub fn task_rows(&self, vcpu: Option<u32>) -> &[TaskRow] {
+        match vcpu {
+            None => &self.all_task_rows,
+            Some(v) => self
+                .task_rows
+                .iter()
+                .find(|(w, _)| *w == v)
+                .map_or(&[], |(_, r)| r),
+        }
     }
 }
 
@@ -128,7 +185,12 @@ mod tests {
             live.add(&Sample::of_addresses(vcpu, addrs), &keys, &mut sym);
         }
         let mut namer = StackNamer::new(&mut sym, NameStyle::from_options(&opts, false));
-        let table = live.table(&mut namer, &filter.names);
+        let table = live.table(
+            &mut namer,
+            &filter.names,
+            &Tasks::default(),
+            ReportBy::Function,
+        );
         assert_eq!(table.read, 5);
         assert_eq!(table.vcpus(), [0, 2]);
         assert_eq!((table.kept(None), table.kept(Some(2))), (3, 1));

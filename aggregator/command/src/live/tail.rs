@@ -24,7 +24,7 @@ pub struct RawTail {
     pub finished: bool,
     /// The address spaces' programs so far (samples' keys).
     code: CodeSamples,
-    /// Each vCPU's task across polls (not shown by `top` yet).
+    /// Each vCPU's task across polls, and the tasks seen (`top --by`).
     tasks: Tasks,
 }
 
@@ -39,6 +39,11 @@ impl RawTail {
             code: CodeSamples::default(),
             tasks: Tasks::default(),
         }
+    }
+
+    /// The recording's tasks so far, which samples' task ids are of.
+    pub fn tasks(&self) -> &Tasks {
+        &self.tasks
     }
 
     /// The file's header, once written.

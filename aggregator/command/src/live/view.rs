@@ -1,10 +1,13 @@
-//! What `kern-profile top` shows: a header and a table of the hottest functions, as plain
-//! lines (no colour, no cursor tricks: the terminal code only places them).
+//! What `kern-profile top` shows: a header and a table of the hottest functions, or of the
+//! samples per guest thread or process (`--by`), as plain lines (no colour, no cursor
+//! tricks: the terminal code only places them).
 
 use std::time::Duration;
 
+use crate::output::by_task::{table_lines, TASK_LEGEND};
 use crate::output::text::{pct, FunctionRow};
 use crate::record::aggregate::sort_by_self;
+use crate::ReportBy;
 
 use super::profile::LiveTable;
 
@@ -15,6 +18,8 @@ pub struct View {
     pub vcpu: Option<u32>,
     /// Sorted by total rather than self.
     pub by_total: bool,
+    /// Rows by function, or the samples per task or process.
+    pub by: ReportBy,
 }
 
 impl View {
@@ -23,6 +28,15 @@ impl View {
         self.vcpu = match self.vcpu {
             None => vcpus.first().copied(),
             Some(v) => vcpus.iter().copied().find(|&w| w > v),
+        };
+    }
+
+    /// The next table in the cycle function → task → process → function (`t`).
+    pub fn next_by(&mut self) {
+        self.by = match self.by {
+            ReportBy::Function => ReportBy::Task,
+            ReportBy::Task => ReportBy::Process,
+            ReportBy::Process => ReportBy::Function,
         };
     }
 }
@@ -73,13 +87,25 @@ pub fn render(
         None => "all vCPUs".to_string(),
         Some(v) => format!("vCPU {v}"),
     };
-    let order = if view.by_total { "total" } else { "self" };
+    let order = match view.by {
+        ReportBy::Function if view.by_total => "total",
+        ReportBy::Function => "self",
+        ReportBy::Task => "thread",
+        ReportBy::Process => "process",
+    };
     let mut head = format!("showing {which}, by {order}");
     if status.keys {
-        head.push_str("   [c] next vCPU  [s] self/total  [q] stop QEMU");
+        head.push_str(
+            "   [c] next vCPU  [s] self/total  [t] function/thread/process  [q] stop QEMU",
+        );
     }
     lines.push(head);
     lines.push(String::new());
+    if view.by != ReportBy::Function {
+        task_table(p, view, rows_wanted, height, &mut lines);
+        truncate(&mut lines, width);
+        return lines;
+    }
     lines.push(format!(
         "  {:>7}  {:>7}  {:>9}  Function",
         "Self", "Total", "Samples"
@@ -112,14 +138,55 @@ pub fn render(
     if rows.is_empty() {
         lines.push("  (no samples yet)".into());
     }
+    truncate(&mut lines, width);
+    lines
+}
+
+/// The table by thread or process, below the header `lines`: its heading and rows (as
+/// `-f text --by` writes them) in at most `height` lines (0: no limit), then the legend.
+fn task_table(
+    p: &LiveTable,
+    view: View,
+    rows_wanted: usize,
+    height: usize,
+    lines: &mut Vec<String>,
+) {
+    let rows = p.task_rows(view.vcpu);
+    let total = rows.iter().fold(0u64, |t, r| t.saturating_add(r.samples));
+    if total == 0 {
+        lines.push("  (no samples yet)".into());
+        return;
+    }
+    if !p.has_tasks {
+        lines.push(
+            "  (no task records yet: the plugin records them with tasks=, on by default with \
+             elf= of a Linux kernel)"
+                .into(),
+        );
+    }
+    // The heading, and a line for the legend after the blank one.
+    let room = if height == 0 {
+        rows_wanted
+    } else {
+        rows_wanted.min(height.saturating_sub(lines.len() + 3))
+    };
+    let shown = &rows[..room.min(rows.len())];
+    lines.extend(table_lines(shown, total, view.by));
+    if height == 0 || lines.len() + 2 <= height {
+        lines.push(String::new());
+        lines.push(TASK_LEGEND.into());
+    }
+}
+
+/// Cuts each line to `width` characters (0: no limit).
+fn truncate(lines: &mut [String], width: usize) {
     if width > 0 {
-        for l in &mut lines {
+        for l in lines {
             if let Some((i, _)) = l.char_indices().nth(width) {
                 l.truncate(i);
             }
         }
     }
-    lines
 }
 
 fn sort(rows: &mut [FunctionRow], by_total: bool) {
