@@ -37,6 +37,9 @@ pub enum Mode {
     /// `odd_stack=on`: the kernel's CPU workload on a thread stack whose top is odd, as a
     /// FreePascal kernel starts its threads' (x86_64).
     OddStack,
+    /// `sched=on`: three named tasks under a round-robin scheduler (crate::sched), for the
+    /// plugin's `tasks=example` and `switches=example`.
+    Sched,
 }
 
 impl Mode {
@@ -50,6 +53,7 @@ impl Mode {
             Mode::Procs => "procs",
             Mode::Exec => "exec",
             Mode::OddStack => "odd_stack",
+            Mode::Sched => "sched",
         }
     }
 
@@ -61,6 +65,7 @@ impl Mode {
             Mode::Hostile => DEFAULT_HOSTILE_ROUNDS,
             Mode::Procs | Mode::Exec => DEFAULT_PROCS_ROUNDS,
             Mode::OddStack => DEFAULT_ROUNDS,
+            Mode::Sched => crate::sched::DEFAULT_SCHED_ROUNDS,
         }
     }
 }

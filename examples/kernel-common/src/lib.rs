@@ -30,6 +30,7 @@ pub mod kalloc;
 pub mod mem;
 pub mod memtrace;
 pub mod phases;
+pub mod sched;
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 pub mod serial;
 pub mod tick;

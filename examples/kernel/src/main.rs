@@ -28,7 +28,7 @@ use kernel_common::{alloc_phase, kalloc, phases};
 
 /// The command line's keys beyond the default run's (README.md, "Command line").
 const KEYS: Keys =
-    Keys { modes: &[Mode::Smp, Mode::User, Mode::Hostile, Mode::Procs, Mode::Exec], irq_alone: true, halt: true, memtrace: false };
+    Keys { modes: &[Mode::Smp, Mode::User, Mode::Hostile, Mode::Procs, Mode::Exec, Mode::Sched], irq_alone: true, halt: true, memtrace: false };
 
 /// Rust entry point, called by `_start` (src/boot.rs) with the multiboot registers, on the
 /// boot stack, with EBP = 0 so that every frame-pointer walk ends here.
@@ -50,7 +50,7 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     // The CPU phase runs one of the workloads of README.md: the kernel's own (default), one
     // per CPU (smp=on), a user program with system calls (user=on), two of them (procs=on,
     // side by side; exec=on, one after another in one address space),
-    // frame chains no compiler makes (hostile=on).
+    // frame chains no compiler makes (hostile=on), named tasks under a scheduler (sched=on).
     match cfg.mode {
         Mode::Kernel => {
             out.str("phase cpu: start\n");
@@ -84,6 +84,11 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
             out.str("phase hostile: start\n");
             let checksum = hostile::run(cfg.rounds, info.mem_end, &mut out);
             phases::checksum(&mut out, "hostile", checksum as u64);
+        }
+        Mode::Sched => {
+            out.str("phase sched: start\n");
+            let checksum = kernel_common::sched::run(cfg.rounds);
+            phases::checksum(&mut out, "sched", checksum as u64);
         }
         // Not among KEYS' modes (x86_64's).
         Mode::OddStack => unreachable!(),

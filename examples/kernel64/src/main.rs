@@ -28,8 +28,9 @@ use kernel_common::{alloc_phase, phases};
 /// Besides the default run's keys (`rounds`, `alloc_rounds`, `crash`, `irq`), `odd_stack=on`:
 /// the CPU workload in a thread whose stack top is odd (src/odd_stack.rs), and `user=on`: the
 /// user program with system calls instead (src/user.rs; `syscall=on` with it: by the
-/// `SYSCALL` instruction rather than `int 0x80`); neither with `irq`.
-const KEYS: Keys = Keys { modes: &[Mode::OddStack, Mode::User], irq_alone: true, halt: false, memtrace: false };
+/// `SYSCALL` instruction rather than `int 0x80`), and `sched=on`: named tasks under a
+/// scheduler (kernel_common::sched); none with `irq`.
+const KEYS: Keys = Keys { modes: &[Mode::OddStack, Mode::User, Mode::Sched], irq_alone: true, halt: false, memtrace: false };
 
 /// Rust entry point, called by `_start` (src/boot.rs) with the multiboot registers, on the
 /// kernel stack in the higher half, with RBP = 0 so that every frame-pointer walk ends here.
@@ -42,7 +43,11 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     phases::config(&mut out, &cfg);
     phases::crash(cfg.crash, exit::fault);
 
-    if cfg.mode == Mode::User {
+    if cfg.mode == Mode::Sched {
+        out.str("phase sched: start\n");
+        let checksum = kernel_common::sched::run(cfg.rounds);
+        phases::checksum(&mut out, "sched", checksum as u64);
+    } else if cfg.mode == Mode::User {
         // The user program in ring 3 instead of the kernel's CPU workload.
         out.str("phase user: start\n");
         let code = user::run(cfg.rounds, syscall_instr(cfg.cmdline), info.mem_end, &mut out);

@@ -10,7 +10,7 @@ use kernel_common::{alloc_phase, memtrace, phases};
 
 /// The command line's keys beyond the default run's (../README.md, "Command line"); `irq=on`
 /// is ignored in the other modes.
-const KEYS: Keys = Keys { modes: &[Mode::Smp, Mode::User], irq_alone: false, halt: false, memtrace: true };
+const KEYS: Keys = Keys { modes: &[Mode::Smp, Mode::User, Mode::Sched], irq_alone: false, halt: false, memtrace: true };
 
 /// QEMU exit statuses: 0 (success), and the i386 kernel's for a panic and a CPU exception.
 pub const EXIT_SUCCESS: u32 = 0;
@@ -47,6 +47,11 @@ pub extern "C" fn kmain(dtb: usize) -> ! {
             out.str("phase user: start\n");
             let code = user::run(cfg.rounds, &mut out);
             phases::exit_code(&mut out, "user", code);
+        }
+        Mode::Sched => {
+            out.str("phase sched: start\n");
+            let checksum = kernel_common::sched::run(cfg.rounds);
+            phases::checksum(&mut out, "sched", checksum as u64);
         }
         // Not among KEYS' modes.
         Mode::Hostile | Mode::Procs | Mode::Exec | Mode::OddStack => unreachable!(),
