@@ -48,8 +48,8 @@ const fn name(s: &[u8]) -> [u8; 16] {
 /// The tasks, in their round-robin order.
 pub static TASKS: [Task; 3] = [
     Task { id: 1, name: name(b"hasher"), slice_iters: 5_000, slice: hasher_slice },
-    Task { id: 2, name: name(b"sorter"), slice_iters: 3_000, slice: sorter_slice },
-    Task { id: 3, name: name(b"spinner"), slice_iters: 2_000, slice: spinner_slice },
+    Task { id: 2, name: name(b"sorter"), slice_iters: 1_700, slice: sorter_slice },
+    Task { id: 3, name: name(b"spinner"), slice_iters: 2_500, slice: spinner_slice },
 ];
 
 /// Default `rounds` with `sched=on`: each task runs this many slices.
