@@ -13,6 +13,8 @@ use crate::task::TaskReader;
 use kern_profile_unwind::UnwindTables;
 use std::sync::Arc;
 
+pub mod function;
+
 /// Where a kernel switches tasks, and how to read a switch there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwitchSpec {

@@ -1,12 +1,20 @@
 //! `tasks=`: which guest task a sample ran in, read from the guest's memory at each sample:
 //! the current-task pointer (a register, or a per-CPU slot a register points to), then the
-//! task's ids and names at offsets found once at start (Linux: its BTF and kallsyms). A vCPU
+//! task's ids and names at offsets found once at start (Linux: its BTF and kallsyms; another
+//! kernel: a global pointer and a struct's members described by `tasks=POINTER->ID,NAME`,
+//! checked against its DWARF, [`dwarf`]). A vCPU
 //! writes a task record (format kind 9) only when its task changes, and at the start of each
 //! batch, so that a batch the writer drops loses no task change for the batches after it.
 
 use kern_profile_format::{Arch, TaskIdentity, TaskRecord, TaskUnknown, TASK_NAME_LEN};
 
 use crate::capture::{Reg, RegisterReader};
+
+pub mod description;
+pub mod dwarf;
+mod error;
+
+pub use error::TaskDescriptionError;
 
 /// Linux's `PF_KTHREAD` in `task_struct.flags` (unchanged since 2.6.26).
 pub const PF_KTHREAD: u32 = 0x0020_0000;
@@ -21,6 +29,9 @@ pub enum Current {
     /// The pointer is at this offset from a per-CPU base register ([`Reg::TaskBase`] in kernel
     /// mode, [`Reg::TaskBaseUser`] in user mode: x86_64 `gs_base`, `k_gs_base`).
     PerCpu { offset: u64 },
+    /// A global variable at this address holds the task pointer (null when no task runs):
+    /// one for the whole machine, so one vCPU's task (per-CPU variables: not yet).
+    Global { address: u64 },
 }
 
 /// How to read a task: where the current one is and its fields' offsets.
@@ -36,7 +47,8 @@ pub struct TaskSpec {
     pub name_len: u32,
     pub leader: u32,
     pub flags: u32,
-    /// The bit of `flags` that marks a kernel thread.
+    /// The bit of `flags` that marks a kernel thread; 0 where tasks have no such flag
+    /// (`flags` is then not read).
     pub kernel_thread_flag: u32,
     /// The run state (Linux `__state`, 4 bytes: 0 while the task may run), read at task
     /// switches (`switches=`), when the layout has it.
@@ -57,6 +69,8 @@ pub struct TaskReader {
     spec: TaskSpec,
     width: usize,
     kernel_start: u64,
+    /// A task pointer's alignment.
+    align: u64,
     last: Option<(Seen, TaskRecord)>,
     /// The address space of the last sample, and the samples since its task's name was read.
     space: Option<u64>,
@@ -69,10 +83,21 @@ pub struct TaskReader {
 
 impl TaskReader {
     pub fn new(spec: TaskSpec, arch: Arch) -> Self {
+        // Linux's kernel half; another kernel's addresses may be anywhere (the example
+        // kernels run in low memory), so any non-null pointer goes.
+        // A described struct is aligned as its 4-byte ID at least, Linux's as a pointer.
+        let (kernel_start, align) = match spec.current {
+            Current::Global { .. } => (0, 4),
+            _ => (
+                kern_profile_arch::guest(arch).kernel_start(),
+                arch.ptr_width() as u64,
+            ),
+        };
         TaskReader {
             spec,
             width: arch.ptr_width() as usize,
-            kernel_start: kern_profile_arch::guest(arch).kernel_start(),
+            kernel_start,
+            align,
             last: None,
             space: None,
             unchecked: 0,
@@ -166,6 +191,9 @@ impl TaskReader {
                 self.word(base.wrapping_add(offset), mem)
                     .ok_or(TaskUnknown::Unreadable)?
             }
+            Current::Global { address } => {
+                self.word(address, mem).ok_or(TaskUnknown::Unreadable)?
+            }
         };
         self.check_pointer(task)?;
         // The same task as last time, by its address, in the same address space: nothing
@@ -222,9 +250,9 @@ impl TaskReader {
         rec
     }
 
-    /// A task pointer must be a kernel address, aligned.
+    /// A task pointer must be a kernel address, aligned, not null.
     fn check_pointer(&self, task: u64) -> Result<(), TaskUnknown> {
-        match task < self.kernel_start || !task.is_multiple_of(self.width as u64) {
+        match task == 0 || task < self.kernel_start || !task.is_multiple_of(self.align) {
             true => Err(TaskUnknown::BadPointer),
             false => Ok(()),
         }
@@ -260,6 +288,10 @@ impl TaskReader {
     /// The thread and process ids, in one read where they are neighbours (Linux's are).
     fn ids(&self, task: u64, mem: &mut impl FnMut(u64, &mut [u8]) -> bool) -> Option<(u32, u32)> {
         let s = &self.spec;
+        if s.pid == s.tid {
+            let id = self.u32_at(task, s.tid, mem)?;
+            return Some((id, id));
+        }
         if s.pid == s.tid.wrapping_add(4) {
             let mut b = [0u8; 8];
             mem(task.wrapping_add(s.tid as u64), &mut b).then_some(())?;
@@ -303,9 +335,12 @@ impl TaskReader {
         mem: &mut impl FnMut(u64, &mut [u8]) -> bool,
     ) -> Result<TaskIdentity, TaskUnknown> {
         let s = &self.spec;
-        let flags = self
-            .u32_at(address, s.flags, mem)
-            .ok_or(TaskUnknown::Unreadable)?;
+        let flags = match s.kernel_thread_flag {
+            0 => 0,
+            _ => self
+                .u32_at(address, s.flags, mem)
+                .ok_or(TaskUnknown::Unreadable)?,
+        };
         let process_name = if tid == pid {
             thread_name
         } else {

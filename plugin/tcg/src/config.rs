@@ -1,6 +1,6 @@
 //! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`
 //! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,elf=FILE][,user=FILE...][,alloc=SPEC,elf=FILE|symbols=FILE]`
-//! `[,tasks=auto|on|off][,switches=auto|on|off]`.
+//! `[,tasks=auto|on|off|example|POINTER->ID,NAME][,switches=auto|on|off|example|FUNCTION]`.
 //!
 //! `elf=` names the kernel (an ELF, or a Linux image holding one: a bzImage): its ORC and
 //! DWARF CFI tables unwind the kernel's stacks where it has no frame pointers, and `alloc=`
@@ -13,6 +13,10 @@ use std::path::PathBuf;
 use kern_profile_format::SamplingMode;
 
 use kern_profile_sampler::alloc_hooks::SymbolSource;
+use kern_profile_sampler::task::description::{
+    is_identifier, TaskDescription, EXAMPLE_SWITCH_FUNCTION,
+};
+use kern_profile_sampler::task::TaskDescriptionError;
 
 /// Default `delay=` in host microseconds (the original C plugin's interface).
 pub const DEFAULT_DELAY_US: u64 = 10;
@@ -51,6 +55,32 @@ pub struct Config {
     pub tasks: AutoOnOff,
     /// `switches=`: record each task switch with the leaving task's stack (off-CPU time).
     pub switches: AutoOnOff,
+    /// `tasks=POINTER->ID,NAME` (or `tasks=example`): another kernel's tasks, described by
+    /// names its DWARF has; `tasks` is then `On`.
+    pub task_description: Option<TaskDescription>,
+    /// `switches=FUNCTION` (or `switches=example`): the switch function by name, its first
+    /// two arguments the leaving and the next task (C convention); `switches` is then `On`.
+    pub switch_function: Option<String>,
+}
+
+/// What `tasks=` and `switches=` ask of `elf=` (see [`Config`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TaskArgs<'a> {
+    pub tasks: AutoOnOff,
+    pub switches: AutoOnOff,
+    pub description: Option<&'a TaskDescription>,
+    pub switch_function: Option<&'a str>,
+}
+
+impl Config {
+    pub fn task_args(&self) -> TaskArgs<'_> {
+        TaskArgs {
+            tasks: self.tasks,
+            switches: self.switches,
+            description: self.task_description.as_ref(),
+            switch_function: self.switch_function.as_deref(),
+        }
+    }
 }
 
 /// `tasks=`: whether samples carry the guest task they ran in (format record kind 9);
@@ -67,12 +97,35 @@ pub enum AutoOnOff {
     Off,
 }
 
-fn auto_on_off(arg: &'static str, value: &str) -> Result<AutoOnOff, ConfigError> {
+fn auto_on_off(value: &str) -> Option<AutoOnOff> {
     match value {
-        "auto" => Ok(AutoOnOff::Auto),
-        "on" | "yes" | "true" => Ok(AutoOnOff::On),
-        "off" | "no" | "false" => Ok(AutoOnOff::Off),
-        _ => Err(bad(arg, value, "must be 'auto', 'on' or 'off'")),
+        "auto" => Some(AutoOnOff::Auto),
+        "on" | "yes" | "true" => Some(AutoOnOff::On),
+        "off" | "no" | "false" => Some(AutoOnOff::Off),
+        _ => None,
+    }
+}
+
+/// `tasks=`: auto, on, off, or a description (`example` is the example kernels').
+fn tasks_value(value: &str) -> Result<(AutoOnOff, Option<TaskDescription>), ConfigError> {
+    match auto_on_off(value) {
+        Some(v) => Ok((v, None)),
+        None => Ok((AutoOnOff::On, Some(TaskDescription::parse(value)?))),
+    }
+}
+
+/// `switches=`: auto, on, off, or the switch function's name (`example` is the example
+/// kernels').
+fn switches_value(value: &str) -> Result<(AutoOnOff, Option<String>), ConfigError> {
+    match (auto_on_off(value), value) {
+        (Some(v), _) => Ok((v, None)),
+        (None, "example") => Ok((AutoOnOff::On, Some(EXAMPLE_SWITCH_FUNCTION.into()))),
+        (None, f) if is_identifier(f) => Ok((AutoOnOff::On, Some(f.into()))),
+        _ => Err(bad(
+            "switches",
+            value,
+            "must be 'auto', 'on', 'off', 'example' or the name of the kernel's switch function",
+        )),
     }
 }
 
@@ -87,8 +140,10 @@ pub struct AllocConfig {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off, switches=auto|on|off)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off|example|POINTER->ID,NAME, switches=auto|on|off|example|FUNCTION)")]
     Unknown(String),
+    #[error(transparent)]
+    Tasks(#[from] TaskDescriptionError),
     #[error("argument '{0}' needs a value: {0}=...")]
     NoValue(String),
     #[error("argument '{0}' is given twice")]
@@ -220,8 +275,8 @@ impl Config {
                 )?,
                 "exact" => set(&mut exact, "exact", exact_value(value)?)?,
                 "trigger" => set(&mut trigger, "trigger", trigger_value(value)?)?,
-                "tasks" => set(&mut tasks, "tasks", auto_on_off("tasks", value)?)?,
-                "switches" => set(&mut switches, "switches", auto_on_off("switches", value)?)?,
+                "tasks" => set(&mut tasks, "tasks", tasks_value(value)?)?,
+                "switches" => set(&mut switches, "switches", switches_value(value)?)?,
                 "window" => set(
                     &mut window,
                     "window",
@@ -240,8 +295,8 @@ impl Config {
             }
         }
         let exact = exact.unwrap_or(Exact::Off);
-        let tasks = tasks.unwrap_or_default();
-        let switches = switches.unwrap_or_default();
+        let (tasks, task_description) = tasks.unwrap_or_default();
+        let (switches, switch_function) = switches.unwrap_or_default();
         if (tasks == AutoOnOff::On || switches == AutoOnOff::On) && elf.is_none() {
             return Err(ConfigError::TasksWithoutElf);
         }
@@ -281,6 +336,8 @@ impl Config {
             at_interrupts,
             tasks,
             switches,
+            task_description,
+            switch_function,
         })
     }
 }
@@ -361,6 +418,8 @@ mod tests {
                 at_interrupts: false,
                 tasks: AutoOnOff::Auto,
                 switches: AutoOnOff::Auto,
+                task_description: None,
+                switch_function: None,
             }
         );
         let c = parse("out=/tmp/x").unwrap();
@@ -423,7 +482,9 @@ mod tests {
         assert!(err("out=x,period=100,trigger=interrupt")
             .contains("trigger=interrupt samples by host time"));
         assert!(err("out=x,trigger=interrupt,exact=only").contains("exact=only samples nothing"));
-        assert!(err("out=x,tasks=maybe").starts_with("tasks=maybe: must be 'auto', 'on' or 'off'"));
+        assert!(err("out=x,tasks=maybe").starts_with(
+            "tasks=maybe: no '->': expected 'auto', 'on', 'off', 'example' or POINTER->ID,NAME"
+        ));
         assert!(err("out=x,tasks=on").contains("add elf=KERNEL"));
         assert!(err("out=x,tasks").contains("argument 'tasks' needs a value"));
     }
@@ -441,6 +502,31 @@ mod tests {
         assert!(err("out=x,elf=k,switches=on,tasks=off").contains("tasks=off names none"));
         assert!(err("out=x,switches=on").contains("add elf=KERNEL"));
         assert!(err("out=x,switches=1").starts_with("switches=1: must be"));
+    }
+
+    #[test]
+    fn other_kernels_tasks_by_description() {
+        let c = parse("out=x,elf=k,tasks=example,switches=example").unwrap();
+        assert_eq!((c.tasks, c.switches), (AutoOnOff::On, AutoOnOff::On));
+        assert_eq!(
+            c.task_description.unwrap().to_string(),
+            "CURRENT_TASK->id,name"
+        );
+        assert_eq!(c.switch_function.as_deref(), Some("switch_to"));
+        // QEMU's `,,` reaches the plugin as one comma.
+        let c = Config::parse([
+            "out=x",
+            "elf=k",
+            "tasks=cur->tid,comm",
+            "switches=sched_switch",
+        ])
+        .unwrap();
+        assert_eq!(c.task_description.unwrap().to_string(), "cur->tid,comm");
+        assert_eq!(c.switch_function.as_deref(), Some("sched_switch"));
+        assert!(err("out=x,tasks=example").contains("add elf=KERNEL"));
+        assert!(err("out=x,elf=k,tasks=off,switches=example").contains("tasks=off names none"));
+        assert!(err("out=x,tasks=cur->id").starts_with("tasks=cur->id: no ','"));
+        assert!(err("out=x,switches=a-b").starts_with("switches=a-b: must be"));
     }
 
     #[test]

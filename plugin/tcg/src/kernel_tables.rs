@@ -13,7 +13,7 @@ use kern_profile_symbols::kernel_os_of_image;
 use kern_profile_unwind::tables::{kernel_tables_of_elf, TableStats, UserAdded};
 use kern_profile_unwind::{KernelOs, UnwindTables};
 
-use crate::config::AutoOnOff;
+use crate::config::TaskArgs;
 
 /// What the stack walks learn from `elf=`: its tables, what their checks refused, and which
 /// kernel it is.
@@ -35,16 +35,11 @@ pub struct Loaded {
 /// The kernel at `path` for an `arch` guest, read once, and where its tasks are (`tasks`).
 /// Errors name the file; an ELF marked i386 but 64-bit is read as x86_64, and entries refused
 /// are counted, both said at start.
-pub fn load(
-    path: &Path,
-    arch: Arch,
-    tasks: AutoOnOff,
-    switches: AutoOnOff,
-) -> Result<Loaded, String> {
+pub fn load(path: &Path, arch: Arch, args: TaskArgs<'_>) -> Result<Loaded, String> {
     let image = open(path, &Options::default()).map_err(|e| format!("elf={e}"))?;
     let os = kernel_os_of_image(&image);
-    let tasks = crate::tasks::find(tasks, &image, os, arch, path)?;
-    let switches = crate::switches::find(switches, tasks.as_ref(), &image, os, arch, path)?;
+    let tasks = crate::tasks::find(args, &image, os, arch, path)?;
+    let switches = crate::switches::find(args, tasks.as_ref(), &image, os, arch, path)?;
     if !image.is_elf() {
         return Ok(Loaded {
             os,
@@ -157,18 +152,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let junk = dir.join("junk");
         std::fs::write(&junk, b"not a kernel at all").unwrap();
-        let err = load(&junk, Arch::X86_64, AutoOnOff::Auto, AutoOnOff::Auto).unwrap_err();
+        let err = load(&junk, Arch::X86_64, TaskArgs::default()).unwrap_err();
         assert!(
             err.starts_with(&format!("elf={}: ", junk.display())),
             "{err}"
         );
-        let err = load(
-            &dir.join("missing"),
-            Arch::X86_64,
-            AutoOnOff::Auto,
-            AutoOnOff::Auto,
-        )
-        .unwrap_err();
+        let err = load(&dir.join("missing"), Arch::X86_64, TaskArgs::default()).unwrap_err();
         assert!(err.contains("missing: cannot read"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -180,12 +169,17 @@ mod tests {
             eprintln!("skipped: no {}", root.display());
             return;
         }
-        let t = load(&root, Arch::X86_64, AutoOnOff::Auto, AutoOnOff::Auto).unwrap();
+        let t = load(&root, Arch::X86_64, TaskArgs::default()).unwrap();
         assert!(t.tables.unwrap().orc.is_some());
         // Debian's ORC entries are all in its text, none at one address twice.
         assert_eq!(t.refusals, None);
         assert_eq!(t.os, KernelOs::Linux);
-        let err = load(&root, Arch::Aarch64, AutoOnOff::Off, AutoOnOff::Off).unwrap_err();
+        let off = TaskArgs {
+            tasks: crate::config::AutoOnOff::Off,
+            switches: crate::config::AutoOnOff::Off,
+            ..TaskArgs::default()
+        };
+        let err = load(&root, Arch::Aarch64, off).unwrap_err();
         assert!(
             err.contains("a kernel for x86_64, and the guest is aarch64"),
             "{err}"

@@ -284,7 +284,7 @@ unsafe fn install(
         VERSION_2
     };
     let loaded = match &cfg.kernel {
-        Some(path) => kernel_tables::load(path, arch, cfg.tasks, cfg.switches)?,
+        Some(path) => kernel_tables::load(path, arch, cfg.task_args())?,
         None => kernel_tables::Loaded::default(),
     };
     let loaded = kernel_tables::add_user(loaded, &cfg.user, arch)?;

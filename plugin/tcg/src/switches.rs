@@ -1,5 +1,6 @@
 //! `switches=`: the QEMU glue of the task-switch hook. The kernel's switch function is found
-//! once at start (Linux's, by name in its kallsyms), an instruction callback goes on its
+//! once at start (Linux's, by name in its kallsyms; another's, `switches=FUNCTION`, in its
+//! ELF's symbols), an instruction callback goes on its
 //! first instruction at translation, and the callback hands the vCPU's registers and memory
 //! to kern-profile-sampler's [`SwitchReader`].
 
@@ -11,12 +12,13 @@ use kern_profile_arch::Convention;
 use kern_profile_format::{Arch, SamplingMode};
 use kern_profile_linux_image::KernelImage;
 use kern_profile_sampler::alloc_hooks::args::{convention_arg, Location};
+use kern_profile_sampler::switch::function::function_address;
 use kern_profile_sampler::switch::SwitchSpec;
 use kern_profile_sampler::task::TaskSpec;
 use kern_profile_unwind::KernelOs;
 use qemu_plugin_sys as sys;
 
-use crate::config::AutoOnOff;
+use crate::config::{AutoOnOff, TaskArgs};
 use crate::vcpu::send;
 use crate::{guard, lock_now, Plugin, PLUGIN};
 
@@ -34,32 +36,39 @@ fn linux_switch_function(arch: Arch) -> &'static str {
 /// start with `switches=auto`, the error that stops QEMU with `switches=on`. `tasks` is
 /// where the tasks are (switches name tasks, so they need them).
 pub fn find(
-    switches: AutoOnOff,
+    args: TaskArgs<'_>,
     tasks: Option<&TaskSpec>,
     image: &KernelImage,
     os: KernelOs,
     arch: Arch,
     path: &Path,
 ) -> Result<Option<SwitchSpec>, String> {
+    let switches = args.switches;
     if switches == AutoOnOff::Off {
         return Ok(None);
     }
-    let found = match (os, tasks) {
-        (_, None) => Err("samples carry no task".to_string()),
-        (KernelOs::Linux, Some(_)) => linux_spec(image, arch),
-        _ => Err("not a Linux kernel".to_string()),
+    let found = match (os, tasks, args.switch_function) {
+        (_, None, _) => Err("samples carry no task".to_string()),
+        (_, Some(_), Some(name)) => named_spec(image, arch, name).map(|s| (s, name)),
+        (KernelOs::Linux, Some(_), None) => {
+            linux_spec(image, arch).map(|s| (s, linux_switch_function(arch)))
+        }
+        _ => Err("not a Linux kernel (another kernel's: switches=FUNCTION)".to_string()),
     };
     match (found, switches) {
-        (Ok(spec), _) => {
+        (Ok((spec, name)), _) => {
             crate::stderr_line(&format!(
-                "kern-profile: elf={}: task switches recorded at {} ({:#x}), with the leaving task's stack",
+                "kern-profile: elf={}: task switches recorded at {name} ({:#x}), with the leaving task's stack",
                 path.display(),
-                linux_switch_function(arch),
                 spec.entry
             ));
             Ok(Some(spec))
         }
-        (Err(why), AutoOnOff::On) => Err(format!("switches=on: elf={}: {why}", path.display())),
+        (Err(why), AutoOnOff::On) => Err(format!(
+            "switches={}: elf={}: {why}",
+            args.switch_function.unwrap_or("on"),
+            path.display()
+        )),
         (Err(why), _) => {
             crate::stderr_line(&format!(
                 "kern-profile: elf={}: task switches not recorded: {why}",
@@ -85,6 +94,21 @@ fn linux_spec(image: &KernelImage, arch: Arch) -> Result<SwitchSpec, String> {
         entry,
         prev: convention_arg(arch, convention, 0),
         next: convention_arg(arch, convention, 1),
+    })
+}
+
+/// `switches=FUNCTION`: the function by name (the ELF's symbols, or a Linux image's kallsyms),
+/// its first two arguments by the C convention.
+fn named_spec(image: &KernelImage, arch: Arch, name: &str) -> Result<SwitchSpec, String> {
+    let entry = match image.is_elf() {
+        true => function_address(&image.bytes, name),
+        false => image.kallsyms().ok().and_then(|k| k.address_of(name)),
+    };
+    let entry = entry.ok_or_else(|| format!("it has no function `{name}`"))?;
+    Ok(SwitchSpec {
+        entry,
+        prev: convention_arg(arch, Convention::C, 0),
+        next: convention_arg(arch, Convention::C, 1),
     })
 }
 

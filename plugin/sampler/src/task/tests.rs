@@ -283,3 +283,42 @@ fn in_the_same_address_space_a_rename_shows_within_the_checks_period() {
     let t = at(&mut r, &mut regs, &mem, 0x2000).unwrap().task.unwrap();
     assert_eq!(t.thread(), "execd");
 }
+
+/// `tasks=POINTER->ID,NAME`: a global pointer in low memory (the i386 example kernel's), null
+/// before the first task; pid = tid = ID, no flags read, no register needed.
+#[test]
+fn a_described_kernel_s_global_pointer_names_its_task() {
+    const CURRENT: u64 = 0x11_38c8;
+    const HASHER: u64 = 0x10_d93c;
+    let spec = crate::task::dwarf::ResolvedTasks {
+        address: CURRENT,
+        strukt: "Task".into(),
+        id: 0,
+        name: 4,
+        name_len: 16,
+        name_array_len: 16,
+    }
+    .spec();
+    let mut r = TaskReader::new(spec, Arch::I386);
+    let mut mem = Mem::default();
+    mem.put(CURRENT, &0u32.to_le_bytes());
+    mem.put(HASHER, &7u32.to_le_bytes());
+    mem.put(HASHER + 4, b"hasher\0\0\0\0\0\0\0\0\0\0");
+    let mut regs = Regs::default();
+    let mut read = |r: &mut TaskReader, mem: &Mem| {
+        r.read(0x10_7c50, false, None, 1, 0, false, &mut regs, |a, b| {
+            mem.read(a, b)
+        })
+    };
+    let before = read(&mut r, &mem).unwrap();
+    assert_eq!(before.task, Err(TaskUnknown::BadPointer));
+    mem.put(CURRENT, &(HASHER as u32).to_le_bytes());
+    let t = read(&mut r, &mem).unwrap().task.unwrap();
+    assert_eq!(
+        (t.address, t.tid, t.pid, t.kernel_thread),
+        (HASHER, 7, 7, false)
+    );
+    assert_eq!(&t.thread_name[..7], b"hasher\0");
+    assert_eq!(t.process_name, t.thread_name);
+    assert_eq!(read(&mut r, &mem), None);
+}

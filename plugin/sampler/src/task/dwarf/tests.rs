@@ -1,0 +1,317 @@
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::*;
+
+fn desc(s: &str) -> TaskDescription {
+    TaskDescription::parse(s).unwrap()
+}
+
+/// The example kernels, as scripts/guests/build-kernel.sh builds them (`sched=on`'s tasks).
+#[test]
+fn the_example_kernels_describe_their_tasks() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/examples");
+    for (elf, pointer_size) in [
+        ("kernel.elf", 4),
+        ("kernel64.elf", 8),
+        ("kernel-riscv64.elf", 8),
+        ("kernel-aarch64.elf", 8),
+    ] {
+        let path = root.join(elf);
+        let Ok(bytes) = std::fs::read(&path) else {
+            eprintln!("skipped: no {}", path.display());
+            continue;
+        };
+        let r = resolve(&bytes, &desc("example")).unwrap_or_else(|e| panic!("{elf}: {e}"));
+        assert_eq!((r.strukt.as_str(), r.id, r.name), ("Task", 0, 4), "{elf}");
+        assert_eq!((r.name_len, r.name_array_len), (16, 16), "{elf}");
+        assert_eq!(r.address % pointer_size, 0, "{elf}");
+        let s = r.spec();
+        assert_eq!(s.current, Current::Global { address: r.address });
+        assert_eq!((s.tid, s.pid, s.kernel_thread_flag), (0, 0, 0));
+        let err = |d: &str| resolve(&bytes, &desc(d)).unwrap_err().to_string();
+        assert_eq!(
+            err("CURRENT_TASK->id,id"),
+            "tasks=CURRENT_TASK->id,id: member `id` of struct Task is a u32, not an array of 1-byte chars"
+        );
+        assert_eq!(
+            err("CURRENT_TASK->name,name"),
+            "tasks=CURRENT_TASK->name,name: member `name` of struct Task is an array, not a 4-byte integer"
+        );
+        assert!(err("CURRENT_TASK->pid,name").ends_with("struct Task has no member `pid`"));
+        assert!(err("NO_SUCH_TASK->id,name").contains("no global variable `NO_SUCH_TASK`"));
+    }
+}
+
+#[test]
+fn not_an_elf_or_no_dwarf() {
+    let e = resolve(b"not an elf", &desc("example"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("tasks=CURRENT_TASK->id,name: elf= is not an ELF"),
+        "{e}"
+    );
+    let stripped =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/examples/user.embed.elf");
+    if let Ok(bytes) = std::fs::read(&stripped) {
+        let e = resolve(&bytes, &desc("example")).unwrap_err().to_string();
+        assert!(e.ends_with("elf= has no DWARF (.debug_info)"), "{e}");
+    }
+}
+
+/// A hand-made DWARF 4 unit (32-bit addresses): DIEs with labels, `ref4`s patched at the end.
+#[derive(Default)]
+struct Info {
+    body: Vec<u8>,
+    labels: HashMap<&'static str, u32>,
+    fixups: Vec<(usize, &'static str)>,
+}
+
+/// The unit header's size: the DIEs' offsets start after it.
+const HEADER: u32 = 11;
+
+impl Info {
+    fn die(&mut self, label: &'static str, abbrev: u8) -> &mut Self {
+        self.labels.insert(label, HEADER + self.body.len() as u32);
+        self.body.push(abbrev);
+        self
+    }
+    fn str(&mut self, s: &str) -> &mut Self {
+        self.body.extend_from_slice(s.as_bytes());
+        self.body.push(0);
+        self
+    }
+    fn u8(&mut self, v: u8) -> &mut Self {
+        self.body.push(v);
+        self
+    }
+    fn to(&mut self, label: &'static str) -> &mut Self {
+        self.fixups.push((self.body.len(), label));
+        self.body.extend_from_slice(&[0; 4]);
+        self
+    }
+    fn end(&mut self) -> &mut Self {
+        self.body.push(0);
+        self
+    }
+    fn bytes(&self) -> Vec<u8> {
+        let mut body = self.body.clone();
+        for &(at, label) in &self.fixups {
+            body[at..at + 4].copy_from_slice(&self.labels[label].to_le_bytes());
+        }
+        let mut out = ((body.len() + 7) as u32).to_le_bytes().to_vec();
+        out.extend_from_slice(&4u16.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.push(4);
+        out.extend_from_slice(&body);
+        out
+    }
+}
+
+/// The abbreviations the tests' DIEs use, by code.
+fn abbrevs() -> Vec<u8> {
+    use gimli::constants::*;
+    let mut a = Vec::new();
+    let mut add =
+        |code: u8, tag: gimli::DwTag, children: bool, attrs: &[(gimli::DwAt, gimli::DwForm)]| {
+            a.extend_from_slice(&[code, tag.0 as u8, children as u8]);
+            for (at, form) in attrs {
+                a.extend_from_slice(&[at.0 as u8, form.0 as u8]);
+            }
+            a.extend_from_slice(&[0, 0]);
+        };
+    add(1, DW_TAG_compile_unit, true, &[]);
+    add(
+        2,
+        DW_TAG_variable,
+        false,
+        &[
+            (DW_AT_name, DW_FORM_string),
+            (DW_AT_type, DW_FORM_ref4),
+            (DW_AT_location, DW_FORM_exprloc),
+        ],
+    );
+    add(3, DW_TAG_pointer_type, false, &[(DW_AT_type, DW_FORM_ref4)]);
+    add(
+        4,
+        DW_TAG_structure_type,
+        true,
+        &[
+            (DW_AT_name, DW_FORM_string),
+            (DW_AT_byte_size, DW_FORM_data1),
+        ],
+    );
+    add(
+        5,
+        DW_TAG_member,
+        false,
+        &[
+            (DW_AT_name, DW_FORM_string),
+            (DW_AT_type, DW_FORM_ref4),
+            (DW_AT_data_member_location, DW_FORM_data1),
+        ],
+    );
+    add(
+        6,
+        DW_TAG_base_type,
+        false,
+        &[
+            (DW_AT_name, DW_FORM_string),
+            (DW_AT_byte_size, DW_FORM_data1),
+            (DW_AT_encoding, DW_FORM_data1),
+        ],
+    );
+    add(7, DW_TAG_array_type, true, &[(DW_AT_type, DW_FORM_ref4)]);
+    add(
+        8,
+        DW_TAG_subrange_type,
+        false,
+        &[(DW_AT_count, DW_FORM_data1)],
+    );
+    add(
+        9,
+        DW_TAG_typedef,
+        false,
+        &[(DW_AT_name, DW_FORM_string), (DW_AT_type, DW_FORM_ref4)],
+    );
+    add(10, DW_TAG_pointer_type, false, &[]);
+    a.push(0);
+    a
+}
+
+/// A unit with `current` (at 0x1000) of type `var`, pointing (through `current_t`, a pointer
+/// to typedef `task_t`) to struct task { `id` of type `id`; `name` of type `name` at +8 }.
+fn unit(var: &'static str, id: &'static str, name: &'static str) -> Vec<u8> {
+    let mut i = Info::default();
+    i.die("cu", 1);
+    i.die("current", 2)
+        .str("current")
+        .to(var)
+        .u8(5)
+        .u8(0x03)
+        .body
+        .extend_from_slice(&0x1000u32.to_le_bytes());
+    i.die("ptr", 3).to("task_t");
+    i.die("task_t", 9).str("task_t").to("task");
+    i.die("task", 4).str("task").u8(24);
+    i.die("m_id", 5).str("id").to(id).u8(0);
+    i.die("m_name", 5).str("name").to(name).u8(8);
+    i.end();
+    i.die("u32", 6)
+        .str("u32")
+        .u8(4)
+        .u8(gimli::DW_ATE_unsigned.0);
+    i.die("u64", 6)
+        .str("u64")
+        .u8(8)
+        .u8(gimli::DW_ATE_unsigned.0);
+    i.die("char", 6)
+        .str("char")
+        .u8(1)
+        .u8(gimli::DW_ATE_signed_char.0);
+    i.die("float", 6)
+        .str("float")
+        .u8(4)
+        .u8(gimli::DW_ATE_float.0);
+    i.die("char16", 7).to("char");
+    i.die("sub16", 8).u8(16).end();
+    i.die("char32", 7).to("char");
+    i.die("sub32", 8).u8(32).end();
+    i.die("u32x16", 7).to("u32");
+    i.die("subu", 8).u8(16).end();
+    i.die("void_ptr", 10);
+    i.die("loop", 9).str("loop").to("loop");
+    i.end();
+    i.bytes()
+}
+
+fn resolve_unit(info: &[u8], d: &str) -> Result<ResolvedTasks, TaskDescriptionError> {
+    let abbrev = abbrevs();
+    let dwarf = gimli::Dwarf::load(|id| -> Result<R<'_>, gimli::Error> {
+        let data: &[u8] = match id {
+            gimli::SectionId::DebugInfo => info,
+            gimli::SectionId::DebugAbbrev => &abbrev,
+            _ => &[],
+        };
+        Ok(EndianSlice::new(data, RunTimeEndian::Little))
+    })
+    .unwrap();
+    let d = desc(d);
+    Units::read(&dwarf)
+        .map_err(|e| dwarf_err(&d.to_string(), e))?
+        .resolve(&d)
+}
+
+fn err(info: &[u8], d: &str) -> String {
+    resolve_unit(info, d).unwrap_err().to_string()
+}
+
+#[test]
+fn a_c_kernel_s_description_resolves() {
+    let r = resolve_unit(&unit("ptr", "u32", "char16"), "current->id,name").unwrap();
+    assert_eq!(
+        r,
+        ResolvedTasks {
+            address: 0x1000,
+            strukt: "task".into(),
+            id: 0,
+            name: 8,
+            name_len: 16,
+            name_array_len: 16,
+        }
+    );
+    // A longer name is read in its first 16 bytes.
+    let r = resolve_unit(&unit("ptr", "u32", "char32"), "current->id,name").unwrap();
+    assert_eq!((r.name_len, r.name_array_len), (16, 32));
+}
+
+#[test]
+fn each_mismatch_names_the_argument_the_symbol_and_the_member() {
+    let d = "current->id,name";
+    assert_eq!(
+        err(&unit("ptr", "u64", "char16"), d),
+        "tasks=current->id,name: member `id` of struct task is a u64, not a 4-byte integer"
+    );
+    assert!(err(&unit("ptr", "float", "char16"), d).ends_with("is a float, not a 4-byte integer"));
+    assert_eq!(
+        err(&unit("ptr", "u32", "u32"), d),
+        "tasks=current->id,name: member `name` of struct task is a u32, not an array of 1-byte chars"
+    );
+    assert!(
+        err(&unit("ptr", "u32", "u32x16"), d).ends_with("is an array of u32, not of 1-byte chars")
+    );
+    assert_eq!(
+        err(&unit("u32", "u32", "char16"), d),
+        "tasks=current->id,name: `current` is a u32, not a pointer to a struct"
+    );
+    assert!(err(&unit("void_ptr", "u32", "char16"), d)
+        .ends_with("`current` is a void pointer, not a pointer to a struct"));
+    assert_eq!(
+        err(&unit("ptr", "u32", "char16"), "current->tid,name"),
+        "tasks=current->tid,name: struct task has no member `tid`"
+    );
+    assert_eq!(
+        err(&unit("ptr", "u32", "char16"), "curr->id,name"),
+        "tasks=curr->id,name: the DWARF of elf= has no global variable `curr` at a fixed address"
+    );
+    // A typedef that names itself: an error, after a bounded walk.
+    assert!(err(&unit("loop", "u32", "char16"), d)
+        .starts_with("tasks=current->id,name: the DWARF of elf= does not read"));
+    assert!(err(&unit("ptr", "loop", "char16"), d).contains("does not read"));
+}
+
+#[test]
+fn truncated_or_corrupted_dwarf_is_an_error_not_a_panic() {
+    let good = unit("ptr", "u32", "char16");
+    for len in 0..good.len() {
+        let _ = resolve_unit(&good[..len], "current->id,name");
+    }
+    for at in 0..good.len() {
+        for byte in [0x00, 0x7f, 0xff] {
+            let mut bad = good.clone();
+            bad[at] = byte;
+            let _ = resolve_unit(&bad, "current->id,name");
+        }
+    }
+}
