@@ -1,8 +1,8 @@
 //! `switches=`: the QEMU glue of the task-switch hook. The kernel's switch function is found
 //! once at start (Linux's, by name in its kallsyms; another's, `switches=FUNCTION`, in its
-//! ELF's symbols), an instruction callback goes on its
-//! first instruction at translation, and the callback hands the vCPU's registers and memory
-//! to kern-profile-sampler's [`SwitchReader`].
+//! ELF's symbols), an instruction callback goes on its first instruction at translation, and
+//! the callback hands the vCPU's registers and memory to kern-profile-sampler's
+//! [`SwitchReader`](kern_profile_sampler::switch::SwitchReader).
 
 use std::ffi::{c_uint, c_void};
 use std::path::Path;
