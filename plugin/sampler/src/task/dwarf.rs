@@ -108,7 +108,7 @@ struct Ref {
 
 /// Why a description does not fit, before it is named in a [`TaskDescriptionError`].
 enum Misfit {
-    Dwarf(gimli::Error),
+    Dwarf(String),
     NoVariable,
     Ambiguous(usize),
     Pointer(String),
@@ -118,7 +118,7 @@ enum Misfit {
 
 impl From<gimli::Error> for Misfit {
     fn from(e: gimli::Error) -> Self {
-        Misfit::Dwarf(e)
+        Misfit::Dwarf(e.to_string())
     }
 }
 
@@ -363,7 +363,7 @@ impl<'d, 'a> Units<'d, 'a> {
     }
 
     /// The length of a one-dimensional array of 1-byte integers, or why `r` is not one.
-    fn char_array_len(&self, r: Ref) -> Result<Result<u64, String>, gimli::Error> {
+    fn char_array_len(&self, r: Ref) -> Result<Result<u64, String>, Misfit> {
         if self.tag(r)? != gimli::DW_TAG_array_type {
             return Ok(Err(format!(
                 "is {}, not an array of 1-byte chars",
@@ -435,7 +435,7 @@ impl<'d, 'a> Units<'d, 'a> {
     }
 
     /// `r` with its typedefs and qualifiers seen through.
-    fn strip(&self, mut r: Ref) -> Result<Ref, gimli::Error> {
+    fn strip(&self, mut r: Ref) -> Result<Ref, Misfit> {
         for _ in 0..MAX_HOPS {
             match self.tag(r)? {
                 gimli::DW_TAG_typedef
@@ -449,7 +449,9 @@ impl<'d, 'a> Units<'d, 'a> {
                 _ => return Ok(r),
             }
         }
-        Err(gimli::Error::TypeMismatch)
+        Err(Misfit::Dwarf(format!(
+            "a chain of more than {MAX_HOPS} typedefs and qualifiers (a loop?)"
+        )))
     }
 
     fn tag(&self, r: Ref) -> Result<gimli::DwTag, gimli::Error> {
