@@ -76,7 +76,12 @@ impl SwitchRecord {
         out.push(kind::SWITCH);
         out.extend_from_slice(&(len as u32).to_le_bytes());
         out.extend_from_slice(&self.vcpu.to_le_bytes());
-        let flags = self.left_as.code() | if self.icount.is_some() { FLAG_ICOUNT } else { 0 };
+        let flags = self.left_as.code()
+            | if self.icount.is_some() {
+                FLAG_ICOUNT
+            } else {
+                0
+            };
         out.push(flags);
         out.push(self.stop.byte());
         out.extend_from_slice(&(n as u16).to_le_bytes());
@@ -136,7 +141,11 @@ mod tests {
     use crate::{StopReason, Walker};
 
     fn switch(width: usize) -> SwitchRecord {
-        let k = if width == 4 { 0xc100_0000 } else { 0xffff_ffff_8100_0000 };
+        let k = if width == 4 {
+            0xc100_0000
+        } else {
+            0xffff_ffff_8100_0000
+        };
         SwitchRecord {
             vcpu: 1,
             time_ns: 1_000_000,
@@ -178,7 +187,9 @@ mod tests {
         let body = &out[5..out.len() - 8];
         let err = SwitchRecord::decode(body, 8, 4321).unwrap_err().to_string();
         assert!(err.contains("4321") && err.contains("2 frames"), "{err}");
-        let err = SwitchRecord::decode(&[0; 10], 8, 7).unwrap_err().to_string();
+        let err = SwitchRecord::decode(&[0; 10], 8, 7)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("at least"), "{err}");
     }
 }
