@@ -51,7 +51,8 @@ impl SampleFilter {
             task_keys: o.per_task
                 || o.per_process
                 || o.by != ReportBy::Function
-                || o.format == OutputFormat::Pprof,
+                || o.format == OutputFormat::Pprof
+                || o.off_cpu,
             task_rules: TaskRules {
                 tasks: o.tasks.iter().map(|t| TaskPattern::parse(t)).collect(),
                 processes: o.processes.iter().map(|p| TaskPattern::parse(p)).collect(),
