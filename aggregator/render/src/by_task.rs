@@ -1,19 +1,27 @@
 //! `-f text --by task|process`: the kept samples per guest thread or process, like
 //! `perf report --sort comm,pid`, from the tasks the recording's task records name (the keys
-//! carry each sample's task, see `SampleFilter::task_keys`).
+//! carry each sample's task, see `SampleFilter::task_keys`). In a recording with task
+//! switches, also each row's time on the CPU, runnable and blocked, its share of the exact
+//! instructions (with instruction counts), and the idle tasks as one `[idle]` row.
 
 use std::io::{self, Write};
 
 use rustc_hash::FxHashMap;
 
 use crate::describe::describe;
+use crate::off_cpu::still_off;
 use crate::text::pct;
 use crate::{write_err, Collected, CpuRenderer, Drawn};
+use kern_profile_format::TaskIdentity;
 use kern_profile_profile::collect::Run;
+use kern_profile_profile::off_cpu::{is_idle, OffCpu, TaskTimes};
 use kern_profile_profile::options::ReportBy;
 use kern_profile_profile::profile::CpuProfile;
 use kern_profile_profile::stacks::{key_task, NO_TASK_FRAME, UNKNOWN_TASK_FRAME};
-use kern_profile_profile::tasks::{TaskId, TaskOf};
+use kern_profile_profile::tasks::{TaskId, TaskOf, TaskRules};
+
+/// The row of Linux's idle tasks (pid 0, `swapper/N`), in recordings with task switches.
+pub const IDLE_ROW: &str = "[idle]";
 
 /// One row: a thread or a process (or the samples without a known task).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -26,50 +34,67 @@ pub struct TaskRow {
     pub tid: Option<u32>,
     pub pid: Option<u32>,
     pub samples: u64,
+    /// Its times from the task switches (recordings with switch records).
+    pub off: Option<TaskTimes>,
 }
 
-/// The kept samples of `profile` per task or process, most first.
-pub fn task_rows(profile: &CpuProfile, by: ReportBy) -> Vec<TaskRow> {
+/// A row's key: command, thread id (by task), process id.
+type RowKey = (String, Option<u32>, Option<u32>);
+
+/// The row of task `t`; idle tasks share one with `idle`.
+fn row_key(t: &TaskIdentity, by: ReportBy, idle: bool) -> RowKey {
+    if idle && is_idle(t) {
+        return (IDLE_ROW.to_string(), None, Some(0));
+    }
+    let name = match by {
+        ReportBy::Task => t.thread(),
+        _ => t.process(),
+    };
+    let command = match t.kernel_thread {
+        true => format!("[{name}]"),
+        false => name,
+    };
+    let tid = (by == ReportBy::Task).then_some(t.tid);
+    (command, tid, Some(t.pid))
+}
+
+/// The kept samples of `profile` per task or process, most first; with task switches, each
+/// row's times too (of the tasks `rules` keep), and rows of tasks that waited unsampled.
+pub fn task_rows(profile: &CpuProfile, by: ReportBy, rules: &TaskRules) -> Vec<TaskRow> {
+    let off = &profile.summary.off_cpu;
     let mut per_id: FxHashMap<Option<TaskId>, u64> = FxHashMap::default();
     profile.counts.for_each(|key, n| {
         let c = per_id.entry(key_task(key)).or_insert(0);
         *c = c.saturating_add(n);
     });
     let tasks = &profile.summary.tasks;
-    let mut rows: FxHashMap<(String, Option<u32>, Option<u32>), u64> = FxHashMap::default();
+    let mut rows: FxHashMap<RowKey, (u64, Option<TaskTimes>)> = FxHashMap::default();
     for (id, n) in per_id {
         let state = id.map(|id| tasks.get(id).map(TaskOf::of_state));
         let row = match state {
             None => (NO_TASK_FRAME.to_string(), None, None),
-            Some(Some(TaskOf::Known(t))) => {
-                let name = match by {
-                    ReportBy::Task => t.thread(),
-                    _ => t.process(),
-                };
-                let command = match t.kernel_thread {
-                    true => format!("[{name}]"),
-                    false => name,
-                };
-                let tid = (by == ReportBy::Task).then_some(t.tid);
-                (command, tid, Some(t.pid))
-            }
+            Some(Some(TaskOf::Known(t))) => row_key(t, by, off.any()),
             _ => (UNKNOWN_TASK_FRAME.to_string(), None, None),
         };
-        let c = rows.entry(row).or_insert(0);
+        let c = &mut rows.entry(row).or_insert((0, None)).0;
         *c = c.saturating_add(n);
     }
+    add_switch_times(&mut rows, off, by, rules);
     let mut rows: Vec<TaskRow> = rows
         .into_iter()
-        .map(|((command, tid, pid), samples)| TaskRow {
+        .map(|((command, tid, pid), (samples, off))| TaskRow {
             command,
             tid,
             pid,
             samples,
+            off,
         })
         .collect();
     rows.sort_by(|a, b| {
+        let waited = |r: &TaskRow| r.off.map_or(0, |t| t.on_ns + t.runnable_ns + t.blocked_ns);
         b.samples
             .cmp(&a.samples)
+            .then_with(|| waited(b).cmp(&waited(a)))
             .then_with(|| a.command.cmp(&b.command))
             .then(a.pid.cmp(&b.pid))
             .then(a.tid.cmp(&b.tid))
@@ -77,12 +102,45 @@ pub fn task_rows(profile: &CpuProfile, by: ReportBy) -> Vec<TaskRow> {
     rows
 }
 
-/// Writes the header lines (each prefixed `# `), then the table's first `top` rows.
+/// Adds each task's times from the switches to its row (a row of its own when it has no
+/// samples); rows without switch times get zeros, so that every row has columns.
+fn add_switch_times(
+    rows: &mut FxHashMap<RowKey, (u64, Option<TaskTimes>)>,
+    off: &OffCpu,
+    by: ReportBy,
+    rules: &TaskRules,
+) {
+    if !off.any() {
+        return;
+    }
+    for (address, times) in off.tasks() {
+        let who = off.identity(address);
+        if rules.is_active() && !who.is_some_and(|t| rules.keeps_identity(t)) {
+            continue;
+        }
+        let key = match who {
+            Some(t) => row_key(t, by, true),
+            None => (format!("[task {address:#x}]"), None, None),
+        };
+        rows.entry(key)
+            .or_insert((0, None))
+            .1
+            .get_or_insert_with(TaskTimes::default)
+            .add(times);
+    }
+    for (_, t) in rows.values_mut() {
+        t.get_or_insert_with(TaskTimes::default);
+    }
+}
+
+/// Writes the header lines (each prefixed `# `), then the table's first `top` rows; with
+/// rows of switch times, their columns, and `switches` (what they mean) below the table.
 pub fn write_task_table(
     rows: &[TaskRow],
     header: &[String],
     top: usize,
     by: ReportBy,
+    switches: Option<&str>,
     mut out: impl Write,
 ) -> io::Result<()> {
     for h in header {
@@ -90,7 +148,8 @@ pub fn write_task_table(
     }
     writeln!(out)?;
     let total = rows.iter().fold(0u64, |t, r| t.saturating_add(r.samples));
-    if total == 0 {
+    let times = rows.iter().any(|r| r.off.is_some());
+    if total == 0 && !times {
         writeln!(out, "No samples.")?;
         return Ok(());
     }
@@ -132,10 +191,15 @@ pub fn write_task_table(
         ReportBy::Task => format!("  {:>id_w$}", "Tid"),
         _ => String::new(),
     };
+    let columns = SwitchColumns::of(rows);
     writeln!(
         out,
-        "  {:>8}  {:>samples_w$}  {:<command_w$}{tid_head}  {:>id_w$}",
-        "Overhead", "Samples", "Command", "Pid"
+        "  {:>8}  {:>samples_w$}  {:<command_w$}{tid_head}  {:>id_w$}{}",
+        "Overhead",
+        "Samples",
+        "Command",
+        "Pid",
+        columns.head()
     )?;
     for r in shown {
         let tid = match by {
@@ -144,11 +208,12 @@ pub fn write_task_table(
         };
         writeln!(
             out,
-            "  {:>7.2}%  {:>samples_w$}  {:<command_w$}{tid}  {:>id_w$}",
+            "  {:>7.2}%  {:>samples_w$}  {:<command_w$}{tid}  {:>id_w$}{}",
             pct(r.samples, total),
             r.samples,
             r.command,
-            id(r.pid)
+            id(r.pid),
+            columns.cells(r.off.as_ref())
         )?;
     }
     writeln!(out)?;
@@ -156,7 +221,95 @@ pub fn write_task_table(
         out,
         "[NAME]: a kernel thread; {NO_TASK_FRAME}: samples before their vCPU's first task \
          record; {UNKNOWN_TASK_FRAME}: the recorder could not read the task"
-    )
+    )?;
+    if let (true, Some(s)) = (times, switches) {
+        writeln!(out, "{s}")?;
+    }
+    Ok(())
+}
+
+/// The switch times' columns: seconds on the CPU, runnable, blocked (and off in a state not
+/// read, when any task left so), and the share of the exact instructions (when the switches
+/// carry instruction counts).
+struct SwitchColumns {
+    on: bool,
+    unknown: bool,
+    /// All rows' instructions (0: no column).
+    instructions: u64,
+}
+
+impl SwitchColumns {
+    fn of(rows: &[TaskRow]) -> Self {
+        let offs = rows.iter().filter_map(|r| r.off.as_ref());
+        let mut c = SwitchColumns {
+            on: false,
+            unknown: false,
+            instructions: 0,
+        };
+        for t in offs {
+            c.on = true;
+            c.unknown |= t.unknown_ns > 0;
+            c.instructions = c.instructions.saturating_add(t.instructions);
+        }
+        c
+    }
+
+    fn head(&self) -> String {
+        if !self.on {
+            return String::new();
+        }
+        let mut h = format!("  {:>9}  {:>9}  {:>9}", "On-CPU s", "Runnable", "Blocked");
+        if self.unknown {
+            h.push_str(&format!("  {:>9}", "Off, ?"));
+        }
+        if self.instructions > 0 {
+            h.push_str(&format!("  {:>7}", "Exact %"));
+        }
+        h
+    }
+
+    fn cells(&self, t: Option<&TaskTimes>) -> String {
+        if !self.on {
+            return String::new();
+        }
+        let t = t.copied().unwrap_or_default();
+        let s = |ns: u64| format!("{:>9.3}", ns as f64 / 1e9);
+        let mut c = format!(
+            "  {}  {}  {}",
+            s(t.on_ns),
+            s(t.runnable_ns),
+            s(t.blocked_ns)
+        );
+        if self.unknown {
+            c.push_str(&format!("  {}", s(t.unknown_ns)));
+        }
+        if self.instructions > 0 {
+            c.push_str(&format!(
+                "  {:>6.2}%",
+                pct(t.instructions, self.instructions)
+            ));
+        }
+        c
+    }
+}
+
+/// What the switch columns mean, below the table.
+fn switches_note(off: &OffCpu) -> String {
+    let mut s = format!(
+        "On-CPU s, Runnable, Blocked: seconds from the recording's {} task switches: on the \
+         CPU from switch in to switch out (from each vCPU's first switch), off it from switch \
+         out to switch in, preempted (runnable) or asleep (blocked){}; {IDLE_ROW}: the idle \
+         tasks (pid 0), whose time on the CPU is the vCPUs' idle time",
+        off.switches,
+        still_off(off)
+    );
+    if off.icounts {
+        s.push_str(
+            "; Exact %: the share of the instructions the vCPUs ran between switches, by \
+             their instruction counts",
+        );
+    }
+    s
 }
 
 /// The text report by task or by process (`--by`).
@@ -169,10 +322,13 @@ pub struct TaskTableRenderer {
 impl CpuRenderer for TaskTableRenderer {
     fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
         let profile = &collected.profile;
-        let rows = task_rows(profile, self.by);
+        let rows = task_rows(profile, self.by, &run.filter.task_rules);
         let split = profile.summary.tally.user_samples > 0 || run.sym.has_user_binaries();
         let header = describe(profile, &run.kernel, run.filter, split, false);
-        write_task_table(&rows, &header, self.top, self.by, out).map_err(write_err)?;
+        let off = &profile.summary.off_cpu;
+        let note = off.any().then(|| switches_note(off));
+        write_task_table(&rows, &header, self.top, self.by, note.as_deref(), out)
+            .map_err(write_err)?;
         Ok(format!(
             "{} of {} samples in {} rows by {}",
             profile.kept,
@@ -194,13 +350,14 @@ mod tests {
             tid,
             pid,
             samples,
+            off: None,
         };
         let rows = [
             row("worker", Some(71), Some(70), 3),
             row("[no task]", None, None, 1),
         ];
         let mut out = Vec::new();
-        write_task_table(&rows, &["h".into()], 20, ReportBy::Task, &mut out).unwrap();
+        write_task_table(&rows, &["h".into()], 20, ReportBy::Task, None, &mut out).unwrap();
         let s = String::from_utf8(out).unwrap();
         assert!(
             s.starts_with(
@@ -212,7 +369,7 @@ mod tests {
             "{s}"
         );
         let mut out = Vec::new();
-        write_task_table(&rows, &[], 1, ReportBy::Process, &mut out).unwrap();
+        write_task_table(&rows, &[], 1, ReportBy::Process, None, &mut out).unwrap();
         let s = String::from_utf8(out).unwrap();
         assert!(s.contains("the top 1 of 2 rows"), "{s}");
         assert!(!s.contains("Tid"), "{s}");
