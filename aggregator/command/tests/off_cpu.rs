@@ -283,7 +283,7 @@ fn the_task_table_has_on_cpu_runnable_blocked_exact_shares_and_an_idle_row() {
             "  Overhead  Samples  Command  Tid  Pid   On-CPU s   Runnable    Blocked  Exact %",
             "    57.14%        4  spinner   80   80      0.300      0.700      0.000   73.17%",
             "    42.86%        3  sleeper   71   70      0.600      0.300      1.000   24.39%",
-            "     0.00%        0  [idle]     -    0      2.000      0.900      0.000    2.44%",
+            "     0.00%        0  [idle]     -    0      2.000      0.000      0.000    2.44%",
         ],
         "{text}"
     );

@@ -5,16 +5,24 @@
 //! the vCPUs' instruction counts, in `period=` recordings).
 //!
 //! Memory is per task and per distinct waiting stack, never per switch: the intervals add
-//! into a folded map as they close. Tasks are keyed by address (Linux: `task_struct`); who
-//! an address is comes from the task records, the latest one naming it.
+//! into a folded map as they close. A task is its address (Linux: `task_struct`) and its
+//! thread id, from the task records (the vCPU's record before a switch names the task that
+//! leaves, the one after it the task that runs next): an exited task's address is reused by
+//! later tasks, whose switch in must not end the dead task's "wait". Its names are its latest
+//! record's (an exec renames it).
 
 use std::fmt;
 
 use kern_profile_format::{LeftAs, SwitchRecord, TaskIdentity, TaskRecord};
 use rustc_hash::FxHashMap;
 
+use crate::symbolize::Symbolizer;
+
 /// A distinct waiting stack's index in [`OffCpu`].
 type StackId = u32;
+
+/// A task: its address and, when a task record named it, its thread id.
+pub type TaskKey = (u64, Option<u32>);
 
 /// What is wrong with some switch records (counted, reported as warnings, never fatal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -94,28 +102,39 @@ struct Off {
     since: u64,
     left_as: LeftAs,
     stack: StackId,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Task {
-    times: TaskTimes,
-    off: Option<Off>,
+    /// The thread id of the task that left (`None`: no task record named it).
+    tid: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Vcpu {
     /// The task it runs, as its last switch or task record said.
     current: Option<u64>,
+    /// Its last task record's thread id, when that record named `current`.
+    tid: Option<u32>,
     task_record_seen: bool,
     /// Its last switch: time and instruction count.
     since: Option<(u64, Option<u64>)>,
+    /// The task its last switch ran next, and when, until the task record after it says
+    /// who that is.
+    pending_in: Option<(u64, u64)>,
+}
+
+/// A wait that lasted to the end of the recording, kept apart so that an exit's can be
+/// taken back ([`OffCpu::forget_exits`]).
+#[derive(Debug, Clone, Copy)]
+struct Last {
+    task: TaskKey,
+    left_as: LeftAs,
+    stack: StackId,
+    ns: u64,
 }
 
 /// A waiting stack's total: the task, how it left, its addresses (the switch function's
 /// entry, then return addresses, innermost first), and the time, ns.
 #[derive(Debug, Clone, Copy)]
 pub struct OffStack<'a> {
-    pub task: u64,
+    pub task: TaskKey,
     pub left_as: LeftAs,
     pub addrs: &'a [u64],
     pub ns: u64,
@@ -132,12 +151,18 @@ pub struct OffCpu {
     pub last_ns: u64,
     /// Tasks still off the CPU at the end, counted to `last_ns`.
     pub still_off: u64,
-    identities: FxHashMap<u64, TaskIdentity>,
+    /// Tasks that exited: their last switch out is no wait (its address reused by another
+    /// task, or its stack in the kernel's exit path).
+    pub exited: u64,
+    identities: FxHashMap<(u64, u32), TaskIdentity>,
     vcpus: FxHashMap<u32, Vcpu>,
-    tasks: FxHashMap<u64, Task>,
+    /// Who is off the CPU, by address.
+    off: FxHashMap<u64, Off>,
+    times: FxHashMap<TaskKey, TaskTimes>,
+    last: Vec<Last>,
     stack_ids: FxHashMap<Box<[u64]>, StackId>,
     stacks: Vec<Box<[u64]>>,
-    folded: FxHashMap<(u64, LeftAs, StackId), u64>,
+    folded: FxHashMap<(TaskKey, LeftAs, StackId), u64>,
     problems: FxHashMap<SwitchProblem, u64>,
     finished: bool,
 }
@@ -159,21 +184,42 @@ impl OffCpu {
         self.saw_time(r.time_ns);
         let v = self.vcpus.entry(r.vcpu).or_default();
         v.task_record_seen = true;
-        match &r.task {
-            Ok(t) => {
-                v.current = Some(t.address);
-                self.identities.insert(t.address, *t);
-            }
-            Err(_) => v.current = None,
+        let pending = v.pending_in.take();
+        let named = r.task.as_ref().ok().map(|t| (t.address, t.tid));
+        v.current = named.map(|n| n.0);
+        v.tid = named.map(|n| n.1);
+        if let Ok(t) = &r.task {
+            self.identities.insert((t.address, t.tid), *t);
         }
+        if let Some((address, at)) = pending {
+            let tid = named.filter(|n| n.0 == address).map(|n| n.1);
+            self.switched_in(address, tid, at);
+        }
+    }
+
+    /// The task at `address` (thread `tid`, when a task record said) ran again at `at`:
+    /// its wait ends, unless the one waiting was another thread at that address (it
+    /// exited).
+    fn switched_in(&mut self, address: u64, tid: Option<u32>, at: u64) {
+        let Some(off) = self.off.remove(&address) else {
+            return;
+        };
+        if let (Some(was), Some(is)) = (off.tid, tid) {
+            if was != is {
+                self.exited += 1;
+                return;
+            }
+        }
+        let dt = self.elapsed(off.since, at);
+        self.close((address, off.tid.or(tid)), off, dt);
     }
 
     fn problem(&mut self, p: SwitchProblem) {
         *self.problems.entry(p).or_insert(0) += 1;
     }
 
-    fn task(&mut self, address: u64) -> &mut Task {
-        self.tasks.entry(address).or_default()
+    fn times(&mut self, task: TaskKey) -> &mut TaskTimes {
+        self.times.entry(task).or_default()
     }
 
     fn intern(&mut self, s: &SwitchRecord) -> StackId {
@@ -205,7 +251,12 @@ impl OffCpu {
         self.icounts |= s.icount.is_some();
         self.saw_time(s.time_ns);
         let t = s.time_ns;
-        let v = self.vcpus.get(&s.vcpu).copied().unwrap_or_default();
+        let mut v = self.vcpus.get(&s.vcpu).copied().unwrap_or_default();
+        // No task record since its last switch: who ran next is known by address only.
+        if let Some((address, at)) = v.pending_in.take() {
+            self.switched_in(address, None, at);
+        }
+        let prev_tid = v.tid.filter(|_| v.current == Some(s.prev));
         let ran = match v.current {
             Some(cur) if cur == s.prev => true,
             Some(_) => {
@@ -225,7 +276,7 @@ impl OffCpu {
                 (Some(a), Some(b)) => b.saturating_sub(a),
                 _ => 0,
             };
-            let times = &mut self.task(s.prev).times;
+            let times = self.times((s.prev, prev_tid));
             times.on_ns = times.on_ns.saturating_add(dt);
             times.instructions = times.instructions.saturating_add(insns);
         }
@@ -234,26 +285,25 @@ impl OffCpu {
             since: t,
             left_as: s.left_as,
             stack,
+            tid: prev_tid,
         };
-        if self.task(s.prev).off.replace(off).is_some() {
+        if self.off.insert(s.prev, off).is_some() {
             self.problem(SwitchProblem::AlreadyOff);
-        }
-        if let Some(off) = self.tasks.get_mut(&s.next).and_then(|n| n.off.take()) {
-            let dt = self.elapsed(off.since, t);
-            self.close(s.next, off, dt);
         }
         self.vcpus.insert(
             s.vcpu,
             Vcpu {
                 current: Some(s.next),
+                tid: None,
                 task_record_seen: v.task_record_seen,
                 since: Some((t, s.icount)),
+                pending_in: Some((s.next, t)),
             },
         );
     }
 
-    fn close(&mut self, task: u64, off: Off, ns: u64) {
-        self.task(task).times.add_off(off.left_as, ns);
+    fn close(&mut self, task: TaskKey, off: Off, ns: u64) {
+        self.times(task).add_off(off.left_as, ns);
         let c = self
             .folded
             .entry((task, off.left_as, off.stack))
@@ -268,28 +318,43 @@ impl OffCpu {
             return;
         }
         let end = self.last_ns;
-        let waiting: Vec<(u64, Off)> = self
-            .tasks
-            .iter_mut()
-            .filter_map(|(&a, t)| t.off.take().map(|o| (a, o)))
+        let pending: Vec<(u64, u64)> = self
+            .vcpus
+            .values_mut()
+            .filter_map(|v| v.pending_in.take())
             .collect();
+        for (address, at) in pending {
+            self.switched_in(address, None, at);
+        }
+        let waiting: Vec<(u64, Off)> = self.off.drain().collect();
         self.still_off = waiting.len() as u64;
         for (a, off) in waiting {
-            self.close(a, off, end.saturating_sub(off.since));
+            let ns = end.saturating_sub(off.since);
+            let task = (a, off.tid);
+            self.close(task, off, ns);
+            self.last.push(Last {
+                task,
+                left_as: off.left_as,
+                stack: off.stack,
+                ns,
+            });
         }
-        let running: Vec<(u64, u64)> = self
+        let running: Vec<(TaskKey, u64)> = self
             .vcpus
             .values()
-            .filter_map(|v| Some((v.current?, v.since?.0)))
+            .filter_map(|v| {
+                let a = v.current?;
+                Some(((a, v.tid), v.since?.0))
+            })
             .collect();
-        for (a, since) in running {
-            let times = &mut self.task(a).times;
+        for (task, since) in running {
+            let times = self.times(task);
             times.on_ns = times.on_ns.saturating_add(end.saturating_sub(since));
         }
         let unknown = self
-            .tasks
+            .times
             .keys()
-            .filter(|a| !self.identities.contains_key(a))
+            .filter(|k| self.identity(**k).is_none())
             .count() as u64;
         if unknown > 0 {
             *self
@@ -299,20 +364,62 @@ impl OffCpu {
         }
     }
 
-    /// Who the task at `address` is (its latest task record).
-    pub fn identity(&self, address: u64) -> Option<&TaskIdentity> {
-        self.identities.get(&address)
+    /// Takes back the waits still open at the end whose stack `is_exit` says is the
+    /// kernel's exit path (a task that exited is not waiting): counted in
+    /// [`OffCpu::exited`], not in the times.
+    pub fn forget_exits(&mut self, mut is_exit: impl FnMut(&[u64]) -> bool) {
+        let last = std::mem::take(&mut self.last);
+        for l in last {
+            if !is_exit(&self.stacks[l.stack as usize]) {
+                self.last.push(l);
+                continue;
+            }
+            self.exited += 1;
+            self.still_off -= 1;
+            let t = self.times(l.task);
+            let slot = match l.left_as {
+                LeftAs::Runnable => &mut t.runnable_ns,
+                LeftAs::Blocked => &mut t.blocked_ns,
+                LeftAs::Unknown => &mut t.unknown_ns,
+            };
+            *slot = slot.saturating_sub(l.ns);
+            if let Some(c) = self.folded.get_mut(&(l.task, l.left_as, l.stack)) {
+                *c = c.saturating_sub(l.ns);
+            }
+        }
     }
 
-    /// Every task's totals, by address (in no particular order).
-    pub fn tasks(&self) -> impl Iterator<Item = (u64, &TaskTimes)> + '_ {
-        self.tasks.iter().map(|(&a, t)| (a, &t.times))
+    /// Who task `task` is (its latest task record): by its thread id, else the only thread
+    /// records named at its address.
+    pub fn identity(&self, task: TaskKey) -> Option<&TaskIdentity> {
+        match task {
+            (a, Some(tid)) => self.identities.get(&(a, tid)),
+            (a, None) => {
+                let mut at = self.identities.iter().filter(|(k, _)| k.0 == a);
+                match (at.next(), at.next()) {
+                    (Some((_, t)), None) => Some(t),
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// Every task's totals (in no particular order).
+    pub fn tasks(&self) -> impl Iterator<Item = (TaskKey, &TaskTimes)> + '_ {
+        self.times.iter().map(|(&k, t)| (k, t))
+    }
+
+    /// Every distinct stack a task left on (the switch function's entry, then return
+    /// addresses, innermost first).
+    pub fn distinct_stacks(&self) -> impl Iterator<Item = &[u64]> + '_ {
+        self.stacks.iter().map(|s| &s[..])
     }
 
     /// Every waiting stack's total (in no particular order).
     pub fn stacks(&self) -> impl Iterator<Item = OffStack<'_>> + '_ {
         self.folded
             .iter()
+            .filter(|(_, &ns)| ns > 0)
             .map(|(&(task, left_as, id), &ns)| OffStack {
                 task,
                 left_as,
@@ -331,10 +438,24 @@ impl OffCpu {
 
     /// The exact instructions of all tasks.
     pub fn instructions(&self) -> u64 {
-        self.tasks
+        self.times
             .values()
-            .fold(0u64, |s, t| s.saturating_add(t.times.instructions))
+            .fold(0u64, |s, t| s.saturating_add(t.instructions))
     }
+}
+
+/// Whether a stack a task left on is Linux's exit path (`do_exit` calls `do_task_dead`, the
+/// dead task's last switch): the task is gone, not waiting.
+pub fn exit_path(sym: &mut Symbolizer, addrs: &[u64]) -> bool {
+    addrs
+        .iter()
+        .skip(1)
+        .filter(|&&a| a >= kern_profile_format::frame_marker::LIMIT)
+        .any(|&a| {
+            sym.frames(a.wrapping_sub(1))
+                .iter()
+                .any(|f| &*f.function == "do_task_dead")
+        })
 }
 
 /// Whether `t` is one of Linux's idle tasks (pid 0, `swapper/N`): their time on the CPU is
@@ -413,7 +534,7 @@ mod tests {
     }
 
     fn times(o: &OffCpu, a: u64) -> TaskTimes {
-        o.tasks().find(|t| t.0 == a).map(|t| *t.1).unwrap()
+        o.tasks().find(|t| t.0 .0 == a).map(|t| *t.1).unwrap()
     }
 
     #[test]
@@ -435,11 +556,16 @@ mod tests {
         assert_eq!(o.still_off, 2, "B, and idle");
         assert_eq!(times(&o, IDLE).on_ns, 1000 * MS);
         assert_eq!(o.instructions(), 3000 + 1000 + 500);
-        assert!(is_idle(o.identity(IDLE).unwrap()));
+        assert!(is_idle(o.identity((IDLE, Some(0))).unwrap()));
+        assert_eq!(
+            o.identity((A, None)).unwrap().tid,
+            10,
+            "the only thread at A"
+        );
         assert!(o.problems().is_empty(), "{:?}", o.problems());
         let blocked_a: u64 = o
             .stacks()
-            .filter(|s| s.task == A && s.left_as == LeftAs::Blocked)
+            .filter(|s| s.task.0 == A && s.left_as == LeftAs::Blocked)
             .map(|s| s.ns)
             .sum();
         assert_eq!(blocked_a, 1000 * MS);
@@ -467,6 +593,34 @@ mod tests {
     }
 
     #[test]
+    fn a_reused_address_does_not_end_an_exited_tasks_wait() {
+        let mut o = OffCpu::default();
+        o.task_record(&rec(0, 0, ident(A, 10, "a")));
+        // A exits at 100 ms (its last switch out); B runs; at 500 ms a new thread, 11, at
+        // A's address, runs.
+        o.switch(&sw(0, 100 * MS, 0, A, B, LeftAs::Blocked));
+        o.task_record(&rec(0, 100 * MS, ident(B, 20, "b")));
+        o.switch(&sw(0, 500 * MS, 0, B, A, LeftAs::Blocked));
+        o.task_record(&rec(0, 500 * MS, ident(A, 11, "a2")));
+        o.finish();
+        assert_eq!(o.exited, 1);
+        let of = |tid| o.tasks().find(|t| t.0 == (A, Some(tid))).map(|t| *t.1);
+        assert_eq!(
+            of(10).map(|t| t.blocked_ns),
+            None,
+            "no wait closed for thread 10"
+        );
+        assert_eq!(of(11).map(|t| t.blocked_ns), Some(0));
+        assert_eq!(o.identity((A, Some(11))).unwrap().tid, 11);
+        // A wait open at the end in the exit path is taken back.
+        let mut o = run();
+        o.forget_exits(|addrs| addrs[1] == 0x200 + B % 7);
+        assert_eq!((o.exited, o.still_off), (1, 1));
+        assert_eq!(times(&o, B).blocked_ns, 0);
+        assert!(o.stacks().all(|s| s.task.0 != B));
+    }
+
+    #[test]
     fn memory_follows_tasks_and_stacks_not_switches() {
         let mut o = OffCpu::default();
         o.task_record(&rec(0, 0, ident(A, 10, "a")));
@@ -475,8 +629,10 @@ mod tests {
             o.switch(&sw(0, i * MS, i, prev, next, LeftAs::Runnable));
         }
         o.finish();
-        assert_eq!(o.tasks.len(), 2);
-        assert_eq!(o.folded.len(), 2);
+        // A as its task record named it (thread 10), then by address alone (no records
+        // after the switches), and B.
+        assert_eq!(o.times.len(), 3);
+        assert!(o.folded.len() <= 3);
         assert!(o
             .problems()
             .iter()

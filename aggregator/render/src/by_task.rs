@@ -113,20 +113,29 @@ fn add_switch_times(
     if !off.any() {
         return;
     }
-    for (address, times) in off.tasks() {
-        let who = off.identity(address);
+    for (task, times) in off.tasks() {
+        let who = off.identity(task);
         if rules.is_active() && !who.is_some_and(|t| rules.keeps_identity(t)) {
             continue;
         }
         let key = match who {
             Some(t) => row_key(t, by, true),
-            None => (format!("[task {address:#x}]"), None, None),
+            None => (format!("[task {:#x}]", task.0), None, None),
+        };
+        // Nobody waits for an idle task: its time off the CPU is others' time on it.
+        let times = match who.is_some_and(is_idle) {
+            true => TaskTimes {
+                on_ns: times.on_ns,
+                instructions: times.instructions,
+                ..TaskTimes::default()
+            },
+            false => *times,
         };
         rows.entry(key)
             .or_insert((0, None))
             .1
             .get_or_insert_with(TaskTimes::default)
-            .add(times);
+            .add(&times);
     }
     for (_, t) in rows.values_mut() {
         t.get_or_insert_with(TaskTimes::default);

@@ -116,15 +116,22 @@ impl CpuRenderer for OffCpuRenderer {
     }
 }
 
-/// `; N tasks still off at the end, counted to its last time (T s)`, or nothing.
+/// `; N tasks still off at the end, counted to its last time (T s)`, or nothing; and `; N tasks exited (their last switch out is no wait, left out)`, or nothing.
 pub fn still_off(off: &OffCpu) -> String {
-    match off.still_off {
+    let mut s = match off.still_off {
         0 => String::new(),
         n => format!(
             "; {n} tasks still off at the end, counted to its last time ({:.3} s)",
             off.last_ns as f64 / 1e9
         ),
+    };
+    if off.exited > 0 {
+        s.push_str(&format!(
+            "; {} tasks exited (their last switch out is no wait: left out)",
+            off.exited
+        ));
     }
+    s
 }
 
 fn subtitle(off: &OffCpu) -> String {
@@ -162,7 +169,7 @@ pub fn off_cpu_folded(run: &mut Run<'_>, off: &OffCpu, markers: bool) -> Folded 
                 }
                 frames.push(format!("[task {} {}]", t.thread(), t.tid).into());
             }
-            None => frames.push(format!("[task {:#x}]", s.task).into()),
+            None => frames.push(format!("[task {:#x}]", s.task.0).into()),
         }
         frames.push(Rc::from(match s.left_as {
             LeftAs::Runnable => RUNNABLE_FRAME,
