@@ -261,9 +261,9 @@ struct CpuArgs {
     /// next switch in, rooted at `[task NAME TID]` (under `[process NAME PID]` with
     /// --per-process), then `[blocked]` (asleep until woken) or `[runnable]` (preempted,
     /// waiting for a CPU), then the kernel stack it waited on. Idle tasks are left out; a
-    /// task still off at the end counts until the recording's last time. -f svg, folded, or
-    /// text (the table by task, or --by process, with on-CPU, runnable and blocked seconds);
-    /// --task and --process apply
+    /// task still off at the end counts until the recording's last time. -f svg, folded,
+    /// pprof, or text (the table by task, or --by process, with on-CPU, runnable and blocked
+    /// seconds); --task and --process apply
     #[arg(long)]
     off_cpu: bool,
 

@@ -358,7 +358,7 @@ fn off_cpu_of_a_recording_without_switches_is_an_error_naming_it() {
             },
             "--per-cpu",
         ),
-        (off_cpu(OutputFormat::Firefox), "svg, folded or text"),
+        (off_cpu(OutputFormat::Firefox), "svg, folded, pprof or text"),
     ] {
         let e = common::runs::cpu(&plain, Some(&common::tiny_elf()), &o)
             .unwrap_err()
@@ -394,4 +394,35 @@ fn bad_switches_are_warnings_not_failures() {
         text.contains("[task 0xdead0000];[runnable];leaf 250000"),
         "{text}"
     );
+}
+
+#[test]
+fn pprof_weighs_waits_in_microseconds_with_task_labels() {
+    use kern_profile::output::pprof_proto::decode;
+    let (raw, _) = fixture("off-cpu-pprof");
+    let (out, _) = common::runs::cpu(
+        &raw,
+        Some(&common::tiny_elf()),
+        &off_cpu(OutputFormat::Pprof),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let p = decode(&out, 1 << 20).unwrap();
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    assert_eq!(
+        (s(p.sample_type[0].r#type), s(p.sample_type[0].unit)),
+        ("off-cpu", "microseconds")
+    );
+    let total: i64 = p.sample.iter().map(|x| x.value[0]).sum();
+    assert_eq!(total, 2_000_000);
+    let sleeper: i64 = p
+        .sample
+        .iter()
+        .filter(|x| {
+            x.label
+                .iter()
+                .any(|l| s(l.key) == "comm" && s(l.str) == "sleeper")
+        })
+        .map(|x| x.value[0])
+        .sum();
+    assert_eq!(sleeper, 1_300_000);
 }

@@ -173,6 +173,7 @@ pub const FORMATS: &[Format] = &[
         make: |opts, exact_only| {
             Box::new(PprofRenderer {
                 exact: opts.exact || exact_only,
+                off_cpu: false,
             })
         },
     },

@@ -15,15 +15,16 @@ use kern_profile_format::{frame_marker, LeftAs};
 use kern_profile_profile::boundary;
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::folded::{Folded, FoldedBuilder};
-use kern_profile_profile::off_cpu::{is_idle, OffCpu};
+use kern_profile_profile::off_cpu::{is_idle, OffCpu, OffStack};
 use kern_profile_profile::options::{Options, OutputFormat, ReportBy};
 use kern_profile_profile::profile::CpuProfile;
-use kern_profile_profile::stacks::{NameStyle, StackNamer};
+use kern_profile_profile::stacks::StackNamer;
 use kern_profile_profile::ProfileError;
 use kern_profile_symbols::Symbolizer;
 
 use crate::by_task::TaskTableRenderer;
 use crate::folded::write_folded;
+use crate::pprof::PprofRenderer;
 use crate::svg::{write_svg, SvgParams};
 use crate::{write_err, Collected, CpuRenderer, Drawn};
 
@@ -40,8 +41,8 @@ const OFF_CPU_OPTIONS: &str = "--off-cpu weighs stacks by time off the CPU from 
      switches: it takes no --exact or --diff";
 const OFF_CPU_WHOLE: &str = "--off-cpu covers the whole recording on every vCPU (a waiting \
      task is on none): drop --cpu, --per-cpu, --from-time and --to-time";
-const OFF_CPU_FORMATS: &str = "--off-cpu writes svg, folded or text (-f text: the table by \
-     task or --by process, with its on-CPU, runnable and blocked columns)";
+const OFF_CPU_FORMATS: &str = "--off-cpu writes svg, folded, pprof or text (-f text: the \
+     table by task or --by process, with its on-CPU, runnable and blocked columns)";
 
 /// The renderer of `opts` with `--off-cpu`, or why it makes no sense.
 pub fn renderer(opts: &Options) -> Result<Box<dyn CpuRenderer>, &'static str> {
@@ -56,6 +57,10 @@ pub fn renderer(opts: &Options) -> Result<Box<dyn CpuRenderer>, &'static str> {
             svg: opts.format == OutputFormat::Svg,
             title: opts.title.clone(),
             reverse: opts.reverse,
+        })),
+        OutputFormat::Pprof => Ok(Box::new(PprofRenderer {
+            exact: false,
+            off_cpu: true,
         })),
         OutputFormat::Text => Ok(Box::new(TaskTableRenderer {
             by: match opts.by {
@@ -142,45 +147,69 @@ fn subtitle(off: &OffCpu) -> String {
     )
 }
 
-/// The waiting stacks of `off`, µs, idle tasks left out, `--task`/`--process`,
-/// `--per-process`, `--focus` and `--exclude` applied.
+/// The waiting stacks the run keeps, in a fixed order: idle tasks left out, `--task` and
+/// `--process` applied.
+pub fn kept_stacks<'a>(run: &Run<'_>, off: &'a OffCpu) -> Vec<OffStack<'a>> {
+    let rules = &run.filter.task_rules;
+    let mut v: Vec<OffStack<'a>> = off
+        .stacks()
+        .filter(|s| {
+            let who = off.identity(s.task);
+            !who.is_some_and(is_idle)
+                && (!rules.is_active() || who.is_some_and(|t| rules.keeps_identity(t)))
+        })
+        .collect();
+    v.sort_unstable_by(|a, b| {
+        (a.task, a.addrs, a.left_as as u8).cmp(&(b.task, b.addrs, b.left_as as u8))
+    });
+    v
+}
+
+/// Names waiting stack `s` into `out`, root first: `[process NAME PID]` (with
+/// `per_process`), `[task NAME TID]`, the state, then the stack; returns how many of those
+/// frames are roots that stand for no code.
+pub fn name_stack(
+    namer: &mut StackNamer<'_>,
+    off: &OffCpu,
+    s: &OffStack<'_>,
+    per_process: bool,
+    markers: bool,
+    out: &mut Vec<Rc<str>>,
+) -> usize {
+    out.clear();
+    match off.identity(s.task) {
+        Some(t) => {
+            if per_process {
+                out.push(format!("[process {} {}]", t.process(), t.pid).into());
+            }
+            out.push(format!("[task {} {}]", t.thread(), t.tid).into());
+        }
+        None => out.push(format!("[task {:#x}]", s.task.0).into()),
+    }
+    out.push(Rc::from(match s.left_as {
+        LeftAs::Runnable => RUNNABLE_FRAME,
+        LeftAs::Blocked => BLOCKED_FRAME,
+        LeftAs::Unknown => OFF_FRAME,
+    }));
+    let roots = out.len();
+    let mut addrs = Vec::with_capacity(s.addrs.len());
+    kernel_stack(s.addrs, markers, namer.symbolizer(), &mut addrs);
+    let mut named = Vec::new();
+    namer.name_addrs(&addrs, true, &mut named);
+    out.extend(named);
+    roots
+}
+
+/// The waiting stacks of `off`, µs (see [`kept_stacks`]), `--per-process`, `--focus` and
+/// `--exclude` applied.
 pub fn off_cpu_folded(run: &mut Run<'_>, off: &OffCpu, markers: bool) -> Folded {
+    let stacks = kept_stacks(run, off);
     let filter = run.filter;
-    let per_process = filter.per_process;
-    let rules = &filter.task_rules;
-    let style: NameStyle = run.style;
-    let mut namer = StackNamer::new(run.sym, style);
+    let mut namer = StackNamer::new(run.sym, run.style);
     let mut b = FoldedBuilder::default();
     let mut frames: Vec<Rc<str>> = Vec::new();
-    let mut addrs: Vec<u64> = Vec::new();
-    for s in off.stacks() {
-        let who = off.identity(s.task);
-        if who.is_some_and(is_idle) {
-            continue;
-        }
-        if rules.is_active() && !who.is_some_and(|t| rules.keeps_identity(t)) {
-            continue;
-        }
-        frames.clear();
-        match who {
-            Some(t) => {
-                if per_process {
-                    frames.push(format!("[process {} {}]", t.process(), t.pid).into());
-                }
-                frames.push(format!("[task {} {}]", t.thread(), t.tid).into());
-            }
-            None => frames.push(format!("[task {:#x}]", s.task.0).into()),
-        }
-        frames.push(Rc::from(match s.left_as {
-            LeftAs::Runnable => RUNNABLE_FRAME,
-            LeftAs::Blocked => BLOCKED_FRAME,
-            LeftAs::Unknown => OFF_FRAME,
-        }));
-        let roots = frames.len();
-        kernel_stack(s.addrs, markers, namer.symbolizer(), &mut addrs);
-        let mut named = Vec::new();
-        namer.name_addrs(&addrs, true, &mut named);
-        frames.extend(named);
+    for s in &stacks {
+        let roots = name_stack(&mut namer, off, s, filter.per_process, markers, &mut frames);
         if filter.names.is_active() && filter.names.shape(&mut frames, roots).is_none() {
             continue;
         }
