@@ -3,7 +3,8 @@
 //! headers and read-backs in [`raw_file`]), whole synthetic recordings ([`recording`]),
 //! allocation events ([`alloc_event`]) and memtrace traces ([`memtrace`]); seeded damage for
 //! hostile-input tests ([`damage`]); Debian's Linux images, found or skipped as the
-//! environment says ([`linux_image`]); readers of the command's text outputs ([`reports`]).
+//! environment says ([`linux_image`]); readers of the command's text outputs ([`reports`]); task records and switches
+//! ([`switches`]).
 
 pub mod alloc_event;
 pub mod damage;
@@ -13,3 +14,4 @@ pub mod raw;
 pub mod raw_file;
 pub mod recording;
 pub mod reports;
+pub mod switches;

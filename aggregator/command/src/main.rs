@@ -44,7 +44,10 @@ Examples:
       and the kernel/user split in the header
   kern-profile raw-data vmlinux -f text --by process
       samples per guest process, like perf report --sort comm,pid (recorded with tasks=);
-      --by task per thread; --process NAME|PID and --task NAME|TID keep theirs, any -f
+      --by task per thread; --process NAME|PID and --task NAME|TID keep theirs, any -f;
+      recorded with switches= too: on-CPU, runnable and blocked seconds per row, an [idle] row
+  kern-profile raw-data vmlinux --off-cpu -o offcpu.svg
+      where tasks waited off the CPU (µs), per task, blocked or runnable (switches=)
   kern-profile raw-data --symbols System.map
       no ELF at hand: names from nm output, System.map or /proc/kallsyms
   kern-profile raw-data vmlinux --symbols boot.map,arch/x86/boot/compressed/vmlinux
@@ -253,6 +256,17 @@ struct CpuArgs {
     #[arg(long)]
     per_task: bool,
 
+    /// Weigh stacks by time off the CPU, in microseconds, instead of samples (recordings with
+    /// task switches: the plugin's `switches=`): each task's time from its switch out to its
+    /// next switch in, rooted at `[task NAME TID]` (under `[process NAME PID]` with
+    /// --per-process), then `[blocked]` (asleep until woken) or `[runnable]` (preempted,
+    /// waiting for a CPU), then the kernel stack it waited on. Idle tasks are left out; a
+    /// task still off at the end counts until the recording's last time. -f svg, folded,
+    /// pprof, or text (the table by task, or --by process, with on-CPU, runnable and blocked
+    /// seconds); --task and --process apply
+    #[arg(long)]
+    off_cpu: bool,
+
     /// Keep only the samples of these threads (comma-separated, or --task repeated): a
     /// number is a thread id (Linux tid), anything else a thread name (`comm`), exactly.
     /// `[no task]` and `[task unknown]` (as --by task shows them) keep the samples without a
@@ -344,6 +358,7 @@ impl CpuArgs {
             || self.per_cpu
             || self.per_process
             || self.per_task
+            || self.off_cpu
             || !self.tasks.is_empty()
             || !self.processes.is_empty()
             || self.by != ReportBy::Function
@@ -416,6 +431,7 @@ fn run(args: ReportArgs) -> Result<()> {
         per_cpu: cpu.per_cpu,
         per_process: cpu.per_process,
         per_task: cpu.per_task,
+        off_cpu: cpu.off_cpu,
         tasks: cpu.tasks,
         processes: cpu.processes,
         by: cpu.by,
@@ -471,7 +487,7 @@ fn run_alloc(
         bail!("--alloc writes svg, folded or text (not firefox or pprof, callgrind or trace)");
     };
     if cpu.any() {
-        bail!("--exact, --diff, --cpu, --per-cpu, --per-process, --per-task, --task, --process, --by and --user are CPU-profile options; --alloc takes --view, --timeline, --lenient");
+        bail!("--exact, --diff, --cpu, --per-cpu, --per-process, --per-task, --off-cpu, --task, --process, --by and --user are CPU-profile options; --alloc takes --view, --timeline, --lenient");
     }
     let opts = AllocOptions {
         view: alloc.view,

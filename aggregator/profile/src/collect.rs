@@ -10,6 +10,7 @@ use crate::error::ProfileError;
 use crate::filter::SampleFilter;
 use crate::folded::Folded;
 use crate::input::CpuInput;
+use crate::off_cpu;
 use crate::profile::{CpuProfile, SampleSink};
 use crate::stacks::{synthetic_roots, NameStyle, StackNamer};
 use crate::symbolize::Symbolizer;
@@ -100,6 +101,11 @@ impl<'a> Run<'a> {
     ) -> Result<CpuProfile, ProfileError> {
         let mut profile =
             CpuProfile::collect_into(input, self.sym, self.filter, want_exact, sinks)?;
+        let sym = &mut *self.sym;
+        profile
+            .summary
+            .off_cpu
+            .forget_exits(|addrs| off_cpu::exit_path(sym, addrs));
         if let Some(what) = self.filter.task_options() {
             let tasks = &profile.summary.tasks;
             if !tasks.any() {

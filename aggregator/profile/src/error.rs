@@ -33,6 +33,11 @@ pub enum ProfileError {
         path.display()
     )]
     NoTasks { path: PathBuf, what: String },
+    #[error(
+        "{} was recorded without switches=...: no off-CPU time (--off-cpu needs the plugin's task-switch records)",
+        path.display()
+    )]
+    NoSwitches { path: PathBuf },
     #[error("{0}")]
     Unsupported(String),
     #[error("cannot write {what}: {source}")]

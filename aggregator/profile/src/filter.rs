@@ -54,7 +54,8 @@ impl SampleFilter {
             task_keys: o.per_task
                 || o.per_process
                 || o.by != ReportBy::Function
-                || o.format == OutputFormat::Pprof,
+                || o.format == OutputFormat::Pprof
+                || o.off_cpu,
             task_rules: TaskRules {
                 tasks: task_patterns(&o.tasks),
                 processes: task_patterns(&o.processes),

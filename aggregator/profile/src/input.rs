@@ -15,6 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::address_space::{self, CodeSamples};
 use crate::error::ProfileError;
+use crate::off_cpu::OffCpu;
 use crate::progress;
 use crate::tasks::{SampleTask, TaskOf, Tasks};
 use crate::unnamed::CpuState;
@@ -106,6 +107,9 @@ pub struct ReadSummary {
     pub code: CodeSamples,
     /// The recording's tasks (task records), and the samples read in each.
     pub tasks: Tasks,
+    /// Time off the CPU per task and waiting stack, from the switch records (empty without
+    /// them).
+    pub off_cpu: OffCpu,
 }
 
 impl ReadSummary {
@@ -249,6 +253,7 @@ fn read_raw(
 ) -> Result<(), FormatError> {
     let tally = &mut sum.tally;
     let exact = &mut sum.exact;
+    let off_cpu = &mut sum.off_cpu;
     decode_raw(
         &mut r,
         &mut sum.code,
@@ -257,12 +262,16 @@ fn read_raw(
             tally.add(rec);
             match rec {
                 Record::ExactBlocks(blocks) if want_exact => add_exact(exact, blocks),
+                Record::Sample(s) => off_cpu.saw_time(s.time_ns),
+                Record::Task(t) => off_cpu.task_record(t),
+                Record::Switch(s) => off_cpu.switch(s),
                 _ => {}
             }
         },
         on_sample,
     )?;
     sum.tally.truncation = r.truncation();
+    sum.off_cpu.finish();
     Ok(())
 }
 

@@ -15,6 +15,7 @@ pub mod filter;
 pub mod folded;
 pub mod input;
 pub mod key_memo;
+pub mod off_cpu;
 pub mod options;
 pub mod percent;
 pub mod place;

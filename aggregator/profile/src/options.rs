@@ -104,6 +104,9 @@ pub struct Options {
     pub tasks: Vec<String>,
     /// Keep only samples of these processes: a process id, or a process name. Default: none.
     pub processes: Vec<String>,
+    /// Weigh stacks by time off the CPU (µs) from the recording's task switches instead of
+    /// samples: each task's waiting stacks under `[task NAME TID]`. Default: false.
+    pub off_cpu: bool,
     /// What the text report's table is by. Default: [`ReportBy::Function`].
     pub by: ReportBy,
     /// Kernel/user filter. Default: [`ModeFilter::All`].
@@ -158,6 +161,7 @@ impl Default for Options {
             per_task: false,
             tasks: Vec::new(),
             processes: Vec::new(),
+            off_cpu: false,
             by: ReportBy::Function,
             mode: ModeFilter::All,
             inline: true,

@@ -261,7 +261,8 @@ impl TaskRules {
         }
     }
 
-    fn keeps_identity(&self, t: &TaskIdentity) -> bool {
+    /// Whether the rules keep task `t`.
+    pub fn keeps_identity(&self, t: &TaskIdentity) -> bool {
         let thread =
             self.tasks.is_empty() || self.tasks.iter().any(|p| p.matches(t.tid, &t.thread_name));
         let process = self.processes.is_empty()

@@ -8,6 +8,7 @@ use kern_profile_format::{CpuFormat, Truncation};
 
 use crate::folded::Folded;
 use crate::input::ReadSummary;
+use crate::off_cpu::SwitchProblem;
 use crate::stacks::UNKNOWN_FRAME;
 use crate::symbolize::SymbolWarning;
 
@@ -84,6 +85,12 @@ pub enum Warning {
     },
     /// A `--task` or `--process` value that names no task of the recording.
     TaskFilterMatchesNothing { option: &'static str, value: String },
+    /// Task-switch records that do not fit what came before them (counted and skipped over).
+    BadSwitches {
+        path: PathBuf,
+        problem: SwitchProblem,
+        count: u64,
+    },
     /// A vCPU never left one stack while others ran (a failed bring-up, spinning).
     StuckVcpu {
         vcpu: u32,
@@ -136,6 +143,13 @@ impl Warning {
                 count: read.empty_samples,
             });
         }
+        w.extend(read.off_cpu.problems().into_iter().map(|(problem, count)| {
+            Warning::BadSwitches {
+                path: path(),
+                problem,
+                count,
+            }
+        }));
         // An `exact=only` recording holds exact counts instead.
         if s.samples == 0 && !read.has_exact() {
             w.push(Warning::NoSamples { path: path() });
@@ -303,6 +317,26 @@ impl fmt::Display for Warning {
                 } else {
                     "process"
                 }
+            ),
+            // Counted in tasks, not records.
+            Warning::BadSwitches {
+                path,
+                problem: SwitchProblem::UnknownAddress,
+                count,
+            } => write!(
+                f,
+                "{}: {count} tasks of its task switches {}",
+                path.display(),
+                SwitchProblem::UnknownAddress
+            ),
+            Warning::BadSwitches {
+                path,
+                problem,
+                count,
+            } => write!(
+                f,
+                "{}: {count} task-switch records {problem}",
+                path.display()
             ),
             Warning::StuckVcpu {
                 vcpu,

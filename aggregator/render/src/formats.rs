@@ -175,6 +175,7 @@ pub const FORMATS: &[Format] = &[
         make: |opts, exact_only| {
             Box::new(PprofRenderer {
                 exact: opts.exact || exact_only,
+                off_cpu: false,
             })
         },
     },
@@ -264,6 +265,9 @@ pub fn renderer(opts: &Options, exact_only: bool) -> Result<Box<dyn CpuRenderer>
     if opts.by != ReportBy::Function && (opts.format != OutputFormat::Text || opts.exact || diff) {
         return Err(BY_TASK_TEXT);
     }
+    if opts.off_cpu {
+        return crate::off_cpu::renderer(opts);
+    }
     let by_task = opts.per_task || !opts.tasks.is_empty() || !opts.processes.is_empty();
     if by_task && (opts.exact || exact_only) {
         return Err(EXACT_NO_TASKS);
@@ -286,9 +290,16 @@ pub fn renderer(opts: &Options, exact_only: bool) -> Result<Box<dyn CpuRenderer>
 /// The file written when no output is named: `None` means standard output. `cpu.svg` (as
 /// the original tool), `cpu.folded`, `profile.json`, `profile.pb.gz` (pprof, exact counts
 /// too), `callgrind.out`, `trace.json`; `cpu-diff.*` with a diff base, `exact.*` for exact
-/// counts; the text report goes to standard output.
+/// counts, `off-cpu.svg`/`.folded` with `--off-cpu`; the text report goes to standard output.
 pub fn default_output(opts: &Options) -> Option<&'static str> {
     let row = of(opts.format);
+    if opts.off_cpu {
+        return match opts.format {
+            OutputFormat::Svg => Some("off-cpu.svg"),
+            OutputFormat::Folded => Some("off-cpu.folded"),
+            _ => row.file,
+        };
+    }
     match (opts.exact, opts.diff_base.is_some()) {
         (true, _) => row.exact_file,
         (false, true) => row.diff_file,

@@ -19,6 +19,7 @@ pub mod firefox;
 pub mod folded;
 pub mod formats;
 pub mod gate;
+pub mod off_cpu;
 pub mod pass;
 pub mod pprof;
 pub mod pprof_proto;

@@ -37,6 +37,7 @@ use prost::Message;
 use rustc_hash::FxHashMap;
 
 use crate::exact::exact_counts;
+use crate::off_cpu;
 use crate::pprof_proto::{self as pb, Profile};
 use crate::{Collected, CpuRenderer, Drawn, Needs};
 use kern_profile_profile::collect::Run;
@@ -52,6 +53,8 @@ use kern_profile_symbols::Symbolizer;
 pub struct PprofRenderer {
     /// Exact instruction counts (`--exact`, or an `exact=only` recording) instead of samples.
     pub exact: bool,
+    /// Time off the CPU (`--off-cpu`), µs, instead of samples.
+    pub off_cpu: bool,
 }
 
 impl CpuRenderer for PprofRenderer {
@@ -63,9 +66,10 @@ impl CpuRenderer for PprofRenderer {
     }
 
     fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
-        let (p, what) = match self.exact {
-            true => exact_profile(run, &collected.profile)?,
-            false => sampled_profile(run, &collected.profile),
+        let (p, what) = match (self.exact, self.off_cpu) {
+            (true, _) => exact_profile(run, &collected.profile)?,
+            (false, true) => off_cpu_profile(run, &collected.profile)?,
+            (false, false) => sampled_profile(run, &collected.profile),
         };
         write_profile(&p, out)?;
         Ok(what)
@@ -232,6 +236,88 @@ fn sampled_profile(run: &mut Run<'_>, profile: &CpuProfile) -> (Profile, String)
         p.function.len()
     );
     (p, what)
+}
+
+/// A stack's plain names, shaped: the frames, how many are roots, how many `--focus` took off.
+type ShapedStack = (Vec<Rc<str>>, usize, usize);
+
+/// The waiting stacks of `--off-cpu` (see [`crate::off_cpu`]): one sample per distinct named
+/// stack, value its time off the CPU (`off-cpu/microseconds`), with its task's labels.
+fn off_cpu_profile(
+    run: &mut Run<'_>,
+    profile: &CpuProfile,
+) -> Result<(Profile, String), ProfileError> {
+    let off = off_cpu::switches_of(profile)?;
+    let markers = profile.header.as_ref().is_some_and(|h| h.markers);
+    let stacks = off_cpu::kept_stacks(run, off);
+    let (plain, lined) = styles(run.style);
+    let (rules, per_process) = (&run.filter.names, run.filter.per_process);
+    // Plain names first, shaped by --focus/--exclude (`None`: dropped; else how many frames
+    // went), then the same with lines.
+    let mut named: Vec<Option<ShapedStack>> = Vec::with_capacity(stacks.len());
+    {
+        let mut namer = StackNamer::new(run.sym, plain);
+        let mut frames = Vec::new();
+        for s in &stacks {
+            let roots = off_cpu::name_stack(&mut namer, off, s, per_process, markers, &mut frames);
+            let removed = match rules.is_active() {
+                true => rules.shape(&mut frames, roots),
+                false => Some(0),
+            };
+            named.push(removed.map(|r| (std::mem::take(&mut frames), roots, r)));
+        }
+    }
+    let mut namer = StackNamer::new(run.sym, lined);
+    let mut images = Images::new(namer.symbolizer(), &run.kernel);
+    let mut merged = Stacks::new();
+    let mut decorated = Vec::new();
+    let mut total = 0u64;
+    for (s, n) in stacks.iter().zip(&named) {
+        let Some((frames, roots, removed)) = n else {
+            continue;
+        };
+        off_cpu::name_stack(&mut namer, off, s, per_process, markers, &mut decorated);
+        let from = (*roots).min(decorated.len());
+        decorated.drain(from..(from + removed).min(decorated.len()));
+        let stack = images.frames(frames, &decorated, 0..0);
+        if stack.is_empty() {
+            continue;
+        }
+        let us = s.ns / 1000;
+        total = total.saturating_add(us);
+        let task = off.identity(s.task).map(|t| TaskLabels {
+            pid: t.pid,
+            tid: t.tid,
+            comm: t.thread(),
+            process: t.process(),
+        });
+        let c = merged.entry((None, task, stack)).or_insert(0);
+        *c = c.saturating_add(us);
+    }
+    let meta = Meta {
+        sample_type: ("off-cpu", "microseconds"),
+        period_type: None,
+        period: 0,
+        time_nanos: profile.header.as_ref().map_or(0, |h| h.start_unix_ns),
+        comment: format!(
+            "kern-profile: time off the CPU ({}) of {}, from {}'s {} task switches{}",
+            off_cpu::UNIT,
+            run.kernel,
+            crate::file_name(run.input),
+            off.switches,
+            off_cpu::still_off(off)
+        ),
+    };
+    let p = build(&merged, &images, &meta);
+    let what = format!(
+        "{total} {} off the CPU in a pprof profile: {} samples (distinct stacks), {} locations, \
+         {} functions",
+        off_cpu::UNIT,
+        p.sample.len(),
+        p.location.len(),
+        p.function.len()
+    );
+    Ok((p, what))
 }
 
 /// The labels of the task a key carries, when it is a known one.

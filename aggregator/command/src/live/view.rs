@@ -170,8 +170,7 @@ fn task_table(
     } else {
         rows_wanted.min(height.saturating_sub(lines.len() + 3))
     };
-    let shown = &rows[..room.min(rows.len())];
-    lines.extend(table_lines(shown, total, view.by));
+    lines.extend(table_lines(rows, room, total, view.by));
     if height == 0 || lines.len() + 2 <= height {
         lines.push(String::new());
         lines.push(TASK_LEGEND.into());
