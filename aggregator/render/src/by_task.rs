@@ -131,12 +131,7 @@ fn sorted(rows: RowMap) -> Vec<TaskRow> {
 }
 /// Adds each task's times from the switches to its row (a row of its own when it has no
 /// samples); rows without switch times get zeros, so that every row has columns.
-fn add_switch_times(
-    rows: &mut RowMap,
-    off: &OffCpu,
-    by: ReportBy,
-    rules: &TaskRules,
-) {
+fn add_switch_times(rows: &mut RowMap, off: &OffCpu, by: ReportBy, rules: &TaskRules) {
     if !off.any() {
         return;
     }
