@@ -4,7 +4,9 @@
 //! where the kernel switches them). The text report `--by process` must list each one under
 //! its name and pid with a share within 2 points of its exact share (the instructions between
 //! the recording's own task switches), the filters must keep its samples, and samples the
-//! plugin could not name must be boot code's only.
+//! plugin could not name must be boot code's only. The two processes that wait (a sleep, a
+//! read of an empty pipe) print how long: `--off-cpu` must show that long, within 10%, blocked
+//! in the kernel function they wait in, under their task.
 //!
 //! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it this test
 //! prints why and passes, unless `KP_E2E=required`.
@@ -23,7 +25,23 @@ fn printed(console: &str) -> Vec<(u32, String)> {
         .collect()
 }
 
-/// A `--by process` row: (share %, samples, command, pid).
+/// The waits the guest printed, as (pid, seconds).
+fn waits(console: &str) -> Vec<(u32, f64)> {
+    console
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("kp-wait "))
+        .filter_map(|rest| {
+            let (pid, secs) = rest.split_once(' ')?;
+            Some((pid.parse().ok()?, secs.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// How far a process's time off the CPU in its wait may be from what it printed.
+const WAIT_TOLERANCE: f64 = 0.10;
+
+/// A `--by process` row: (share %, samples, command, pid); the switch columns after the pid
+/// are left out.
 fn rows(table: &str) -> Vec<(f64, u64, String, String)> {
     table
         .lines()
@@ -31,7 +49,9 @@ fn rows(table: &str) -> Vec<(f64, u64, String, String)> {
             let t: Vec<&str> = l.split_whitespace().collect();
             let share = t.first()?.strip_suffix('%')?.parse().ok()?;
             let samples = t.get(1)?.parse().ok()?;
-            let (pid, command) = t[2..].split_last()?;
+            // After the pid, with task switches: seconds and an exact share, all decimals.
+            let end = t.len() - t.iter().rev().take_while(|c| c.contains('.')).count();
+            let (pid, command) = t.get(2..end)?.split_last()?;
             Some((share, samples, command.join(" "), pid.to_string()))
         })
         .collect()
@@ -106,6 +126,45 @@ fn samples_name_their_processes(arch: &str) {
             exact.switches
         );
     }
+    // The two that wait: their time off the CPU, rooted in their task, in the kernel
+    // function each waits in (a sleep, a read of an empty pipe), as long as they said.
+    let waited = waits(&run.console);
+    assert_eq!(waited.len(), 2, "{}", run.console);
+    for (pid, secs) in waited {
+        let name = &procs
+            .iter()
+            .find(|(p, _)| *p == pid)
+            .expect("a named process")
+            .1;
+        let wait_in = match name.as_str() {
+            "sleep" => "do_nanosleep",
+            _ => "pipe_read",
+        };
+        let off = parse_folded(&kern_profile(&[
+            raw,
+            "--symbols",
+            syms,
+            "--off-cpu",
+            "--process",
+            &pid.to_string(),
+            "-f",
+            "folded",
+            "-o",
+            "-",
+        ]));
+        let root = [format!("[task {name} {pid}]"), "[blocked]".to_string()];
+        let in_wait: u64 = off
+            .iter()
+            .filter(|(stack, _)| stack.starts_with(&root) && stack.iter().any(|f| f == wait_in))
+            .map(|(_, us)| us)
+            .sum();
+        let got = in_wait as f64 / 1e6;
+        println!("{arch} {name} {pid}: off the CPU in {wait_in} {got:.3} s, printed {secs} s");
+        assert!(
+            (got - secs).abs() <= WAIT_TOLERANCE * secs,
+            "{name} {pid}: {got:.3} s blocked in {wait_in}, printed {secs} s:\n{off:#?}"
+        );
+    }
     // The two that compute ran long enough to be seen, under their own names and pids.
     for (pid, name) in procs.iter().filter(|(_, n)| n != "sleep" && n != "cat") {
         let row = table
@@ -133,9 +192,9 @@ fn samples_name_their_processes(arch: &str) {
         ]));
         assert_eq!(kept.iter().map(|(_, n)| n).sum::<u64>(), of_pid, "{name}");
     }
-    // The idle tasks are kernel threads, shown as such.
+    // The idle tasks (pid 0), one row of their own in a recording with switches.
     assert!(
-        table.iter().any(|r| r.2.starts_with("[swapper")),
+        table.iter().any(|r| r.2 == "[idle]" && r.3 == "0"),
         "no idle task:\n{text}"
     );
     // Unknown tasks: kernel-mode code below the kernel's addresses only (the bzImage's
