@@ -371,8 +371,9 @@ fn off_cpu_of_a_recording_without_switches_is_an_error_naming_it() {
 fn bad_switches_are_warnings_not_failures() {
     let dir = common::temp_dir("off-cpu-bad");
     let mut b = Builder::new();
-    // A switch before any task record, one whose prev is not the vCPU's task, one back in
-    // time, and a task no record names.
+    // A switch before any task record, one whose prev is not the vCPU's task, one of
+    // another vCPU written later with an earlier time (taken in time order: the vCPUs'
+    // batches interleave in the file), and a task no record names.
     b.switch(0, 100, 0, SLEEPER, spinner(), LeftAs::Blocked, &BLOCKED_AT);
     b.switch(0, 200, 0, SLEEPER, spinner(), LeftAs::Blocked, &BLOCKED_AT);
     b.switch(1, 50, 0, 0xdead_0000, sleeper(), LeftAs::Runnable, &[]);
@@ -383,12 +384,12 @@ fn bad_switches_are_warnings_not_failures() {
     for expected in [
         "bad.raw: 1 task-switch records leave a task that is not the one their vCPU ran",
         "bad.raw: 2 task-switch records come before their vCPU's first task record",
-        "bad.raw: 1 task-switch records have a time before the interval they end",
         "bad.raw: 1 tasks of its task switches were never named by a task record",
         "bad.raw: 1 task-switch records switch out a task already off the CPU",
     ] {
         assert!(w.contains(expected), "{w}");
     }
+    assert!(!w.contains("a time before the interval"), "{w}");
     // Still off from 50 ms to the end, 300 ms.
     assert!(
         text.contains("[task 0xdead0000];[runnable];leaf 250000"),

@@ -1,5 +1,6 @@
 //! Time off the CPU, from the recording's task switches (format record kind 10), consumed in
-//! file order: each task's intervals from its switch out to its next switch in (on any
+//! time order (the vCPUs' records put back in order, see `reorder`): each task's intervals
+//! from its switch out to its next switch in (on any
 //! vCPU), with the stack it left on and whether it left runnable or blocked, and per task
 //! its time on the CPU, waiting runnable, blocked, and the exact instructions it ran (from
 //! the vCPUs' instruction counts, in `period=` recordings).
@@ -18,6 +19,9 @@ use rustc_hash::FxHashMap;
 
 use crate::symbolize::Symbolizer;
 
+mod reorder;
+use reorder::{Event, Reorder};
+
 /// A distinct waiting stack's index in [`OffCpu`].
 type StackId = u32;
 
@@ -34,7 +38,8 @@ pub enum SwitchProblem {
     BeforeTaskRecord,
     /// A task switched out while it was already off the CPU (its earlier wait is dropped).
     AlreadyOff,
-    /// A time earlier than the interval's start (counted as 0).
+    /// A time earlier than the interval's start (counted as 0): a record that came more than
+    /// the reorder window late.
     TimeBackwards,
     /// A task the recording's task records never named (shown by its address).
     UnknownAddress,
@@ -165,6 +170,8 @@ pub struct OffCpu {
     folded: FxHashMap<(TaskKey, LeftAs, StackId), u64>,
     problems: FxHashMap<SwitchProblem, u64>,
     finished: bool,
+    /// Switch and task records held until the other vCPUs' records of their time are in.
+    reorder: Reorder,
 }
 
 impl OffCpu {
@@ -179,9 +186,35 @@ impl OffCpu {
         self.last_ns = self.last_ns.max(ns);
     }
 
-    /// Notes a task record: who its task is, and that its vCPU runs it.
+    /// Notes a task record (in time order with the other vCPUs' records, see [`Reorder`]).
     pub fn task_record(&mut self, r: &TaskRecord) {
         self.saw_time(r.time_ns);
+        self.hold(Event::Task(*r));
+    }
+
+    /// Notes a switch (in time order with the other vCPUs' records).
+    pub fn switch(&mut self, s: &SwitchRecord) {
+        self.switches += 1;
+        self.icounts |= s.icount.is_some();
+        self.saw_time(s.time_ns);
+        self.hold(Event::Switch(s.clone()));
+    }
+
+    fn hold(&mut self, event: Event) {
+        let mut reorder = std::mem::take(&mut self.reorder);
+        reorder.push(event, |e| self.apply(e));
+        self.reorder = reorder;
+    }
+
+    fn apply(&mut self, e: Event) {
+        match e {
+            Event::Switch(s) => self.apply_switch(&s),
+            Event::Task(t) => self.apply_task_record(&t),
+        }
+    }
+
+    /// A task record: who its task is, and that its vCPU runs it.
+    fn apply_task_record(&mut self, r: &TaskRecord) {
         let v = self.vcpus.entry(r.vcpu).or_default();
         v.task_record_seen = true;
         let pending = v.pending_in.take();
@@ -246,10 +279,7 @@ impl OffCpu {
 
     /// Notes a switch: the vCPU's last interval was the leaving task's time on the CPU; it
     /// goes off here, with its stack; the next task's wait, if it had one, ends.
-    pub fn switch(&mut self, s: &SwitchRecord) {
-        self.switches += 1;
-        self.icounts |= s.icount.is_some();
-        self.saw_time(s.time_ns);
+    fn apply_switch(&mut self, s: &SwitchRecord) {
         let t = s.time_ns;
         let mut v = self.vcpus.get(&s.vcpu).copied().unwrap_or_default();
         // No task record since its last switch: who ran next is known by address only.
@@ -317,6 +347,8 @@ impl OffCpu {
         if std::mem::replace(&mut self.finished, true) || !self.any() {
             return;
         }
+        let mut reorder = std::mem::take(&mut self.reorder);
+        reorder.drain(|e| self.apply(e));
         let end = self.last_ns;
         let pending: Vec<(u64, u64)> = self
             .vcpus

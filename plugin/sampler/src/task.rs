@@ -79,7 +79,13 @@ pub struct TaskReader {
     sees_switches: bool,
     /// The task last read or switched to, when it could be.
     known: Option<(u64, u32, u32, [u8; TASK_NAME_LEN])>,
+    /// Samples after a switch that may still find the leaving task where the kernel keeps
+    /// the current one (see [`STALE_AFTER_SWITCH`]).
+    after_switch: u8,
 }
+
+/// Samples after a switch that take the switch's word over a stale current-task pointer.
+const STALE_AFTER_SWITCH: u8 = 2;
 
 impl TaskReader {
     pub fn new(spec: TaskSpec, arch: Arch) -> Self {
@@ -103,6 +109,7 @@ impl TaskReader {
             unchecked: 0,
             sees_switches: false,
             known: None,
+            after_switch: 0,
         }
     }
 
@@ -196,6 +203,17 @@ impl TaskReader {
             }
         };
         self.check_pointer(task)?;
+        // Just after a switch the kernel has not yet stored the next task where it keeps
+        // the current one (x86 does in `__switch_to`, after the hook): the switch said which
+        // task runs. A few samples at most, so that a switch the hook missed (the vCPU was
+        // busy) does not name the wrong task for long.
+        if let Some(known) = self.known.filter(|k| k.0 != task) {
+            if self.after_switch > 0 {
+                self.after_switch -= 1;
+                return Ok(known);
+            }
+        }
+        self.after_switch = 0;
         // The same task as last time, by its address, in the same address space: nothing
         // more to read (see NAME_CHECK_EVERY). A task freed and another made at its address
         // between two samples, with the same name, would keep the old ids.
@@ -244,6 +262,7 @@ impl TaskReader {
         };
         self.last = Some((seen, rec));
         self.known = seen.ok();
+        self.after_switch = STALE_AFTER_SWITCH;
         // The next sample reads the name again: it checks that the kernel did switch.
         self.space = None;
         self.unchecked = 0;

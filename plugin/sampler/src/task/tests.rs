@@ -322,3 +322,23 @@ fn a_described_kernel_s_global_pointer_names_its_task() {
     assert_eq!(t.process_name, t.thread_name);
     assert_eq!(read(&mut r, &mem), None);
 }
+
+#[test]
+fn just_after_a_switch_a_stale_current_task_pointer_is_the_switched_to_task() {
+    let (r, mut regs, mut mem) = x86_64();
+    let mut r = r.seeing_switches();
+    mem.task(LEADER, 70, 70, b"gzip", 0, LEADER);
+    read(&mut r, false, true, &mut regs, &mem).unwrap();
+    // The hook saw the switch to LEADER; the per-CPU slot still holds TASK (x86 stores the
+    // next task in `__switch_to`, after the hook).
+    let next = r.switched_to(LEADER, 6, 1, |a, o| mem.read(a, o));
+    assert_eq!(next.task.unwrap().tid, 70);
+    assert_eq!(read(&mut r, false, false, &mut regs, &mem), None);
+    // Once the kernel stored it, the pointer and the switch agree: nothing new either.
+    mem.put(GS + SLOT, &LEADER.to_le_bytes());
+    assert_eq!(read(&mut r, false, false, &mut regs, &mem), None);
+    // A pointer that disagrees for longer (a switch the hook missed) is believed.
+    mem.put(GS + SLOT, &TASK.to_le_bytes());
+    let rec = read(&mut r, false, false, &mut regs, &mem).unwrap();
+    assert_eq!(rec.task.unwrap().tid, 71);
+}
