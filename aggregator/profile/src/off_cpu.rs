@@ -186,7 +186,7 @@ impl OffCpu {
         self.last_ns = self.last_ns.max(ns);
     }
 
-    /// Notes a task record (in time order with the other vCPUs' records, see [`Reorder`]).
+    /// Notes a task record (in time order with the other vCPUs' records, held back to put them).
     pub fn task_record(&mut self, r: &TaskRecord) {
         self.saw_time(r.time_ns);
         self.hold(Event::Task(*r));
