@@ -186,13 +186,13 @@ impl OffCpu {
         self.last_ns = self.last_ns.max(ns);
     }
 
-    /// Notes a task record (in time order with the other vCPUs' records, held back to put them).
+    /// Notes a task record; it is applied in time order with the other vCPUs' records.
     pub fn task_record(&mut self, r: &TaskRecord) {
         self.saw_time(r.time_ns);
         self.hold(Event::Task(*r));
     }
 
-    /// Notes a switch (in time order with the other vCPUs' records).
+    /// Notes a switch; it is applied in time order with the other vCPUs' records.
     pub fn switch(&mut self, s: &SwitchRecord) {
         self.switches += 1;
         self.icounts |= s.icount.is_some();
