@@ -74,7 +74,8 @@ fn sampled(raw: &Path, kernel: &Path) -> BTreeMap<String, (u64, String, String)>
     let mut rows = BTreeMap::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
-        if let [pct, samples, name, tid, pid] = f[..] {
+        // With switches, time columns follow the pid.
+        if let [pct, samples, name, tid, pid, ..] = f[..] {
             if pct.ends_with('%') && TASKS.iter().any(|(n, _)| *n == name) {
                 rows.insert(
                     name.to_string(),
