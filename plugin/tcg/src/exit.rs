@@ -70,6 +70,12 @@ pub fn finish() {
         p.table_refusals.as_deref(),
         &p.cfg.out,
     ));
+    if p.switches.is_some() {
+        stderr_line(&format!(
+            "kern-profile: {} task switches recorded, each with the leaving task's stack (those in dropped batches are lost with them)",
+            p.switches_seen.load(Ordering::Relaxed)
+        ));
+    }
     if let (Some((t, wake_cost_ns)), Some(timed)) = (&timer, &p.timed) {
         let mut line = timer_line(t, timed.interval_ns, *wake_cost_ns);
         if p.cfg.at_interrupts && p.icount {

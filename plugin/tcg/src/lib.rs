@@ -67,7 +67,7 @@ use std::fs::File;
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -142,6 +142,8 @@ struct Plugin {
     tasks: Option<kern_profile_sampler::task::TaskSpec>,
     /// `switches=`: where the kernel switches tasks, when switches are recorded.
     switches: Option<kern_profile_sampler::switch::SwitchSpec>,
+    /// `switches=`: the switches recorded (into the vCPUs' batches), for the exit line.
+    switches_seen: AtomicU64,
     /// QEMU runs with `-icount`: `trigger=interrupt` samples the interrupted instruction as
     /// it is (see [`vcpu::at_interrupt`]).
     icount: bool,
@@ -418,6 +420,7 @@ impl Plugin {
             kernel_os: KernelOs::Unknown,
             tasks: None,
             switches: None,
+            switches_seen: AtomicU64::new(0),
             icount: false,
         })
     }

@@ -156,7 +156,9 @@ fn switched(idx: u32) {
     }
     let icount = icount(p, idx, &v);
     let time_ns = p.now_ns();
-    if v.take_switch(idx, time_ns, icount, p.width.bytes()) {
+    let due = v.take_switch(idx, time_ns, icount, p.width.bytes());
+    p.switches_seen.fetch_add(1, Ordering::Relaxed);
+    if due {
         send(p, &mut v.buffer);
     }
 }
