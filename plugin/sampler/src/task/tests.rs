@@ -322,3 +322,15 @@ fn a_described_kernel_s_global_pointer_names_its_task() {
     assert_eq!(t.process_name, t.thread_name);
     assert_eq!(read(&mut r, &mem), None);
 }
+
+#[test]
+fn the_slot_read_ahead_is_the_one_read_uses() {
+    let (r, mut regs, _) = x86_64();
+    assert_eq!(r.current_slot(false, &mut regs), Some(GS + SLOT));
+    // User mode: k_gs_base holds no kernel address, gs_base does (before a swapgs).
+    assert_eq!(r.current_slot(true, &mut regs), Some(GS + SLOT));
+    let mut none = Regs::default();
+    assert_eq!(r.current_slot(false, &mut none), None);
+    let reg = TaskReader::new(spec(Current::InRegister), Arch::Aarch64);
+    assert_eq!(reg.current_slot(false, &mut regs), None);
+}
