@@ -44,6 +44,14 @@ fn spec(
     }
     let bytes = vmlinux.ok_or("no vmlinux in it")?;
     let arch = arch.ok_or("its architecture is unknown")?;
+    // The stub's `g` reply has x86_64's per-CPU bases; arm64's SP_EL0 and riscv64's tp and
+    // sscratch are not read through it yet: every sample would be of an unknown task.
+    if arch != Arch::X86_64 {
+        return Err(format!(
+            "through the gdbstub, tasks are read on x86_64 only (not yet {})",
+            arch.name()
+        ));
+    }
     let image: KernelImage = image::parse(path, bytes.to_vec(), &image::Options::default())
         .map_err(|e| e.to_string())?;
     let layout = image.task_layout().map_err(|e| e.to_string())?;
@@ -86,5 +94,14 @@ mod tests {
         let (spec, line) = find(true, Some(p), None, KernelOs::Linux, Some(Arch::X86_64));
         assert!(spec.is_none());
         assert!(line.unwrap().contains("no vmlinux"));
+        let (spec, line) = find(
+            true,
+            Some(p),
+            Some(b"x"),
+            KernelOs::Linux,
+            Some(Arch::Aarch64),
+        );
+        assert!(spec.is_none());
+        assert!(line.unwrap().contains("x86_64 only"));
     }
 }
