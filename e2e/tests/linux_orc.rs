@@ -16,7 +16,7 @@
 //! The guests come from `scripts/setup.sh --with-linux` (target/linux/); without them these
 //! tests print why and pass, unless `KP_E2E=required`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -142,8 +142,8 @@ fn qemu_command(vmlinuz: &Path, out: &Path) -> Vec<String> {
 /// Boots `dir`'s kernel through `kern-profile record` (with the plugin, or `--gdb`) with the
 /// image alone (no `--kernel`,
 /// no `--symbols`, no `nokaslr`); the collapsed stacks of its recording, named from the
-/// image, and record's own printout.
-fn record_run(dir: &str, how: Source) -> Option<(Folded, String, String)> {
+/// image, record's own printout and report, and the recording.
+fn record_run(dir: &str, how: Source) -> Option<(Folded, String, String, PathBuf)> {
     let vmlinuz = guest(dir)?;
     let out = scratch(&format!("linux-record-{dir}-{how:?}"));
     // The guest's command as a user would type it: without nokaslr.
@@ -165,7 +165,7 @@ fn record_run(dir: &str, how: Source) -> Option<(Folded, String, String)> {
     let raw = dir_out.join("cpu.raw");
     let args = [raw.to_str()?, vmlinuz.to_str()?, "-f", "folded", "-o", "-"];
     let report = std::fs::read_to_string(dir_out.join("report.txt")).unwrap_or_default();
-    Some((parse_folded(&kern_profile(&args)), stderr, report))
+    Some((parse_folded(&kern_profile(&args)), stderr, report, raw))
 }
 
 /// At least `least` kernel samples, 90% of them at a root, a mean depth of 6 named frames, and
@@ -197,7 +197,7 @@ fn check_stacks(dir: &str, folded: &[(Vec<String>, u64)], least: u64) {
 
 #[test]
 fn debian_6_1_amd64_recorded_from_its_vmlinuz_alone() {
-    let Some((folded, stderr, report)) = record_run("x86_64", Source::Plugin) else {
+    let Some((folded, stderr, report, _)) = record_run("x86_64", Source::Plugin) else {
         return;
     };
     println!("{stderr}");
@@ -285,7 +285,7 @@ fn debian_6_12_amd64_stacks_reach_a_root_with_self_shares_unchanged() {
 /// stacks walked by its ORC table between looks that stop the whole VM.
 #[test]
 fn debian_6_1_amd64_recorded_through_its_gdbstub() {
-    let Some((folded, stderr, _)) = alone(|| record_run("x86_64", Source::Gdbstub)) else {
+    let Some((folded, stderr, _, raw)) = alone(|| record_run("x86_64", Source::Gdbstub)) else {
         return;
     };
     println!("{stderr}");
@@ -303,6 +303,60 @@ fn debian_6_1_amd64_recorded_through_its_gdbstub() {
         .sum();
     let total: u64 = folded.iter().map(|(_, c)| c).sum();
     assert!(unknown * 20 < total, "{unknown} of {total} samples unnamed");
+    // Samples name their task, as the plugin's tasks=auto (the image's BTF and kallsyms):
+    // the guest's programs by name and pid, few unknown (the boot before the kernel's tasks).
+    assert!(stderr.contains("samples carry their task"), "{stderr}");
+    let vmlinuz = guest("x86_64").expect("the guest just ran");
+    let text = kern_profile(&[
+        raw.to_str().unwrap(),
+        vmlinuz.to_str().unwrap(),
+        "-f",
+        "text",
+        "--by",
+        "process",
+        "--top",
+        "1000",
+        "-o",
+        "-",
+    ]);
+    println!("{text}");
+    let rows = process_rows(&text);
+    let samples = |name: &str| -> u64 { rows.iter().filter(|r| r.1 == name).map(|r| r.0).sum() };
+    let all: u64 = rows.iter().map(|r| r.0).sum();
+    let unknown = samples("[task unknown]");
+    println!("through the gdbstub: {unknown} of {all} samples of an unknown task");
+    // Unknown: boot code only (the decompressor and the kernel's start-up below its link
+    // address, a third of this run's looks), which has no tasks yet.
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("# tasks:"))
+        .expect("the report's tasks line");
+    let boot = format!("(boot code before the kernel's tasks {unknown})");
+    assert!(unknown == 0 || line.ends_with(&boot), "{line}");
+    // Programs of the guest's userland (busybox: init, sh, the workload's), by name and pid.
+    let programs: Vec<_> = rows
+        .iter()
+        .filter(|r| !r.1.starts_with('[') && r.2.parse::<u32>().is_ok_and(|p| p > 0))
+        .collect();
+    assert!(
+        programs.iter().any(|r| r.2 == "1"),
+        "no init (pid 1):\n{text}"
+    );
+    assert!(programs.len() >= 3, "few named processes:\n{text}");
+}
+
+/// `--by process` rows: (samples, command, pid).
+fn process_rows(table: &str) -> Vec<(u64, String, String)> {
+    table
+        .lines()
+        .filter_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            t.first()?.strip_suffix('%')?;
+            let samples = t.get(1)?.parse().ok()?;
+            let (pid, command) = t.get(2..)?.split_last()?;
+            Some((samples, command.join(" "), pid.to_string()))
+        })
+        .collect()
 }
 
 /// A Linux guest already running, as a developer's own script starts it (`-gdb` on a socket,

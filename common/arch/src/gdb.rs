@@ -17,6 +17,10 @@ pub struct CoreRegs {
     /// x86 `cr0` and `efer` (in `g`): the CPU mode ([`crate::registers::cpu_mode`]).
     pub control: Option<u64>,
     pub extended: Option<u64>,
+    /// x86_64 `gs_base` and `k_gs_base` (in `g`): where Linux finds its current task
+    /// ([`crate::registers::Role::TaskBase`], [`crate::registers::Role::TaskBaseUser`]).
+    pub task_base: Option<u64>,
+    pub task_base_user: Option<u64>,
 }
 
 /// Where [`CoreRegs`] are in an architecture's `g` reply: byte offsets of registers of
@@ -33,6 +37,8 @@ pub struct GdbLayout {
     pub control: Option<usize>,
     pub page_table_base: Option<usize>,
     pub extended: Option<usize>,
+    pub task_base: Option<usize>,
+    pub task_base_user: Option<usize>,
 }
 
 impl GdbLayout {
@@ -52,6 +58,8 @@ impl GdbLayout {
             page_table_base: optional(self.page_table_base, w),
             control: optional(self.control, w),
             extended: optional(self.extended, w),
+            task_base: optional(self.task_base, w),
+            task_base_user: optional(self.task_base_user, w),
         })
     }
 }
@@ -118,8 +126,9 @@ mod tests {
         let r = guest(Arch::X86_64).gdb_core_regs(&g).unwrap();
         assert_eq!((r.pc, r.privilege), (0xffffffff80107180, Some(8)));
         assert_eq!(r.page_table_base, Some(0x101000));
-        // efer 0x500: LME and LMA, long mode.
+        // efer 0x500: LME and LMA, long mode; no per-CPU area yet (gs_base, k_gs_base 0).
         assert_eq!(r.extended, Some(0x500));
+        assert_eq!((r.task_base, r.task_base_user), (Some(0), Some(0)));
         assert_eq!(
             crate::registers::cpu_mode(Arch::X86_64, r.control, r.extended),
             crate::CpuMode::Long

@@ -24,3 +24,5 @@ pub use stacks::{stacks, Snapshot, StackOptions, Target, VcpuStack};
 mod fake;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tasks;

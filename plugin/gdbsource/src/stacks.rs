@@ -8,7 +8,11 @@ use std::time::{Duration, Instant};
 
 use kern_profile_arch::registers::{clean_return_address, cpu_mode, privilege};
 use kern_profile_arch::{guest, CoreRegs};
-use kern_profile_format::{Arch, CpuMode, Privilege, StopReason, WalkEnd};
+use kern_profile_format::{
+    Arch, CpuMode, Privilege, StopReason, TaskIdentity, TaskUnknown, WalkEnd,
+};
+use kern_profile_sampler::capture::{Reg, RegisterReader};
+use kern_profile_sampler::task::{TaskReader, TaskSpec};
 use kern_profile_unwind::{
     walk_guest, walk_tables, Crossings, KernelOs, PtrWidth, StartRegs, UnwindTables,
 };
@@ -32,6 +36,9 @@ pub struct StackOptions {
     /// layouts in the walks: taken on Linux, never on another kernel, and only with Linux's
     /// own selectors when unknown (no kernel file).
     pub kernel_os: KernelOs,
+    /// Where the kernel's tasks are (Linux: `kern_profile_sampler::task::linux_spec`): each
+    /// look then also reads every vCPU's task, as the plugin's `tasks=` does.
+    pub tasks: Option<TaskSpec>,
 }
 
 impl Default for StackOptions {
@@ -42,6 +49,7 @@ impl Default for StackOptions {
             max_reads: 32,
             tables: None,
             kernel_os: KernelOs::Unknown,
+            tasks: None,
         }
     }
 }
@@ -71,6 +79,9 @@ pub struct VcpuStack {
     pub refused: Option<(u64, String)>,
     /// `m` requests made.
     pub reads: u32,
+    /// With [`StackOptions::tasks`], the vCPU's task when it changed since the last look (or
+    /// at the first): the task record to write before this sample.
+    pub task: Option<Result<TaskIdentity, TaskUnknown>>,
 }
 
 /// Every vCPU at one stop.
@@ -131,6 +142,10 @@ pub struct Target {
     /// Per vCPU, the stack its last walk read (lowest address, end): the next look reads
     /// it ahead, in the write that stops the guest, as the stack mostly stays put.
     spans: Vec<Option<(u64, u64)>>,
+    /// Per vCPU, with [`StackOptions::tasks`]: its task reader, which keeps the task last
+    /// read, and where its current-task pointer was (read ahead as the stack is).
+    tasks: Vec<Option<TaskReader>>,
+    task_slots: Vec<Option<u64>>,
     /// The vCPU the stub's last stop reply named: it selects that one at a stop.
     stopped_vcpu: usize,
 }
@@ -194,6 +209,8 @@ impl Target {
         Ok(Target {
             arch,
             spans: vec![None; threads.len()],
+            tasks: vec![None; threads.len()],
+            task_slots: vec![None; threads.len()],
             threads,
             pid,
             priv_reg: regnum(extra.privilege),
@@ -257,7 +274,11 @@ impl Target {
                 reqs.extend(self.priv_reg.map(|n| format!("p{n:x}")));
                 reqs.extend(self.base_reg.map(|n| format!("p{n:x}")));
                 reqs.extend(self.ctrl_reg.map(|n| format!("p{n:x}")));
-                let ahead = self.spans[v].map_or(Vec::new(), |span| ahead_requests(c, span));
+                let mut ahead = self.spans[v].map_or(Vec::new(), |span| ahead_requests(c, span));
+                // The current-task pointer: at the same place while the vCPU runs.
+                if let Some(slot) = self.task_slots[v] {
+                    ahead.extend(c.memory_requests(slot, self.arch.ptr_width() as usize));
+                }
                 reqs.extend(ahead.iter().cloned());
                 Plan {
                     vcpu: v,
@@ -335,8 +356,16 @@ impl Target {
         let mut vcpus = Vec::with_capacity(read.len());
         for (v, regs, windows) in read {
             let t = self.threads[v].clone();
-            let (stack, span) = walk_vcpu(c, arch, t, regs, opts, windows)?;
+            if self.tasks[v].is_none() {
+                self.tasks[v] = opts.tasks.map(|s| TaskReader::new(s, arch));
+            }
+            let task = self.tasks[v].as_mut().map(|r| (r, v as u32));
+            let (stack, span) = walk_vcpu(c, arch, t, regs, opts, windows, task)?;
             self.spans[v] = span;
+            if let Some(r) = &self.tasks[v] {
+                let user = stack.privilege == Privilege::User;
+                self.task_slots[v] = r.current_slot(user, &mut TaskRegs(regs));
+            }
             vcpus.push((v, stack));
         }
         // In the threads' order, whatever order they were read in.
@@ -409,6 +438,11 @@ impl Reader<'_> {
         ok
     }
 
+    /// A read that is no part of the stack (a task's fields): not in the span read ahead.
+    fn read_other(&mut self, addr: u64, out: &mut [u8]) -> bool {
+        self.read_from_windows(addr, out) || self.read_from_stub(addr, out)
+    }
+
     fn read_from_windows(&self, addr: u64, out: &mut [u8]) -> bool {
         for (base, bytes) in &self.windows {
             let off = addr.wrapping_sub(*base);
@@ -458,6 +492,23 @@ impl Reader<'_> {
     }
 }
 
+/// `m` requests one vCPU's task may take beyond its walk's: its pointer, name, ids, flags,
+/// and its process leader's pointer and name.
+const TASK_READS: u32 = 8;
+
+/// The registers a task is found through, from the `g` reply (x86_64 `gs_base`, `k_gs_base`).
+struct TaskRegs(CoreRegs);
+
+impl RegisterReader for TaskRegs {
+    fn read(&mut self, reg: Reg) -> Option<u64> {
+        match reg {
+            Reg::TaskBase => self.0.task_base,
+            Reg::TaskBaseUser => self.0.task_base_user,
+            _ => None,
+        }
+    }
+}
+
 /// Walks one vCPU's stack over `windows` (read ahead) and what it reads itself; also returns
 /// the span of stack it read.
 fn walk_vcpu(
@@ -467,6 +518,7 @@ fn walk_vcpu(
     regs: CoreRegs,
     opts: &StackOptions,
     windows: Vec<(u64, Vec<u8>)>,
+    task: Option<(&mut TaskReader, u32)>,
 ) -> Result<(VcpuStack, Option<(u64, u64)>), GdbError> {
     let width = PtrWidth::from_bytes(arch.ptr_width() as usize).unwrap_or(PtrWidth::W8);
     let mask = width.max_addr();
@@ -542,7 +594,32 @@ fn walk_vcpu(
         }
         _ => walk.end(),
     };
-    let (span, refused, reads) = (r.span, r.refused, r.reads);
+    let (span, refused) = (r.span, r.refused.take());
+    // The task's fields, exactly as long as asked (they are few and small), beyond the
+    // walk's budget; the time is the writer's (the look's).
+    let task = task.and_then(|(reader, vcpu)| {
+        r.window = 0;
+        r.max_reads = r.reads.saturating_add(TASK_READS);
+        let user = privilege == Privilege::User;
+        let space = regs.page_table_base;
+        let mut task_regs = TaskRegs(regs);
+        reader
+            .read(
+                regs.pc & mask,
+                user,
+                space,
+                0,
+                vcpu,
+                false,
+                &mut task_regs,
+                |a, out| r.read_other(a, out),
+            )
+            .map(|rec| rec.task)
+    });
+    if let Some(e) = r.fatal {
+        return Err(e);
+    }
+    let reads = r.reads;
     Ok((
         VcpuStack {
             thread,
@@ -560,6 +637,7 @@ fn walk_vcpu(
             stop,
             refused,
             reads,
+            task,
         },
         span,
     ))

@@ -13,8 +13,10 @@ use crate::capture::{Reg, RegisterReader};
 pub mod description;
 pub mod dwarf;
 mod error;
+pub mod linux;
 
 pub use error::TaskDescriptionError;
+pub use linux::{linux_spec, LinuxSpecError};
 
 /// Linux's `PF_KTHREAD` in `task_struct.flags` (unchanged since 2.6.26).
 pub const PF_KTHREAD: u32 = 0x0020_0000;
@@ -267,6 +269,20 @@ impl TaskReader {
         self.space = None;
         self.unchecked = 0;
         rec
+    }
+
+    /// Where the next [`TaskReader::read`] reads the current-task pointer (a per-CPU slot or
+    /// a global), for a source that reads it ahead of the sample (the gdbstub's, in the
+    /// round trip that reads the registers); `None` where a register holds the task.
+    pub fn current_slot(&self, user: bool, regs: &mut impl RegisterReader) -> Option<u64> {
+        match self.spec.current {
+            Current::InRegister => None,
+            Current::PerCpu { offset } => self
+                .per_cpu_base(user, regs)
+                .ok()
+                .map(|b| b.wrapping_add(offset)),
+            Current::Global { address } => Some(address),
+        }
     }
 
     /// A task pointer must be a kernel address, aligned, not null.

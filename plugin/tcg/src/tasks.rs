@@ -6,9 +6,9 @@
 use std::path::Path;
 
 use kern_profile_format::Arch;
-use kern_profile_linux_image::{KernelImage, TaskLayout};
+use kern_profile_linux_image::KernelImage;
 use kern_profile_sampler::task::dwarf::{resolve, ResolvedTasks};
-use kern_profile_sampler::task::{Current, TaskSpec, PF_KTHREAD};
+use kern_profile_sampler::task::{linux_spec, Current, TaskSpec};
 use kern_profile_unwind::KernelOs;
 
 use crate::config::{AutoOnOff, TaskArgs};
@@ -36,7 +36,7 @@ pub fn find(
         KernelOs::Linux => image
             .task_layout()
             .map_err(|e| e.to_string())
-            .and_then(|l| linux_spec(&l, arch)),
+            .and_then(|l| linux_spec(&l, arch).map_err(|e| e.to_string())),
         _ => Err("not a Linux kernel (other kernels: not yet)".to_string()),
     };
     match (found, tasks) {
@@ -53,30 +53,6 @@ pub fn find(
             Ok(None)
         }
     }
-}
-
-/// Linux's spec from its layout: x86 finds `current` in its per-CPU area, arm64 and
-/// riscv64 in a register.
-fn linux_spec(l: &TaskLayout, arch: Arch) -> Result<TaskSpec, String> {
-    let current = match arch {
-        Arch::X86_64 | Arch::I386 => Current::PerCpu {
-            offset: l
-                .per_cpu_current
-                .ok_or("its symbols give no per-CPU current_task")?,
-        },
-        Arch::Aarch64 | Arch::Riscv64 => Current::InRegister,
-    };
-    Ok(TaskSpec {
-        current,
-        tid: l.pid,
-        pid: l.tgid,
-        name: l.comm,
-        name_len: l.comm_len,
-        leader: l.group_leader,
-        flags: l.flags,
-        kernel_thread_flag: PF_KTHREAD,
-        state: l.state,
-    })
 }
 
 /// The line printed at start when samples will carry their task.

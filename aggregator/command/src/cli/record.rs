@@ -119,6 +119,11 @@ pub struct AttachArgs {
     #[arg(long, value_name = "HZ",
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     rate: Option<u32>,
+
+    /// With --attach or --gdb: samples carry no task. By default a Linux kernel with BTF
+    /// (--kernel, or QEMU's -kernel) names each sample's task, as the plugin's tasks=auto
+    #[arg(long)]
+    no_tasks: bool,
 }
 
 pub fn run(a: RecordArgs) -> Result<ExitCode> {
@@ -275,6 +280,7 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
         out_dir: a.launch.output.clone(),
         kernel: a.launch.kernel.clone(),
         symbols: a.launch.symbols.clone(),
+        tasks: !a.attach.no_tasks,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -287,7 +293,7 @@ fn run_attach(a: RecordArgs, addr: String) -> Result<ExitCode> {
         spec.duration
             .map_or(String::new(), |d| format!(", for {:.1} s", d.as_secs_f64()))
     );
-    let (done, kernel) = record_attach(&spec, &stop)?;
+    let (done, kernel) = record_attach(&spec, &stop, |line| say!("{line}"))?;
     say_sampled(&done.run, "detached, the guest runs on");
     draw_attached(&a, &done, kernel)?;
     Ok(ExitCode::SUCCESS)
@@ -324,6 +330,9 @@ pub(super) fn announce_gdb(launch: &GdbLaunch, rate: u32) {
     for n in &launch.notes {
         say!("kern-profile: note: {n}");
     }
+    if let Some(line) = launch.tasks_line() {
+        say!("{line}");
+    }
     say!(
         "kern-profile: QEMU {} sampled through its gdbstub ({}), {rate} looks a second",
         launch.qemu.version,
@@ -353,6 +362,7 @@ fn run_gdb(a: RecordArgs) -> Result<ExitCode> {
         out_dir: a.launch.output.clone(),
         rate_hz: a.attach.rate.unwrap_or(100),
         depth: a.sampling.depth.unwrap_or(64) as usize,
+        tasks: !a.attach.no_tasks,
         command: "record",
     })?;
     announce_gdb(&launch, a.attach.rate.unwrap_or(100));

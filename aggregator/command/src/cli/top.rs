@@ -122,6 +122,7 @@ pub fn run(a: TopArgs) -> Result<ExitCode> {
             out_dir: a.launch.output.clone(),
             rate_hz: rate,
             depth: a.sampling.depth.unwrap_or(64) as usize,
+            tasks: true,
             command: "top",
         })?;
         announce_gdb(&launch, rate);

@@ -12,9 +12,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kern_profile_format::{
     encode_sample_v2, encode_stats, Header, SampleExtras, SampleRecord, SamplingMode, StopCounts,
-    VERSION_2,
+    TaskRecord, VERSION_2,
 };
 use kern_profile_gdb::{sample, Limits, SampleOptions, Sampled, StackOptions, VcpuStack};
+use kern_profile_sampler::task::TaskSpec;
 use kern_profile_unwind::tables::kernel_tables_of_elf;
 
 use crate::symbolize::KernelFile;
@@ -36,6 +37,8 @@ pub struct AttachSpec {
     pub out_dir: PathBuf,
     pub kernel: Option<PathBuf>,
     pub symbols: Vec<PathBuf>,
+    /// Name each sample's task where the kernel allows (`--no-tasks`: false).
+    pub tasks: bool,
 }
 
 /// A finished attachment: the recording in place as `DIR/cpu.raw`.
@@ -49,13 +52,22 @@ pub struct Attached {
 }
 
 /// Samples the guest behind `spec.addr` until `spec.duration`, `stop` (Ctrl-C) or the end of
-/// QEMU, and keeps the recording.
+/// QEMU, and keeps the recording. `say` gets the line about tasks before sampling starts.
 pub fn record_attach(
     spec: &AttachSpec,
     stop: &AtomicBool,
+    say: impl Fn(&str),
 ) -> Result<(Attached, Option<KernelFile>), RecordError> {
-    let (target, kernel) =
-        AttachTarget::prepare(spec.kernel.as_deref(), &spec.symbols, None, &spec.out_dir)?;
+    let (target, kernel) = AttachTarget::prepare(
+        spec.kernel.as_deref(),
+        &spec.symbols,
+        None,
+        &spec.out_dir,
+        spec.tasks,
+    )?;
+    if let Some(line) = &target.tasks_line {
+        say(line);
+    }
     let done = target.sample(&spec.addr, spec.rate_hz, spec.duration, spec.depth, stop)?;
     Ok((done, kernel))
 }
@@ -69,18 +81,23 @@ pub struct AttachTarget {
     tables: Option<Arc<UnwindTables>>,
     /// Which kernel it is, for Linux's layouts in the walks.
     kernel_os: KernelOs,
+    /// Where the kernel's tasks are, when samples name them.
+    tasks: Option<TaskSpec>,
+    /// What to print about tasks before sampling: on, or why not.
+    pub tasks_line: Option<String>,
     out: OutputDir,
 }
 
 impl AttachTarget {
     /// The kernel: `kernel` (`--kernel`), else `qemu_kernel` (QEMU's `-kernel`, when `record`
     /// starts QEMU itself); `symbols` besides. Prepares `out_dir`. Returns the kernel as read
-    /// too, for the drawing.
+    /// too, for the drawing. With `tasks`, samples name their task where the kernel allows.
     pub fn prepare(
         kernel: Option<&Path>,
         symbols: &[PathBuf],
         qemu_kernel: Option<&Path>,
         out_dir: &Path,
+        tasks: bool,
     ) -> Result<(Self, Option<KernelFile>), RecordError> {
         if kernel.is_none() && qemu_kernel.is_none() && symbols.is_empty() {
             return Err(RecordError::AttachNoKernel);
@@ -105,6 +122,13 @@ impl AttachTarget {
                 .map(Arc::new),
             _ => None,
         };
+        let (tasks, tasks_line) = super::attach_tasks::find(
+            tasks,
+            choice.sources.elf.as_deref(),
+            vmlinux,
+            kernel_os,
+            arch,
+        );
         // Kept for the drawing (not `Send`: the sampling thread goes without it), its
         // unpacked vmlinux dropped now that the tables are built.
         let kernel = choice.loaded.map(KernelFile::without_vmlinux);
@@ -113,6 +137,8 @@ impl AttachTarget {
             linux,
             tables,
             kernel_os,
+            tasks,
+            tasks_line,
             out: OutputDir::prepare(out_dir)?,
         };
         Ok((target, kernel))
@@ -150,6 +176,7 @@ impl AttachTarget {
                 depth,
                 tables: self.tables,
                 kernel_os: self.kernel_os,
+                tasks: self.tasks,
                 ..StackOptions::default()
             },
             ..SampleOptions::default()
@@ -236,6 +263,15 @@ impl RawOut {
     fn look(&mut self, time_ns: u64, vcpus: &[VcpuStack]) -> std::io::Result<()> {
         self.buf.clear();
         for (i, v) in vcpus.iter().enumerate() {
+            // The vCPU's task, when it changed, before its sample.
+            if let Some(task) = v.task {
+                let rec = TaskRecord {
+                    vcpu: i as u32,
+                    time_ns,
+                    task,
+                };
+                rec.encode(&mut self.buf);
+            }
             encode(&mut self.buf, self.ptr_width, i as u32, time_ns, v);
             self.stops.add_end(v.stop);
             self.samples += 1;

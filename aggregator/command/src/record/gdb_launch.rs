@@ -28,6 +28,8 @@ pub struct GdbSpec {
     pub out_dir: PathBuf,
     pub rate_hz: u32,
     pub depth: usize,
+    /// Name each sample's task where the kernel allows (`--no-tasks`: false).
+    pub tasks: bool,
     /// `record` or `top`, for messages.
     pub command: &'static str,
 }
@@ -63,6 +65,7 @@ impl GdbLaunch {
             &spec.symbols,
             qemu.kernel().as_deref(),
             &spec.out_dir,
+            spec.tasks,
         )?;
         let mut notes = Vec::new();
         if target.linux && qemu.kernel().is_some() {
@@ -75,6 +78,11 @@ impl GdbLaunch {
             kernel,
             spec: spec.clone(),
         })
+    }
+
+    /// What to print about tasks before sampling: on, or why not.
+    pub fn tasks_line(&self) -> Option<&str> {
+        self.target.tasks_line.as_deref()
     }
 
     /// The private socket the stub listens on.

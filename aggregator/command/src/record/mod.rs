@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod attach;
+mod attach_tasks;
 mod error;
 pub mod gdb_launch;
 pub mod kernel;

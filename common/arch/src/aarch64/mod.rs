@@ -80,6 +80,8 @@ const FACTS: Facts = Facts {
         control: None,
         page_table_base: None,
         extended: None,
+        task_base: None,
+        task_base_user: None,
     },
     // The privilege is in `g` (`cpsr`); the MMU's state in SCTLR_EL1's bit 0.
     gdb_extra_registers: GdbExtraRegisters {

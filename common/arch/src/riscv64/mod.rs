@@ -70,6 +70,8 @@ const FACTS: Facts = Facts {
         control: None,
         page_table_base: None,
         extended: None,
+        task_base: None,
+        task_base_user: None,
     },
     gdb_extra_registers: GdbExtraRegisters {
         privilege: &["priv"],

@@ -62,6 +62,8 @@ pub const I386: X86 = X86 {
             control: Some(19 * 4),
             page_table_base: Some(21 * 4),
             extended: Some(24 * 4),
+            task_base: None,
+            task_base_user: None,
         },
         gdb_extra_registers: GdbExtraRegisters::NONE,
     },

@@ -56,6 +56,9 @@ pub const X86_64: X86 = X86 {
             control: Some(CR0),
             page_table_base: Some(CR0 + 2 * 8),
             extended: Some(CR0 + 5 * 8),
+            // fs_base, gs_base, k_gs_base come just before cr0.
+            task_base: Some(CR0 - 2 * 8),
+            task_base_user: Some(CR0 - 8),
         },
         gdb_extra_registers: GdbExtraRegisters::NONE,
     },

@@ -342,3 +342,15 @@ fn just_after_a_switch_a_stale_current_task_pointer_is_the_switched_to_task() {
     let rec = read(&mut r, false, false, &mut regs, &mem).unwrap();
     assert_eq!(rec.task.unwrap().tid, 71);
 }
+
+#[test]
+fn the_slot_read_ahead_is_the_one_read_uses() {
+    let (r, mut regs, _) = x86_64();
+    assert_eq!(r.current_slot(false, &mut regs), Some(GS + SLOT));
+    // User mode: k_gs_base holds no kernel address, gs_base does (before a swapgs).
+    assert_eq!(r.current_slot(true, &mut regs), Some(GS + SLOT));
+    let mut none = Regs::default();
+    assert_eq!(r.current_slot(false, &mut none), None);
+    let reg = TaskReader::new(spec(Current::InRegister), Arch::Aarch64);
+    assert_eq!(reg.current_slot(false, &mut regs), None);
+}

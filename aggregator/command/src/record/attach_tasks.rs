@@ -1,0 +1,107 @@
+//! Sampling through the gdbstub names each sample's task as the plugin's `tasks=auto` does:
+//! on when the kernel is a Linux image with BTF (its `task_struct` layout and per-CPU
+//! `current_task`), else a line saying why not.
+
+use std::path::Path;
+
+use kern_profile_format::Arch;
+use kern_profile_linux_image::{self as image, KernelImage};
+use kern_profile_sampler::task::{linux_spec, Current, TaskSpec};
+use kern_profile_unwind::KernelOs;
+
+/// The kernel's task spec, or none, and the line to print about it (none without a kernel
+/// file, or when tasks were turned off).
+pub fn find(
+    wanted: bool,
+    path: Option<&Path>,
+    vmlinux: Option<&[u8]>,
+    os: KernelOs,
+    arch: Option<Arch>,
+) -> (Option<TaskSpec>, Option<String>) {
+    let Some(path) = path.filter(|_| wanted) else {
+        return (None, None);
+    };
+    match spec(path, vmlinux, os, arch) {
+        Ok(s) => (Some(s), Some(found_line(path, &s))),
+        Err(why) => (
+            None,
+            Some(format!(
+                "kern-profile: {}: samples carry no task: {why}",
+                path.display()
+            )),
+        ),
+    }
+}
+
+fn spec(
+    path: &Path,
+    vmlinux: Option<&[u8]>,
+    os: KernelOs,
+    arch: Option<Arch>,
+) -> Result<TaskSpec, String> {
+    if os != KernelOs::Linux {
+        return Err("not a Linux kernel (other kernels: not yet)".into());
+    }
+    let bytes = vmlinux.ok_or("no vmlinux in it")?;
+    let arch = arch.ok_or("its architecture is unknown")?;
+    // The stub's `g` reply has x86_64's per-CPU bases; arm64's SP_EL0 and riscv64's tp and
+    // sscratch are not read through it yet: every sample would be of an unknown task.
+    if arch != Arch::X86_64 {
+        return Err(format!(
+            "through the gdbstub, tasks are read on x86_64 only (not yet {})",
+            arch.name()
+        ));
+    }
+    let image: KernelImage = image::parse(path, bytes.to_vec(), &image::Options::default())
+        .map_err(|e| e.to_string())?;
+    let layout = image.task_layout().map_err(|e| e.to_string())?;
+    linux_spec(&layout, arch).map_err(|e| e.to_string())
+}
+
+/// The line printed at start when samples will carry their task.
+fn found_line(path: &Path, s: &TaskSpec) -> String {
+    let current = match s.current {
+        Current::PerCpu { offset } => format!("per-CPU current_task at +{offset:#x}"),
+        Current::InRegister => "the current-task register".to_string(),
+        Current::Global { address } => format!("the global pointer at {address:#x}"),
+    };
+    format!(
+        "kern-profile: {}: samples carry their task (task_struct from BTF: pid +{:#x}, tgid +{:#x}, comm +{:#x}; {current}); --no-tasks turns this off",
+        path.display(),
+        s.tid,
+        s.pid,
+        s.name
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn says_why_not_or_nothing() {
+        let p = Path::new("kernel.elf");
+        assert_eq!(
+            find(false, Some(p), None, KernelOs::Linux, None),
+            (None, None)
+        );
+        assert_eq!(find(true, None, None, KernelOs::Linux, None), (None, None));
+        let (spec, line) = find(true, Some(p), None, KernelOs::Unknown, Some(Arch::X86_64));
+        assert!(spec.is_none());
+        assert!(line
+            .unwrap()
+            .contains("samples carry no task: not a Linux kernel"));
+        let (spec, line) = find(true, Some(p), None, KernelOs::Linux, Some(Arch::X86_64));
+        assert!(spec.is_none());
+        assert!(line.unwrap().contains("no vmlinux"));
+        let (spec, line) = find(
+            true,
+            Some(p),
+            Some(b"x"),
+            KernelOs::Linux,
+            Some(Arch::Aarch64),
+        );
+        assert!(spec.is_none());
+        assert!(line.unwrap().contains("x86_64 only"));
+    }
+}

@@ -1,0 +1,72 @@
+//! Linux's [`TaskSpec`] from its `task_struct` layout (`KernelImage::task_layout`: BTF and
+//! kallsyms), for every source that names tasks (the TCG plugin's `tasks=`, the gdbstub's).
+
+use kern_profile_format::Arch;
+use kern_profile_linux_image::TaskLayout;
+
+use super::{Current, TaskSpec, PF_KTHREAD};
+
+/// Why a Linux layout gives no spec.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinuxSpecError {
+    #[error("its symbols give no per-CPU current_task")]
+    NoPerCpuCurrent,
+}
+
+/// Linux's spec from its layout: x86 finds `current` in its per-CPU area, arm64 and
+/// riscv64 in a register.
+pub fn linux_spec(l: &TaskLayout, arch: Arch) -> Result<TaskSpec, LinuxSpecError> {
+    let current = match arch {
+        Arch::X86_64 | Arch::I386 => Current::PerCpu {
+            offset: l.per_cpu_current.ok_or(LinuxSpecError::NoPerCpuCurrent)?,
+        },
+        Arch::Aarch64 | Arch::Riscv64 => Current::InRegister,
+    };
+    Ok(TaskSpec {
+        current,
+        tid: l.pid,
+        pid: l.tgid,
+        name: l.comm,
+        name_len: l.comm_len,
+        leader: l.group_leader,
+        flags: l.flags,
+        kernel_thread_flag: PF_KTHREAD,
+        state: l.state,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(per_cpu_current: Option<u64>) -> TaskLayout {
+        TaskLayout {
+            per_cpu_current,
+            pid: 0x5c8,
+            tgid: 0x5cc,
+            comm: 0x7a0,
+            comm_len: 16,
+            group_leader: 0x5e8,
+            flags: 0x2c,
+            mm: 0x520,
+            state: Some(0x18),
+        }
+    }
+
+    #[test]
+    fn x86_needs_the_per_cpu_slot_the_others_a_register() {
+        let s = linux_spec(&layout(Some(0x1fb80)), Arch::X86_64).unwrap();
+        assert_eq!(s.current, Current::PerCpu { offset: 0x1fb80 });
+        assert_eq!(
+            (s.tid, s.pid, s.name, s.leader),
+            (0x5c8, 0x5cc, 0x7a0, 0x5e8)
+        );
+        assert_eq!(s.kernel_thread_flag, PF_KTHREAD);
+        assert_eq!(
+            linux_spec(&layout(None), Arch::X86_64),
+            Err(LinuxSpecError::NoPerCpuCurrent)
+        );
+        let arm = linux_spec(&layout(None), Arch::Aarch64).unwrap();
+        assert_eq!(arm.current, Current::InRegister);
+    }
+}
