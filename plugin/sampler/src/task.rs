@@ -16,7 +16,7 @@ mod error;
 pub mod linux;
 
 pub use error::TaskDescriptionError;
-pub use linux::{linux_spec, LinuxSpecError};
+pub use linux::{describe_linux_spec, linux_spec, LinuxSpecError};
 
 /// Linux's `PF_KTHREAD` in `task_struct.flags` (unchanged since 2.6.26).
 pub const PF_KTHREAD: u32 = 0x0020_0000;

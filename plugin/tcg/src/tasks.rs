@@ -8,7 +8,7 @@ use std::path::Path;
 use kern_profile_format::Arch;
 use kern_profile_linux_image::KernelImage;
 use kern_profile_sampler::task::dwarf::{resolve, ResolvedTasks};
-use kern_profile_sampler::task::{linux_spec, Current, TaskSpec};
+use kern_profile_sampler::task::{describe_linux_spec, linux_spec, TaskSpec};
 use kern_profile_unwind::KernelOs;
 
 use crate::config::{AutoOnOff, TaskArgs};
@@ -57,17 +57,10 @@ pub fn find(
 
 /// The line printed at start when samples will carry their task.
 fn found_line(path: &Path, s: &TaskSpec) -> String {
-    let current = match s.current {
-        Current::PerCpu { offset } => format!("per-CPU current_task at +{offset:#x}"),
-        Current::InRegister => "the current-task register".to_string(),
-        Current::Global { address } => format!("the global pointer at {address:#x}"),
-    };
     format!(
-        "kern-profile: elf={}: samples carry their task (task_struct from BTF: pid +{:#x}, tgid +{:#x}, comm +{:#x}; {current})",
+        "kern-profile: elf={}: samples carry their task ({})",
         path.display(),
-        s.tid,
-        s.pid,
-        s.name
+        describe_linux_spec(s)
     )
 }
 

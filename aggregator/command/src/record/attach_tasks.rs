@@ -6,7 +6,7 @@ use std::path::Path;
 
 use kern_profile_format::Arch;
 use kern_profile_linux_image::{self as image, KernelImage};
-use kern_profile_sampler::task::{linux_spec, Current, TaskSpec};
+use kern_profile_sampler::task::{describe_linux_spec, linux_spec, TaskSpec};
 use kern_profile_unwind::KernelOs;
 
 /// The kernel's task spec, or none, and the line to print about it (none without a kernel
@@ -60,17 +60,10 @@ fn spec(
 
 /// The line printed at start when samples will carry their task.
 fn found_line(path: &Path, s: &TaskSpec) -> String {
-    let current = match s.current {
-        Current::PerCpu { offset } => format!("per-CPU current_task at +{offset:#x}"),
-        Current::InRegister => "the current-task register".to_string(),
-        Current::Global { address } => format!("the global pointer at {address:#x}"),
-    };
     format!(
-        "kern-profile: {}: samples carry their task (task_struct from BTF: pid +{:#x}, tgid +{:#x}, comm +{:#x}; {current}); --no-tasks turns this off",
+        "kern-profile: {}: samples carry their task ({}); --no-tasks turns this off",
         path.display(),
-        s.tid,
-        s.pid,
-        s.name
+        describe_linux_spec(s)
     )
 }
 

@@ -35,6 +35,19 @@ pub fn linux_spec(l: &TaskLayout, arch: Arch) -> Result<TaskSpec, LinuxSpecError
     })
 }
 
+/// What a start line says of a Linux spec: the BTF offsets, and where `current` is.
+pub fn describe_linux_spec(s: &TaskSpec) -> String {
+    let current = match s.current {
+        Current::PerCpu { offset } => format!("per-CPU current_task at +{offset:#x}"),
+        Current::InRegister => "the current-task register".to_string(),
+        Current::Global { address } => format!("the global pointer at {address:#x}"),
+    };
+    format!(
+        "task_struct from BTF: pid +{:#x}, tgid +{:#x}, comm +{:#x}; {current}",
+        s.tid, s.pid, s.name
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
