@@ -41,3 +41,19 @@ pub fn cpu_stacks(per_cpu: &[(Vec<String>, u64)], cpu: usize) -> Vec<(Vec<String
         .map(|(s, n)| (s[1..].to_vec(), *n))
         .collect()
 }
+
+/// The rows of a `-f text --by task|process` table: (share %, samples, command, pid or `-`);
+/// the switch columns after the pid (seconds and an exact share, all decimals) are left out.
+pub fn task_table_rows(table: &str) -> Vec<(f64, u64, String, String)> {
+    table
+        .lines()
+        .filter_map(|l| {
+            let t: Vec<&str> = l.split_whitespace().collect();
+            let share = t.first()?.strip_suffix('%')?.parse().ok()?;
+            let samples = t.get(1)?.parse().ok()?;
+            let end = t.len() - t.iter().rev().take_while(|c| c.contains('.')).count();
+            let (pid, command) = t.get(2..end)?.split_last()?;
+            Some((share, samples, command.join(" "), pid.to_string()))
+        })
+        .collect()
+}

@@ -8,11 +8,13 @@ use std::path::Path;
 
 use kern_profile_format::{RawReader, Record};
 
-/// Exact instructions by process id, and how many switches gave them.
+/// Exact instructions by process id, how many switches gave them, and how many of those
+/// left a task other than the one their vCPU's previous switch ran next.
 #[derive(Debug, Default)]
 pub struct ExactByProcess {
     pub instructions: HashMap<u32, u64>,
     pub switches: u64,
+    pub mismatched: u64,
 }
 
 impl ExactByProcess {
@@ -31,12 +33,19 @@ pub fn exact_by_process(raw: &Path) -> ExactByProcess {
     let mut out = ExactByProcess::default();
     // Per vCPU: the count at its last switch, and the process that switch named next.
     let mut since: HashMap<u32, (u64, Option<u32>)> = HashMap::new();
+    let mut next_of: HashMap<u32, u64> = HashMap::new();
     let mut awaiting: HashMap<u32, u64> = HashMap::new();
     while let Some(rec) = r.next_record().expect("no corrupt record") {
         match rec {
             Record::Switch(s) => {
                 let Some(icount) = s.icount else { continue };
                 out.switches += 1;
+                if next_of
+                    .insert(s.vcpu, s.next)
+                    .is_some_and(|next| next != s.prev)
+                {
+                    out.mismatched += 1;
+                }
                 if let Some((from, Some(pid))) = since.get(&s.vcpu) {
                     *out.instructions.entry(*pid).or_default() += icount.saturating_sub(*from);
                 }

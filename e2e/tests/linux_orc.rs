@@ -320,9 +320,9 @@ fn debian_6_1_amd64_recorded_through_its_gdbstub() {
         "-",
     ]);
     println!("{text}");
-    let rows = process_rows(&text);
-    let samples = |name: &str| -> u64 { rows.iter().filter(|r| r.1 == name).map(|r| r.0).sum() };
-    let all: u64 = rows.iter().map(|r| r.0).sum();
+    let rows = task_table_rows(&text);
+    let samples = |name: &str| -> u64 { rows.iter().filter(|r| r.2 == name).map(|r| r.1).sum() };
+    let all: u64 = rows.iter().map(|r| r.1).sum();
     let unknown = samples("[task unknown]");
     println!("through the gdbstub: {unknown} of {all} samples of an unknown task");
     // Unknown: boot code only (the decompressor and the kernel's start-up below its link
@@ -336,27 +336,13 @@ fn debian_6_1_amd64_recorded_through_its_gdbstub() {
     // Programs of the guest's userland (busybox: init, sh, the workload's), by name and pid.
     let programs: Vec<_> = rows
         .iter()
-        .filter(|r| !r.1.starts_with('[') && r.2.parse::<u32>().is_ok_and(|p| p > 0))
+        .filter(|r| !r.2.starts_with('[') && r.3.parse::<u32>().is_ok_and(|p| p > 0))
         .collect();
     assert!(
-        programs.iter().any(|r| r.2 == "1"),
+        programs.iter().any(|r| r.3 == "1"),
         "no init (pid 1):\n{text}"
     );
     assert!(programs.len() >= 3, "few named processes:\n{text}");
-}
-
-/// `--by process` rows: (samples, command, pid).
-fn process_rows(table: &str) -> Vec<(u64, String, String)> {
-    table
-        .lines()
-        .filter_map(|l| {
-            let t: Vec<&str> = l.split_whitespace().collect();
-            t.first()?.strip_suffix('%')?;
-            let samples = t.get(1)?.parse().ok()?;
-            let (pid, command) = t.get(2..)?.split_last()?;
-            Some((samples, command.join(" "), pid.to_string()))
-        })
-        .collect()
 }
 
 /// A Linux guest already running, as a developer's own script starts it (`-gdb` on a socket,

@@ -40,23 +40,6 @@ fn waits(console: &str) -> Vec<(u32, f64)> {
 /// How far a process's time off the CPU in its wait may be from what it printed.
 const WAIT_TOLERANCE: f64 = 0.10;
 
-/// A `--by process` row: (share %, samples, command, pid); the switch columns after the pid
-/// are left out.
-fn rows(table: &str) -> Vec<(f64, u64, String, String)> {
-    table
-        .lines()
-        .filter_map(|l| {
-            let t: Vec<&str> = l.split_whitespace().collect();
-            let share = t.first()?.strip_suffix('%')?.parse().ok()?;
-            let samples = t.get(1)?.parse().ok()?;
-            // After the pid, with task switches: seconds and an exact share, all decimals.
-            let end = t.len() - t.iter().rev().take_while(|c| c.contains('.')).count();
-            let (pid, command) = t.get(2..end)?.split_last()?;
-            Some((share, samples, command.join(" "), pid.to_string()))
-        })
-        .collect()
-}
-
 #[test]
 fn x86_64_samples_name_their_processes() {
     samples_name_their_processes("x86_64");
@@ -104,7 +87,7 @@ fn samples_name_their_processes(arch: &str) {
         "-",
     ]);
     println!("{text}");
-    let table = rows(&text);
+    let table = task_table_rows(&text);
     let total: u64 = table.iter().map(|r| r.1).sum();
     assert_eq!(total, census(&run.raw).samples, "every sample has a row");
     // Each process's share among the workload's, sampled against exact (by pid: before its

@@ -8,56 +8,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use kern_profile_e2e::*;
-use kern_profile_format::{RawReader, Record};
 
 const PERIOD: u64 = 1_000;
 /// The scheduler's tasks: name and id.
 const TASKS: [(&str, u32); 3] = [("hasher", 1), ("sorter", 2), ("spinner", 3)];
-
-/// Instructions per task name, from the switch records, with the ids the task records give.
-fn exact_instructions(raw: &Path) -> BTreeMap<String, (u32, u64)> {
-    let mut r = RawReader::new(std::fs::File::open(raw).unwrap()).unwrap();
-    // Task address -> (name, id); per vCPU, the last switch's (next task, icount).
-    let mut named: BTreeMap<u64, (String, u32)> = BTreeMap::new();
-    let mut last: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    let mut by_address: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut switches = 0;
-    while let Some(rec) = r.next_record().unwrap() {
-        match rec {
-            Record::Task(t) => {
-                if let Ok(id) = t.task {
-                    let name =
-                        String::from_utf8_lossy(kern_profile_format::name_bytes(&id.thread_name))
-                            .into_owned();
-                    named.insert(id.address, (name, id.tid));
-                }
-            }
-            Record::Switch(s) => {
-                switches += 1;
-                let icount = s
-                    .icount
-                    .expect("period= gives switches their instruction count");
-                if let Some((next, at)) = last.insert(s.vcpu, (s.next, icount)) {
-                    assert_eq!(s.prev, next, "a switch leaves the task the last one ran");
-                    *by_address.entry(next).or_default() += icount - at;
-                }
-            }
-            _ => {}
-        }
-    }
-    assert!(switches > 100, "{switches} switches recorded");
-    by_address
-        .into_iter()
-        .filter(|&(a, _)| a != 0)
-        .map(|(a, n)| {
-            let (name, id) = named
-                .get(&a)
-                .unwrap_or_else(|| panic!("no task record for the task at {a:#x}"))
-                .clone();
-            (name, (id, n))
-        })
-        .collect()
-}
 
 /// `--by task`'s rows: name -> (samples, tid, pid).
 fn sampled(raw: &Path, kernel: &Path) -> BTreeMap<String, (u64, String, String)> {
@@ -111,14 +65,25 @@ fn tasks_are_named_and_shared_as_they_ran(arch: &'static str, need: Need) {
         "{}",
         run.stderr
     );
-    let exact = exact_instructions(&run.raw);
+    // The ids are the process ids of the task records (tid = pid = id).
+    let exact = exact_by_process(&run.raw);
+    assert!(exact.switches > 100, "{} switches recorded", exact.switches);
+    assert_eq!(
+        exact.mismatched, 0,
+        "every switch leaves the task the last one ran"
+    );
     let rows = sampled(&run.raw, &kernel);
-    let exact_total: u64 = exact.values().map(|(_, n)| n).sum();
+    let exact_total: u64 = TASKS
+        .iter()
+        .map(|(_, id)| exact.instructions.get(id).copied().unwrap_or(0))
+        .sum();
     let sampled_total: u64 = rows.values().map(|(n, ..)| n).sum();
     for (name, id) in TASKS {
-        let (exact_id, insns) = exact[name];
+        let insns = *exact
+            .instructions
+            .get(&id)
+            .unwrap_or_else(|| panic!("{name}: no task record for id {id}"));
         let (samples, tid, pid) = &rows[name];
-        assert_eq!(exact_id, id, "{name}'s task record");
         assert_eq!(
             (tid.as_str(), pid.as_str()),
             (&*id.to_string(), &*id.to_string()),
