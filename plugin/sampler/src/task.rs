@@ -142,7 +142,14 @@ impl TaskReader {
     ) -> Option<TaskRecord> {
         let seen = match !user && pc < self.kernel_start {
             true => Err(TaskUnknown::Boot),
-            false => self.identify(user, space, regs, &mut mem),
+            false => match (self.identify(user, space, regs, &mut mem), self.known) {
+                // Every switch seen, the task the last switch (or sample) named is still
+                // current where its pointer cannot be read: aarch64 user mode (no register
+                // holds it), entry and exit code with the user's stack pointer in `SP_EL0`,
+                // the page-table-isolation trampoline before the kernel is mapped.
+                (Err(_), Some(known)) if self.sees_switches => Ok(known),
+                (seen, _) => seen,
+            },
         };
         self.space = space;
         if let Ok(seen) = seen {
@@ -184,16 +191,7 @@ impl TaskReader {
                 } else {
                     Reg::TaskBase
                 };
-                match (regs.read(reg), self.known) {
-                    (Some(task), _) if self.check_pointer(task).is_ok() => task,
-                    // No register names the task in user mode (aarch64), and the kernel's
-                    // entry and exit code runs with the user's stack pointer in it: the task
-                    // the last switch (or sample) named is still current when every switch
-                    // is seen.
-                    (_, Some(known)) if self.sees_switches => return Ok(known),
-                    (Some(_), _) => return Err(TaskUnknown::BadPointer),
-                    (None, _) => return Err(TaskUnknown::NoRegister),
-                }
+                regs.read(reg).ok_or(TaskUnknown::NoRegister)?
             }
             Current::PerCpu { offset } => {
                 let base = self.per_cpu_base(user, regs)?;

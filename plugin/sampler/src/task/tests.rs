@@ -200,6 +200,9 @@ fn seeing_every_switch_a_user_sample_without_register_is_the_last_task_named() {
     let mut blind = TaskReader::new(spec(Current::InRegister), Arch::Aarch64);
     let rec = read(&mut blind, false, true, &mut regs, &mem).unwrap();
     assert_eq!(rec.task, Err(TaskUnknown::BadPointer));
+    // The page-table-isolation trampoline: a kernel address not mapped yet.
+    regs.0.insert(Reg::TaskBase, 0xffff_8880_0600_0000);
+    assert_eq!(read(&mut r, false, false, &mut regs, &mem), None);
 }
 
 #[test]
