@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use crate::config::AllocConfig;
-use kern_profile_format::{AllocHookStats, Arch, SamplingMode};
+use kern_profile_format::{AllocHookStats, Arch};
 use kern_profile_sampler::alloc_hooks::matcher::{NOTHING, WATCH_SLOTS};
 use kern_profile_sampler::alloc_hooks::{Hook, HookSet, Moment, Spec, VcpuHooks};
 use qemu_plugin_sys as sys;
@@ -160,14 +160,10 @@ pub unsafe fn instrument(a: &'static AllocHooks, tb: *mut sys::qemu_plugin_tb, i
 
 /// Where the vCPU is, for an event.
 fn moment(p: &Plugin, idx: u32, v: &Vcpu) -> Moment {
-    let icount = match p.cfg.sampling {
-        SamplingMode::PeriodInstructions(_) => v.counter.instructions(p.acc.get(idx)),
-        _ => 0,
-    };
     Moment {
         vcpu: idx,
         time_ns: p.now_ns(),
-        icount,
+        icount: crate::vcpu::counted_instructions(p, idx, v).unwrap_or(0),
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use kern_profile_arch::Convention;
-use kern_profile_format::{Arch, SamplingMode};
+use kern_profile_format::Arch;
 use kern_profile_linux_image::KernelImage;
 use kern_profile_sampler::alloc_hooks::args::{convention_arg, Location};
 use kern_profile_sampler::switch::function::function_address;
@@ -20,7 +20,7 @@ use qemu_plugin_sys as sys;
 
 use crate::config::{AutoOnOff, TaskArgs};
 use crate::vcpu::send;
-use crate::{guard, lock_now, Plugin, PLUGIN};
+use crate::{guard, lock_now, PLUGIN};
 
 /// Linux's switch function per architecture: the assembly one, called with the leaving
 /// and the next task while the stack is still the leaving one's.
@@ -154,19 +154,11 @@ fn switched(idx: u32) {
     if !v.ready {
         return;
     }
-    let icount = icount(p, idx, &v);
+    let icount = crate::vcpu::counted_instructions(p, idx, &v);
     let time_ns = p.now_ns();
     let due = v.take_switch(idx, time_ns, icount, p.width.bytes());
     p.switches_seen.fetch_add(1, Ordering::Relaxed);
     if due {
         send(p, &mut v.buffer);
-    }
-}
-
-/// The vCPU's instruction count, when it counts them (`period=`).
-fn icount(p: &Plugin, idx: u32, v: &crate::vcpu::Vcpu) -> Option<u64> {
-    match p.cfg.sampling {
-        SamplingMode::PeriodInstructions(_) => Some(v.counter.instructions(p.acc.get(idx))),
-        _ => None,
     }
 }

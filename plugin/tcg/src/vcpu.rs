@@ -209,6 +209,14 @@ impl RegisterFile for Registers {
     }
 }
 
+/// vCPU `idx`'s instruction count, when the plugin counts them (`period=`).
+pub fn counted_instructions(p: &Plugin, idx: u32, v: &Vcpu) -> Option<u64> {
+    match p.cfg.sampling {
+        SamplingMode::PeriodInstructions(_) => Some(v.counter.instructions(p.acc.get(idx))),
+        _ => None,
+    }
+}
+
 /// QEMU's vCPU-init callback.
 pub fn vcpu_init(idx: u32) {
     let Some(p) = PLUGIN.get() else { return };
