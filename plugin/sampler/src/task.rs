@@ -81,6 +81,9 @@ pub struct TaskReader {
     sees_switches: bool,
     /// The task last read or switched to, when it could be.
     known: Option<(u64, u32, u32, [u8; TASK_NAME_LEN])>,
+    /// The last task described whole: recorded again (after an unknown stretch) without
+    /// reading its memory, which identity-mapped kernel code cannot reach.
+    described: Option<TaskIdentity>,
     /// Samples after a switch that may still find the leaving task where the kernel keeps
     /// the current one (see [`STALE_AFTER_SWITCH`]).
     after_switch: u8,
@@ -111,6 +114,7 @@ impl TaskReader {
             unchecked: 0,
             sees_switches: false,
             known: None,
+            described: None,
             after_switch: 0,
         }
     }
@@ -160,19 +164,33 @@ impl TaskReader {
                 return batch_start.then_some(*rec);
             }
         }
-        let task = match seen {
-            Ok((address, tid, pid, thread_name)) => {
-                self.describe(address, tid, pid, thread_name, &mut mem)
-            }
-            Err(why) => Err(why),
-        };
         let rec = TaskRecord {
             vcpu,
             time_ns,
-            task,
+            task: self.identity_of(seen, &mut mem),
         };
         self.last = Some((seen, rec));
         Some(rec)
+    }
+
+    /// The whole identity of the task `seen` names: the last one described when it is the
+    /// same task (address, ids, name), else read from its memory.
+    fn identity_of(
+        &mut self,
+        seen: Seen,
+        mem: &mut impl FnMut(u64, &mut [u8]) -> bool,
+    ) -> Result<TaskIdentity, TaskUnknown> {
+        let key = seen?;
+        let (address, tid, pid, thread_name) = key;
+        let same = |d: &TaskIdentity| (d.address, d.tid, d.pid, d.thread_name) == key;
+        if let Some(d) = self.described.filter(same) {
+            return Ok(d);
+        }
+        let task = self.describe(address, tid, pid, thread_name, mem);
+        if let Ok(d) = task {
+            self.described = Some(d);
+        }
+        task
     }
 
     /// The current task's address, ids and name: what tells one task from another.
@@ -251,14 +269,10 @@ impl TaskReader {
             let (tid, pid) = self.ids(next, &mut mem).ok_or(TaskUnknown::Unreadable)?;
             Ok((next, tid, pid, name))
         });
-        let task = match seen {
-            Ok((address, tid, pid, name)) => self.describe(address, tid, pid, name, &mut mem),
-            Err(why) => Err(why),
-        };
         let rec = TaskRecord {
             vcpu,
             time_ns,
-            task,
+            task: self.identity_of(seen, &mut mem),
         };
         self.last = Some((seen, rec));
         self.known = seen.ok();

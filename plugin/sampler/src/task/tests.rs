@@ -357,3 +357,30 @@ fn the_slot_read_ahead_is_the_one_read_uses() {
     let reg = TaskReader::new(spec(Current::InRegister), Arch::Aarch64);
     assert_eq!(reg.current_slot(false, &mut regs), None);
 }
+
+#[test]
+fn a_task_recorded_again_after_an_unknown_stretch_needs_no_memory() {
+    let mut mem = Mem::default();
+    mem.task(TASK, 9, 9, b"sh", 0, TASK);
+    let mut regs = Regs::default();
+    regs.0.insert(Reg::TaskBase, TASK);
+    let mut r = TaskReader::new(spec(Current::InRegister), Arch::Aarch64).seeing_switches();
+    let first = read(&mut r, false, true, &mut regs, &mem).unwrap();
+    // Identity-mapped kernel code (below the kernel's addresses), then a sample whose task
+    // memory the page tables of that moment do not reach: the task is the one it was.
+    let boot = r.read(0x4000_0000, false, None, 6, 1, false, &mut regs, |_, _| {
+        false
+    });
+    assert_eq!(boot.unwrap().task, Err(TaskUnknown::Boot));
+    let again = r.read(
+        0xffff_ffff_8100_0000,
+        false,
+        None,
+        7,
+        1,
+        false,
+        &mut regs,
+        |_, _| false,
+    );
+    assert_eq!(again.unwrap().task, first.task);
+}
