@@ -461,6 +461,11 @@ impl<'a> Frames<'a> {
     }
 
     /// Counts `k` frames stored through [`Frames::rest`].
+    /// Takes back the last frame pushed.
+    pub fn pop(&mut self) {
+        self.n = self.n.saturating_sub(1);
+    }
+
     pub fn advance(&mut self, k: usize) {
         self.n = (self.n + k).min(self.cap);
     }

@@ -69,6 +69,12 @@ struct State {
     /// Where this stack's span ends (`span_end(stack_span, where its walk began)`): nothing
     /// at or beyond it is read.
     end: u64,
+    /// The callee's stack pointer and frame pointer, when its step read the frame record
+    /// its frame pointer points to. Where no table covers this frame, the frame-pointer walk
+    /// takes over at that record, not after it: its crossings read the record's
+    /// surroundings (i386 Linux's SYSENTER registers lie right above `do_SYSENTER_32`'s
+    /// record, whose CFI step returns into entry code with no CFI).
+    record_at_fp: Option<(u64, u64)>,
 }
 
 /// What one step found.
@@ -87,6 +93,9 @@ enum Step {
         /// The frame was an interrupt's (CFI's signal frame): the caller is the interrupted
         /// context, marked as a kernel entry.
         entry: bool,
+        /// The callee's stack and frame pointers, when the step read a frame record at that
+        /// frame pointer (see [`State::record_at_fp`]).
+        record_at_fp: Option<(u64, u64)>,
     },
     /// The interrupted context behind entry code.
     Entry {
@@ -207,6 +216,7 @@ where
         regs: None,
         prev_full: None,
         end: span_end(crossings.stack_span, start.sp),
+        record_at_fp: None,
     };
     let (mut switches, mut entries) = (0u8, 0u8);
     // The rule that found the last frame, and whether the walk went on into a user program.
@@ -265,9 +275,17 @@ where
                     user_mode: in_program,
                     ..crossings
                 };
+                let (sp, fp) = match st.record_at_fp.filter(|_| !in_program) {
+                    Some(record) => {
+                        // The walk reads the record again, and pushes its return address.
+                        frames.pop();
+                        record
+                    }
+                    None => (st.sp, st.fp),
+                };
                 let rest = frames.rest();
                 let depth = rest.len();
-                let w = walk_guest(arch, st.sp, st.fp, depth, go_on, &mut read, rest);
+                let w = walk_guest(arch, sp, fp, depth, go_on, &mut read, rest);
                 frames.advance(w.frames);
                 (walker, from_user) = (
                     w.walker,
@@ -283,6 +301,7 @@ where
                 may_switch,
                 from_register,
                 entry,
+                record_at_fp,
             } => {
                 let upwards = sp > st.sp || (sp == st.sp && from_register && st.ra.is_some());
                 let mut end = st.end;
@@ -325,6 +344,7 @@ where
                     regs: None,
                     prev_full: None,
                     end,
+                    record_at_fp: record_at_fp.filter(|_| !entry && end == st.end),
                 };
             }
             Step::Entry {
@@ -360,6 +380,7 @@ where
                         regs: None,
                         prev_full: None,
                         end: span_end(crossings.stack_span, sp),
+                        record_at_fp: None,
                     };
                     continue;
                 }
@@ -385,6 +406,7 @@ where
                     regs: Some(regs),
                     prev_full,
                     end: span_end(crossings.stack_span, sp),
+                    record_at_fp: None,
                 };
             }
         }

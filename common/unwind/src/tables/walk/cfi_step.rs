@@ -80,6 +80,11 @@ where
             None => return Step::Stop(StopReason::Unreadable),
         },
     };
+    // The record the frame pointer points to: a frame-pointer walk would read the same.
+    let at_fp = record
+        .and_then(|f| plus(cfa, f as i64))
+        .filter(|&a| a == st.fp && !row.signal)
+        .map(|_| (st.sp, st.fp));
     Step::Call {
         ret: arch.guest.clean_return_address(ret),
         sp,
@@ -88,5 +93,6 @@ where
         may_switch: row.sp_saved.is_some(),
         from_register: row.ra == Rule::Unchanged,
         entry: row.signal,
+        record_at_fp: at_fp,
     }
 }

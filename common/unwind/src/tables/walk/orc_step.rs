@@ -66,6 +66,7 @@ where
             may_switch: false,
             from_register: false,
             entry: false,
+            record_at_fp: None,
         };
     }
     // A register saved in the entry code's pt_regs (Linux's get_reg).
@@ -145,6 +146,7 @@ where
                 may_switch: indirect,
                 from_register: false,
                 entry: false,
+                record_at_fp: None,
             }
         }
         OrcKind::Regs | OrcKind::RegsPartial => {

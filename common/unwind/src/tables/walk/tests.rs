@@ -15,6 +15,12 @@ impl Mem {
         self.0.push((at, bytes));
     }
 
+    /// 4-byte words (i386).
+    fn put32(&mut self, at: u32, words: &[u32]) {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.0.push((at.into(), bytes));
+    }
+
     fn read(&self, addr: u64, out: &mut [u8]) -> bool {
         for (at, b) in &self.0 {
             if addr >= *at && addr - at + out.len() as u64 <= b.len() as u64 {
@@ -651,4 +657,53 @@ fn regs_cross_into_a_user_program_and_walk_its_cfi() {
     unreadable.put(user_sp, &[0x1111, MAIN + 0x10, START_FN + 0x10]);
     let (frames, _) = walk(&t, B + 4, S, 0, &unreadable, 64).unwrap();
     assert_eq!(frames, [ENTRY + 0x10, KE, ip]);
+}
+
+/// i386 Linux from its -dbg vmlinux: `do_SYSENTER_32` has CFI (its frame record at `ebp`),
+/// `entry_SYSENTER_32` has none. The frame-pointer walk takes over at the record, where it
+/// finds the user's registers right above, and crosses into the vDSO's caller; taking over
+/// after it, it would read the user stack pointer (the record's saved `ebp`) as a frame.
+#[test]
+fn a_cfi_frame_record_hands_over_at_the_record_so_sysenter_crosses() {
+    let f = 0xc100_0000u64;
+    let stub_return = 0xc191_a0a8u32;
+    let cfi = CfiTable::from_rows(&[
+        (
+            f,
+            Some(CfiRow::call(
+                CfaBase::FramePointer,
+                8,
+                Rule::AtCfa(-8),
+                Rule::AtCfa(-4),
+            )),
+        ),
+        (f + 0x100, None),
+    ]);
+    let t = cfi_only(Arch::I386, cfi);
+    let mut mem = Mem::default();
+    let kstack = 0xc2a0_1f00u32;
+    let rec = kstack + 0x20;
+    let regs = rec + 8;
+    let (user_sp, user_bp) = (0xbfff_f000u32, 0xbfff_f100u32);
+    // pt_regs: bx cx dx si di bp ax ds es fs gs orig_ax ip cs flags sp ss.
+    let mut pt = [0u32; 17];
+    (pt[5], pt[12], pt[13], pt[14], pt[15], pt[16]) =
+        (user_bp, 0xb7ff_0429, 0x73, 0x246, user_sp, 0x7b);
+    mem.put32(kstack, &[0; 8]);
+    mem.put32(rec, &[user_sp, stub_return]);
+    mem.put32(regs, &pt);
+    mem.put32(user_sp, &[user_bp, 0x1_0000, 3, 0x0805_1234]);
+    mem.put32(user_bp, &[0, 0x0804_9000]);
+    let (frames, stop) = walk(&t, f + 0x10, kstack.into(), rec.into(), &mem, 64).unwrap();
+    assert_eq!(
+        frames,
+        [
+            stub_return.into(),
+            KE,
+            0xb7ff_0429,
+            0x0805_1234,
+            0x0804_9000
+        ]
+    );
+    assert_eq!(stop, StopReason::NullFramePointer);
 }
