@@ -1,7 +1,8 @@
-//! Which task ran, on Debian's amd64 and arm64 Linux: the initramfs's `kp.workload=tasks` runs
-//! named processes on both CPUs that print their own pids ("kp-proc PID NAME"), under the real
-//! plugin with `elf=` the vmlinuz alone (its BTF and kallsyms say where the tasks are, and
-//! where the kernel switches them). The text report `--by process` must list each one under
+//! Which task ran, on Debian's i386, amd64 and arm64 Linux: the initramfs's `kp.workload=tasks`
+//! runs named processes on both CPUs that print their own pids ("kp-proc PID NAME"), under the
+//! real plugin with `elf=` the vmlinuz alone (its BTF and kallsyms say where the tasks are, and
+//! where the kernel switches them); on i386, whose 686 kernels carry no BTF, `elf=` the
+//! vmlinux of the kernel's -dbg package (its DWARF and symbols). The text report `--by process` must list each one under
 //! its name and pid with a share within 2 points of its exact share (the instructions between
 //! the recording's own task switches), the filters must keep its samples, and samples the
 //! plugin could not name must be boot code's only. The two processes that wait (a sleep, a
@@ -41,6 +42,11 @@ fn waits(console: &str) -> Vec<(u32, f64)> {
 const WAIT_TOLERANCE: f64 = 0.10;
 
 #[test]
+fn i386_samples_name_their_processes() {
+    samples_name_their_processes("i386");
+}
+
+#[test]
 fn x86_64_samples_name_their_processes() {
     samples_name_their_processes("x86_64");
 }
@@ -55,11 +61,14 @@ const SHARE_POINTS: f64 = 2.0;
 
 fn samples_name_their_processes(arch: &str) {
     let dir = root().join("target/linux").join(arch);
-    let vmlinuz = dir.join("vmlinuz");
-    if !linux_guest_present(&dir, &[vmlinuz.clone(), dir.join("busybox")]) {
+    let elf = match arch {
+        "i386" => dir.join("vmlinux"),
+        _ => dir.join("vmlinuz"),
+    };
+    if !linux_guest_present(&dir, &[elf.clone(), dir.join("busybox")]) {
         return;
     }
-    let args = format!("period=100000,elf={}", vmlinuz.display());
+    let args = format!("period=100000,elf={}", elf.display());
     let run = boot_linux_with(
         &format!("linux-tasks-{arch}"),
         arch,

@@ -7,6 +7,9 @@
 #   vmlinuz      the kernel (boots with `qemu-system-* -kernel`)
 #   busybox      static busybox for the initramfs
 #   packages.txt the Debian packages they came from
+#   vmlinux      (i386 only) the same kernel with its DWARF, from its -dbg package (760 MB,
+#                of which the vmlinux alone is unpacked): the 686 kernels carry no BTF, so
+#                tasks= reads task_struct's layout from DWARF
 # then builds target/linux/ARCH/initramfs.cpio.gz (scripts/guests/build-linux-initramfs.sh).
 # Also Debian 12's newest Linux 6.12 amd64 kernel (bookworm's 6.12.x+deb12 packages; no 686
 # flavour exists) as target/linux/x86_64-6.12/vmlinuz, booted with the x86_64 initramfs
@@ -67,7 +70,37 @@ fetch() {
     cp "$tmp/b/bin/busybox" "$out/busybox"
     (cd "$tmp" && ls -- *.deb) >"$out/packages.txt"
     rm -rf "$tmp"
-    rm -f "$out/initramfs.cpio.gz"
+    rm -f "$out/initramfs.cpio.gz" "$out/vmlinux"
+}
+
+# fetch_dbg: the i386 kernel's vmlinux with DWARF (its -dbg package, same version) into
+# target/linux/i386/vmlinux.
+fetch_dbg() {
+    local out="$LINUX_DIR/i386" image pkg ver tmp
+    if [ "$force" = 0 ] && [ -s "$out/vmlinux" ]; then
+        say "Linux guest (i386) vmlinux with DWARF already fetched"
+        return
+    fi
+    image="$(grep -o '^linux-image-[^_]*-686-unsigned_[^_]*' "$out/packages.txt")" ||
+        die "$out/packages.txt names no 686 kernel package"
+    pkg="${image%%_*}"
+    pkg="${pkg%-unsigned}-dbg"
+    ver="$(printf '%b' "${image#*_}" | sed 's/%3a/:/')"
+    apt_update
+    say "downloading $pkg:i386=$ver (for its vmlinux)"
+    tmp="$(mktemp -d)"
+    chmod 755 "$tmp"  # apt-get download runs as _apt
+    (cd "$tmp" && apt-get download -qq "$pkg:i386=$ver") ||
+        { rm -rf "$tmp"; die "apt-get download $pkg:i386=$ver failed"; }
+    mkdir -p "$tmp/d"
+    # The vmlinux comes first in the package: tar stops there, and dpkg-deb, cut off, fails.
+    { dpkg-deb --fsys-tarfile "$tmp"/linux-image-*.deb 2>/dev/null || true; } |
+        tar -x -C "$tmp/d" --occurrence=1 --wildcards './usr/lib/debug/boot/vmlinux-*' ||
+        { rm -rf "$tmp"; die "no vmlinux in $pkg"; }
+    cp "$tmp"/d/usr/lib/debug/boot/vmlinux-* "$out/vmlinux.part"
+    mv "$out/vmlinux.part" "$out/vmlinux"
+    (cd "$tmp" && ls -- *.deb) >>"$out/packages.txt"
+    rm -rf "$tmp"
 }
 
 # fetch_612: the newest Linux 6.12 amd64 kernel into target/linux/x86_64-6.12 (vmlinuz only).
@@ -110,5 +143,6 @@ for arch in i386 x86_64 aarch64; do
     fetch "$arch"
     bash "$KP_ROOT/scripts/guests/build-linux-initramfs.sh" --arch "$arch" >/dev/null
 done
+fetch_dbg
 fetch_612
 say "Linux guest ready in $LINUX_DIR"

@@ -16,7 +16,7 @@ mod error;
 pub mod linux;
 
 pub use error::TaskDescriptionError;
-pub use linux::{describe_linux_spec, linux_spec, LinuxSpecError};
+pub use linux::{describe_linux_spec, linux_image_spec, linux_spec, LayoutSource, LinuxSpecError};
 
 /// Linux's `PF_KTHREAD` in `task_struct.flags` (unchanged since 2.6.26).
 pub const PF_KTHREAD: u32 = 0x0020_0000;
@@ -29,7 +29,8 @@ pub enum Current {
     /// ([`Reg::TaskBaseUser`]: riscv64 `sscratch`).
     InRegister,
     /// The pointer is at this offset from a per-CPU base register ([`Reg::TaskBase`] in kernel
-    /// mode, [`Reg::TaskBaseUser`] in user mode: x86_64 `gs_base`, `k_gs_base`).
+    /// mode, [`Reg::TaskBaseUser`] in user mode: x86_64 `gs_base`, `k_gs_base`; i386 `fs_base`
+    /// in kernel mode, itself an offset: the pointer is at the sum, 32 bits wide).
     PerCpu { offset: u64 },
     /// A global variable at this address holds the task pointer (null when no task runs):
     /// one for the whole machine, so one vCPU's task (per-CPU variables: not yet).
@@ -87,6 +88,8 @@ pub struct TaskReader {
     /// Samples after a switch that may still find the leaving task where the kernel keeps
     /// the current one (see [`STALE_AFTER_SWITCH`]).
     after_switch: u8,
+    /// The per-CPU register holds an offset to add, not the area's address (i386).
+    base_is_offset: bool,
 }
 
 /// Samples after a switch that take the switch's word over a stale current-task pointer.
@@ -116,6 +119,7 @@ impl TaskReader {
             known: None,
             described: None,
             after_switch: 0,
+            base_is_offset: arch == Arch::I386,
         }
     }
 
@@ -212,9 +216,8 @@ impl TaskReader {
                 regs.read(reg).ok_or(TaskUnknown::NoRegister)?
             }
             Current::PerCpu { offset } => {
-                let base = self.per_cpu_base(user, regs)?;
-                self.word(base.wrapping_add(offset), mem)
-                    .ok_or(TaskUnknown::Unreadable)?
+                let slot = self.per_cpu_slot(offset, user, regs)?;
+                self.word(slot, mem).ok_or(TaskUnknown::Unreadable)?
             }
             Current::Global { address } => {
                 self.word(address, mem).ok_or(TaskUnknown::Unreadable)?
@@ -289,10 +292,7 @@ impl TaskReader {
     pub fn current_slot(&self, user: bool, regs: &mut impl RegisterReader) -> Option<u64> {
         match self.spec.current {
             Current::InRegister => None,
-            Current::PerCpu { offset } => self
-                .per_cpu_base(user, regs)
-                .ok()
-                .map(|b| b.wrapping_add(offset)),
+            Current::PerCpu { offset } => self.per_cpu_slot(offset, user, regs).ok(),
             Current::Global { address } => Some(address),
         }
     }
@@ -310,6 +310,30 @@ impl TaskReader {
     pub fn state(&self, task: u64, mut mem: impl FnMut(u64, &mut [u8]) -> bool) -> Option<u32> {
         self.check_pointer(task).ok()?;
         self.u32_at(task, self.spec.state?, &mut mem)
+    }
+
+    /// Where the per-CPU slot at `offset` is for this vCPU.
+    fn per_cpu_slot(
+        &self,
+        offset: u64,
+        user: bool,
+        regs: &mut impl RegisterReader,
+    ) -> Result<u64, TaskUnknown> {
+        if !self.base_is_offset {
+            return Ok(self.per_cpu_base(user, regs)?.wrapping_add(offset));
+        }
+        // i386: the kernel loads its per-CPU segment into FS at entry, and its base is the
+        // CPU's `__per_cpu_offset`, added to the symbol's link address (32 bits wrap). In
+        // user mode FS is the program's.
+        if user {
+            return Err(TaskUnknown::NoRegister);
+        }
+        let base = regs.read(Reg::TaskBase).ok_or(TaskUnknown::NoRegister)?;
+        let slot = base.wrapping_add(offset) & 0xffff_ffff;
+        match slot >= self.kernel_start {
+            true => Ok(slot),
+            false => Err(TaskUnknown::BadPointer),
+        }
     }
 
     /// The per-CPU base: the mode's register, or the other one when only it holds a kernel

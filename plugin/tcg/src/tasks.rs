@@ -8,7 +8,7 @@ use std::path::Path;
 use kern_profile_format::Arch;
 use kern_profile_linux_image::KernelImage;
 use kern_profile_sampler::task::dwarf::{resolve, ResolvedTasks};
-use kern_profile_sampler::task::{describe_linux_spec, linux_spec, TaskSpec};
+use kern_profile_sampler::task::{describe_linux_spec, linux_image_spec, LayoutSource, TaskSpec};
 use kern_profile_unwind::KernelOs;
 
 use crate::config::{AutoOnOff, TaskArgs};
@@ -33,15 +33,12 @@ pub fn find(
         return Ok(Some(r.spec()));
     }
     let found = match os {
-        KernelOs::Linux => image
-            .task_layout()
-            .map_err(|e| e.to_string())
-            .and_then(|l| linux_spec(&l, arch).map_err(|e| e.to_string())),
+        KernelOs::Linux => linux_image_spec(image, arch).map_err(|e| e.to_string()),
         _ => Err("not a Linux kernel (other kernels: not yet)".to_string()),
     };
     match (found, tasks) {
-        (Ok(spec), _) => {
-            crate::stderr_line(&found_line(path, &spec));
+        (Ok((spec, source)), _) => {
+            crate::stderr_line(&found_line(path, &spec, source));
             Ok(Some(spec))
         }
         (Err(why), AutoOnOff::On) => Err(format!("tasks=on: elf={}: {why}", path.display())),
@@ -56,11 +53,11 @@ pub fn find(
 }
 
 /// The line printed at start when samples will carry their task.
-fn found_line(path: &Path, s: &TaskSpec) -> String {
+fn found_line(path: &Path, s: &TaskSpec, source: LayoutSource) -> String {
     format!(
         "kern-profile: elf={}: samples carry their task ({})",
         path.display(),
-        describe_linux_spec(s)
+        describe_linux_spec(s, source)
     )
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use kern_profile_format::Arch;
 use kern_profile_linux_image::{self as image, KernelImage};
-use kern_profile_sampler::task::{describe_linux_spec, linux_spec, TaskSpec};
+use kern_profile_sampler::task::{describe_linux_spec, linux_image_spec, LayoutSource, TaskSpec};
 use kern_profile_unwind::KernelOs;
 
 /// The kernel's task spec, or none, and the line to print about it (none without a kernel
@@ -22,7 +22,7 @@ pub fn find(
         return (None, None);
     };
     match spec(path, vmlinux, os, arch) {
-        Ok(s) => (Some(s), Some(found_line(path, &s))),
+        Ok((s, source)) => (Some(s), Some(found_line(path, &s, source))),
         Err(why) => (
             None,
             Some(format!(
@@ -38,7 +38,7 @@ fn spec(
     vmlinux: Option<&[u8]>,
     os: KernelOs,
     arch: Option<Arch>,
-) -> Result<TaskSpec, String> {
+) -> Result<(TaskSpec, LayoutSource), String> {
     if os != KernelOs::Linux {
         return Err("not a Linux kernel (other kernels: not yet)".into());
     }
@@ -54,16 +54,15 @@ fn spec(
     }
     let image: KernelImage = image::parse(path, bytes.to_vec(), &image::Options::default())
         .map_err(|e| e.to_string())?;
-    let layout = image.task_layout().map_err(|e| e.to_string())?;
-    linux_spec(&layout, arch).map_err(|e| e.to_string())
+    linux_image_spec(&image, arch).map_err(|e| e.to_string())
 }
 
 /// The line printed at start when samples will carry their task.
-fn found_line(path: &Path, s: &TaskSpec) -> String {
+fn found_line(path: &Path, s: &TaskSpec, source: LayoutSource) -> String {
     format!(
         "kern-profile: {}: samples carry their task ({}); --no-tasks turns this off",
         path.display(),
-        describe_linux_spec(s)
+        describe_linux_spec(s, source)
     )
 }
 

@@ -270,6 +270,9 @@ where
         };
         match step {
             Step::Stop(reason) => break reason,
+            // Nothing walked yet: the caller's frame-pointer walk, which knows where the
+            // sampled function's return address is before its frame record is made.
+            Step::HandOver if known.is_some() => return None,
             Step::HandOver => {
                 let go_on = Crossings {
                     user_mode: in_program,
@@ -454,7 +457,13 @@ where
     let crossed = match (tables.arch, found) {
         (Arch::I386 | Arch::X86_64, Some(stubs::StubAt::X86(layout))) => {
             let cs = crossings.kernel_cs;
-            stubs::cross_x86(&tables.stubs, layout, at, width, cs, read)
+            let crossed = stubs::cross_x86(&tables.stubs, layout, at, width, cs, read);
+            // Code with no table that is no entry (i386 Linux's `__switch_to_asm`, its
+            // string functions) under a frame pointer into this stack: its records.
+            if crossed.is_err() && (st.sp..st.end).contains(&st.fp) {
+                return Step::HandOver;
+            }
+            crossed
         }
         (Arch::I386 | Arch::X86_64, _) | (_, None | Some(stubs::StubAt::X86(_))) => {
             return Step::HandOver;

@@ -17,6 +17,10 @@ use object::Object;
 use super::description::TaskDescription;
 use super::{Current, TaskDescriptionError, TaskSpec};
 
+mod linux;
+
+pub use linux::{linux_layout, LinuxDwarfError};
+
 type R<'a> = EndianSlice<'a, RunTimeEndian>;
 
 /// Typedefs, qualifiers and declarations followed from a type to what it names: a longer
@@ -62,13 +66,26 @@ impl ResolvedTasks {
 /// Resolves `desc` against the DWARF of `elf` (an ELF file's bytes).
 pub fn resolve(elf: &[u8], desc: &TaskDescription) -> Result<ResolvedTasks, TaskDescriptionError> {
     let d = desc.to_string();
-    let no_dwarf = |why: String| TaskDescriptionError::NoDwarf {
-        desc: d.clone(),
-        why,
-    };
-    let file = object::File::parse(elf).map_err(|e| no_dwarf(format!("is not an ELF ({e})")))?;
+    with_units(elf, |units| units.resolve(desc)).map_err(|e| match e {
+        Unreadable::NoDwarf(why) => TaskDescriptionError::NoDwarf { desc: d, why },
+        Unreadable::Dwarf(why) => dwarf_err(&d, why),
+    })?
+}
+
+/// Why an ELF's DWARF cannot be read at all.
+enum Unreadable {
+    /// Not an ELF, or no `.debug_info`: why, said of the file.
+    NoDwarf(String),
+    /// Its DWARF is malformed.
+    Dwarf(String),
+}
+
+/// `f` over the units of the DWARF of `elf`.
+fn with_units<T>(elf: &[u8], f: impl FnOnce(&Units<'_, '_>) -> T) -> Result<T, Unreadable> {
+    let file = object::File::parse(elf)
+        .map_err(|e| Unreadable::NoDwarf(format!("is not an ELF ({e})")))?;
     if file.section_by_name(".debug_info").is_none() {
-        return Err(no_dwarf("has no DWARF (.debug_info)".into()));
+        return Err(Unreadable::NoDwarf("has no DWARF (.debug_info)".into()));
     }
     let endian = match file.is_little_endian() {
         true => RunTimeEndian::Little,
@@ -83,13 +100,10 @@ pub fn resolve(elf: &[u8], desc: &TaskDescription) -> Result<ResolvedTasks, Task
             None => Ok(Cow::Borrowed(&[])),
         }
     })
-    .map_err(|why| TaskDescriptionError::Dwarf {
-        desc: d.clone(),
-        why,
-    })?;
+    .map_err(Unreadable::Dwarf)?;
     let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
-    let units = Units::read(&dwarf).map_err(|e| dwarf_err(&d, e))?;
-    units.resolve(desc)
+    let units = Units::read(&dwarf).map_err(|e| Unreadable::Dwarf(e.to_string()))?;
+    Ok(f(&units))
 }
 
 fn dwarf_err(desc: &str, e: impl std::fmt::Display) -> TaskDescriptionError {
@@ -291,9 +305,27 @@ impl<'d, 'a> Units<'d, 'a> {
         })
     }
 
-    /// The member `member` of the struct at `strukt` (named `struct_name`): its offset and type.
+    /// The member `member` of the struct at `strukt` (named `struct_name`): its offset and
+    /// type, found in the anonymous structs and unions it holds too (Linux's `task_struct`
+    /// under `randomized_struct_fields_start`, C11's anonymous members).
     fn member(&self, strukt: Ref, member: &str, struct_name: &str) -> Result<(u32, Ref), Misfit> {
+        self.find_member(strukt, member, struct_name, 0)?
+            .ok_or_else(|| Misfit::NoMember(struct_name.into(), member.into()))
+    }
+
+    fn find_member(
+        &self,
+        strukt: Ref,
+        member: &str,
+        struct_name: &str,
+        depth: usize,
+    ) -> Result<Option<(u32, Ref)>, Misfit> {
         let err = |why: &str| Misfit::Member(struct_name.into(), member.into(), why.into());
+        if depth > MAX_HOPS {
+            return Err(err(&format!(
+                "lies deeper than {MAX_HOPS} anonymous members (a loop?)"
+            )));
+        }
         let unit = &self.units[strukt.unit];
         let mut tree = unit.entries_tree(Some(strukt.offset))?;
         let root = tree.root()?;
@@ -307,33 +339,64 @@ impl<'d, 'a> Units<'d, 'a> {
                 unit: strukt.unit,
                 offset: e.offset(),
             };
-            if self.name(here)?.as_deref() != Some(member) {
-                continue;
-            }
-            let offset = match e.attr(gimli::DW_AT_data_member_location)? {
-                Some(a) => match (a.udata_value(), a.value()) {
-                    (Some(n), _) => Some(n),
-                    (None, AttributeValue::Exprloc(expr)) => {
-                        let mut ops = expr.operations(unit.encoding());
-                        match (ops.next()?, ops.next()?) {
-                            (Some(Operation::PlusConstant { value }), None) => Some(value),
-                            _ => None,
-                        }
-                    }
-                    _ => None,
+            let found = match self.name(here)? {
+                Some(name) if name == member => None,
+                Some(_) => continue,
+                // An anonymous struct or union: its members are the outer struct's.
+                None => match self.type_of(here)? {
+                    Some(t) => Some(self.strip(t)?),
+                    None => continue,
                 },
-                // A union's members, and a struct's first in some producers.
-                None => Some(0),
             };
-            let offset = offset.ok_or_else(|| err("has no constant offset"))?;
+            let offset =
+                Self::member_offset(unit, e)?.ok_or_else(|| err("has no constant offset"))?;
             let offset = u32::try_from(offset).map_err(|_| err("is beyond 4 GiB"))?;
+            if let Some(inner) = found {
+                if !matches!(
+                    self.tag(inner)?,
+                    gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type
+                ) {
+                    continue;
+                }
+                match self.find_member(inner, member, struct_name, depth + 1)? {
+                    Some((o, ty)) => {
+                        let o = offset
+                            .checked_add(o)
+                            .ok_or_else(|| err("is beyond 4 GiB"))?;
+                        return Ok(Some((o, ty)));
+                    }
+                    None => continue,
+                }
+            }
             if e.attr_value(gimli::DW_AT_bit_size)?.is_some() {
                 return Err(err("is a bit field"));
             }
             let ty = self.type_of(here)?.ok_or_else(|| err("has no type"))?;
-            return Ok((offset, ty));
+            return Ok(Some((offset, ty)));
         }
-        Err(Misfit::NoMember(struct_name.into(), member.into()))
+        Ok(None)
+    }
+
+    /// A member's constant offset (`DW_AT_data_member_location`, a constant or
+    /// `DW_OP_plus_uconst`; none for a union's members and some producers' first member).
+    fn member_offset(
+        unit: &gimli::Unit<R<'a>>,
+        e: &gimli::DebuggingInformationEntry<'_, '_, R<'a>>,
+    ) -> Result<Option<u64>, gimli::Error> {
+        Ok(match e.attr(gimli::DW_AT_data_member_location)? {
+            Some(a) => match (a.udata_value(), a.value()) {
+                (Some(n), _) => Some(n),
+                (None, AttributeValue::Exprloc(expr)) => {
+                    let mut ops = expr.operations(unit.encoding());
+                    match (ops.next()?, ops.next()?) {
+                        (Some(Operation::PlusConstant { value }), None) => Some(value),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            None => Some(0),
+        })
     }
 
     /// An integer base type of `size` bytes.

@@ -1,16 +1,55 @@
 //! Linux's [`TaskSpec`] from its `task_struct` layout (`KernelImage::task_layout`: BTF and
-//! kallsyms), for every source that names tasks (the TCG plugin's `tasks=`, the gdbstub's).
+//! kallsyms; else a vmlinux's DWARF, [`super::dwarf::linux_layout`]), for every source that
+//! names tasks (the TCG plugin's `tasks=`, the gdbstub's).
 
 use kern_profile_format::Arch;
-use kern_profile_linux_image::TaskLayout;
+use kern_profile_linux_image::{KernelImage, TaskLayout};
 
+use super::dwarf::{linux_layout, LinuxDwarfError};
 use super::{Current, TaskSpec, PF_KTHREAD};
 
-/// Why a Linux layout gives no spec.
+/// Why a Linux image gives no spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinuxSpecError {
     #[error("its symbols give no per-CPU current_task")]
     NoPerCpuCurrent,
+    /// No BTF, and no DWARF either: the BTF's message says what to give.
+    #[error("{0}")]
+    NoLayout(String),
+    #[error("{path}: {why}")]
+    Dwarf { path: String, why: LinuxDwarfError },
+}
+
+/// Where a layout's offsets were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutSource {
+    Btf,
+    Dwarf,
+}
+
+/// Linux's spec from `image`: its BTF, or, lacking one, its DWARF (the vmlinux of a
+/// `-dbg` package: Debian's 686 kernels carry no BTF).
+pub fn linux_image_spec(
+    image: &KernelImage,
+    arch: Arch,
+) -> Result<(TaskSpec, LayoutSource), LinuxSpecError> {
+    let btf = match image.task_layout() {
+        Ok(l) => return Ok((linux_spec(&l, arch)?, LayoutSource::Btf)),
+        Err(e) => e,
+    };
+    let dwarf_err = |why| LinuxSpecError::Dwarf {
+        path: image.path.display().to_string(),
+        why,
+    };
+    let per_cpu = matches!(arch, Arch::X86_64 | Arch::I386);
+    // A vmlinux with DWARF has its symbol table; kallsyms lacks data symbols where the
+    // kernel is built without KALLSYMS_ALL (Debian's 686 kernels).
+    let symbol = |name: &str| elf_symbol(&image.bytes, name);
+    match linux_layout(&image.bytes, per_cpu, symbol) {
+        Ok(l) => Ok((linux_spec(&l, arch)?, LayoutSource::Dwarf)),
+        Err(LinuxDwarfError::NoDwarf(_)) => Err(LinuxSpecError::NoLayout(btf.to_string())),
+        Err(why) => Err(dwarf_err(why)),
+    }
 }
 
 /// Linux's spec from its layout: x86 finds `current` in its per-CPU area, arm64 and
@@ -35,15 +74,29 @@ pub fn linux_spec(l: &TaskLayout, arch: Arch) -> Result<TaskSpec, LinuxSpecError
     })
 }
 
-/// What a start line says of a Linux spec: the BTF offsets, and where `current` is.
-pub fn describe_linux_spec(s: &TaskSpec) -> String {
+/// The address of symbol `name` in the ELF `bytes`' symbol table.
+fn elf_symbol(bytes: &[u8], name: &str) -> Option<u64> {
+    use object::{Object, ObjectSymbol};
+    let file = object::File::parse(bytes).ok()?;
+    file.symbols()
+        .find(|s| s.name() == Ok(name))
+        .map(|s| s.address())
+}
+
+/// What a start line says of a Linux spec: the offsets, where they were read, and where
+/// `current` is.
+pub fn describe_linux_spec(s: &TaskSpec, source: LayoutSource) -> String {
+    let source = match source {
+        LayoutSource::Btf => "BTF",
+        LayoutSource::Dwarf => "DWARF",
+    };
     let current = match s.current {
         Current::PerCpu { offset } => format!("per-CPU current_task at +{offset:#x}"),
         Current::InRegister => "the current-task register".to_string(),
         Current::Global { address } => format!("the global pointer at {address:#x}"),
     };
     format!(
-        "task_struct from BTF: pid +{:#x}, tgid +{:#x}, comm +{:#x}; {current}",
+        "task_struct from {source}: pid +{:#x}, tgid +{:#x}, comm +{:#x}; {current}",
         s.tid, s.pid, s.name
     )
 }

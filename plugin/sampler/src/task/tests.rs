@@ -384,3 +384,47 @@ fn a_task_recorded_again_after_an_unknown_stretch_needs_no_memory() {
     );
     assert_eq!(again.unwrap().task, first.task);
 }
+
+/// i386 Linux: FS's base in kernel mode is the CPU's `__per_cpu_offset`, added to the
+/// per-CPU symbol's link address (32 bits wrap); in user mode FS is the program's, and the
+/// task is unknown (the switches name it, where they are seen).
+#[test]
+fn i386_adds_the_fs_base_offset_to_the_symbol_in_kernel_mode_only() {
+    const SYMBOL: u64 = 0xc1e5_e6e8;
+    const OFFSET: u64 = 0x3600_0000; // the CPU's area at 0xf7e5_e6e8
+    const TASK32: u64 = 0xc340_0000;
+    let mut mem = Mem::default();
+    mem.put(0xf7e5_e6e8, &(TASK32 as u32).to_le_bytes());
+    mem.task(TASK32, 7, 7, b"md5sum", 0, TASK32);
+    let mut regs = Regs::default();
+    regs.0.insert(Reg::TaskBase, OFFSET);
+    let mut r = TaskReader::new(spec(Current::PerCpu { offset: SYMBOL }), Arch::I386);
+    let pc = 0xc100_0000;
+    let t = r.read(pc, false, None, 5, 0, true, &mut regs, |a, o| {
+        mem.read(a, o)
+    });
+    let t = t.unwrap().task.unwrap();
+    assert_eq!(
+        (t.address, t.tid, t.process().as_str()),
+        (TASK32, 7, "md5sum")
+    );
+    // A base whose sum wraps past 4 GiB: the 32-bit address.
+    let mut wrapped = Mem::default();
+    wrapped.put(0x0010_0000 + 0xc000_0000, &(TASK32 as u32).to_le_bytes());
+    wrapped.task(TASK32, 8, 8, b"dd", 0, TASK32);
+    regs.0.insert(
+        Reg::TaskBase,
+        0x0010_0000 + 0xc000_0000 + (1 << 32) - SYMBOL,
+    );
+    let mut r = TaskReader::new(spec(Current::PerCpu { offset: SYMBOL }), Arch::I386);
+    let t = r.read(pc, false, None, 5, 0, true, &mut regs, |a, o| {
+        wrapped.read(a, o)
+    });
+    assert_eq!(t.unwrap().task.unwrap().tid, 8);
+    // User mode: FS is the program's.
+    let mut r = TaskReader::new(spec(Current::PerCpu { offset: SYMBOL }), Arch::I386);
+    let t = r.read(0x0804_8000, true, None, 5, 0, true, &mut regs, |a, o| {
+        mem.read(a, o)
+    });
+    assert_eq!(t.unwrap().task, Err(TaskUnknown::NoRegister));
+}

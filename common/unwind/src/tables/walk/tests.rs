@@ -707,3 +707,77 @@ fn a_cfi_frame_record_hands_over_at_the_record_so_sysenter_crosses() {
     );
     assert_eq!(stop, StopReason::NullFramePointer);
 }
+
+/// i386 Linux's `__switch_to_asm` (no CFI, so a stub candidate, but no entry: it only pushes
+/// registers), where the plugin walks a task's stack at a switch: its "CPU frame" is none,
+/// and under a frame pointer into the stack the frame-pointer walk takes the sample (from
+/// the first step: the caller's, which knows the return address is at the stack pointer).
+/// A frame pointer off the stack is still the cut it was.
+#[test]
+fn code_with_no_table_that_is_no_entry_is_walked_by_frame_pointers() {
+    use crate::stubs::EntryStubs;
+    use crate::tables::TextRanges;
+    let f = 0xc100_0000u64;
+    let switch_to_asm = 0xc100_1000u64;
+    // push ebp; push ebx; push edi; push esi; pushf; mov [eax+0x5a0], esp
+    let code: &[u8] = &[0x55, 0x53, 0x57, 0x56, 0x9c, 0x89, 0xa0, 0xa0, 0x05, 0, 0];
+    let read_code = |addr: u64, buf: &mut [u8]| {
+        let Some(off) = addr.checked_sub(switch_to_asm).map(|o| o as usize) else {
+            return false;
+        };
+        match code.get(off..off + buf.len()) {
+            Some(b) => {
+                buf.copy_from_slice(b);
+                true
+            }
+            None => false,
+        }
+    };
+    let stubs = EntryStubs::read(
+        Arch::I386,
+        [switch_to_asm],
+        read_code,
+        TextRanges::unknown(),
+    );
+    assert!(stubs.covers(switch_to_asm), "a stub candidate");
+    let cfi = CfiTable::from_rows(&[
+        (
+            f,
+            Some(CfiRow::call(
+                CfaBase::FramePointer,
+                8,
+                Rule::AtCfa(-8),
+                Rule::AtCfa(-4),
+            )),
+        ),
+        (f + 0x100, None),
+    ]);
+    let t = UnwindTables {
+        stubs,
+        ..cfi_only(Arch::I386, cfi)
+    };
+    let mut mem = Mem::default();
+    let kstack = 0xc2a0_1f00u32;
+    let rec = kstack + 0x20;
+    // At the switch: the return into __schedule at the stack pointer, __schedule's record
+    // above.
+    mem.put32(kstack, &[(f + 0x40) as u32, 0, 0, 0, 0, 0, 0, 0]);
+    mem.put32(rec, &[0, (f + 0x80) as u32]);
+    let mut out = vec![0; 64];
+    let start = StartRegs {
+        pc: switch_to_asm,
+        sp: kstack.into(),
+        fp: rec.into(),
+        ra: None,
+    };
+    let read = |a: u64, b: &mut [u8]| mem.read(a, b);
+    assert!(walk_tables(&t, start, 64, Crossings::ALL, read, &mut out).is_none());
+    // The frame pointer off the stack (below it): no frame-pointer walk, the stub's cut.
+    let off = StartRegs {
+        fp: 0x1000,
+        ..start
+    };
+    let read = |a: u64, b: &mut [u8]| mem.read(a, b);
+    let w = walk_tables(&t, off, 64, Crossings::ALL, read, &mut out).unwrap();
+    assert_eq!(w.stop, StopReason::EntryNotCrossed);
+}

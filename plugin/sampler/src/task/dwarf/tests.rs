@@ -2,6 +2,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::*;
+use kern_profile_linux_image::TaskLayout;
 
 fn desc(s: &str) -> TaskDescription {
     TaskDescription::parse(s).unwrap()
@@ -176,6 +177,23 @@ fn abbrevs() -> Vec<u8> {
         &[(DW_AT_name, DW_FORM_string), (DW_AT_type, DW_FORM_ref4)],
     );
     add(10, DW_TAG_pointer_type, false, &[]);
+    // An anonymous member, and an anonymous struct (Linux's `randomized_struct_fields_start`
+    // with randstruct on; C11's anonymous members).
+    add(
+        11,
+        DW_TAG_member,
+        false,
+        &[
+            (DW_AT_type, DW_FORM_ref4),
+            (DW_AT_data_member_location, DW_FORM_data1),
+        ],
+    );
+    add(
+        12,
+        DW_TAG_structure_type,
+        true,
+        &[(DW_AT_byte_size, DW_FORM_data1)],
+    );
     a.push(0);
     a
 }
@@ -316,4 +334,112 @@ fn truncated_or_corrupted_dwarf_is_an_error_not_a_panic() {
             let _ = resolve_unit(&bad, "current->id,name");
         }
     }
+}
+
+/// A unit with Linux's `task_struct` as a kernel without BTF has it: `pid`, `tgid` and `comm`
+/// inside an anonymous struct at +8, `comm` of type `comm`.
+fn linux_unit(comm: &'static str) -> Vec<u8> {
+    let mut i = Info::default();
+    i.die("cu", 1);
+    i.die("task", 4).str("task_struct").u8(64);
+    i.die("m_state", 5).str("__state").to("u32").u8(0);
+    i.die("m_anon", 11).to("anon").u8(8);
+    i.die("m_leader", 5).str("group_leader").to("ptr").u8(40);
+    i.die("m_flags", 5).str("flags").to("u32").u8(48);
+    i.die("m_mm", 5).str("mm").to("void_ptr").u8(52);
+    i.end();
+    i.die("anon", 12).u8(32);
+    i.die("m_pid", 5).str("pid").to("pid_t").u8(0);
+    i.die("m_tgid", 5).str("tgid").to("pid_t").u8(4);
+    i.die("m_comm", 5).str("comm").to(comm).u8(8);
+    i.end();
+    i.die("ptr", 3).to("task");
+    i.die("pid_t", 9).str("pid_t").to("int");
+    i.die("int", 6).str("int").u8(4).u8(gimli::DW_ATE_signed.0);
+    i.die("u32", 6)
+        .str("unsigned int")
+        .u8(4)
+        .u8(gimli::DW_ATE_unsigned.0);
+    i.die("char", 6)
+        .str("char")
+        .u8(1)
+        .u8(gimli::DW_ATE_signed_char.0);
+    i.die("char16", 7).to("char");
+    i.die("sub16", 8).u8(16).end();
+    i.die("void_ptr", 10);
+    i.end();
+    i.bytes()
+}
+
+fn linux_of(info: &[u8], per_cpu: bool) -> Result<TaskLayout, LinuxDwarfError> {
+    let abbrev = abbrevs();
+    let dwarf = gimli::Dwarf::load(|id| -> Result<R<'_>, gimli::Error> {
+        let data: &[u8] = match id {
+            gimli::SectionId::DebugInfo => info,
+            gimli::SectionId::DebugAbbrev => &abbrev,
+            _ => &[],
+        };
+        Ok(EndianSlice::new(data, RunTimeEndian::Little))
+    })
+    .unwrap();
+    let symbol = |name: &str| (name == "current_task").then_some(0xc1e5_e6e8);
+    Units::read(&dwarf).unwrap().linux_layout(per_cpu, &symbol)
+}
+
+#[test]
+fn linux_s_task_struct_from_dwarf_through_anonymous_members() {
+    let l = linux_of(&linux_unit("char16"), true).unwrap();
+    assert_eq!(
+        l,
+        TaskLayout {
+            per_cpu_current: Some(0xc1e5_e6e8),
+            pid: 8,
+            tgid: 12,
+            comm: 16,
+            comm_len: 16,
+            group_leader: 40,
+            flags: 48,
+            mm: 52,
+            state: Some(0),
+        }
+    );
+    assert_eq!(
+        linux_of(&linux_unit("char16"), false)
+            .unwrap()
+            .per_cpu_current,
+        None
+    );
+    assert_eq!(
+        linux_of(&linux_unit("u32"), true).unwrap_err().to_string(),
+        "its DWARF's member `comm` of struct task_struct is a unsigned int, not an array of 1-byte chars"
+    );
+    // No task_struct at all: said so.
+    assert_eq!(
+        linux_of(&unit("ptr", "u32", "char16"), true)
+            .unwrap_err()
+            .to_string(),
+        "its DWARF defines no struct task_struct"
+    );
+}
+
+/// Debian's i386 kernel as `scripts/setup.sh --with-linux` fetches its -dbg vmlinux: no BTF,
+/// so the layout comes from its DWARF, and `current_task` from its symbol table.
+#[test]
+fn debian_686_vmlinux_gives_its_layout_from_dwarf() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/linux/i386/vmlinux");
+    let Ok(image) = kern_profile_linux_image::open(&path, &Default::default()) else {
+        eprintln!("skipped: no {}", path.display());
+        return;
+    };
+    let (spec, source) = crate::task::linux_image_spec(&image, kern_profile_format::Arch::I386)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(source, crate::task::LayoutSource::Dwarf);
+    assert_eq!(spec.pid, spec.tid + 4, "tgid right after pid");
+    assert_eq!(spec.name_len, 16);
+    assert!(spec.state.is_some());
+    let Current::PerCpu { offset } = spec.current else {
+        panic!("{:?}", spec.current)
+    };
+    // A per-CPU symbol: a link address in the kernel's half, as i386 keeps them.
+    assert!(offset >= 0xc000_0000, "{offset:#x}");
 }
