@@ -12,6 +12,9 @@
 //! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it this test
 //! prints why and passes, unless `KP_E2E=required`.
 
+use std::process::Command;
+use std::time::Duration;
+
 use kern_profile_e2e::*;
 
 /// The processes the guest printed, as (pid, name).
@@ -202,4 +205,103 @@ fn samples_name_their_processes(arch: &str) {
         .expect("the report's tasks line");
     let boot = format!("(boot code before the kernel's tasks {unknown})");
     assert!(unknown == 0 || line.ends_with(&boot), "{line}");
+}
+
+/// Through QEMU's gdbstub (`record --gdb`) on i386 (the -dbg vmlinux: `fs_base` in `g`) and
+/// arm64 (the image alone: `SP_EL0` read with `p` beside `g`): samples name their task. The
+/// unknown ones are boot code's, and, where no register holds `current` (user mode: i386's
+/// FS is the program's, arm64's SP_EL0 its stack pointer; the stub sees no switch), user
+/// samples'; init (pid 1) and a process of the workload by the pid it printed are named.
+#[test]
+fn i386_named_through_the_gdbstub() {
+    named_through_the_gdbstub("i386");
+}
+
+#[test]
+fn aarch64_named_through_the_gdbstub() {
+    named_through_the_gdbstub("aarch64");
+}
+
+fn named_through_the_gdbstub(arch: &str) {
+    let dir = root().join("target/linux").join(arch);
+    let kernel = match arch {
+        "i386" => dir.join("vmlinux"),
+        _ => dir.join("vmlinuz"),
+    };
+    if !linux_guest_present(&dir, &[kernel.clone(), dir.join("busybox")]) {
+        return;
+    }
+    let out = scratch(&format!("linux-tasks-gdb-{arch}"));
+    let o = Command::new("bash")
+        .arg(root().join("scripts/guests/run-linux.sh"))
+        .args([
+            "--arch",
+            arch,
+            "--print0",
+            "--append",
+            "kp.workload=tasks",
+            "--out",
+        ])
+        .arg(out.join("guest"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let qemu: Vec<String> = String::from_utf8(o.stdout)
+        .unwrap()
+        .split_terminator('\0')
+        .map(String::from)
+        .collect();
+    let rec = out.join("record");
+    let mut c = Command::new(bin());
+    c.args(["record", "--gdb", "--rate", "200", "--kernel"])
+        .arg(&kernel)
+        .arg("-o")
+        .arg(&rec)
+        .arg("--")
+        .args(&qemu);
+    let o = output_with_timeout(c, Duration::from_secs(1300));
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "record --gdb ({arch}) failed: {stderr}");
+    assert!(stderr.contains("samples carry their task"), "{stderr}");
+    let console = std::fs::read_to_string(out.join("guest/console.log")).unwrap_or_default();
+    let procs = printed(&console);
+    let raw = rec.join("cpu.raw");
+    let text = kern_profile(&[
+        raw.to_str().unwrap(),
+        kernel.to_str().unwrap(),
+        "-f",
+        "text",
+        "--by",
+        "process",
+        "--top",
+        "1000",
+        "-o",
+        "-",
+    ]);
+    println!("{text}");
+    let rows = task_table_rows(&text);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("# tasks:"))
+        .expect("the report's tasks line");
+    // "N samples read with no task (REASON N, ...)": boot code and user mode's missing
+    // register only.
+    if let Some((_, why)) = line.split_once("samples read with no task (") {
+        for part in why.trim_end_matches(')').split(", ") {
+            assert!(
+                part.starts_with("boot code before the kernel's tasks")
+                    || part.starts_with("no current-task register")
+                    || part.starts_with("current-task pointer not a kernel address"),
+                "{line}"
+            );
+        }
+    }
+    let named = |pid: &str| rows.iter().any(|r| r.3 == pid && !r.2.starts_with('['));
+    assert!(named("1"), "no init (pid 1):\n{text}");
+    assert!(
+        procs
+            .iter()
+            .any(|(pid, name)| rows.iter().any(|r| r.2 == *name && r.3 == pid.to_string())),
+        "no process of the workload ({procs:?}) named:\n{text}"
+    );
 }

@@ -218,6 +218,11 @@ pub struct GdbExtraRegisters {
     /// The control register the CPU mode comes from (aarch64 `SCTLR_EL1`: QEMU 11.1 calls
     /// it so, 7.2 to 10.0 `SCTLR`).
     pub control: &'static [&'static str],
+    /// Where Linux keeps `current` (aarch64 `SP_EL0` in kernel mode), read only when
+    /// samples name their task.
+    pub task_base: &'static [&'static str],
+    /// The same in user mode (riscv64 `sscratch`).
+    pub task_base_user: &'static [&'static str],
 }
 
 impl GdbExtraRegisters {
@@ -226,6 +231,8 @@ impl GdbExtraRegisters {
         privilege: &[],
         page_table_base: &[],
         control: &[],
+        task_base: &[],
+        task_base_user: &[],
     };
 }
 

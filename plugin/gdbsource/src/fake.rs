@@ -28,7 +28,13 @@ pub struct Stub {
     pub hello_stop: bool,
     /// The vCPU (from 0) an interrupt's stop reply names and selects.
     pub interrupt_vcpu: usize,
+    /// Registers outside `g`, read with `p`: each name with its value on each vCPU, listed
+    /// in the target description from regnum [`EXTRA_REGNUM`] on.
+    pub extra: Vec<(&'static str, Vec<u64>)>,
 }
+
+/// The first regnum of [`Stub::extra`].
+pub const EXTRA_REGNUM: usize = 0x60;
 
 /// What the fake saw: requests in order, and acknowledgements received.
 #[derive(Debug, Default)]
@@ -195,9 +201,27 @@ fn answer(stub: &Stub, req: &str, cur: &mut usize) -> String {
     if req == "g" {
         return hex(&stub.regs[*cur]);
     }
+    if let Some(n) = req.strip_prefix('p') {
+        let n = usize::from_str_radix(n, 16).unwrap();
+        return match n.checked_sub(EXTRA_REGNUM).and_then(|i| stub.extra.get(i)) {
+            Some((_, values)) => hex(&values[*cur].to_le_bytes()),
+            None => "E45".into(),
+        };
+    }
     if let Some(x) = req.strip_prefix("qXfer:features:read:target.xml:") {
+        let regs: String = stub
+            .extra
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| {
+                format!(
+                    "<reg name=\"{name}\" bitsize=\"64\" regnum=\"{}\"/>",
+                    EXTRA_REGNUM + i
+                )
+            })
+            .collect();
         let xml = format!(
-            "<target><architecture>{}</architecture></target>",
+            "<target><architecture>{}</architecture><feature name=\"extra\">{regs}</feature></target>",
             stub.architecture
         );
         let off = usize::from_str_radix(x.split(',').next().unwrap(), 16).unwrap();

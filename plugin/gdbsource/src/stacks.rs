@@ -139,6 +139,12 @@ pub struct Target {
     base_reg: Option<u32>,
     /// aarch64 `SCTLR_EL1`: the CPU mode.
     ctrl_reg: Option<u32>,
+    /// Where `current` is, read with `p` when samples name their task (aarch64 `SP_EL0`,
+    /// riscv64 `sscratch` in user mode).
+    task_reg: Option<u32>,
+    task_user_reg: Option<u32>,
+    /// Samples name their task: the looks read `task_reg` and `task_user_reg`.
+    want_tasks: bool,
     /// Per vCPU, the stack its last walk read (lowest address, end): the next look reads
     /// it ahead, in the write that stops the guest, as the stack mostly stays put.
     spans: Vec<Option<(u64, u64)>>,
@@ -216,8 +222,20 @@ impl Target {
             priv_reg: regnum(extra.privilege),
             base_reg: regnum(extra.page_table_base),
             ctrl_reg: regnum(extra.control),
+            task_reg: regnum(extra.task_base),
+            task_user_reg: regnum(extra.task_base_user),
+            want_tasks: false,
             stopped_vcpu,
         })
+    }
+
+    /// The task registers a look reads with `p`, when samples name their task.
+    fn task_regs(&self) -> impl Iterator<Item = u32> {
+        let want = self.want_tasks;
+        [self.task_reg, self.task_user_reg]
+            .into_iter()
+            .flatten()
+            .filter(move |_| want)
     }
 
     /// Every vCPU's registers and stack. The requests of every vCPU (its registers, and the
@@ -234,6 +252,7 @@ impl Target {
             Stop::Interrupt => self.stopped_vcpu,
             Stop::Already => vcpu_of(&self.threads, c.selected()).unwrap_or(usize::MAX),
         };
+        self.want_tasks = opts.tasks.is_some();
         let (plans, reqs) = self.batch(c, first);
         let replies = match stop {
             Stop::Interrupt => {
@@ -274,6 +293,7 @@ impl Target {
                 reqs.extend(self.priv_reg.map(|n| format!("p{n:x}")));
                 reqs.extend(self.base_reg.map(|n| format!("p{n:x}")));
                 reqs.extend(self.ctrl_reg.map(|n| format!("p{n:x}")));
+                reqs.extend(self.task_regs().map(|n| format!("p{n:x}")));
                 let mut ahead = self.spans[v].map_or(Vec::new(), |span| ahead_requests(c, span));
                 // The current-task pointer: at the same place while the vCPU runs.
                 if let Some(slot) = self.task_slots[v] {
@@ -338,6 +358,14 @@ impl Target {
             if self.ctrl_reg.is_some() {
                 let (req, r) = next();
                 regs.control = c.register_reply(req, &r)?.map(|b| le_bytes(&b));
+            }
+            if self.want_tasks && self.task_reg.is_some() {
+                let (req, r) = next();
+                regs.task_base = c.register_reply(req, &r)?.map(|b| le_bytes(&b));
+            }
+            if self.want_tasks && self.task_user_reg.is_some() {
+                let (req, r) = next();
+                regs.task_base_user = c.register_reply(req, &r)?.map(|b| le_bytes(&b));
             }
             let mut windows: Vec<(u64, Vec<u8>)> = Vec::new();
             for _ in &p.ahead {

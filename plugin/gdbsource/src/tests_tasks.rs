@@ -161,3 +161,125 @@ fn later_looks_read_the_pointer_ahead_and_the_same_task_not_again() {
         assert_eq!(l[6], format!("m{:x},8", GS[1] + SLOT));
     }
 }
+
+/// A one-task memory at `at`, its leader itself.
+fn lone_task(at: u64, tid: u32, name: &[u8]) -> (u64, Vec<u8>) {
+    (at, task(tid, tid, name, at))
+}
+
+fn names_of(stub: Stub, spec: TaskSpec) -> (Vec<Option<(u32, String)>>, Vec<String>) {
+    let (addr, h) = fake::serve(stub);
+    let opts = StackOptions {
+        tasks: Some(spec),
+        ..StackOptions::default()
+    };
+    let snap = stacks(&addr, quick(), opts).unwrap();
+    let seen = h.join().unwrap();
+    let names = snap
+        .vcpus
+        .iter()
+        .map(|v| v.task.unwrap().ok().map(|t| (t.tid, t.thread())))
+        .collect();
+    (names, seen.requests)
+}
+
+/// i386 Linux: `fs_base` (in `g`, after the 16 registers eax to gs) is the CPU's per-CPU
+/// offset in kernel mode, added to `current_task`'s link address.
+#[test]
+fn i386_reads_the_task_at_fs_base_plus_the_symbol() {
+    const SYMBOL: u64 = 0xc1e5_e6e8;
+    const TASK: u64 = 0xc340_0000;
+    let mut g = vec![0u8; 344];
+    let mut put = |at: usize, v: u32| g[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    put(4 * 4, 0xc2a0_1f00); // esp
+    put(8 * 4, 0xc100_0010); // eip
+    put(10 * 4, 0x60); // cs: the kernel's
+    put(16 * 4, 0x3600_0000); // fs_base
+    let stub = Stub {
+        architecture: "i386",
+        regs: vec![g],
+        memory: vec![
+            (0xf7e5_e6e8, (TASK as u32).to_le_bytes().to_vec()),
+            lone_task(TASK, 99, b"md5sum"),
+        ],
+        no_ack: true,
+        ..Stub::default()
+    };
+    let spec = TaskSpec {
+        current: Current::PerCpu { offset: SYMBOL },
+        ..spec()
+    };
+    let (names, _) = names_of(stub, spec);
+    assert_eq!(names, [Some((99, "md5sum".to_string()))]);
+}
+
+/// aarch64 Linux: `SP_EL0` (read with `p`, in the same round trip as `g`) holds `current`
+/// in kernel mode; a program's sample names no task.
+#[test]
+fn aarch64_reads_sp_el0_in_kernel_mode() {
+    const TASK: u64 = 0xffff_0000_c340_0000;
+    let regs = |pc: u64, cpsr: u32| {
+        let mut g = vec![0u8; 34 * 8 + 8];
+        g[31 * 8..32 * 8].copy_from_slice(&(STACK + 0x800).to_le_bytes());
+        g[32 * 8..33 * 8].copy_from_slice(&pc.to_le_bytes());
+        g[33 * 8..33 * 8 + 4].copy_from_slice(&cpsr.to_le_bytes());
+        g
+    };
+    let stub = Stub {
+        architecture: "aarch64",
+        regs: vec![regs(0xffff_8000_8100_0010, 0x3c5), regs(0x40_1000, 0)],
+        memory: vec![(STACK, vec![0u8; 0x1000]), lone_task(TASK, 42, b"gzip")],
+        extra: vec![("SP_EL0", vec![TASK, 0x7fff_f000])],
+        no_ack: true,
+        ..Stub::default()
+    };
+    let spec = TaskSpec {
+        current: Current::InRegister,
+        ..spec()
+    };
+    let (names, requests) = names_of(stub, spec);
+    assert_eq!(names, [Some((42, "gzip".to_string())), None]);
+    let p = format!("p{:x}", fake::EXTRA_REGNUM);
+    assert_eq!(requests.iter().filter(|r| **r == p).count(), 2);
+}
+
+/// riscv64 Linux: `tp` (x4, in `g`) holds `current` in kernel mode, `sscratch` (with `p`)
+/// in user mode.
+#[test]
+fn riscv64_reads_tp_in_the_kernel_and_sscratch_in_a_program() {
+    const TASKS: [u64; 2] = [0xffff_ffd8_0340_0000, 0xffff_ffd8_0350_0000];
+    let regs = |pc: u64, tp: u64| {
+        let mut g = vec![0u8; 33 * 8];
+        g[2 * 8..3 * 8].copy_from_slice(&(STACK + 0x800).to_le_bytes());
+        g[4 * 8..5 * 8].copy_from_slice(&tp.to_le_bytes());
+        g[32 * 8..33 * 8].copy_from_slice(&pc.to_le_bytes());
+        g
+    };
+    let stub = Stub {
+        architecture: "riscv:rv64",
+        regs: vec![
+            regs(0xffff_ffff_8000_1000, TASKS[0]),
+            regs(0x1_0000, 0x3f_f000_0000),
+        ],
+        memory: vec![
+            (STACK, vec![0u8; 0x1000]),
+            lone_task(TASKS[0], 7, b"kworker"),
+            lone_task(TASKS[1], 8, b"sh"),
+        ],
+        extra: vec![("priv", vec![1, 0]), ("sscratch", vec![0, TASKS[1]])],
+        no_ack: true,
+        ..Stub::default()
+    };
+    let spec = TaskSpec {
+        current: Current::InRegister,
+        ..spec()
+    };
+    let (names, _) = names_of(stub, spec);
+    assert_eq!(
+        names,
+        [
+            Some((7, "kworker".to_string())),
+            Some((8, "sh".to_string()))
+        ]
+    );
+}

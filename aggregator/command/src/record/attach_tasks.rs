@@ -1,6 +1,6 @@
 //! Sampling through the gdbstub names each sample's task as the plugin's `tasks=auto` does:
-//! on when the kernel is a Linux image with BTF (its `task_struct` layout and per-CPU
-//! `current_task`), else a line saying why not.
+//! on when the kernel is a Linux image with BTF, or a vmlinux with DWARF (its `task_struct`
+//! layout and per-CPU `current_task`), else a line saying why not.
 
 use std::path::Path;
 
@@ -42,19 +42,31 @@ fn spec(
     if os != KernelOs::Linux {
         return Err("not a Linux kernel (other kernels: not yet)".into());
     }
-    let bytes = vmlinux.ok_or("no vmlinux in it")?;
-    let arch = arch.ok_or("its architecture is unknown")?;
-    // The stub's `g` reply has x86_64's per-CPU bases; arm64's SP_EL0 and riscv64's tp and
-    // sscratch are not read through it yet: every sample would be of an unknown task.
-    if arch != Arch::X86_64 {
-        return Err(format!(
-            "through the gdbstub, tasks are read on x86_64 only (not yet {})",
-            arch.name()
-        ));
+    // The vmlinux inside an image when there is one (x86's bzImage), else the file itself
+    // (arm64's raw Image, whose BTF and kallsyms lie in it as they are).
+    let image: KernelImage = match vmlinux {
+        Some(bytes) => image::parse(path, bytes.to_vec(), &image::Options::default()),
+        None => image::open(path, &image::Options::default()),
     }
-    let image: KernelImage = image::parse(path, bytes.to_vec(), &image::Options::default())
-        .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string())?;
+    let arch = arch
+        .or_else(|| image.arch().map(guest_arch))
+        .ok_or("its architecture is unknown")?;
+    // i386's FS base and x86_64's GS bases are in the stub's `g` reply, riscv64's `tp`
+    // too; aarch64's SP_EL0 and riscv64's sscratch are read with `p`. An aarch64 program's
+    // samples name no task: in user mode no register holds `current`, and the stub sees no
+    // task switch that would.
     linux_image_spec(&image, arch).map_err(|e| e.to_string())
+}
+
+/// The guest architecture of an image's.
+fn guest_arch(a: image::Arch) -> Arch {
+    match a {
+        image::Arch::I386 => Arch::I386,
+        image::Arch::X86_64 => Arch::X86_64,
+        image::Arch::Aarch64 => Arch::Aarch64,
+        image::Arch::Riscv64 => Arch::Riscv64,
+    }
 }
 
 /// The line printed at start when samples will carry their task.
@@ -85,7 +97,8 @@ mod tests {
             .contains("samples carry no task: not a Linux kernel"));
         let (spec, line) = find(true, Some(p), None, KernelOs::Linux, Some(Arch::X86_64));
         assert!(spec.is_none());
-        assert!(line.unwrap().contains("no vmlinux"));
+        // No vmlinux inside: the file itself, which is not there.
+        assert!(line.unwrap().contains("kernel.elf"));
         let (spec, line) = find(
             true,
             Some(p),
@@ -93,7 +106,10 @@ mod tests {
             KernelOs::Linux,
             Some(Arch::Aarch64),
         );
+        // Not an image: said so, with its path.
         assert!(spec.is_none());
-        assert!(line.unwrap().contains("x86_64 only"));
+        assert!(line
+            .unwrap()
+            .starts_with("kern-profile: kernel.elf: samples carry no task: "));
     }
 }

@@ -88,6 +88,10 @@ const FACTS: Facts = Facts {
         privilege: &[],
         page_table_base: &["TTBR0_EL1"],
         control: &["SCTLR_EL1", "SCTLR"],
+        // Linux's `current` in kernel mode; in user mode it holds the program's stack
+        // pointer, and no register holds `current`.
+        task_base: &["SP_EL0"],
+        task_base_user: &[],
     },
 };
 

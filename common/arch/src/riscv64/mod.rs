@@ -70,13 +70,17 @@ const FACTS: Facts = Facts {
         control: None,
         page_table_base: None,
         extended: None,
-        task_base: None,
+        // tp (x4)
+        task_base: Some(4 * 8),
         task_base_user: None,
     },
     gdb_extra_registers: GdbExtraRegisters {
         privilege: &["priv"],
         page_table_base: &["satp"],
         control: &[],
+        task_base: &[],
+        // Linux's `current` in user mode (`tp` holds it in kernel mode, in `g`).
+        task_base_user: &["sscratch"],
     },
 };
 

@@ -62,7 +62,8 @@ pub const I386: X86 = X86 {
             control: Some(19 * 4),
             page_table_base: Some(21 * 4),
             extended: Some(24 * 4),
-            task_base: None,
+            // fs_base, after the 16 registers eax to gs: the per-CPU offset in kernel mode.
+            task_base: Some(16 * 4),
             task_base_user: None,
         },
         gdb_extra_registers: GdbExtraRegisters::NONE,
