@@ -375,7 +375,7 @@ pub struct RawCensus {
 pub fn census(raw: &Path) -> RawCensus {
     use kern_profile_format::{RawReader, RawSummary};
     let file = std::fs::File::open(raw).unwrap_or_else(|e| panic!("{}: {e}", raw.display()));
-    let mut r = RawReader::new(file).expect("a raw header");
+    let mut r = RawReader::open(file).expect("a raw header");
     let header = r.header().clone();
     let s = RawSummary::read(&mut r).expect("no corrupt record");
     RawCensus {

@@ -29,7 +29,7 @@ impl ExactByProcess {
 /// Reads `raw`'s switches; panics on a corrupt record (the plugin wrote it).
 pub fn exact_by_process(raw: &Path) -> ExactByProcess {
     let file = std::fs::File::open(raw).unwrap_or_else(|e| panic!("{}: {e}", raw.display()));
-    let mut r = RawReader::new(file).expect("a raw header");
+    let mut r = RawReader::open(file).expect("a raw header");
     let mut out = ExactByProcess::default();
     // Per vCPU: the count at its last switch, and the process that switch named next.
     let mut since: HashMap<u32, (u64, Option<u32>)> = HashMap::new();

@@ -45,12 +45,23 @@ fn bad_arguments_stop_qemu_with_a_message() {
 
 #[test]
 fn sigkill_leaves_a_readable_file() {
+    sigkill_leaves_a_readable("sigkill", "period=10000");
+}
+
+/// Compressed (`record`'s recordings), a stream flushed after every batch: all the batches
+/// before the kill decompress, and the file reads as a plain one cut there.
+#[test]
+fn sigkill_leaves_a_readable_compressed_file() {
+    sigkill_leaves_a_readable("sigkill-zstd", "period=10000,compress=on");
+}
+
+fn sigkill_leaves_a_readable(name: &str, args: &str) {
     if skip_i386() {
         return;
     }
-    let dir = scratch("sigkill");
+    let dir = scratch(name);
     // A long run (rounds=200000, ~11 s bare), killed after 3 s.
-    let mut c = qemu(&dir, Some("period=10000"), "rounds=200000");
+    let mut c = qemu(&dir, Some(args), "rounds=200000");
     let mut child = c
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -60,6 +71,12 @@ fn sigkill_leaves_a_readable_file() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let raw = dir.join("raw");
+    let head = std::fs::read(&raw).unwrap();
+    assert_eq!(
+        head.starts_with(&kern_profile_format::compressed::ZSTD_MAGIC),
+        args.contains("compress=on"),
+        "{args}"
+    );
     let c = census(&raw);
     assert!(c.stats.is_none(), "no statistics record after SIGKILL");
     let samples = c.samples;

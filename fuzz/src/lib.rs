@@ -77,11 +77,16 @@ fn budget_on() -> bool {
 /// Runs `f` and panics when the heap it used at its peak exceeds
 /// `FIXED_BUDGET + PER_INPUT_BYTE * input_len`.
 pub fn bounded<T>(input_len: usize, f: impl FnOnce() -> T) -> T {
+    bounded_by(FIXED_BUDGET + PER_INPUT_BYTE * input_len, input_len, f)
+}
+
+/// Runs `f` and panics when the heap it used at its peak exceeds `budget`: for inputs whose
+/// bound is not their length (a compressed one: its window, and the largest record).
+pub fn bounded_by<T>(budget: usize, input_len: usize, f: impl FnOnce() -> T) -> T {
     let base = LIVE.load(Relaxed);
     PEAK.store(base, Relaxed);
     let out = f();
     let peak = PEAK.load(Relaxed).saturating_sub(base);
-    let budget = FIXED_BUDGET + PER_INPUT_BYTE * input_len;
     assert!(
         !budget_on() || peak <= budget,
         "heap peak of {peak} bytes for a {input_len}-byte input (budget {budget}): \

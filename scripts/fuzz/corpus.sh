@@ -40,6 +40,8 @@ record i386-exact "${i386[@]}" --rounds 5 --alloc-rounds 1 period=400000,exact=o
 record i386-exact-only "${i386[@]}" --rounds 5 --alloc-rounds 1 exact=only
 record i386-smp "${i386[@]}" --rounds 20 --smp 2 period=400000
 record i386-user "${i386[@]}" --rounds 20 --user period=200000
+# Compressed (`record`'s recordings), whole and cut inside a block.
+record i386-period-zstd "${i386[@]}" --rounds 20 --alloc-rounds 1 period=200000,compress=on
 record x86_64-period --arch x86_64 --kernel "$ex/kernel64.elf" --memtrace none --rounds 100 period=400000
 # Exact counts cover every block the guest ran (100 KB): keep the first 24 of each record.
 python3 - "$corpus"/raw/i386-exact*.raw <<'PY'
@@ -63,6 +65,7 @@ for path in sys.argv[1:]:
 PY
 # A file cut inside its last record (QEMU killed while writing).
 head -c -7 "$corpus/raw/i386-period.raw" >"$corpus/raw/i386-period-cut.raw"
+head -c -40 "$corpus/raw/i386-period-zstd.raw" >"$corpus/raw/i386-period-zstd-cut.raw"
 
 # Memtraces: two short runs' COM2.
 for r in 1 3; do
@@ -191,6 +194,7 @@ printf '%s' "out=cpu.raw" >"$corpus/plugin_args/default"
 printf '%s' "out=cpu.raw,period=100000,exact=on" >"$corpus/plugin_args/period-exact"
 printf '%s' "out=/tmp/x.raw,delay=200,depth=1024" >"$corpus/plugin_args/delay-depth"
 printf '%s' "out=x.raw,exact=only" >"$corpus/plugin_args/exact-only"
+printf '%s' "out=x.raw,period=1000,compress=on" >"$corpus/plugin_args/compress"
 printf 'qemu-system-i386\0-accel\0tcg,thread=single\0-plugin\0kern-profile.so,out=x\0' \
     >"$corpus/plugin_args/cmdline-single"
 printf 'qemu-system-x86_64\0-smp\0' >"$corpus/plugin_args/cmdline-cut"

@@ -24,7 +24,7 @@ pub fn analyze_any<R: Read>(mut input: R, opts: &Options) -> Result<Analysis, Al
         .take(MAGIC.len() as u64)
         .read_to_end(&mut head)?;
     let whole = Cursor::new(head.clone()).chain(input);
-    if head == MAGIC {
+    if head == MAGIC || head.starts_with(&kern_profile_format::compressed::ZSTD_MAGIC) {
         analyze_raw(whole, opts)
     } else {
         crate::analyze(whole, opts)
@@ -48,7 +48,7 @@ struct Event {
 /// without any (recorded without `alloc=`) is an error that says so; a torn last record is a
 /// [`Analysis::truncation`] warning.
 pub fn analyze_raw<R: Read>(input: R, opts: &Options) -> Result<Analysis, AllocError> {
-    let mut reader = RawReader::new(input).map_err(AllocError::Raw)?;
+    let mut reader = RawReader::open(input).map_err(AllocError::Raw)?;
     let mut table: Option<AllocTable> = None;
     let mut stacks: FxHashMap<Box<[u64]>, u32> = FxHashMap::default();
     let mut by_id: Vec<Box<[u64]>> = Vec::new();

@@ -172,7 +172,7 @@ impl CpuInput {
         };
         let (reader, header, version) = match format {
             CpuFormat::Raw => {
-                let r = RawReader::new(src).map_err(format_err)?;
+                let r = RawReader::open(src).map_err(format_err)?;
                 let (h, v) = (r.header().clone(), r.version());
                 (Reader::Raw(r), Some(h), v)
             }

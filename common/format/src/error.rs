@@ -6,6 +6,8 @@ use std::io;
 pub enum FormatError {
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
+    #[error("a compressed recording (zstd): this reader takes raw files only; `RawReader::open` reads both")]
+    Compressed,
     #[error("not a kern-profile raw file (bad magic at offset 0)")]
     BadMagic,
     #[error("unsupported raw format version {0} (this build reads versions 1 to {max}: a newer kern-profile wrote it)", max = crate::MAX_VERSION)]

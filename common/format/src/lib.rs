@@ -12,6 +12,7 @@
 
 mod alloc_record;
 mod code_bytes;
+pub mod compressed;
 mod error;
 mod header;
 mod input_file;
@@ -127,7 +128,7 @@ pub enum CpuFormat {
 
 /// Tells the format of a CPU sample file from its first bytes.
 pub fn detect(first_bytes: &[u8]) -> CpuFormat {
-    if first_bytes.starts_with(MAGIC) {
+    if first_bytes.starts_with(MAGIC) || first_bytes.starts_with(&compressed::ZSTD_MAGIC) {
         CpuFormat::Raw
     } else {
         CpuFormat::Legacy

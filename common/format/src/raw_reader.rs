@@ -192,6 +192,22 @@ pub struct RawReader<R> {
     record_offset: u64,
 }
 
+/// A file that is no raw file, or one that is compressed (which [`RawReader::open`] reads).
+fn bad_magic(first: &[u8]) -> FormatError {
+    match first == crate::compressed::ZSTD_MAGIC {
+        true => FormatError::Compressed,
+        false => FormatError::BadMagic,
+    }
+}
+
+impl<'a> RawReader<Box<dyn Read + 'a>> {
+    /// A reader of `input`, a raw file or a compressed one (`compress=on`,
+    /// [`crate::compressed`]).
+    pub fn open<I: Read + 'a>(input: I) -> Result<Self, FormatError> {
+        RawReader::new(crate::compressed::uncompressed(input)?)
+    }
+}
+
 impl<R: Read> RawReader<R> {
     /// Reads and checks the header.
     pub fn new(inner: R) -> Result<Self, FormatError> {
@@ -199,9 +215,12 @@ impl<R: Read> RawReader<R> {
         if !src.fill(HEADER_FIXED_LEN)? {
             let n = src.available();
             if n >= 8 && src.peek(8) != crate::MAGIC {
-                return Err(FormatError::BadMagic);
+                return Err(bad_magic(src.peek(4)));
             }
             return Err(FormatError::ShortHeader(n));
+        }
+        if src.peek(8) != crate::MAGIC {
+            return Err(bad_magic(src.peek(4)));
         }
         let mut want = HEADER_FIXED_LEN;
         let (header, len, version) = loop {

@@ -1,21 +1,34 @@
-//! The raw format: `RawReader` over any bytes, every record read and looked into.
+//! The raw format: `RawReader` over any bytes, every record read and looked into; a
+//! compressed recording (zstd's magic first) through `RawReader::open`.
 
 use std::hint::black_box;
 
-use crate::{bounded, Trickle};
+use crate::{bounded, bounded_by, Trickle, FIXED_BUDGET};
+use kern_profile_format::compressed::{WINDOW_LOG_MAX, ZSTD_MAGIC};
 use kern_profile_format::{RawReader, Record};
+
+/// The heap a compressed input may take whatever its length: its window, a record of the
+/// largest size the reader accepts (64 MiB), and the fixed budget.
+const COMPRESSED_BUDGET: usize = FIXED_BUDGET + (1 << WINDOW_LOG_MAX) + (64 << 20) * 2;
 
 /// One input through the target.
 pub fn run(data: &[u8]) {
-    bounded(data.len(), || read_all(data));
+    match data.starts_with(&ZSTD_MAGIC) {
+        true => bounded_by(COMPRESSED_BUDGET, data.len(), || read_all(data)),
+        false => bounded(data.len(), || read_all(data)),
+    }
 }
 
 fn read_all(data: &[u8]) {
-    let Ok(mut r) = RawReader::new(Trickle::new(data)) else {
+    let Ok(mut r) = RawReader::open(Trickle::new(data)) else {
         return;
     };
     black_box(r.header().ptr_width());
-    let end = data.len() as u64;
+    // Offsets are the raw bytes', which a compressed input holds more of.
+    let end = match data.starts_with(&ZSTD_MAGIC) {
+        true => u64::MAX,
+        false => data.len() as u64,
+    };
     while let Ok(Some(rec)) = r.next_record() {
         match rec {
             Record::Sample(s) => {

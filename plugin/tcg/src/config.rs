@@ -61,6 +61,9 @@ pub struct Config {
     /// `switches=FUNCTION` (or `switches=example`): the switch function by name, its first
     /// two arguments the leaving and the next task (C convention); `switches` is then `On`.
     pub switch_function: Option<String>,
+    /// `compress=on`: the output is one zstd stream, flushed after every batch
+    /// (`kern_profile_format::compressed`). Off by default: `kern-profile record` turns it on.
+    pub compress: bool,
 }
 
 /// What `tasks=` and `switches=` ask of `elf=` (see [`Config`]).
@@ -140,7 +143,7 @@ pub struct AllocConfig {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off|example|POINTER->ID,NAME, switches=auto|on|off|example|FUNCTION)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off|example|POINTER->ID,NAME, switches=auto|on|off|example|FUNCTION, compress=on|off)")]
     Unknown(String),
     #[error(transparent)]
     Tasks(#[from] TaskDescriptionError),
@@ -215,6 +218,14 @@ fn exact_value(value: &str) -> Result<Exact, ConfigError> {
     }
 }
 
+fn on_off(arg: &'static str, value: &str) -> Result<bool, ConfigError> {
+    match value {
+        "on" | "yes" | "true" => Ok(true),
+        "off" | "no" | "false" => Ok(false),
+        _ => Err(bad(arg, value, "must be 'on' or 'off'")),
+    }
+}
+
 fn set<T>(slot: &mut Option<T>, name: &'static str, v: T) -> Result<(), ConfigError> {
     if slot.replace(v).is_some() {
         return Err(ConfigError::Duplicate(name));
@@ -240,12 +251,13 @@ impl Config {
         let mut trigger = None;
         let mut tasks = None;
         let mut switches = None;
+        let mut compress = None;
         let mut user = Vec::new();
         for arg in args {
             let Some((key, value)) = arg.split_once('=') else {
                 return Err(match arg {
                     "out" | "delay" | "period" | "depth" | "exact" | "window" | "alloc" | "elf"
-                    | "symbols" | "trigger" | "user" | "tasks" | "switches" => {
+                    | "symbols" | "trigger" | "user" | "tasks" | "switches" | "compress" => {
                         ConfigError::NoValue(arg.to_string())
                     }
                     _ => ConfigError::Unknown(arg.to_string()),
@@ -277,6 +289,7 @@ impl Config {
                 "trigger" => set(&mut trigger, "trigger", trigger_value(value)?)?,
                 "tasks" => set(&mut tasks, "tasks", tasks_value(value)?)?,
                 "switches" => set(&mut switches, "switches", switches_value(value)?)?,
+                "compress" => set(&mut compress, "compress", on_off("compress", value)?)?,
                 "window" => set(
                     &mut window,
                     "window",
@@ -338,6 +351,7 @@ impl Config {
             switches,
             task_description,
             switch_function,
+            compress: compress.unwrap_or(false),
         })
     }
 }
@@ -420,7 +434,17 @@ mod tests {
                 switches: AutoOnOff::Auto,
                 task_description: None,
                 switch_function: None,
+                compress: false,
             }
+        );
+        assert!(parse("out=o,compress=on").unwrap().compress);
+        assert!(matches!(
+            parse("out=o,compress=fast").unwrap_err(),
+            ConfigError::BadValue { arg: "compress", .. }
+        ));
+        assert_eq!(
+            parse("out=o,compress=on,compress=off").unwrap_err(),
+            ConfigError::Duplicate("compress")
         );
         let c = parse("out=/tmp/x").unwrap();
         assert_eq!(c.sampling, SamplingMode::DelayMicros(DEFAULT_DELAY_US));

@@ -27,7 +27,7 @@ pub fn finish() {
     if !matches!(p.cfg.sampling, SamplingMode::PeriodInstructions(_)) {
         vcpu_instructions.clear();
     }
-    let Some(mut fin) = p.writer.finish() else {
+    let Some(fin) = p.writer.finish() else {
         stderr_line("kern-profile: the writer thread is gone; the output may be incomplete");
         return;
     };
@@ -56,7 +56,8 @@ pub fn finish() {
     };
     stats.encode(&mut trailer);
     // The writer thread reported its own error when it happened; only a new one is news.
-    if let Err(e) = fin.out.write_all(&trailer).and_then(|()| fin.out.flush()) {
+    let mut out = fin.out;
+    if let Err(e) = out.write_all(&trailer).and_then(|()| out.end()) {
         if fin.error.is_none() {
             stderr_line(&format!(
                 "kern-profile: writing {} failed: {e}; the file has no statistics record",

@@ -55,6 +55,7 @@ pub mod abi;
 mod alloc;
 mod exact;
 mod exit;
+mod output;
 mod qemu;
 mod qemu_version;
 mod timer;
@@ -62,6 +63,7 @@ mod translate;
 mod vcpu;
 mod window;
 
+use crate::output::Output;
 use std::ffi::{c_char, c_int, CStr};
 use std::fs::File;
 use std::io::Write;
@@ -123,7 +125,7 @@ struct Plugin {
     acc: U64Entry,
     /// `delay=`: the arm slots and the timer thread that sets them.
     timed: Option<Timed>,
-    writer: Writer<File>,
+    writer: Writer<Output>,
     exact: Option<Mutex<ExactState>>,
     blocks: Mutex<BlockTable>,
     start: Instant,
@@ -291,7 +293,7 @@ unsafe fn install(
     };
     let loaded = kernel_tables::add_user(loaded, &cfg.user, arch)?;
     let table = alloc.as_ref().map(|a| &a.set.table);
-    let writer = open_output(&cfg.out, &header, version, table)?;
+    let writer = open_output(&cfg.out, &header, version, table, cfg.compress)?;
     let mut plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
     (plugin.tables, plugin.table_refusals) = (loaded.tables, loaded.refusals);
     plugin.kernel_os = loaded.os;
@@ -357,9 +359,12 @@ fn open_output(
     header: &Header,
     version: u16,
     table: Option<&AllocTable>,
-) -> Result<Writer<File>, String> {
-    let mut file = File::create(out)
+    compress: bool,
+) -> Result<Writer<Output>, String> {
+    let file = File::create(out)
         .map_err(|e| format!("out={}: cannot create the output file: {e}", out.display()))?;
+    let mut file = Output::new(file, compress)
+        .map_err(|e| format!("out={}: cannot start compressing: {e}", out.display()))?;
     let mut bytes = Vec::new();
     header.encode_version(version, &mut bytes);
     if let Some(t) = table {
@@ -385,7 +390,7 @@ impl Plugin {
         arch: Arch,
         smp: usize,
         max: usize,
-        writer: Writer<File>,
+        writer: Writer<Output>,
         acc: U64Entry,
         alloc: Option<AllocHooks>,
     ) -> Result<Plugin, String> {

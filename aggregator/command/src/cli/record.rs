@@ -30,7 +30,7 @@ Examples:
   kern-profile record -- qemu-system-i386 -kernel kernel.elf -serial stdio -display none
       DIR=kern-profile-out: cpu.svg (flamegraph), report.txt (top functions),
       profile.json (https://profiler.firefox.com), profile.pb.gz (go tool pprof),
-      cpu.raw (for kern-profile report)
+      cpu.raw (for kern-profile report; zstd-compressed, `zstd -d` gives the raw format)
   kern-profile record -- qemu-system-x86_64 -kernel /boot/vmlinuz-6.1.0-28-amd64 \\
       -initrd initrd.img -append console=ttyS0 -serial stdio -display none
       a distribution's Linux as it is: names from the image's kallsyms, stacks from its

@@ -122,6 +122,8 @@ impl LaunchArgs {
             user: self.user.clone(),
             plugin: self.plugin.clone(),
             console,
+            // `top` reads its recording as it grows, a block at a time: plain.
+            compress: command == "record",
         }
     }
 }

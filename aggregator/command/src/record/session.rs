@@ -54,6 +54,8 @@ pub struct SessionSpec {
     /// `--plugin`.
     pub plugin: Option<PathBuf>,
     pub console: ConsoleSpec,
+    /// The plugin's `compress=on`: the recording is one zstd stream (format's `compressed`).
+    pub compress: bool,
 }
 
 /// Where the guest's console goes.
@@ -137,6 +139,7 @@ impl Session {
             window.as_ref(),
             sources.elf.as_deref(),
             &sources.user_binaries,
+            spec.compress,
         );
         let console = match spec.console {
             ConsoleSpec::Terminal => Console::Inherit,
@@ -202,6 +205,7 @@ fn plugin_args(
     window: Option<&Range<u64>>,
     kernel: Option<&Path>,
     user: &[PathBuf],
+    compress: bool,
 ) -> String {
     let mut a = vec![format!("out={}", raw.display())];
     if let Some(d) = s.delay_us {
@@ -227,6 +231,9 @@ fn plugin_args(
     }
     for u in user {
         a.push(format!("user={}", u.display()));
+    }
+    if compress {
+        a.push("compress=on".into());
     }
     a.join(",")
 }
@@ -291,7 +298,7 @@ fn holds_data(raw: &Path) -> bool {
     let Ok(f) = std::fs::File::open(raw) else {
         return false;
     };
-    let Ok(mut r) = RawReader::new(std::io::BufReader::new(f)) else {
+    let Ok(mut r) = RawReader::open(std::io::BufReader::new(f)) else {
         return false;
     };
     while let Ok(Some(rec)) = r.next_record() {
@@ -320,16 +327,17 @@ mod tests {
                 &s,
                 Some(&(0x10..0x20)),
                 Some(Path::new("/k/vmlinuz")),
-                &[PathBuf::from("/u/a.elf"), PathBuf::from("/u/b.elf")]
+                &[PathBuf::from("/u/a.elf"), PathBuf::from("/u/b.elf")],
+                true
             ),
-            "out=/o/cpu.raw.recording,period=10000,depth=32,exact=on,window=0x10-0x20,elf=/k/vmlinuz,user=/u/a.elf,user=/u/b.elf"
+            "out=/o/cpu.raw.recording,period=10000,depth=32,exact=on,window=0x10-0x20,elf=/k/vmlinuz,user=/u/a.elf,user=/u/b.elf,compress=on"
         );
         let d = Sampling {
             delay_us: Some(10),
             ..Sampling::default()
         };
         assert_eq!(
-            plugin_args(Path::new("r"), &d, None, None, &[]),
+            plugin_args(Path::new("r"), &d, None, None, &[], false),
             "out=r,delay=10"
         );
     }
