@@ -42,6 +42,16 @@ pub fn cpu_stacks(per_cpu: &[(Vec<String>, u64)], cpu: usize) -> Vec<(Vec<String
         .collect()
 }
 
+/// `kern-profile RAW SYMBOL-ARGS... -f text --by process --top 1000 -o -`: every process's
+/// row (`symbols`: the kernel file, or `--symbols FILE`).
+pub fn by_process_text(raw: &std::path::Path, symbols: &[&str]) -> String {
+    let raw = raw.to_str().expect("a UTF-8 path");
+    let mut args = vec![raw];
+    args.extend_from_slice(symbols);
+    args.extend(["-f", "text", "--by", "process", "--top", "1000", "-o", "-"]);
+    crate::kern_profile(&args)
+}
+
 /// The rows of a `-f text --by task|process` table: (share %, samples, command, pid or `-`);
 /// the switch columns after the pid (seconds and an exact share, all decimals) are left out.
 pub fn task_table_rows(table: &str) -> Vec<(f64, u64, String, String)> {

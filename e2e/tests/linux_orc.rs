@@ -307,18 +307,7 @@ fn debian_6_1_amd64_recorded_through_its_gdbstub() {
     // the guest's programs by name and pid, few unknown (the boot before the kernel's tasks).
     assert!(stderr.contains("samples carry their task"), "{stderr}");
     let vmlinuz = guest("x86_64").expect("the guest just ran");
-    let text = kern_profile(&[
-        raw.to_str().unwrap(),
-        vmlinuz.to_str().unwrap(),
-        "-f",
-        "text",
-        "--by",
-        "process",
-        "--top",
-        "1000",
-        "-o",
-        "-",
-    ]);
+    let text = by_process_text(&raw, &[vmlinuz.to_str().unwrap()]);
     println!("{text}");
     let rows = task_table_rows(&text);
     let samples = |name: &str| -> u64 { rows.iter().filter(|r| r.2 == name).map(|r| r.1).sum() };

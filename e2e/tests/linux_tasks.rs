@@ -85,19 +85,7 @@ fn samples_name_their_processes(arch: &str) {
 
     let raw = run.raw.to_str().unwrap();
     let syms = run.kallsyms.to_str().unwrap();
-    let text = kern_profile(&[
-        raw,
-        "--symbols",
-        syms,
-        "-f",
-        "text",
-        "--by",
-        "process",
-        "--top",
-        "1000",
-        "-o",
-        "-",
-    ]);
+    let text = by_process_text(&run.raw, &["--symbols", syms]);
     println!("{text}");
     let table = task_table_rows(&text);
     let total: u64 = table.iter().map(|r| r.1).sum();
@@ -266,18 +254,7 @@ fn named_through_the_gdbstub(arch: &str) {
     let console = std::fs::read_to_string(out.join("guest/console.log")).unwrap_or_default();
     let procs = printed(&console);
     let raw = rec.join("cpu.raw");
-    let text = kern_profile(&[
-        raw.to_str().unwrap(),
-        kernel.to_str().unwrap(),
-        "-f",
-        "text",
-        "--by",
-        "process",
-        "--top",
-        "1000",
-        "-o",
-        "-",
-    ]);
+    let text = by_process_text(&raw, &[kernel.to_str().unwrap()]);
     println!("{text}");
     let rows = task_table_rows(&text);
     let line = text

@@ -440,7 +440,10 @@ mod tests {
         assert!(parse("out=o,compress=on").unwrap().compress);
         assert!(matches!(
             parse("out=o,compress=fast").unwrap_err(),
-            ConfigError::BadValue { arg: "compress", .. }
+            ConfigError::BadValue {
+                arg: "compress",
+                ..
+            }
         ));
         assert_eq!(
             parse("out=o,compress=on,compress=off").unwrap_err(),

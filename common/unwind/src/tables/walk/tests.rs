@@ -659,15 +659,10 @@ fn regs_cross_into_a_user_program_and_walk_its_cfi() {
     assert_eq!(frames, [ENTRY + 0x10, KE, ip]);
 }
 
-/// i386 Linux from its -dbg vmlinux: `do_SYSENTER_32` has CFI (its frame record at `ebp`),
-/// `entry_SYSENTER_32` has none. The frame-pointer walk takes over at the record, where it
-/// finds the user's registers right above, and crosses into the vDSO's caller; taking over
-/// after it, it would read the user stack pointer (the record's saved `ebp`) as a frame.
-#[test]
-fn a_cfi_frame_record_hands_over_at_the_record_so_sysenter_crosses() {
-    let f = 0xc100_0000u64;
-    let stub_return = 0xc191_a0a8u32;
-    let cfi = CfiTable::from_rows(&[
+/// i386 CFI for a function at `f` (0x100 bytes) that made its frame record: the CFA 8 above
+/// `ebp`, the saved `ebp` and the return address just below it.
+fn i386_framed_function(f: u64) -> CfiTable {
+    CfiTable::from_rows(&[
         (
             f,
             Some(CfiRow::call(
@@ -678,7 +673,18 @@ fn a_cfi_frame_record_hands_over_at_the_record_so_sysenter_crosses() {
             )),
         ),
         (f + 0x100, None),
-    ]);
+    ])
+}
+
+/// i386 Linux from its -dbg vmlinux: `do_SYSENTER_32` has CFI (its frame record at `ebp`),
+/// `entry_SYSENTER_32` has none. The frame-pointer walk takes over at the record, where it
+/// finds the user's registers right above, and crosses into the vDSO's caller; taking over
+/// after it, it would read the user stack pointer (the record's saved `ebp`) as a frame.
+#[test]
+fn a_cfi_frame_record_hands_over_at_the_record_so_sysenter_crosses() {
+    let f = 0xc100_0000u64;
+    let stub_return = 0xc191_a0a8u32;
+    let cfi = i386_framed_function(f);
     let t = cfi_only(Arch::I386, cfi);
     let mut mem = Mem::default();
     let kstack = 0xc2a0_1f00u32;
@@ -740,18 +746,7 @@ fn code_with_no_table_that_is_no_entry_is_walked_by_frame_pointers() {
         TextRanges::unknown(),
     );
     assert!(stubs.covers(switch_to_asm), "a stub candidate");
-    let cfi = CfiTable::from_rows(&[
-        (
-            f,
-            Some(CfiRow::call(
-                CfaBase::FramePointer,
-                8,
-                Rule::AtCfa(-8),
-                Rule::AtCfa(-4),
-            )),
-        ),
-        (f + 0x100, None),
-    ]);
+    let cfi = i386_framed_function(f);
     let t = UnwindTables {
         stubs,
         ..cfi_only(Arch::I386, cfi)

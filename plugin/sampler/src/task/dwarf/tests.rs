@@ -244,17 +244,22 @@ fn unit(var: &'static str, id: &'static str, name: &'static str) -> Vec<u8> {
     i.bytes()
 }
 
-fn resolve_unit(info: &[u8], d: &str) -> Result<ResolvedTasks, TaskDescriptionError> {
-    let abbrev = abbrevs();
-    let dwarf = gimli::Dwarf::load(|id| -> Result<R<'_>, gimli::Error> {
+/// The DWARF of a unit `info`, with the tests' abbreviations in `abbrev`.
+fn dwarf_of<'a>(info: &'a [u8], abbrev: &'a [u8]) -> gimli::Dwarf<R<'a>> {
+    gimli::Dwarf::load(|id| -> Result<R<'_>, gimli::Error> {
         let data: &[u8] = match id {
             gimli::SectionId::DebugInfo => info,
-            gimli::SectionId::DebugAbbrev => &abbrev,
+            gimli::SectionId::DebugAbbrev => abbrev,
             _ => &[],
         };
         Ok(EndianSlice::new(data, RunTimeEndian::Little))
     })
-    .unwrap();
+    .unwrap()
+}
+
+fn resolve_unit(info: &[u8], d: &str) -> Result<ResolvedTasks, TaskDescriptionError> {
+    let abbrev = abbrevs();
+    let dwarf = dwarf_of(info, &abbrev);
     let d = desc(d);
     Units::read(&dwarf)
         .map_err(|e| dwarf_err(&d.to_string(), e))?
@@ -373,15 +378,7 @@ fn linux_unit(comm: &'static str) -> Vec<u8> {
 
 fn linux_of(info: &[u8], per_cpu: bool) -> Result<TaskLayout, LinuxDwarfError> {
     let abbrev = abbrevs();
-    let dwarf = gimli::Dwarf::load(|id| -> Result<R<'_>, gimli::Error> {
-        let data: &[u8] = match id {
-            gimli::SectionId::DebugInfo => info,
-            gimli::SectionId::DebugAbbrev => &abbrev,
-            _ => &[],
-        };
-        Ok(EndianSlice::new(data, RunTimeEndian::Little))
-    })
-    .unwrap();
+    let dwarf = dwarf_of(info, &abbrev);
     let symbol = |name: &str| (name == "current_task").then_some(0xc1e5_e6e8);
     Units::read(&dwarf).unwrap().linux_layout(per_cpu, &symbol)
 }
