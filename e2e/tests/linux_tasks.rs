@@ -262,17 +262,22 @@ fn named_through_the_gdbstub(arch: &str) {
         .find(|l| l.starts_with("# tasks:"))
         .expect("the report's tasks line");
     // "N samples read with no task (REASON N, ...)": boot code and user mode's missing
-    // register only.
+    // register, and a few others: entry code that samples before it loads the kernel's
+    // per-CPU segment (i386) or its task pointer (arm64) reads a stale pointer, which leads
+    // nowhere or to memory that cannot be read.
+    let total: u64 = rows.iter().map(|r| r.1).sum();
+    let mut others = 0;
     if let Some((_, why)) = line.split_once("samples read with no task (") {
         for part in why.trim_end_matches(')').split(", ") {
-            assert!(
-                part.starts_with("boot code before the kernel's tasks")
-                    || part.starts_with("no current-task register")
-                    || part.starts_with("current-task pointer not a kernel address"),
-                "{line}"
-            );
+            let (reason, n) = part.rsplit_once(' ').expect("REASON N");
+            let n: u64 = n.parse().expect("a count");
+            match reason {
+                "boot code before the kernel's tasks" | "no current-task register" => {}
+                _ => others += n,
+            }
         }
     }
+    assert!(others * 50 <= total, "{others} of {total}: {line}");
     let named = |pid: &str| rows.iter().any(|r| r.3 == pid && !r.2.starts_with('['));
     assert!(named("1"), "no init (pid 1):\n{text}");
     assert!(
