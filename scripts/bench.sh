@@ -10,8 +10,10 @@
 #
 #   --only LIST        run only these workloads (comma-separated): overhead, linux,
 #                      aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind,
-#                      sample_cost, gdbstub (default: all ten), bringup (needs --linux-bringup); `--only unwind` alone
-#                      builds only its example (no QEMU, no plugin)
+#                      sample_cost, gdbstub (default: all ten), bringup (needs --linux-bringup),
+#                      scaling (-smp 1, 2, 4, 8 of the i386 example kernel and the amd64 Linux
+#                      guest, each against its own bare run; only when named); `--only unwind`
+#                      alone builds only its example (no QEMU, no plugin)
 #   --runs N           runs of each example-kernel configuration (default 5; --quick 2)
 #   --quick            smoke test: 1-2 runs, smaller inputs (numbers not comparable to targets)
 #   --keep             keep the recorded inputs (10 M-sample raw file, memtrace) in
@@ -79,6 +81,9 @@
 #     through QEMU's gdbstub at 100 (the default) and 1,000 looks a second, round-robin:
 #     QEMU's wall and CPU ratios to the same round's bare run, the sampler's CPU, and the
 #     looks a second, median stop and stopped share record reports (scripts/bench/gdbstub.py).
+#   - scaling (only with --only scaling): the i386 example kernel's smp=on workload and the
+#     amd64 Linux guest at -smp 1, 2, 4 and 8, delay=100 against bare at the same -smp:
+#     ratios, samples, host CPU a sample against -smp 1's, drops (scripts/bench/scaling.py).
 # The load average at the start and end and the CPU time other processes used are printed;
 # the notes warn when other jobs competed (load average > 1.5) and ratios are not trustworthy.
 # The binaries and kernels are copied to $KP_OUT/bench-data/bin first and measured from
@@ -100,8 +105,8 @@ while [ $# -gt 0 ]; do
             args+=("$1" "$2"); shift 2 ;;
         --only)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
-            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost|gdbstub)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost|gdbstub))*$ ]] ||
-                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind, sample_cost, gdbstub"
+            [[ "$2" =~ ^(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost|gdbstub|scaling)(,(overhead|linux|bringup|aggregator|memtrace|alloc_hooks|hostile|interrupt|unwind|sample_cost|gdbstub|scaling))*$ ]] ||
+                die "--only: '$2' is not a list of overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt, unwind, sample_cost, gdbstub, scaling"
             only="$2"; args+=("$1" "$2"); shift 2 ;;
         --linux-arch)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"

@@ -40,17 +40,19 @@ import linux  # noqa: E402
 import memtrace  # noqa: E402
 import overhead  # noqa: E402
 import sample_cost  # noqa: E402
+import scaling  # noqa: E402
 import unwind  # noqa: E402
 from common import (BenchError, LoadMeter, Runner, calibrate_floor, git_info,  # noqa: E402
                     kill_running, load_warnings, machine_info, rss_floor_kb, say)
 
 # The workloads, in the order they run and appear in the tables and the notes.
 WORKLOADS = [overhead, linux, bringup, aggregator, memtrace, alloc_hooks, hostile, interrupt,
-             unwind, sample_cost, gdbstub]
+             unwind, sample_cost, gdbstub, scaling]
 # Those that need neither QEMU nor the plugin: alone, scripts/bench.sh builds only what they
 # run.
 STANDALONE = [unwind]
-DEFAULT = [w.NAME for w in WORKLOADS if w is not bringup]
+# scaling's sixteen Linux boots a round (up to -smp 8 on these 2 cores): with --only scaling.
+DEFAULT = [w.NAME for w in WORKLOADS if w is not bringup and w is not scaling]
 
 
 def selected(a):

@@ -48,8 +48,8 @@ def unavailable(b, arch):
     return None
 
 
-def argv_for(b, arch, outdir, pargs):
-    args = ["--out", outdir, "--smp", VCPUS]
+def argv_for(b, arch, outdir, pargs, vcpus=VCPUS):
+    args = ["--out", outdir, "--smp", str(vcpus)]
     if pargs is not None:
         args += ["--plugin", pargs]
     try:
@@ -88,15 +88,16 @@ def run_once(b, argv, outdir, tag, pargs):
     return fig
 
 
-def measure_configs(b, arch, configs, runs, key):
-    """`configs` on Linux `arch`, `runs` rounds; a result dict (as the overhead workload's)."""
+def measure_configs(b, arch, configs, runs, key, vcpus=VCPUS):
+    """`configs` on Linux `arch` with `vcpus` vCPUs, `runs` rounds; a result dict (as the
+    overhead workload's)."""
     argvs = []
     for i, (_, pargs) in enumerate(configs):
         outdir = os.path.join(b.data, f"{key}-{arch}-{i}")
         os.makedirs(outdir, exist_ok=True)
-        argvs.append((argv_for(b, arch, outdir, pargs), outdir))
+        argvs.append((argv_for(b, arch, outdir, pargs, vcpus), outdir))
     say(f"{key}, {arch}: {len(configs)} configurations x {runs} runs, round-robin "
-        f"(run-linux.sh, -smp {VCPUS}; ~15-30 s a run)")
+        f"(run-linux.sh, -smp {vcpus}; ~15-30 s a run)")
 
     def run_one(i):
         argv, outdir = argvs[i]
@@ -105,8 +106,8 @@ def measure_configs(b, arch, configs, runs, key):
     per, orders = round_robin(configs, runs, run_one, f"{key} {arch}")
     rows = compare(per, configs)
     for r in rows.values():
-        r["all_cpus_up_runs"] = sum(1 for n in r["runs"]["cpus_up"] if n == VCPUS)
-    return {"command": shlex.join(argvs[0][0]), "vcpus": VCPUS, "runs_per_config": runs,
+        r["all_cpus_up_runs"] = sum(1 for n in r["runs"]["cpus_up"] if n == vcpus)
+    return {"command": shlex.join(argvs[0][0]), "vcpus": vcpus, "runs_per_config": runs,
             "orders": orders, "configs": rows}
 
 

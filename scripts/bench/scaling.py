@@ -1,0 +1,130 @@
+"""Many vCPUs (issue 42, point 3): whether the plugin's cost per vCPU stays flat as the vCPUs
+grow. The i386 example kernel's SMP workload (`smp=on`: every CPU runs its own) and Debian's
+amd64 guest, each at -smp 1, 2, 4 and 8, with the plugin (delay=100) against its own bare run
+at the same -smp, round-robin. These machines have 2 cores: the rows beyond 2 vCPUs are
+oversubscribed, and are read as ratios to their own bare runs, with the host CPU time each
+sample costs ((with - bare) / samples) and the samples the writer dropped.
+"""
+
+import os
+
+import linux
+from common import (BenchError, compare, fmt_int, fmt_spread, format_table, judge, round_robin,
+                    say)
+
+from kernel_command import KernelCommandError, qemu_command  # noqa: E402  (linux.py's path)
+
+NAME = "scaling"
+SMPS = (1, 2, 4, 8)
+PLUGIN_ARGS = "delay=100"
+CONFIGS = [("bare", None), (PLUGIN_ARGS, PLUGIN_ARGS)]
+# Flat: the host CPU time a sample costs at N vCPUs, at most this many times -smp 1's; and
+# no sample dropped.
+FLAT_RATIO = 1.5
+TARGETS = {"scaling_cpu_per_sample_vs_smp1_max": FLAT_RATIO, "scaling_dropped": 0}
+EXAMPLE_ROUNDS = 5000  # run-kernel.sh's default with --smp: about 2 s a CPU
+
+
+def example_argv(b, outdir, vcpus, pargs):
+    args = ["--kernel", b.kernels["i386"], "--com1", os.path.join(outdir, "com1.txt"),
+            "--memtrace", "none", "--smp", str(vcpus), "--rounds", str(EXAMPLE_ROUNDS)]
+    if pargs is not None:
+        args += ["--plugin", f"{b.plugin},out={os.path.join(outdir, 'cpu.raw')},{pargs}"]
+    try:
+        return qemu_command("i386", *args)
+    except KernelCommandError as e:
+        raise BenchError(str(e))
+
+
+def measure_example(b, vcpus):
+    argvs = []
+    for i, (_, pargs) in enumerate(CONFIGS):
+        outdir = os.path.join(b.data, f"scaling-example-{vcpus}-{i}")
+        os.makedirs(outdir, exist_ok=True)
+        argvs.append(example_argv(b, outdir, vcpus, pargs))
+
+    def run_one(i):
+        tag = f"scaling-example-{vcpus}-{i}"
+        fig, _ = b.run_figures(argvs[i], tag, summary=tag if CONFIGS[i][1] else None)
+        return fig
+
+    per, orders = round_robin(CONFIGS, b.runs, run_one, f"scaling i386 example -smp {vcpus}")
+    return {"vcpus": vcpus, "orders": orders, "configs": compare(per, CONFIGS)}
+
+
+def measure(b):
+    res = {"example": {}, "linux": {}, "skipped": {}}
+    b.results[NAME] = res
+    if "i386" in b.kernels:
+        for n in SMPS:
+            res["example"][n] = measure_example(b, n)
+    else:
+        res["skipped"]["example"] = "target/examples/kernel.elf is not built"
+    why = linux.unavailable(b, "x86_64")
+    if why is not None:
+        say(f"scaling, Linux: skipped: {why}")
+        res["skipped"]["linux"] = why
+        return
+    for n in SMPS:
+        vmlinuz = os.path.join(b.root, "target/linux/x86_64/vmlinuz")
+        configs = [("bare", None), (PLUGIN_ARGS, f"{PLUGIN_ARGS},elf={vmlinuz}")]
+        r = linux.measure_configs(b, "x86_64", configs, b.linux_runs, f"scaling-{n}", n)
+        # The same names as the example kernel's rows.
+        r["configs"] = {name: r["configs"][c] for (name, _), (c, _) in zip(CONFIGS, configs)}
+        res["linux"][n] = r
+
+
+def rows_of(runs):
+    """The table rows of {vcpus: result}, and the checks against -smp 1's cost a sample."""
+    rows, fails = [], {}
+    base = None
+    for n, r in sorted(runs.items()):
+        p = r["configs"][PLUGIN_ARGS]
+        cost = p.get("us_per_sample_incl_fixed", {}).get("cpu")
+        dropped = sum(p["runs"].get("dropped", []))
+        if base is None:
+            base = cost
+        flat = cost / base if cost is not None and base else None
+        f = []
+        if flat is None or flat > FLAT_RATIO:
+            f.append("cost")
+        if dropped:
+            f.append("drops")
+        fails[n] = f
+        rows.append((f"-smp {n}", fmt_spread(p["wall_ratio"], "x"), fmt_spread(p["cpu_ratio"], "x"),
+                     fmt_int(round(p.get("median_samples", 0))),
+                     f"{cost:.2f} µs" if cost is not None else "-",
+                     f"{flat:.2f}x" if flat is not None else "-", fmt_int(dropped),
+                     judge([f"≤{FLAT_RATIO:g}x", "0 dropped"], f)))
+    return rows, fails
+
+
+def table(b):
+    res = b.results[NAME]
+    groups, checks = [], []
+    for key, title, runs in (("example", "i386 example kernel, smp=on", b.runs),
+                             ("linux", "Debian's amd64 guest", b.linux_runs)):
+        if not res[key]:
+            continue
+        rows, fails = rows_of(res[key])
+        for n, f in fails.items():
+            checks.append((f"scaling {key} -smp {n}", judge(["flat"], f)))
+        groups.append((f"{title}: {PLUGIN_ARGS} against bare at the same -smp, {runs} run(s) "
+                       f"of each", rows))
+    if not groups:
+        return "Scaling: skipped (see the notes)", checks
+    head = ("vCPUs", "wall ratio min/med/max", "CPU ratio min/med/max", "samples",
+            "CPU a sample", "vs -smp 1", "dropped", "result")
+    return ("Many vCPUs: the plugin's cost as the vCPUs grow (2 host cores: beyond -smp 2 the "
+            "guest is oversubscribed; read each row against its own bare run):\n"
+            + format_table(head, groups, {1, 2, 3, 4, 5, 6}), checks)
+
+
+def notes(b):
+    res = b.results[NAME]
+    n = [f"scaling: {PLUGIN_ARGS} at -smp {', '.join(map(str, SMPS))}; 'CPU a sample' is "
+         f"(median CPU with - median CPU bare) / median samples, the target at most "
+         f"{FLAT_RATIO:g}x -smp 1's, and no sample dropped."]
+    for key, why in res["skipped"].items():
+        n.append(f"  scaling {key} skipped: {why}")
+    return n
