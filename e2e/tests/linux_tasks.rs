@@ -262,9 +262,11 @@ fn named_through_the_gdbstub(arch: &str) {
         .find(|l| l.starts_with("# tasks:"))
         .expect("the report's tasks line");
     // "N samples read with no task (REASON N, ...)": boot code and user mode's missing
-    // register, and a few others: entry code that samples before it loads the kernel's
-    // per-CPU segment (i386) or its task pointer (arm64) reads a stale pointer, which leads
-    // nowhere or to memory that cannot be read.
+    // register, and a few others: entry and exit code that samples before it loads the
+    // kernel's per-CPU segment (i386) or while SP_EL0 holds the program's stack pointer
+    // (arm64: 2 to 4% of the looks in CI) reads a stale pointer, which leads nowhere or to
+    // memory that cannot be read. The plugin names those by its switch hook; the stub sees
+    // no switches.
     let total: u64 = rows.iter().map(|r| r.1).sum();
     let mut others = 0;
     if let Some((_, why)) = line.split_once("samples read with no task (") {
@@ -277,7 +279,7 @@ fn named_through_the_gdbstub(arch: &str) {
             }
         }
     }
-    assert!(others * 50 <= total, "{others} of {total}: {line}");
+    assert!(others * 10 <= total, "{others} of {total}: {line}");
     let named = |pid: &str| rows.iter().any(|r| r.3 == pid && !r.2.starts_with('['));
     assert!(named("1"), "no init (pid 1):\n{text}");
     assert!(
