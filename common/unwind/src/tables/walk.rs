@@ -347,7 +347,8 @@ where
                     regs: None,
                     prev_full: None,
                     end,
-                    record_at_fp: record_at_fp.filter(|_| !entry && end == st.end),
+                    // A step onto another stack leaves the record's stack behind.
+                    record_at_fp: record_at_fp.filter(|_| end == st.end),
                 };
             }
             Step::Entry {
@@ -457,13 +458,7 @@ where
     let crossed = match (tables.arch, found) {
         (Arch::I386 | Arch::X86_64, Some(stubs::StubAt::X86(layout))) => {
             let cs = crossings.kernel_cs;
-            let crossed = stubs::cross_x86(&tables.stubs, layout, at, width, cs, read);
-            // Code with no table that is no entry (i386 Linux's `__switch_to_asm`, its
-            // string functions) under a frame pointer into this stack: its records.
-            if crossed.is_err() && (st.sp..st.end).contains(&st.fp) {
-                return Step::HandOver;
-            }
-            crossed
+            stubs::cross_x86(&tables.stubs, layout, at, width, cs, read)
         }
         (Arch::I386 | Arch::X86_64, _) | (_, None | Some(stubs::StubAt::X86(_))) => {
             return Step::HandOver;
@@ -472,15 +467,16 @@ where
         // were read).
         (_, Some(found)) if sysregs.is_none() && registers_only(found) => return Step::HandOver,
         (arch, Some(stubs::StubAt::Risc(layouts))) => {
-            let crossed = stubs::cross_risc(&tables.stubs, arch, layouts, at, read, sysregs);
-            // A frame pointer into the stack being walked: a stub that makes a frame record
-            // as well (the frame-pointer walk follows it, as before stubs were read).
-            if crossed.is_err() && (st.sp..st.end).contains(&st.fp) {
-                return Step::HandOver;
-            }
-            crossed
+            stubs::cross_risc(&tables.stubs, arch, layouts, at, read, sysregs)
         }
     };
+    // No frame the CPU could have pushed, under a frame pointer into the stack being
+    // walked: code with no table that makes frame records (a stub that makes one as well;
+    // i386 Linux's `__switch_to_asm`, its string functions, which are no entry). The
+    // frame-pointer walk follows them, as before stubs were read.
+    if crossed.is_err() && (st.sp..st.end).contains(&st.fp) {
+        return Step::HandOver;
+    }
     match crossed {
         Ok(i) => Step::Entry {
             ip: i.ip,

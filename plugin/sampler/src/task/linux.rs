@@ -37,18 +37,24 @@ pub fn linux_image_spec(
         Ok(l) => return Ok((linux_spec(&l, arch)?, LayoutSource::Btf)),
         Err(e) => e,
     };
-    let dwarf_err = |why| LinuxSpecError::Dwarf {
-        path: image.path.display().to_string(),
-        why,
-    };
     let per_cpu = matches!(arch, Arch::X86_64 | Arch::I386);
     // A vmlinux with DWARF has its symbol table; kallsyms lacks data symbols where the
     // kernel is built without KALLSYMS_ALL (Debian's 686 kernels).
-    let symbol = |name: &str| elf_symbol(&image.bytes, name);
+    let elf = object::File::parse(&image.bytes[..]).ok();
+    let symbol = |name: &str| {
+        use object::{Object, ObjectSymbol};
+        elf.as_ref()?
+            .symbols()
+            .find(|s| s.name() == Ok(name))
+            .map(|s| s.address())
+    };
     match linux_layout(&image.bytes, per_cpu, symbol) {
         Ok(l) => Ok((linux_spec(&l, arch)?, LayoutSource::Dwarf)),
         Err(LinuxDwarfError::NoDwarf(_)) => Err(LinuxSpecError::NoLayout(btf.to_string())),
-        Err(why) => Err(dwarf_err(why)),
+        Err(why) => Err(LinuxSpecError::Dwarf {
+            path: image.path.display().to_string(),
+            why,
+        }),
     }
 }
 
@@ -72,15 +78,6 @@ pub fn linux_spec(l: &TaskLayout, arch: Arch) -> Result<TaskSpec, LinuxSpecError
         kernel_thread_flag: PF_KTHREAD,
         state: l.state,
     })
-}
-
-/// The address of symbol `name` in the ELF `bytes`' symbol table.
-fn elf_symbol(bytes: &[u8], name: &str) -> Option<u64> {
-    use object::{Object, ObjectSymbol};
-    let file = object::File::parse(bytes).ok()?;
-    file.symbols()
-        .find(|s| s.name() == Ok(name))
-        .map(|s| s.address())
 }
 
 /// What a start line says of a Linux spec: the offsets, where they were read, and where

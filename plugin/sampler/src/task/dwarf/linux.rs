@@ -76,22 +76,22 @@ impl Units<'_, '_> {
         per_cpu: bool,
         symbol: &dyn Fn(&str) -> Option<u64>,
     ) -> Result<TaskLayout, LinuxDwarfError> {
-        let units = self;
-        let per_cpu_current = match (per_cpu, symbol("current_task"), symbol("pcpu_hot")) {
-            (false, _, _) => None,
-            (true, Some(slot), _) => Some(slot),
-            (true, None, Some(hot)) => {
-                let s = units.structure("pcpu_hot")?;
-                let (offset, _) = units.field(s, "pcpu_hot", "current_task", Expect::Ptr)?;
-                Some(
+        // Looked up only where needed: each is a search of the symbol table.
+        let per_cpu_current = match per_cpu {
+            false => None,
+            true => Some(match symbol("current_task") {
+                Some(slot) => slot,
+                None => {
+                    let hot = symbol("pcpu_hot").ok_or(LinuxDwarfError::NoPerCpuCurrent)?;
+                    let s = self.structure("pcpu_hot")?;
+                    let (offset, _) = self.field(s, "pcpu_hot", "current_task", Expect::Ptr)?;
                     hot.checked_add(u64::from(offset))
-                        .ok_or(LinuxDwarfError::NoPerCpuCurrent)?,
-                )
-            }
-            (true, None, None) => return Err(LinuxDwarfError::NoPerCpuCurrent),
+                        .ok_or(LinuxDwarfError::NoPerCpuCurrent)?
+                }
+            }),
         };
-        let task = units.structure("task_struct")?;
-        let field = |name, expect| units.field(task, "task_struct", name, expect);
+        let task = self.structure("task_struct")?;
+        let field = |name, expect| self.field(task, "task_struct", name, expect);
         let (comm, comm_len) = field("comm", Expect::CharArray)?;
         Ok(TaskLayout {
             per_cpu_current,

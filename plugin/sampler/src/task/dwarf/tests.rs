@@ -83,6 +83,10 @@ impl Info {
         self.body.push(0);
         self
     }
+    /// A base type (abbreviation 6): its name, size in bytes and encoding.
+    fn base(&mut self, label: &'static str, name: &str, size: u8, enc: gimli::DwAte) {
+        self.die(label, 6).str(name).u8(size).u8(enc.0);
+    }
     fn u8(&mut self, v: u8) -> &mut Self {
         self.body.push(v);
         self
@@ -216,22 +220,10 @@ fn unit(var: &'static str, id: &'static str, name: &'static str) -> Vec<u8> {
     i.die("m_id", 5).str("id").to(id).u8(0);
     i.die("m_name", 5).str("name").to(name).u8(8);
     i.end();
-    i.die("u32", 6)
-        .str("u32")
-        .u8(4)
-        .u8(gimli::DW_ATE_unsigned.0);
-    i.die("u64", 6)
-        .str("u64")
-        .u8(8)
-        .u8(gimli::DW_ATE_unsigned.0);
-    i.die("char", 6)
-        .str("char")
-        .u8(1)
-        .u8(gimli::DW_ATE_signed_char.0);
-    i.die("float", 6)
-        .str("float")
-        .u8(4)
-        .u8(gimli::DW_ATE_float.0);
+    i.base("u32", "u32", 4, gimli::DW_ATE_unsigned);
+    i.base("u64", "u64", 8, gimli::DW_ATE_unsigned);
+    i.base("char", "char", 1, gimli::DW_ATE_signed_char);
+    i.base("float", "float", 4, gimli::DW_ATE_float);
     i.die("char16", 7).to("char");
     i.die("sub16", 8).u8(16).end();
     i.die("char32", 7).to("char");
@@ -360,15 +352,9 @@ fn linux_unit(comm: &'static str) -> Vec<u8> {
     i.end();
     i.die("ptr", 3).to("task");
     i.die("pid_t", 9).str("pid_t").to("int");
-    i.die("int", 6).str("int").u8(4).u8(gimli::DW_ATE_signed.0);
-    i.die("u32", 6)
-        .str("unsigned int")
-        .u8(4)
-        .u8(gimli::DW_ATE_unsigned.0);
-    i.die("char", 6)
-        .str("char")
-        .u8(1)
-        .u8(gimli::DW_ATE_signed_char.0);
+    i.base("int", "int", 4, gimli::DW_ATE_signed);
+    i.base("u32", "unsigned int", 4, gimli::DW_ATE_unsigned);
+    i.base("char", "char", 1, gimli::DW_ATE_signed_char);
     i.die("char16", 7).to("char");
     i.die("sub16", 8).u8(16).end();
     i.die("void_ptr", 10);
