@@ -195,6 +195,7 @@ printf '%s' "out=cpu.raw,period=100000,exact=on" >"$corpus/plugin_args/period-ex
 printf '%s' "out=/tmp/x.raw,delay=200,depth=1024" >"$corpus/plugin_args/delay-depth"
 printf '%s' "out=x.raw,exact=only" >"$corpus/plugin_args/exact-only"
 printf '%s' "out=x.raw,period=1000,compress=on" >"$corpus/plugin_args/compress"
+printf '%s' "out=x.raw,flight=5,flight_trigger=panic,elf=k.elf,max_size=64M" >"$corpus/plugin_args/flight"
 printf 'qemu-system-i386\0-accel\0tcg,thread=single\0-plugin\0kern-profile.so,out=x\0' \
     >"$corpus/plugin_args/cmdline-single"
 printf 'qemu-system-x86_64\0-smp\0' >"$corpus/plugin_args/cmdline-cut"

@@ -80,6 +80,8 @@ pub struct Keys {
     pub halt: bool,
     /// `memtrace=FILE` (virt).
     pub memtrace: bool,
+    /// `spin_panic=SECS` (i386).
+    pub spin_panic: bool,
 }
 
 pub struct Config {
@@ -97,6 +99,8 @@ pub struct Config {
     /// `memtrace=FILE`: the host file (relative to QEMU's working directory) the allocation
     /// phase's records go to through semihosting; none without it.
     pub memtrace: Option<&'static [u8]>,
+    /// `spin_panic=SECS`: at the end, spin SECS seconds, then panic (0: no).
+    pub spin_panic: u32,
     pub cmdline: &'static [u8],
 }
 
@@ -109,6 +113,7 @@ pub fn parse(cmdline: &'static [u8], keys: &Keys) -> Config {
         irq: false,
         halt: false,
         memtrace: None,
+        spin_panic: 0,
         cmdline,
     };
     let mut rounds = None;
@@ -123,6 +128,7 @@ pub fn parse(cmdline: &'static [u8], keys: &Keys) -> Config {
             b"irq" => cfg.irq = cmdline::on_off(key, val),
             b"halt" if keys.halt => cfg.halt = cmdline::on_off(key, val),
             b"memtrace" if keys.memtrace && !val.is_empty() => cfg.memtrace = Some(val),
+            b"spin_panic" if keys.spin_panic => cfg.spin_panic = cmdline::number(key, val),
             _ => {
                 if let Some(n) = keys.modes.iter().position(|m| m.key().as_bytes() == key) {
                     match cmdline::on_off(key, val) {

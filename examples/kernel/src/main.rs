@@ -16,6 +16,7 @@ mod hostile;
 mod irq;
 mod procs;
 mod smp;
+mod spin_panic;
 mod user;
 mod workload;
 
@@ -28,7 +29,7 @@ use kernel_common::{alloc_phase, kalloc, phases};
 
 /// The command line's keys beyond the default run's (README.md, "Command line").
 const KEYS: Keys =
-    Keys { modes: &[Mode::Smp, Mode::User, Mode::Hostile, Mode::Procs, Mode::Exec, Mode::Sched], irq_alone: true, halt: true, memtrace: false };
+    Keys { modes: &[Mode::Smp, Mode::User, Mode::Hostile, Mode::Procs, Mode::Exec, Mode::Sched], irq_alone: true, halt: true, memtrace: false, spin_panic: true };
 
 /// Rust entry point, called by `_start` (src/boot.rs) with the multiboot registers, on the
 /// boot stack, with EBP = 0 so that every frame-pointer walk ends here.
@@ -98,6 +99,9 @@ pub extern "C" fn kmain(magic: u32, info: u32) -> ! {
     alloc_phase::run(cfg.alloc_rounds);
     alloc_phase::report(&mut out);
     out.str("phase alloc: done\ndone\n");
+    if cfg.spin_panic > 0 {
+        spin_panic::run(cfg.spin_panic, &mut out)
+    }
     if cfg.halt {
         out.str("halted\n");
         exit::halt()

@@ -30,7 +30,7 @@ use kernel_common::{alloc_phase, phases};
 /// user program with system calls instead (src/user.rs; `syscall=on` with it: by the
 /// `SYSCALL` instruction rather than `int 0x80`), and `sched=on`: named tasks under a
 /// scheduler (kernel_common::sched); none with `irq`.
-const KEYS: Keys = Keys { modes: &[Mode::OddStack, Mode::User, Mode::Sched], irq_alone: true, halt: false, memtrace: false };
+const KEYS: Keys = Keys { modes: &[Mode::OddStack, Mode::User, Mode::Sched], irq_alone: true, halt: false, memtrace: false, spin_panic: false };
 
 /// Rust entry point, called by `_start` (src/boot.rs) with the multiboot registers, on the
 /// kernel stack in the higher half, with RBP = 0 so that every frame-pointer walk ends here.

@@ -10,7 +10,7 @@ use kernel_common::{alloc_phase, memtrace, phases};
 
 /// The command line's keys beyond the default run's (../README.md, "Command line"); `irq=on`
 /// is ignored in the other modes.
-const KEYS: Keys = Keys { modes: &[Mode::Smp, Mode::User, Mode::Sched], irq_alone: false, halt: false, memtrace: true };
+const KEYS: Keys = Keys { modes: &[Mode::Smp, Mode::User, Mode::Sched], irq_alone: false, halt: false, memtrace: true, spin_panic: false };
 
 /// QEMU exit statuses: 0 (success), and the i386 kernel's for a panic and a CPU exception.
 pub const EXIT_SUCCESS: u32 = 0;

@@ -101,6 +101,7 @@ impl SampleBuffer {
 
     /// Takes the batch out, leaving `fresh` (an empty buffer) in its place.
     pub fn take(&mut self, fresh: Vec<u8>) -> Batch {
+        self.batch.last_ns = self.last_ns.unwrap_or(self.first_ns);
         std::mem::replace(
             &mut self.batch,
             Batch {

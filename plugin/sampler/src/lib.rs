@@ -11,6 +11,8 @@
 //! - [`switch`]: `switches=`: each task switch, with the leaving task's stack;
 //! - [`batch`]: a vCPU's buffer of encoded samples and when to hand it to the writer;
 //! - [`writer`]: the writer thread behind a bounded channel, which drops rather than blocks;
+//! - [`flight`]: `flight=`: the writer's ring of the last seconds' batches;
+//! - [`flight_trigger`]: `flight_trigger=`: the functions that write that ring;
 //! - [`alloc_hooks`]: `alloc=`: the allocator functions to hook, their arguments at entry,
 //!   and each call's entry matched to its return, into allocation events.
 
@@ -18,6 +20,8 @@ pub mod alloc_hooks;
 pub mod batch;
 pub mod capture;
 pub mod code_sampler;
+pub mod flight;
+pub mod flight_trigger;
 pub mod switch;
 pub mod task;
 pub mod window;

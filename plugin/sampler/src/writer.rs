@@ -4,6 +4,11 @@
 //! the channel is dropped and its samples counted. A sample counts as written only once its
 //! bytes reached the output; the first write error is reported when it happens, through
 //! the `on_error` hook, and every later batch is counted as failed.
+//!
+//! Two bounds change what is written: `flight` keeps batches in a ring
+//! ([`FlightRing`]) until [`Writer::dump`] or the end, and `max_size` stops writing once
+//! the output would pass that many bytes; what either leaves out is counted apart from
+//! the drops.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,17 +17,29 @@ use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
+use crate::flight::{Evicted, FlightConfig, FlightRing};
+
 /// Encoded records and how many samples (and allocation events) they hold.
 #[derive(Debug, Default)]
 pub struct Batch {
     pub bytes: Vec<u8>,
     pub samples: u64,
     pub events: u64,
+    /// Host time of its newest record (ns): the flight ring's age.
+    pub last_ns: u64,
 }
 
 enum Msg {
     Batch(Batch),
+    /// Write the flight ring now, and every batch after it as it comes.
+    Dump,
     Finish,
+}
+
+/// An output that says how many bytes it holds (for `max_size`).
+pub trait Output: Write {
+    /// Bytes in the output so far, after the last flush.
+    fn size(&mut self) -> u64;
 }
 
 /// Writer settings.
@@ -32,6 +49,10 @@ pub struct WriterConfig {
     pub channel_batches: usize,
     /// Capacity of fresh batch buffers.
     pub batch_bytes: usize,
+    /// `flight=`: keep the last seconds in a ring instead of writing.
+    pub flight: Option<FlightConfig>,
+    /// `max_size=`: write no batch that would take the output past this many bytes.
+    pub max_size: Option<u64>,
 }
 
 impl Default for WriterConfig {
@@ -39,6 +60,8 @@ impl Default for WriterConfig {
         WriterConfig {
             channel_batches: 256,
             batch_bytes: 64 << 10,
+            flight: None,
+            max_size: None,
         }
     }
 }
@@ -59,10 +82,20 @@ pub struct Finished<W: Write> {
     pub events_failed: u64,
     /// The first I/O error, if any.
     pub error: Option<io::Error>,
+    /// `flight=`: what the ring left out for its window or its bytes.
+    pub evicted: Evicted,
+    /// `max_size=`: samples and events not written because the output was full.
+    pub samples_over_size: u64,
+    pub events_over_size: u64,
+    /// `max_size=`: a batch did not fit, so none after it was written either (the file
+    /// stays a prefix of the recording).
+    pub full: bool,
+    /// `flight=`: whether [`Writer::dump`] wrote the ring before the end.
+    pub dumped: bool,
 }
 
 /// The senders' side, shared by every vCPU.
-pub struct Writer<W: Write + Send + 'static> {
+pub struct Writer<W: Output + Send + 'static> {
     tx: Sender<Msg>,
     pool: Receiver<Vec<u8>>,
     dropped: AtomicU64,
@@ -71,14 +104,14 @@ pub struct Writer<W: Write + Send + 'static> {
     thread: Mutex<Option<JoinHandle<Finished<W>>>>,
 }
 
-impl<W: Write + Send + 'static> Writer<W> {
+impl<W: Output + Send + 'static> Writer<W> {
     /// Starts the writer thread over `out`; `on_error` hears of the first write error.
     pub fn spawn(out: W, cfg: WriterConfig, on_error: OnError) -> io::Result<Self> {
         let (tx, rx) = bounded(cfg.channel_batches.max(1));
         let (pool_tx, pool) = bounded(cfg.channel_batches.max(1));
         let thread = thread::Builder::new()
             .name("kern-profile-writer".into())
-            .spawn(move || run(out, rx, pool_tx, on_error))?;
+            .spawn(move || run(out, cfg, rx, pool_tx, on_error))?;
         Ok(Writer {
             tx,
             pool,
@@ -126,6 +159,12 @@ impl<W: Write + Send + 'static> Writer<W> {
         }
     }
 
+    /// `flight=`: writes the ring now (once), then every batch as it comes. Waits for room
+    /// in the channel: the caller handed over its own batch first, and that one must be in.
+    pub fn dump(&self) {
+        let _ = self.tx.send(Msg::Dump);
+    }
+
     /// Samples dropped because the writer fell behind.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -145,8 +184,9 @@ impl<W: Write + Send + 'static> Writer<W> {
     }
 }
 
-fn run<W: Write>(
+fn run<W: Output>(
     out: W,
+    cfg: WriterConfig,
     rx: Receiver<Msg>,
     pool: Sender<Vec<u8>>,
     on_error: OnError,
@@ -158,20 +198,70 @@ fn run<W: Write>(
         events_written: 0,
         events_failed: 0,
         error: None,
+        evicted: Evicted::default(),
+        samples_over_size: 0,
+        events_over_size: 0,
+        full: false,
+        dumped: false,
     };
-    while let Ok(Msg::Batch(mut b)) = rx.recv() {
-        write_batch(&mut f, &b, &on_error);
-        b.bytes.clear();
-        let _ = pool.try_send(b.bytes);
+    let mut ring = cfg.flight.map(FlightRing::new);
+    let recycle = |mut bytes: Vec<u8>| {
+        bytes.clear();
+        let _ = pool.try_send(bytes);
+    };
+    loop {
+        match rx.recv() {
+            Ok(Msg::Batch(b)) => match ring.as_mut() {
+                Some(r) => r.push(b).into_iter().for_each(recycle),
+                None => {
+                    write_batch(&mut f, &b, cfg.max_size, &on_error);
+                    recycle(b.bytes);
+                }
+            },
+            Ok(Msg::Dump) => {
+                f.dumped |= ring.is_some();
+                write_ring(&mut f, ring.take(), cfg.max_size, &on_error);
+            }
+            Ok(Msg::Finish) | Err(_) => {
+                write_ring(&mut f, ring.take(), cfg.max_size, &on_error);
+                return f;
+            }
+        }
     }
-    f
 }
 
-/// Writes one batch, or counts it as failed once an error has been seen.
-fn write_batch<W: Write>(f: &mut Finished<W>, b: &Batch, on_error: &OnError) {
+/// Writes what the ring holds of its window, oldest first.
+fn write_ring<W: Output>(
+    f: &mut Finished<W>,
+    ring: Option<FlightRing>,
+    max_size: Option<u64>,
+    on_error: &OnError,
+) {
+    let Some(mut ring) = ring else { return };
+    for b in ring.drain() {
+        write_batch(f, &b, max_size, on_error);
+    }
+    f.evicted = ring.evicted();
+}
+
+/// Writes one batch, or counts it as failed once an error has been seen, or as over the
+/// size once the output is full.
+fn write_batch<W: Output>(
+    f: &mut Finished<W>,
+    b: &Batch,
+    max_size: Option<u64>,
+    on_error: &OnError,
+) {
     if f.error.is_some() {
         f.samples_failed += b.samples;
         f.events_failed += b.events;
+        return;
+    }
+    // A compressed output grows by less than the batch: the bound holds either way.
+    f.full = f.full || max_size.is_some_and(|max| f.out.size() + b.bytes.len() as u64 > max);
+    if f.full {
+        f.samples_over_size += b.samples;
+        f.events_over_size += b.events;
         return;
     }
     match f.out.write_all(&b.bytes).and_then(|()| f.out.flush()) {
@@ -216,6 +306,12 @@ mod tests {
         }
     }
 
+    impl Output for Sink {
+        fn size(&mut self) -> u64 {
+            self.data.lock().unwrap().len() as u64
+        }
+    }
+
     impl Write for Sink {
         fn write(&mut self, b: &[u8]) -> io::Result<usize> {
             let mut closed = self.gate.0.lock().unwrap();
@@ -243,6 +339,7 @@ mod tests {
             bytes: vec![byte; n],
             samples,
             events: 0,
+            last_ns: 0,
         }
     }
 
@@ -280,6 +377,7 @@ mod tests {
             bytes: vec![1; 8],
             samples: 1,
             events: n,
+            last_ns: 0,
         };
         for _ in 0..5 {
             w.submit(with_events(10));
@@ -373,6 +471,7 @@ mod tests {
             bytes: b,
             samples: 1,
             events: 0,
+            last_ns: 0,
         });
         let t = Instant::now();
         loop {
@@ -389,5 +488,79 @@ mod tests {
             "empty batches are not sent"
         );
         w.finish();
+    }
+
+    fn at(byte: u8, last_ns: u64) -> Batch {
+        Batch {
+            last_ns,
+            ..batch(byte, 10, 1)
+        }
+    }
+
+    fn flight(window_ns: u64) -> WriterConfig {
+        WriterConfig {
+            flight: Some(FlightConfig {
+                window_ns,
+                max_bytes: u64::MAX,
+            }),
+            ..WriterConfig::default()
+        }
+    }
+
+    /// Nothing is written before the end; then only the window's batches.
+    #[test]
+    fn flight_writes_the_window_at_the_end() {
+        let sink = Sink::default();
+        let w = Writer::spawn(sink.clone(), flight(100), quiet()).unwrap();
+        for t in 0..10u8 {
+            w.submit_blocking(at(t, t as u64 * 50));
+        }
+        thread::sleep(Duration::from_millis(20));
+        assert!(sink.bytes().is_empty(), "written before the end");
+        let f = w.finish().unwrap();
+        assert_eq!(f.samples_written, 3);
+        assert_eq!(f.evicted.samples, 7);
+        assert!(!f.dumped);
+        let firsts: Vec<u8> = sink.bytes().chunks(10).map(|c| c[0]).collect();
+        assert_eq!(firsts, [7, 8, 9]);
+    }
+
+    /// A dump writes the ring, then every batch as it comes.
+    #[test]
+    fn flight_dump_then_streams() {
+        let sink = Sink::default();
+        let w = Writer::spawn(sink.clone(), flight(100), quiet()).unwrap();
+        for t in 0..4u8 {
+            w.submit_blocking(at(t, t as u64 * 100));
+        }
+        w.dump();
+        w.dump();
+        w.submit_blocking(at(20, 2000));
+        let f = w.finish().unwrap();
+        assert!(f.dumped);
+        let firsts: Vec<u8> = sink.bytes().chunks(10).map(|c| c[0]).collect();
+        assert_eq!(firsts, [2, 3, 20]);
+        assert_eq!(f.samples_written, 3);
+        assert_eq!(f.evicted.samples, 2);
+    }
+
+    /// max_size: the file stays a prefix: no batch after the first that did not fit.
+    #[test]
+    fn max_size_keeps_a_prefix() {
+        let sink = Sink::default();
+        let cfg = WriterConfig {
+            max_size: Some(35),
+            ..WriterConfig::default()
+        };
+        let w = Writer::spawn(sink.clone(), cfg, quiet()).unwrap();
+        for i in 0..5u8 {
+            w.submit_blocking(batch(i, 10, 2));
+        }
+        w.submit_blocking(batch(9, 1, 1));
+        let f = w.finish().unwrap();
+        assert_eq!(sink.bytes().len(), 30);
+        assert_eq!(f.samples_written, 6);
+        assert_eq!(f.samples_over_size, 5);
+        assert!(f.full);
     }
 }

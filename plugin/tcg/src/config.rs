@@ -1,6 +1,7 @@
 //! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`
 //! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,elf=FILE][,user=FILE...][,alloc=SPEC,elf=FILE|symbols=FILE]`
-//! `[,tasks=auto|on|off|example|POINTER->ID,NAME][,switches=auto|on|off|example|FUNCTION]`.
+//! `[,tasks=auto|on|off|example|POINTER->ID,NAME][,switches=auto|on|off|example|FUNCTION]`
+//! `[,compress=on|off][,flight=SECS][,flight_trigger=panic|FUNCTION...][,max_size=BYTES]`.
 //!
 //! `elf=` names the kernel (an ELF, or a Linux image holding one: a bzImage): its ORC and
 //! DWARF CFI tables unwind the kernel's stacks where it has no frame pointers, and `alloc=`
@@ -64,7 +65,18 @@ pub struct Config {
     /// `compress=on`: the output is one zstd stream, flushed after every batch
     /// (`kern_profile_format::compressed`). Off by default: `kern-profile record` turns it on.
     pub compress: bool,
+    /// `flight=SECS`: keep only the last SECS of samples in memory, written at exit or when
+    /// a `flight_trigger=` function runs (kern_profile_sampler::flight).
+    pub flight_secs: Option<u64>,
+    /// `flight_trigger=` (repeated): the functions that write the flight ring (`panic`: the
+    /// preset of kern_profile_sampler::flight_trigger).
+    pub flight_triggers: Vec<String>,
+    /// `max_size=BYTES` (suffix K, M or G): no batch is written past this many bytes.
+    pub max_size: Option<u64>,
 }
+
+/// Longest `flight=` window: a day.
+pub const MAX_FLIGHT_SECS: u64 = 86_400;
 
 /// What `tasks=` and `switches=` ask of `elf=` (see [`Config`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -143,7 +155,7 @@ pub struct AllocConfig {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off|example|POINTER->ID,NAME, switches=auto|on|off|example|FUNCTION, compress=on|off)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off|example|POINTER->ID,NAME, switches=auto|on|off|example|FUNCTION, compress=on|off, flight=SECS, flight_trigger=panic|FUNCTION, max_size=BYTES)")]
     Unknown(String),
     #[error(transparent)]
     Tasks(#[from] TaskDescriptionError),
@@ -179,6 +191,14 @@ pub enum ConfigError {
     ElfAndSymbols,
     #[error("tasks=on and switches=on read the guest's tasks where elf= says they are: add elf=KERNEL (a Linux image or vmlinux with BTF)")]
     TasksWithoutElf,
+    #[error(
+        "flight_trigger= writes the flight recorder's ring, and there is none: add flight=SECS"
+    )]
+    TriggerWithoutFlight,
+    #[error("flight_trigger= finds its functions in the kernel's symbols: add elf=KERNEL")]
+    TriggerWithoutElf,
+    #[error("exact=on counts every block of the whole run, and flight= keeps only its last seconds: drop one of them")]
+    FlightWithExact,
     #[error("switches=on records which task leaves and which runs, and tasks=off names none: drop one of them")]
     SwitchesWithoutTasks,
 }
@@ -252,12 +272,16 @@ impl Config {
         let mut tasks = None;
         let mut switches = None;
         let mut compress = None;
+        let mut flight = None;
+        let mut max_size = None;
+        let mut flight_triggers = Vec::new();
         let mut user = Vec::new();
         for arg in args {
             let Some((key, value)) = arg.split_once('=') else {
                 return Err(match arg {
                     "out" | "delay" | "period" | "depth" | "exact" | "window" | "alloc" | "elf"
-                    | "symbols" | "trigger" | "user" | "tasks" | "switches" | "compress" => {
+                    | "symbols" | "trigger" | "user" | "tasks" | "switches" | "compress"
+                    | "flight" | "flight_trigger" | "max_size" => {
                         ConfigError::NoValue(arg.to_string())
                     }
                     _ => ConfigError::Unknown(arg.to_string()),
@@ -290,6 +314,20 @@ impl Config {
                 "tasks" => set(&mut tasks, "tasks", tasks_value(value)?)?,
                 "switches" => set(&mut switches, "switches", switches_value(value)?)?,
                 "compress" => set(&mut compress, "compress", on_off("compress", value)?)?,
+                "flight" => set(
+                    &mut flight,
+                    "flight",
+                    number("flight", value, 1, MAX_FLIGHT_SECS)?,
+                )?,
+                "flight_trigger" => {
+                    flight_triggers.push(non_empty("flight_trigger", value)?);
+                }
+                "max_size" => set(
+                    &mut max_size,
+                    "max_size",
+                    kern_profile_format::limits::parse_size(value)
+                        .map_err(|why| bad("max_size", value, why))?,
+                )?,
                 "window" => set(
                     &mut window,
                     "window",
@@ -315,6 +353,15 @@ impl Config {
         }
         if switches == AutoOnOff::On && tasks == AutoOnOff::Off {
             return Err(ConfigError::SwitchesWithoutTasks);
+        }
+        if !flight_triggers.is_empty() && flight.is_none() {
+            return Err(ConfigError::TriggerWithoutFlight);
+        }
+        if !flight_triggers.is_empty() && elf.is_none() {
+            return Err(ConfigError::TriggerWithoutElf);
+        }
+        if flight.is_some() && exact != Exact::Off {
+            return Err(ConfigError::FlightWithExact);
         }
         let alloc = alloc_config(alloc, elf.clone(), symbols)?;
         let at_interrupts = trigger.unwrap_or(false);
@@ -352,6 +399,9 @@ impl Config {
             task_description,
             switch_function,
             compress: compress.unwrap_or(false),
+            flight_secs: flight,
+            flight_triggers,
+            max_size,
         })
     }
 }
@@ -435,6 +485,9 @@ mod tests {
                 task_description: None,
                 switch_function: None,
                 compress: false,
+                flight_secs: None,
+                flight_triggers: Vec::new(),
+                max_size: None,
             }
         );
         assert!(parse("out=o,compress=on").unwrap().compress);
@@ -614,5 +667,38 @@ mod tests {
         assert!(err("out=x,alloc=,elf=k").starts_with("alloc=: the value is empty"));
         assert!(err("out=x,alloc").contains("argument 'alloc' needs a value"));
         assert!(err("out=x,alloc=a,alloc=b,elf=k").contains("'alloc' is given twice"));
+    }
+
+    #[test]
+    fn flight_and_max_size() {
+        let c = parse("out=o,flight=5,flight_trigger=panic,flight_trigger=spin,elf=k,max_size=64M")
+            .unwrap();
+        assert_eq!(c.flight_secs, Some(5));
+        assert_eq!(c.flight_triggers, ["panic", "spin"]);
+        assert_eq!(c.max_size, Some(64 << 20));
+        assert_eq!(
+            parse("out=o,flight_trigger=panic,elf=k").unwrap_err(),
+            ConfigError::TriggerWithoutFlight
+        );
+        assert_eq!(
+            parse("out=o,flight=5,flight_trigger=panic").unwrap_err(),
+            ConfigError::TriggerWithoutElf
+        );
+        assert_eq!(
+            parse("out=o,flight=5,exact=on").unwrap_err(),
+            ConfigError::FlightWithExact
+        );
+        assert!(parse("out=o,flight=0")
+            .unwrap_err()
+            .to_string()
+            .contains("flight=0: must be between 1 and 86400"));
+        assert!(parse("out=o,max_size=12")
+            .unwrap_err()
+            .to_string()
+            .starts_with("max_size=12: at least"));
+        assert_eq!(
+            parse("out=o,flight").unwrap_err(),
+            ConfigError::NoValue("flight".into())
+        );
     }
 }

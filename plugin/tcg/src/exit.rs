@@ -8,6 +8,8 @@ use crate::sample_costs::SampleCosts;
 use crate::summary::{alloc_line, summary_line, timer_line};
 use kern_profile_format::{InterruptWaits, SamplingMode, Stats, StopCounts};
 use kern_profile_sampler::alloc_hooks::CallCounts;
+use kern_profile_sampler::flight::DEFAULT_MAX_BYTES;
+use kern_profile_sampler::writer::Finished;
 
 use crate::{lock_within, stderr_line, timer, Plugin, EXIT_LOCK_WAIT, PLUGIN};
 
@@ -56,6 +58,7 @@ pub fn finish() {
     };
     stats.encode(&mut trailer);
     // The writer thread reported its own error when it happened; only a new one is news.
+    let bounds = bounds_lines(p, &fin);
     let mut out = fin.out;
     if let Err(e) = out.write_all(&trailer).and_then(|()| out.end()) {
         if fin.error.is_none() {
@@ -71,6 +74,9 @@ pub fn finish() {
         p.table_refusals.as_deref(),
         &p.cfg.out,
     ));
+    for line in bounds {
+        stderr_line(&line);
+    }
     if p.switches.is_some() {
         stderr_line(&format!(
             "kern-profile: {} task switches recorded, each with the leaving task's stack (those in dropped batches are lost with them)",
@@ -91,6 +97,36 @@ pub fn finish() {
     if let (Some(a), Some(s)) = (&p.alloc, alloc_stats) {
         stderr_line(&alloc_line(&s, a.set.hooks.len(), &calls, &a.set.skipped));
     }
+}
+
+/// What `flight=` and `max_size=` left out, said at exit.
+fn bounds_lines(p: &Plugin, fin: &Finished<crate::output::Output>) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(secs) = p.cfg.flight_secs {
+        let when = match fin.dumped {
+            true => "from the trigger on, everything",
+            false => "nothing triggered it: written at exit",
+        };
+        let mut line = format!(
+            "kern-profile: flight recorder: the last {secs} s kept, {} samples before them left out ({when})",
+            fin.evicted.samples
+        );
+        if fin.evicted.samples_for_size > 0 {
+            line.push_str(&format!(
+                "; {} of them for the ring's bound of {} bytes (max_size=)",
+                fin.evicted.samples_for_size,
+                p.cfg.max_size.unwrap_or(DEFAULT_MAX_BYTES)
+            ));
+        }
+        lines.push(line);
+    }
+    if let (Some(max), true) = (p.cfg.max_size, fin.full) {
+        lines.push(format!(
+            "kern-profile: max_size={max}: the output is full: the last {} samples are not in it (it holds everything before them)",
+            fin.samples_over_size
+        ));
+    }
+    lines
 }
 
 /// Hands every vCPU's last batch to the writer (with `alloc=`, after its pending calls as

@@ -30,21 +30,33 @@ pub struct Loaded {
     pub tasks: Option<kern_profile_sampler::task::TaskSpec>,
     /// `switches=`: where it switches tasks, when found.
     pub switches: Option<kern_profile_sampler::switch::SwitchSpec>,
+    /// `flight_trigger=`: the functions that write the flight ring.
+    pub flight_triggers: Vec<kern_profile_sampler::flight_trigger::Trigger>,
 }
 
-/// The kernel at `path` for an `arch` guest, read once, and where its tasks are (`tasks`).
-/// Errors name the file; an ELF marked i386 but 64-bit is read as x86_64, and entries refused
-/// are counted, both said at start.
-pub fn load(path: &Path, arch: Arch, args: TaskArgs<'_>) -> Result<Loaded, String> {
+/// The kernel at `path` for an `arch` guest, read once, where its tasks are (`tasks`) and
+/// its `flight_trigger=` functions (`triggers`). Errors name the file; an ELF marked i386 but
+/// 64-bit is read as x86_64, and entries refused are counted, both said at start.
+pub fn load(
+    path: &Path,
+    arch: Arch,
+    args: TaskArgs<'_>,
+    triggers: &[String],
+) -> Result<Loaded, String> {
     let image = open(path, &Options::default()).map_err(|e| format!("elf={e}"))?;
     let os = kernel_os_of_image(&image);
     let tasks = crate::tasks::find(args, &image, os, arch, path)?;
     let switches = crate::switches::find(args, tasks.as_ref(), &image, os, arch, path)?;
+    let flight_triggers = match triggers.is_empty() {
+        true => Vec::new(),
+        false => crate::flight::find(&image, triggers, path)?,
+    };
     if !image.is_elf() {
         return Ok(Loaded {
             os,
             tasks,
             switches,
+            flight_triggers,
             ..Loaded::default()
         });
     }
@@ -61,6 +73,7 @@ pub fn load(path: &Path, arch: Arch, args: TaskArgs<'_>) -> Result<Loaded, Strin
         os,
         tasks,
         switches,
+        flight_triggers,
     })
 }
 
@@ -152,12 +165,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let junk = dir.join("junk");
         std::fs::write(&junk, b"not a kernel at all").unwrap();
-        let err = load(&junk, Arch::X86_64, TaskArgs::default()).unwrap_err();
+        let err = load(&junk, Arch::X86_64, TaskArgs::default(), &[]).unwrap_err();
         assert!(
             err.starts_with(&format!("elf={}: ", junk.display())),
             "{err}"
         );
-        let err = load(&dir.join("missing"), Arch::X86_64, TaskArgs::default()).unwrap_err();
+        let err = load(&dir.join("missing"), Arch::X86_64, TaskArgs::default(), &[]).unwrap_err();
         assert!(err.contains("missing: cannot read"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -169,7 +182,7 @@ mod tests {
             eprintln!("skipped: no {}", root.display());
             return;
         }
-        let t = load(&root, Arch::X86_64, TaskArgs::default()).unwrap();
+        let t = load(&root, Arch::X86_64, TaskArgs::default(), &[]).unwrap();
         assert!(t.tables.unwrap().orc.is_some());
         // Debian's ORC entries are all in its text, none at one address twice.
         assert_eq!(t.refusals, None);
@@ -179,7 +192,7 @@ mod tests {
             switches: crate::config::AutoOnOff::Off,
             ..TaskArgs::default()
         };
-        let err = load(&root, Arch::Aarch64, off).unwrap_err();
+        let err = load(&root, Arch::Aarch64, off, &[]).unwrap_err();
         assert!(
             err.contains("a kernel for x86_64, and the guest is aarch64"),
             "{err}"

@@ -55,6 +55,7 @@ pub mod abi;
 mod alloc;
 mod exact;
 mod exit;
+mod flight;
 mod output;
 mod qemu;
 mod qemu_version;
@@ -68,7 +69,6 @@ use std::ffi::{c_char, c_int, CStr};
 use std::fs::File;
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -78,6 +78,7 @@ use crate::config::Config;
 use crate::target::{check_threading, guest_arch};
 use kern_profile_format::qemu::check_api;
 use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3};
+use kern_profile_sampler::flight::{FlightConfig, DEFAULT_MAX_BYTES};
 use kern_profile_sampler::writer::{Writer, WriterConfig};
 use kern_profile_unwind::{KernelOs, PtrWidth, UnwindTables};
 pub use qemu_plugin_sys as sys;
@@ -146,6 +147,10 @@ struct Plugin {
     switches: Option<kern_profile_sampler::switch::SwitchSpec>,
     /// `switches=`: the switches recorded (into the vCPUs' batches), for the exit line.
     switches_seen: AtomicU64,
+    /// `flight_trigger=`: the functions that write the flight ring.
+    flight_triggers: Vec<kern_profile_sampler::flight_trigger::Trigger>,
+    /// `flight_trigger=`: a trigger was reached and the ring written (once).
+    flight_dumped: AtomicBool,
     /// QEMU runs with `-icount`: `trigger=interrupt` samples the interrupted instruction as
     /// it is (see [`vcpu::at_interrupt`]).
     icount: bool,
@@ -288,17 +293,18 @@ unsafe fn install(
         VERSION_2
     };
     let loaded = match &cfg.kernel {
-        Some(path) => kernel_tables::load(path, arch, cfg.task_args())?,
+        Some(path) => kernel_tables::load(path, arch, cfg.task_args(), &cfg.flight_triggers)?,
         None => kernel_tables::Loaded::default(),
     };
     let loaded = kernel_tables::add_user(loaded, &cfg.user, arch)?;
     let table = alloc.as_ref().map(|a| &a.set.table);
-    let writer = open_output(&cfg.out, &header, version, table, cfg.compress)?;
+    let writer = open_output(&cfg, &header, version, table)?;
     let mut plugin = Plugin::new(cfg, arch, smp, max, writer, acc, alloc)?;
     (plugin.tables, plugin.table_refusals) = (loaded.tables, loaded.refusals);
     plugin.kernel_os = loaded.os;
     plugin.tasks = loaded.tasks;
     plugin.switches = loaded.switches;
+    plugin.flight_triggers = loaded.flight_triggers;
     plugin.icount = qemu_args::counts_instructions(&cmdline);
     if PLUGIN.set(plugin).is_err() {
         return Err("the plugin is loaded twice".into());
@@ -307,8 +313,11 @@ unsafe fn install(
     // `trigger=interrupt` alone needs no block: QEMU's own bookkeeping of a translation
     // callback cost Debian's i386 Linux 3 to 6% of its CPU time, the callback as much again.
     // The interrupted block is decoded from guest memory instead (`vcpu::at_interrupt`).
-    let translate =
-        !p.cfg.at_interrupts || p.exact.is_some() || p.window.is_some() || p.alloc.is_some();
+    let translate = !p.cfg.at_interrupts
+        || p.exact.is_some()
+        || p.window.is_some()
+        || p.alloc.is_some()
+        || !p.flight_triggers.is_empty();
     api.register_callbacks(id, translate);
     if p.cfg.at_interrupts {
         if translate && !p.icount {
@@ -353,17 +362,17 @@ fn unix_now_ns() -> u64 {
 }
 
 /// Creates the output file, writes the header (and the allocator table of `alloc=`) and
-/// starts the writer thread over it.
+/// starts the writer thread over it (with `flight=`'s ring and `max_size=`'s bound).
 fn open_output(
-    out: &Path,
+    cfg: &Config,
     header: &Header,
     version: u16,
     table: Option<&AllocTable>,
-    compress: bool,
 ) -> Result<Writer<Output>, String> {
+    let out = cfg.out.as_path();
     let file = File::create(out)
         .map_err(|e| format!("out={}: cannot create the output file: {e}", out.display()))?;
-    let mut file = Output::new(file, compress)
+    let mut file = Output::new(file, cfg.compress)
         .map_err(|e| format!("out={}: cannot start compressing: {e}", out.display()))?;
     let mut bytes = Vec::new();
     header.encode_version(version, &mut bytes);
@@ -379,7 +388,16 @@ fn open_output(
             "kern-profile: writing {path} failed: {e}; the samples from here on are lost (counted as dropped)"
         ))
     });
-    Writer::spawn(file, WriterConfig::default(), on_error)
+    let flight = cfg.flight_secs.map(|secs| FlightConfig {
+        window_ns: secs * 1_000_000_000,
+        max_bytes: cfg.max_size.unwrap_or(DEFAULT_MAX_BYTES),
+    });
+    let writer_cfg = WriterConfig {
+        flight,
+        max_size: cfg.max_size,
+        ..WriterConfig::default()
+    };
+    Writer::spawn(file, writer_cfg, on_error)
         .map_err(|e| format!("cannot start the writer thread: {e}"))
 }
 
@@ -426,6 +444,8 @@ impl Plugin {
             tasks: None,
             switches: None,
             switches_seen: AtomicU64::new(0),
+            flight_triggers: Vec::new(),
+            flight_dumped: AtomicBool::new(false),
             icount: false,
         })
     }

@@ -31,6 +31,18 @@ impl Output {
     }
 }
 
+impl kern_profile_sampler::writer::Output for Output {
+    /// The file's length: a compressed stream's is known after each flush, which ends a
+    /// block (the writer flushes after every batch).
+    fn size(&mut self) -> u64 {
+        let file = match self {
+            Output::Plain(f) => &*f,
+            Output::Compressed(e) => e.get_ref(),
+        };
+        file.metadata().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
 impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {

@@ -43,6 +43,9 @@ pub unsafe fn tb_trans(tb: *mut sys::qemu_plugin_tb) {
         if let Some(s) = &p.switches {
             crate::switches::instrument(s, tb, insns);
         }
+        if !p.flight_triggers.is_empty() {
+            crate::flight::instrument(&p.flight_triggers, tb, insns);
+        }
     });
 }
 

@@ -16,7 +16,7 @@ use kern_profile::record::gdb_launch::{GdbLaunch, GdbSpec};
 use kern_profile::record::launch::Console;
 use kern_profile::record::launch::{describe_status, exit_code};
 use kern_profile::record::plugin::PluginSource;
-use kern_profile::record::{ConsoleSpec, Session};
+use kern_profile::record::{ConsoleSpec, Sampling, Session};
 use kern_profile::symbolize::KernelFile;
 use kern_profile::Options;
 use kern_profile_gdb::{End, Sampled};
@@ -48,6 +48,9 @@ Examples:
       QEMU started with a gdbstub of its own and sampled through it: any accelerator
   kern-profile record --window run_benchmark --open -- qemu-system-i386 ...
       sample only inside run_benchmark, then open the flamegraph
+  kern-profile record --flight 10 --flight-trigger panic -- qemu-system-x86_64 ...
+      a flight recorder: only the last 10 s before the kernel panics (or QEMU exits),
+      and the panic path after
 
 QEMU's console and standard input stay yours; Ctrl-C (or SIGTERM to kern-profile) stops
 QEMU cleanly and the recording is drawn. With -nographic or -serial mon:stdio the terminal
@@ -73,6 +76,33 @@ pub struct RecordArgs {
     /// DIR/exact.txt and DIR/callgrind.out
     #[arg(long, help_heading = "Sampling")]
     exact: bool,
+
+    /// Flight recorder: keep only the last SECS seconds of samples, in memory, and write them
+    /// when QEMU exits (Ctrl-C included) or when the guest reaches a --flight-trigger
+    /// function; from a trigger on, everything is recorded up to the end. The profile of the
+    /// seconds before a hang or a panic, at the cost of a normal recording but no disk
+    /// (`flight=`; the ring holds at most --max-size, default 1G, of samples)
+    #[arg(long, value_name = "SECS", help_heading = "Recording",
+          conflicts_with_all = ["exact", "attach", "gdb"],
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    flight: Option<u64>,
+
+    /// With --flight: write the ring when the guest reaches FUNCTION (its first instruction),
+    /// named as in the kernel's symbols (a Rust name without its path or hash), or `panic`:
+    /// Linux's panic, vpanic and oops_enter, Rust's core::panicking::panic_fmt and
+    /// rust_begin_unwind, whichever the kernel has. Needs the kernel's ELF or image (QEMU's
+    /// -kernel or --kernel); comma-separated, or repeated
+    #[arg(long, value_name = "FUNCTION", requires = "flight", help_heading = "Recording",
+          value_delimiter = ',', action = clap::ArgAction::Append)]
+    flight_trigger: Vec<String>,
+
+    /// Write at most SIZE bytes of recording (K, M or G: powers of 1024; at least 1M): past
+    /// it, no more samples are written, and QEMU's exit says how many were left out. The
+    /// file holds everything before (`max_size=`)
+    #[arg(long, value_name = "SIZE", help_heading = "Recording",
+          conflicts_with_all = ["attach", "gdb"],
+          value_parser = kern_profile_format::limits::parse_size)]
+    max_size: Option<u64>,
 
     /// Open DIR/cpu.svg when done ($BROWSER, else xdg-open)
     #[arg(long, help_heading = "Output")]
@@ -136,11 +166,13 @@ pub fn run(a: RecordArgs) -> Result<ExitCode> {
     if a.attach.rate.is_some() {
         bail!("--rate goes with --attach or --gdb (the plugin's rate is --delay or --period)");
     }
-    let spec = a.launch.spec(
-        "record",
-        a.sampling.sampling(a.exact),
-        ConsoleSpec::Terminal,
-    );
+    let sampling = Sampling {
+        flight_secs: a.flight,
+        flight_triggers: a.flight_trigger.clone(),
+        max_size: a.max_size,
+        ..a.sampling.sampling(a.exact)
+    };
+    let spec = a.launch.spec("record", sampling, ConsoleSpec::Terminal);
     let session = Session::prepare(&spec)?;
     announce(&session);
     let mut recorded = session.start()?.finish()?;

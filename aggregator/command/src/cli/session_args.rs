@@ -64,6 +64,7 @@ impl SamplingArgs {
             depth: self.depth,
             exact,
             window: self.window.clone(),
+            ..Sampling::default()
         }
     }
 }

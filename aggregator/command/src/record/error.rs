@@ -44,6 +44,8 @@ pub enum RecordError {
         found: String,
         min: &'static str,
     },
+    #[error("--flight-trigger finds its functions in the kernel's ELF or image, and there is none: give it with --kernel (a --symbols map is not read by the plugin)")]
+    FlightTriggerWithoutKernel,
     #[error("the QEMU command already loads kern-profile's plugin (`-plugin {0}`): drop it, `record` adds its own")]
     PluginGiven(String),
     #[error("the QEMU command has no -kernel: give the kernel's ELF with --kernel ELF, or a symbol map with --symbols FILE (System.map, nm output)")]

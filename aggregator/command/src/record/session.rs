@@ -34,6 +34,12 @@ pub struct Sampling {
     pub exact: bool,
     /// `window=`: a function name or `0xSTART-0xEND`.
     pub window: Option<String>,
+    /// `flight=`: keep only the last SECS seconds, written at exit or at a trigger.
+    pub flight_secs: Option<u64>,
+    /// `flight_trigger=`, one per function (or `panic`).
+    pub flight_triggers: Vec<String>,
+    /// `max_size=` bytes.
+    pub max_size: Option<u64>,
 }
 
 /// What a session is asked to do.
@@ -120,6 +126,9 @@ impl Session {
             .collect();
         if kernel.is_linux() && qemu.kernel().is_some() {
             notes.extend(qemu.disable_kaslr());
+        }
+        if !spec.sampling.flight_triggers.is_empty() && kernel.sources.elf.is_none() {
+            return Err(RecordError::FlightTriggerWithoutKernel);
         }
         let mut sources = kernel.sources;
         sources.user_binaries = user_programs(&spec.user)?;
@@ -234,6 +243,15 @@ fn plugin_args(
     }
     if compress {
         a.push("compress=on".into());
+    }
+    if let Some(f) = s.flight_secs {
+        a.push(format!("flight={f}"));
+    }
+    for t in &s.flight_triggers {
+        a.push(format!("flight_trigger={t}"));
+    }
+    if let Some(m) = s.max_size {
+        a.push(format!("max_size={m}"));
     }
     a.join(",")
 }

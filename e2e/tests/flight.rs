@@ -1,0 +1,137 @@
+//! The flight recorder (`record --flight`, the plugin's `flight=`) and `max_size=` on the
+//! i386 example kernel in a real QEMU: a guest that spins, then panics, profiled by its last
+//! seconds only; the ring written at exit when nothing triggers it; a recording cut at its
+//! size and still read.
+
+use std::ffi::OsString;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use kern_profile_e2e::*;
+
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// Stacks holding `function`, and their samples.
+fn samples_under(folded: &[(Vec<String>, u64)], function: &str) -> u64 {
+    folded
+        .iter()
+        .filter(|(stack, _)| stack.iter().any(|f| f == function))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// `record --flight 2 --flight-trigger panic` on a kernel that runs its workloads (about
+/// 2 s), spins 4 s, then panics: the profile holds the spin and the panic path, and nothing
+/// from before the window (the workloads).
+#[test]
+fn record_flight_keeps_the_seconds_before_the_panic() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("flight-record");
+    let q = qemu_console("rounds=30000 spin_panic=4");
+    let qemu: Vec<OsString> = std::iter::once(q.get_program().to_os_string())
+        .chain(q.get_args().map(|a| a.to_os_string()))
+        .collect();
+    let mut c = Command::new(bin());
+    c.current_dir(&dir)
+        .args([
+            "record",
+            "--flight",
+            "2",
+            "--flight-trigger",
+            "panic",
+            "-o",
+            "out",
+            "--",
+        ])
+        .args(&qemu)
+        .stdin(Stdio::null())
+        .env("XDG_CACHE_HOME", dir.join("cache"));
+    let out = output_with_timeout(c, LIMIT);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(35), "the panic's status\n{stderr}");
+    assert!(
+        stderr.contains("flight recorder: vCPU 0 reached core::panicking::panic_fmt"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("samples before them left out (from the trigger on"),
+        "{stderr}"
+    );
+    let raw = dir.join("out/cpu.raw");
+    let folded = folded_of(&raw, &kernel(), &[]);
+    let total: u64 = folded.iter().map(|(_, n)| n).sum();
+    let spin = samples_under(&folded, "kernel::spin_panic::spin_before_panic");
+    let panic = samples_under(&folded, "core::panicking::panic_fmt");
+    let run = samples_under(&folded, "kernel::spin_panic::run");
+    println!("{total} samples: {spin} in the spin, {panic} in the panic path");
+    assert!(total >= 200, "{total} samples");
+    assert!(panic >= 1, "no sample in the panic path: {folded:?}");
+    assert!(
+        spin as f64 >= 0.9 * total as f64,
+        "{spin} of {total} in the spin"
+    );
+    // Everything is under spin_panic::run: no workload, no allocation phase.
+    let before: Vec<_> = folded
+        .iter()
+        .filter(|(stack, _)| !stack.iter().any(|f| f == "kernel::spin_panic::run"))
+        .collect();
+    assert_eq!(run, total, "samples from before the window: {before:?}");
+    assert!(census(&raw).stats.is_some());
+}
+
+/// Nothing triggers the ring: QEMU's exit writes its last second, compressed as `record`
+/// writes; the samples before it are counted, not written.
+#[test]
+fn the_ring_is_written_at_exit() {
+    if skip_i386() {
+        return;
+    }
+    let run = boot("flight-exit", "flight=1,compress=on", "rounds=150000");
+    let c = census(&run.raw);
+    let left_out: u64 = run
+        .stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("kern-profile: flight recorder: the last 1 s kept, ")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no flight line: {}", run.stderr));
+    assert!(run.stderr.contains("nothing triggered it: written at exit"));
+    let stats = c.stats.expect("a statistics record");
+    assert_eq!(stats.samples, c.samples);
+    assert_eq!(stats.dropped, 0, "left-out samples are not drops");
+    // The workload runs 3 to 8 s: most of it is before the last second.
+    assert!(
+        left_out > c.samples / 2,
+        "{left_out} left out, {} kept",
+        c.samples
+    );
+    assert!(c.samples > 100 && c.truncation.is_none(), "{}", c.samples);
+}
+
+/// `max_size=1M`: the file stops short of 1 MiB (its exit records after), holds every
+/// sample before the cut, and reads.
+#[test]
+fn max_size_bounds_the_recording() {
+    if skip_i386() {
+        return;
+    }
+    let run = boot("max-size", "period=1000,max_size=1M", "rounds=20000");
+    let len = std::fs::metadata(&run.raw).unwrap().len();
+    assert!(len <= (1 << 20) + (16 << 10), "{len} bytes");
+    assert!(
+        run.stderr.contains("max_size=1048576: the output is full"),
+        "{}",
+        run.stderr
+    );
+    let c = census(&run.raw);
+    assert!(c.samples > 5000, "{} samples", c.samples);
+    assert_eq!(c.stats.map(|s| s.samples), Some(c.samples));
+    let folded = folded_of(&run.raw, &kernel(), &[]);
+    assert!(samples_under(&folded, "kmain") > 5000);
+}
