@@ -21,7 +21,7 @@ pub const DEFAULT_HOSTILE_ROUNDS: u32 = 2_000;
 pub enum Mode {
     /// The kernel's CPU workload on the boot CPU (the default).
     Kernel,
-    /// `smp=on`: every CPU (up to 4) runs its own workload.
+    /// `smp=on`: every CPU (up to 8 on i386, 4 elsewhere) runs its own workload.
     Smp,
     /// `user=on`: the user program, with system calls.
     User,

@@ -18,7 +18,7 @@
 //! stores its checksum, counts itself done and wakes the BSP with an IPI, then halts. The
 //! BSP, done with its own rounds, sleeps in `hlt` until every AP is done (an APIC timer
 //! wakes it every 100 ms and gives up after 120 s), prints the checksums and goes on as in
-//! the default run (allocation phase, exit). CPUs with APIC IDs of 4 or more are not
+//! the default run (allocation phase, exit). CPUs with APIC IDs of 8 or more are not
 //! started. With `-smp 1`, the BSP runs its workload alone.
 
 use core::arch::{asm, global_asm};
@@ -32,7 +32,7 @@ use kernel_common::opaque;
 
 // MAX_CPUS (workloads for APIC IDs 0..MAX_CPUS), ROUND_ITERS, OWN_ITERS and smp_run with
 // what it calls: the workload every kernel shares.
-kernel_common::smp_workload!();
+kernel_common::smp_workload!(8);
 
 /// Where the trampoline is copied: page 8 (SIPI vector 0x08), free conventional memory
 /// below QEMU's multiboot information at 0x9000.
@@ -59,8 +59,7 @@ static TICKS: AtomicU32 = AtomicU32::new(0);
 #[link_section = ".data.smp"]
 static EOI_REG: AtomicU32 = AtomicU32::new(0);
 #[link_section = ".data.smp"]
-static CHECKSUMS: [AtomicU32; MAX_CPUS as usize] =
-    [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)];
+static CHECKSUMS: [AtomicU32; MAX_CPUS as usize] = [const { AtomicU32::new(0) }; MAX_CPUS as usize];
 
 global_asm!(
     r#"
@@ -208,7 +207,7 @@ pub fn run(rounds: u32, out: &mut Com1) -> u32 {
                 if id >= MAX_CPUS {
                     out.str("smp: not starting APIC ID ");
                     out.dec(id as u64);
-                    out.str(" (workloads for APIC IDs 0-3 only)\n");
+                    out.str(" (workloads for APIC IDs 0-7 only)\n");
                     continue;
                 }
                 start_ap(id);

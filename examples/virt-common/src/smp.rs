@@ -16,7 +16,7 @@ use crate::console::Console;
 use kernel_common::console::Console as _;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-kernel_common::smp_workload!();
+kernel_common::smp_workload!(4);
 
 static ROUNDS: AtomicU32 = AtomicU32::new(0);
 static DONE: AtomicU32 = AtomicU32::new(0);
