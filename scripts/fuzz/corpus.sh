@@ -42,6 +42,8 @@ record i386-smp "${i386[@]}" --rounds 20 --smp 2 period=400000
 record i386-user "${i386[@]}" --rounds 20 --user period=200000
 # Compressed (`record`'s recordings), whole and cut inside a block.
 record i386-period-zstd "${i386[@]}" --rounds 20 --alloc-rounds 1 period=200000,compress=on
+# Version 4 (`record`'s): the stack table, whole and cut.
+record i386-period-stacks "${i386[@]}" --rounds 20 --alloc-rounds 1 period=200000,stacks=on
 record x86_64-period --arch x86_64 --kernel "$ex/kernel64.elf" --memtrace none --rounds 100 period=400000
 # Exact counts cover every block the guest ran (100 KB): keep the first 24 of each record.
 python3 - "$corpus"/raw/i386-exact*.raw <<'PY'
@@ -66,6 +68,7 @@ PY
 # A file cut inside its last record (QEMU killed while writing).
 head -c -7 "$corpus/raw/i386-period.raw" >"$corpus/raw/i386-period-cut.raw"
 head -c -40 "$corpus/raw/i386-period-zstd.raw" >"$corpus/raw/i386-period-zstd-cut.raw"
+head -c -7 "$corpus/raw/i386-period-stacks.raw" >"$corpus/raw/i386-period-stacks-cut.raw"
 
 # Memtraces: two short runs' COM2.
 for r in 1 3; do

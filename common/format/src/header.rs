@@ -12,8 +12,12 @@ pub const VERSION_2: u16 = 2;
 /// the plugin hooks allocators (`alloc=`). A reader of version 2 refuses such a file rather
 /// than skip its allocation events unseen.
 pub const VERSION_3: u16 = 3;
+/// Version 4: version 3 plus the stack table (kinds 11 and 12, [`crate::stack_table`]),
+/// written with the plugin's `stacks=on`. A reader of version 3 refuses such a file rather
+/// than read it without its samples.
+pub const VERSION_4: u16 = 4;
 /// The newest version this crate reads; it reads every version from 1.
-pub const MAX_VERSION: u16 = VERSION_3;
+pub const MAX_VERSION: u16 = VERSION_4;
 /// Header bytes before the QEMU version string.
 pub const HEADER_FIXED_LEN: usize = 41;
 
@@ -139,7 +143,7 @@ impl Header {
         self.encode_version(VERSION, out);
     }
 
-    /// Appends the header of a file of format `version` (1 to 3: the same layout) to `out`.
+    /// Appends the header of a file of format `version` (1 to 4: the same layout) to `out`.
     pub fn encode_version(&self, version: u16, out: &mut Vec<u8>) {
         let format_version = version;
         let version = self.qemu_version.as_bytes();

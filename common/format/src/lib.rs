@@ -25,6 +25,7 @@ mod raw_reader;
 mod raw_writer;
 mod source;
 mod stack_summary;
+pub mod stack_table;
 mod stats;
 mod stop_reason;
 mod summary;
@@ -39,7 +40,8 @@ pub use alloc_record::{
 pub use code_bytes::{CodeBytes, MAX_CODE_BYTES};
 pub use error::FormatError;
 pub use header::{
-    Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, MAX_VERSION, VERSION, VERSION_2, VERSION_3,
+    Arch, Header, SamplingMode, HEADER_FIXED_LEN, MAGIC, MAX_VERSION, VERSION, VERSION_2,
+    VERSION_3, VERSION_4,
 };
 pub use input_file::{open_input, read_elf_input, ElfInput, ELF_MAGIC, ELF_PROBE};
 pub use legacy::{LegacyReader, LegacySample, LEGACY_MAX_EMPTY_RUN};
@@ -84,6 +86,10 @@ pub mod kind {
     /// A vCPU switched tasks, with the stack of the task that left ([`crate::SwitchRecord`]);
     /// written in versions 2 and 3 (`switches=`), skipped by readers that predate it.
     pub const SWITCH: u8 = 10;
+    /// Format version 4: a distinct stack, defined once ([`crate::stack_table`]).
+    pub const STACK: u8 = 11;
+    /// Format version 4: a run of one vCPU's samples as references to stacks.
+    pub const SAMPLE_RUN: u8 = 12;
 }
 
 /// Frame values below [`frame_marker::LIMIT`] are not return addresses but markers of where

@@ -9,6 +9,7 @@ use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
 use crate::machine::{CpuMode, Privilege};
 use crate::source::{u16_at, u32_at, u64_at, word_at, words, Source, Truncation};
+use crate::stack_table::StackTable;
 use crate::stats::Stats;
 use crate::stop_reason::StopReason;
 use crate::switch_record::SwitchRecord;
@@ -38,6 +39,10 @@ pub struct SampleRef<'a> {
     privilege: u8,
     return_register: u64,
     page_table_base: u64,
+    /// Version 4: the stack-table entry this sample refers to ([`crate::stack_table`]);
+    /// samples with equal entries have equal stacks (all but time, instruction count and SP,
+    /// which such samples do not carry: 0).
+    pub stack: Option<u32>,
 }
 
 impl<'a> SampleRef<'a> {
@@ -190,6 +195,18 @@ pub struct RawReader<R> {
     version: u16,
     truncation: Option<Truncation>,
     record_offset: u64,
+    /// Version 4: the stacks defined so far, and the run of references being read.
+    stacks: StackTable,
+    run: Run,
+}
+
+/// A sample-run record being read, reference by reference.
+#[derive(Debug, Default)]
+struct Run {
+    body: Vec<u8>,
+    at: usize,
+    left: u32,
+    vcpu: u32,
 }
 
 /// A file that is no raw file, or one that is compressed (which [`RawReader::open`] reads).
@@ -243,6 +260,8 @@ impl<R: Read> RawReader<R> {
             version,
             truncation: None,
             record_offset: len as u64,
+            stacks: StackTable::default(),
+            run: Run::default(),
         })
     }
 
@@ -250,7 +269,12 @@ impl<R: Read> RawReader<R> {
         &self.header
     }
 
-    /// The file's format version (1 to 3).
+    /// The stacks a version-4 file defined so far.
+    pub fn stacks(&self) -> &StackTable {
+        &self.stacks
+    }
+
+    /// The file's format version (1 to 4).
     pub fn version(&self) -> u16 {
         self.version
     }
@@ -271,7 +295,79 @@ impl<R: Read> RawReader<R> {
     }
 
     /// The next record, or `None` at the end of the file (see [`RawReader::truncation`]).
+    /// Version 4's stack definitions are taken in on the way, and each reference of a run
+    /// comes as a sample of its own.
     pub fn next_record(&mut self) -> Result<Option<Record<'_>>, FormatError> {
+        loop {
+            if self.run.left > 0 {
+                return Ok(Some(Record::Sample(self.next_in_run())));
+            }
+            if self.truncation.is_some() || self.src.at_eof()? {
+                return Ok(None);
+            }
+            if !self.read_table_record()? {
+                break;
+            }
+        }
+        self.next_plain_record()
+    }
+
+    /// The next reference of the run being read.
+    fn next_in_run(&mut self) -> SampleRef<'_> {
+        self.run.left -= 1;
+        let r = self
+            .stacks
+            .next(self.run.vcpu, &self.run.body, &mut self.run.at);
+        let def = self.stacks.definition(r.stack);
+        let mut s = decode_sample_v2(def, self.width, 0).expect("checked when defined");
+        s.vcpu = r.vcpu;
+        s.time_ns = r.time_ns;
+        s.icount = r.icount;
+        s.sp_word = r.sp_word.unwrap_or(0);
+        s.stack = Some(r.stack);
+        s
+    }
+
+    /// Takes in a version-4 stack or sample-run record if one is next; false when the next
+    /// record is another (or torn: the plain path says so).
+    fn read_table_record(&mut self) -> Result<bool, FormatError> {
+        if self.version < crate::VERSION_4 || !self.src.fill(5)? {
+            return Ok(false);
+        }
+        let head = self.src.peek(5);
+        let (kind, len) = (head[0], u32_at(head, 1) as usize);
+        if !matches!(kind, kind::STACK | kind::SAMPLE_RUN) || len > MAX_RECORD {
+            return Ok(false);
+        }
+        if !self.src.fill(5 + len)? {
+            return Ok(false);
+        }
+        let offset = self.src.offset();
+        self.record_offset = offset;
+        self.src.consume(5 + len);
+        let body = self.src.consumed_tail(len);
+        let width = self.width;
+        if kind == kind::STACK {
+            self.stacks.define(body, offset, |def| {
+                decode_sample_v2(def, width, offset).map(|_| ())
+            })?;
+        } else {
+            let (vcpu, count) = self.stacks.check_run(body, offset)?;
+            let mut run = std::mem::take(&mut self.run.body);
+            run.clear();
+            run.extend_from_slice(body);
+            self.run = Run {
+                body: run,
+                at: 8,
+                left: count,
+                vcpu,
+            };
+        }
+        Ok(true)
+    }
+
+    /// A record of any other kind.
+    fn next_plain_record(&mut self) -> Result<Option<Record<'_>>, FormatError> {
         if self.truncation.is_some() || self.src.at_eof()? {
             return Ok(None);
         }
@@ -392,6 +488,7 @@ fn decode_sample(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>, F
         },
         return_register: 0,
         page_table_base: 0,
+        stack: None,
     })
 }
 
@@ -418,6 +515,7 @@ fn decode_sample_v2(b: &[u8], width: usize, offset: u64) -> Result<SampleRef<'_>
         privilege: b[25],
         return_register: word(3),
         page_table_base: u64_at(b, 28),
+        stack: None,
     })
 }
 

@@ -70,11 +70,12 @@ fn headers_of_every_architecture() {
     let mut v1 = Vec::new();
     header(Arch::I386).encode(&mut v1);
     assert_eq!(RawReader::new(&v1[..]).unwrap().version(), VERSION);
-    // Version 3 (allocation hooks) is read since; the next one is refused.
-    v1[8] = 4;
+    // Versions 3 (allocation hooks) and 4 (the stack table) are read since; the next one
+    // is refused.
+    v1[8] = 5;
     let e = RawReader::new(&v1[..]).err().unwrap();
-    assert!(matches!(e, FormatError::UnsupportedVersion(4)));
-    assert!(e.to_string().contains("versions 1 to 3"), "{e}");
+    assert!(matches!(e, FormatError::UnsupportedVersion(5)));
+    assert!(e.to_string().contains("versions 1 to 4"), "{e}");
 }
 
 #[test]

@@ -138,12 +138,12 @@ fn version_2_skips_kind_5_and_newer_versions_are_refused_by_number() {
     ));
     // A version this build does not know is refused, naming it (as version-2 readers refuse
     // version 3).
-    let mut v4 = Vec::new();
-    h.encode_version(MAX_VERSION + 1, &mut v4);
-    let e = RawReader::new(&v4[..]).err().unwrap().to_string();
+    let mut next = Vec::new();
+    h.encode_version(MAX_VERSION + 1, &mut next);
+    let e = RawReader::new(&next[..]).err().unwrap().to_string();
     assert_eq!(
         e,
-        "unsupported raw format version 4 (this build reads versions 1 to 3: a newer kern-profile wrote it)"
+        "unsupported raw format version 5 (this build reads versions 1 to 4: a newer kern-profile wrote it)"
     );
 }
 

@@ -18,6 +18,7 @@ use std::thread::{self, JoinHandle};
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 
 use crate::flight::{Evicted, FlightConfig, FlightRing};
+use kern_profile_format::stack_table::Compactor;
 
 /// Encoded records and how many samples (and allocation events) they hold.
 #[derive(Debug, Default)]
@@ -53,6 +54,9 @@ pub struct WriterConfig {
     pub flight: Option<FlightConfig>,
     /// `max_size=`: write no batch that would take the output past this many bytes.
     pub max_size: Option<u64>,
+    /// `stacks=on`: the guest's word width; samples are written as references to a stack
+    /// table (format version 4, [`Compactor`]) as they leave for the output.
+    pub stack_table: Option<usize>,
 }
 
 impl Default for WriterConfig {
@@ -62,6 +66,7 @@ impl Default for WriterConfig {
             batch_bytes: 64 << 10,
             flight: None,
             max_size: None,
+            stack_table: None,
         }
     }
 }
@@ -191,18 +196,24 @@ fn run<W: Output>(
     pool: Sender<Vec<u8>>,
     on_error: OnError,
 ) -> Finished<W> {
-    let mut f = Finished {
-        out,
-        samples_written: 0,
-        samples_failed: 0,
-        events_written: 0,
-        events_failed: 0,
-        error: None,
-        evicted: Evicted::default(),
-        samples_over_size: 0,
-        events_over_size: 0,
-        full: false,
-        dumped: false,
+    let mut w = Sink {
+        f: Finished {
+            out,
+            samples_written: 0,
+            samples_failed: 0,
+            events_written: 0,
+            events_failed: 0,
+            error: None,
+            evicted: Evicted::default(),
+            samples_over_size: 0,
+            events_over_size: 0,
+            full: false,
+            dumped: false,
+        },
+        max_size: cfg.max_size,
+        compactor: cfg.stack_table.map(Compactor::new),
+        scratch: Vec::new(),
+        on_error,
     };
     let mut ring = cfg.flight.map(FlightRing::new);
     let recycle = |mut bytes: Vec<u8>| {
@@ -214,66 +225,80 @@ fn run<W: Output>(
             Ok(Msg::Batch(b)) => match ring.as_mut() {
                 Some(r) => r.push(b).into_iter().for_each(recycle),
                 None => {
-                    write_batch(&mut f, &b, cfg.max_size, &on_error);
+                    w.write(&b);
                     recycle(b.bytes);
                 }
             },
             Ok(Msg::Dump) => {
-                f.dumped |= ring.is_some();
-                write_ring(&mut f, ring.take(), cfg.max_size, &on_error);
+                w.f.dumped |= ring.is_some();
+                w.write_ring(ring.take());
             }
             Ok(Msg::Finish) | Err(_) => {
-                write_ring(&mut f, ring.take(), cfg.max_size, &on_error);
-                return f;
+                w.write_ring(ring.take());
+                return w.f;
             }
         }
     }
 }
 
-/// Writes what the ring holds of its window, oldest first.
-fn write_ring<W: Output>(
-    f: &mut Finished<W>,
-    ring: Option<FlightRing>,
+/// The writer thread's side of the output: its counts, its bounds and the stack table.
+struct Sink<W: Output> {
+    f: Finished<W>,
     max_size: Option<u64>,
-    on_error: &OnError,
-) {
-    let Some(mut ring) = ring else { return };
-    for b in ring.drain() {
-        write_batch(f, &b, max_size, on_error);
-    }
-    f.evicted = ring.evicted();
+    compactor: Option<Compactor>,
+    /// A batch in the stack table's form.
+    scratch: Vec<u8>,
+    on_error: OnError,
 }
 
-/// Writes one batch, or counts it as failed once an error has been seen, or as over the
-/// size once the output is full.
-fn write_batch<W: Output>(
-    f: &mut Finished<W>,
-    b: &Batch,
-    max_size: Option<u64>,
-    on_error: &OnError,
-) {
-    if f.error.is_some() {
-        f.samples_failed += b.samples;
-        f.events_failed += b.events;
-        return;
-    }
-    // A compressed output grows by less than the batch: the bound holds either way.
-    f.full = f.full || max_size.is_some_and(|max| f.out.size() + b.bytes.len() as u64 > max);
-    if f.full {
-        f.samples_over_size += b.samples;
-        f.events_over_size += b.events;
-        return;
-    }
-    match f.out.write_all(&b.bytes).and_then(|()| f.out.flush()) {
-        Ok(()) => {
-            f.samples_written += b.samples;
-            f.events_written += b.events;
+impl<W: Output> Sink<W> {
+    /// Writes what the ring holds of its window, oldest first.
+    fn write_ring(&mut self, ring: Option<FlightRing>) {
+        let Some(mut ring) = ring else { return };
+        for b in ring.drain() {
+            self.write(&b);
         }
-        Err(e) => {
-            on_error(&e);
+        self.f.evicted = ring.evicted();
+    }
+
+    /// Writes one batch, or counts it as failed once an error has been seen, or as over
+    /// the size once the output is full.
+    fn write(&mut self, b: &Batch) {
+        let f = &mut self.f;
+        if f.error.is_some() {
             f.samples_failed += b.samples;
             f.events_failed += b.events;
-            f.error = Some(e);
+            return;
+        }
+        let bytes = match &mut self.compactor {
+            Some(c) => {
+                self.scratch.clear();
+                c.compact(&b.bytes, &mut self.scratch);
+                &self.scratch
+            }
+            None => &b.bytes,
+        };
+        // A compressed output grows by less than the batch: the bound holds either way.
+        f.full = f.full
+            || self
+                .max_size
+                .is_some_and(|max| f.out.size() + bytes.len() as u64 > max);
+        if f.full {
+            f.samples_over_size += b.samples;
+            f.events_over_size += b.events;
+            return;
+        }
+        match f.out.write_all(bytes).and_then(|()| f.out.flush()) {
+            Ok(()) => {
+                f.samples_written += b.samples;
+                f.events_written += b.events;
+            }
+            Err(e) => {
+                (self.on_error)(&e);
+                f.samples_failed += b.samples;
+                f.events_failed += b.events;
+                f.error = Some(e);
+            }
         }
     }
 }

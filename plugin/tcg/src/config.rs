@@ -1,7 +1,8 @@
 //! The plugin's arguments: `-plugin kern-profile.so,out=PATH[,delay=N|period=N][,depth=N][,exact=on|off]`
 //! `[,trigger=block|interrupt][,window=0xSTART-0xEND][,elf=FILE][,user=FILE...][,alloc=SPEC,elf=FILE|symbols=FILE]`
 //! `[,tasks=auto|on|off|example|POINTER->ID,NAME][,switches=auto|on|off|example|FUNCTION]`
-//! `[,compress=on|off][,flight=SECS][,flight_trigger=panic|FUNCTION...][,max_size=BYTES]`.
+//! `[,compress=on|off][,stacks=on|off][,flight=SECS][,flight_trigger=panic|FUNCTION...]`
+//! `[,max_size=BYTES]`.
 //!
 //! `elf=` names the kernel (an ELF, or a Linux image holding one: a bzImage): its ORC and
 //! DWARF CFI tables unwind the kernel's stacks where it has no frame pointers, and `alloc=`
@@ -73,6 +74,9 @@ pub struct Config {
     pub flight_triggers: Vec<String>,
     /// `max_size=BYTES` (suffix K, M or G): no batch is written past this many bytes.
     pub max_size: Option<u64>,
+    /// `stacks=on`: each distinct stack written once, samples as references to it (format
+    /// version 4). Off by default: `kern-profile record` turns it on.
+    pub stack_table: bool,
 }
 
 /// Longest `flight=` window: a day.
@@ -155,7 +159,7 @@ pub struct AllocConfig {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off|example|POINTER->ID,NAME, switches=auto|on|off|example|FUNCTION, compress=on|off, flight=SECS, flight_trigger=panic|FUNCTION, max_size=BYTES)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off|example|POINTER->ID,NAME, switches=auto|on|off|example|FUNCTION, compress=on|off, stacks=on|off, flight=SECS, flight_trigger=panic|FUNCTION, max_size=BYTES)")]
     Unknown(String),
     #[error(transparent)]
     Tasks(#[from] TaskDescriptionError),
@@ -272,6 +276,7 @@ impl Config {
         let mut tasks = None;
         let mut switches = None;
         let mut compress = None;
+        let mut stacks = None;
         let mut flight = None;
         let mut max_size = None;
         let mut flight_triggers = Vec::new();
@@ -281,7 +286,7 @@ impl Config {
                 return Err(match arg {
                     "out" | "delay" | "period" | "depth" | "exact" | "window" | "alloc" | "elf"
                     | "symbols" | "trigger" | "user" | "tasks" | "switches" | "compress"
-                    | "flight" | "flight_trigger" | "max_size" => {
+                    | "flight" | "flight_trigger" | "max_size" | "stacks" => {
                         ConfigError::NoValue(arg.to_string())
                     }
                     _ => ConfigError::Unknown(arg.to_string()),
@@ -314,6 +319,7 @@ impl Config {
                 "tasks" => set(&mut tasks, "tasks", tasks_value(value)?)?,
                 "switches" => set(&mut switches, "switches", switches_value(value)?)?,
                 "compress" => set(&mut compress, "compress", on_off("compress", value)?)?,
+                "stacks" => set(&mut stacks, "stacks", on_off("stacks", value)?)?,
                 "flight" => set(
                     &mut flight,
                     "flight",
@@ -402,6 +408,7 @@ impl Config {
             flight_secs: flight,
             flight_triggers,
             max_size,
+            stack_table: stacks.unwrap_or(false),
         })
     }
 }
@@ -488,6 +495,7 @@ mod tests {
                 flight_secs: None,
                 flight_triggers: Vec::new(),
                 max_size: None,
+                stack_table: false,
             }
         );
         assert!(parse("out=o,compress=on").unwrap().compress);
@@ -676,6 +684,7 @@ mod tests {
         assert_eq!(c.flight_secs, Some(5));
         assert_eq!(c.flight_triggers, ["panic", "spin"]);
         assert_eq!(c.max_size, Some(64 << 20));
+        assert!(parse("out=o,stacks=on").unwrap().stack_table);
         assert_eq!(
             parse("out=o,flight_trigger=panic,elf=k").unwrap_err(),
             ConfigError::TriggerWithoutFlight

@@ -77,7 +77,7 @@ use crate::blocks::BlockTable;
 use crate::config::Config;
 use crate::target::{check_threading, guest_arch};
 use kern_profile_format::qemu::check_api;
-use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3};
+use kern_profile_format::{AllocTable, Arch, Header, VERSION_2, VERSION_3, VERSION_4};
 use kern_profile_sampler::flight::{FlightConfig, DEFAULT_MAX_BYTES};
 use kern_profile_sampler::writer::{Writer, WriterConfig};
 use kern_profile_unwind::{KernelOs, PtrWidth, UnwindTables};
@@ -287,10 +287,10 @@ unsafe fn install(
         Some(a) => Some(AllocHooks::load(a, arch, |i| acc.at_offset(8 * (1 + i)))?),
         None => None,
     };
-    let version = if alloc.is_some() {
-        VERSION_3
-    } else {
-        VERSION_2
+    let version = match (cfg.stack_table, alloc.is_some()) {
+        (true, _) => VERSION_4,
+        (false, true) => VERSION_3,
+        (false, false) => VERSION_2,
     };
     let loaded = match &cfg.kernel {
         Some(path) => kernel_tables::load(path, arch, cfg.task_args(), &cfg.flight_triggers)?,
@@ -395,6 +395,7 @@ fn open_output(
     let writer_cfg = WriterConfig {
         flight,
         max_size: cfg.max_size,
+        stack_table: cfg.stack_table.then_some(header.ptr_width()),
         ..WriterConfig::default()
     };
     Writer::spawn(file, writer_cfg, on_error)

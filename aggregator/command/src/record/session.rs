@@ -60,7 +60,8 @@ pub struct SessionSpec {
     /// `--plugin`.
     pub plugin: Option<PathBuf>,
     pub console: ConsoleSpec,
-    /// The plugin's `compress=on`: the recording is one zstd stream (format's `compressed`).
+    /// The plugin's `compress=on` and `stacks=on`: the recording is one zstd stream (format's
+    /// `compressed`) of a stack table and references to it (format version 4).
     pub compress: bool,
 }
 
@@ -243,6 +244,7 @@ fn plugin_args(
     }
     if compress {
         a.push("compress=on".into());
+        a.push("stacks=on".into());
     }
     if let Some(f) = s.flight_secs {
         a.push(format!("flight={f}"));
@@ -348,7 +350,7 @@ mod tests {
                 &[PathBuf::from("/u/a.elf"), PathBuf::from("/u/b.elf")],
                 true
             ),
-            "out=/o/cpu.raw.recording,period=10000,depth=32,exact=on,window=0x10-0x20,elf=/k/vmlinuz,user=/u/a.elf,user=/u/b.elf,compress=on"
+            "out=/o/cpu.raw.recording,period=10000,depth=32,exact=on,window=0x10-0x20,elf=/k/vmlinuz,user=/u/a.elf,user=/u/b.elf,compress=on,stacks=on"
         );
         let d = Sampling {
             delay_us: Some(10),
