@@ -45,6 +45,9 @@ pub struct Sample<'a> {
     /// The task its vCPU ran, from the recording's task records ([`crate::tasks`]); `None`
     /// before the vCPU's first one, and in recordings without any.
     pub task: Option<SampleTask<'a>>,
+    /// Format version 4: its stack-table entry; samples with equal entries have equal
+    /// fields but for vCPU, time, the word at `[SP]`, address space and task.
+    pub stack: Option<u32>,
 }
 
 impl<'a> Sample<'a> {
@@ -66,6 +69,7 @@ impl<'a> Sample<'a> {
             cpu: CpuState::default(),
             page_table: None,
             task: None,
+            stack: None,
         }
     }
 
@@ -87,6 +91,7 @@ impl<'a> Sample<'a> {
             },
             page_table: address_space::of_sample(arch, s.mode(), s.page_table_base()),
             task: None,
+            stack: s.stack,
         }
     }
 }

@@ -70,6 +70,20 @@ pub struct KeyMemo<T> {
     /// The sample's recorded words, then a key being built.
     words: Vec<u64>,
     key: Vec<u64>,
+    /// Format version 4: per stack-table entry, the recorded stack its last sample had and
+    /// what besides the entry made it that one (see [`ByStack`]).
+    by_stack: Vec<Option<ByStack>>,
+}
+
+/// What a sample's recorded stack is made of besides its stack-table entry: its vCPU and
+/// task where keys carry them, and its address space (whose program can change over the
+/// recording). Equal entries and equal these, equal recorded stacks: no hashing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ByStack {
+    vcpu_tag: u64,
+    task: Option<u32>,
+    page_table: Option<u64>,
+    slot: usize,
 }
 
 impl<T> Default for KeyMemo<T> {
@@ -84,6 +98,7 @@ impl<T> Default for KeyMemo<T> {
             key_ids: HashTable::new(),
             words: Vec::with_capacity(256),
             key: Vec::with_capacity(256),
+            by_stack: Vec::new(),
         }
     }
 }
@@ -100,16 +115,57 @@ impl<T: Copy> KeyMemo<T> {
         sym: &mut Symbolizer,
         extra: impl FnOnce(&Sample<'_>, &mut Symbolizer) -> T,
     ) -> Found<'_, T> {
-        self.recorded_words(s, keys.by_vcpu(), keys.by_task());
+        let (by_vcpu, by_task) = (keys.by_vcpu(), keys.by_task());
+        let tag = s.stack.map(|id| {
+            let t = ByStack {
+                vcpu_tag: if by_vcpu { s.vcpu as u64 + 1 } else { 0 },
+                task: s.task.filter(|_| by_task).map(|t| t.id),
+                page_table: s.page_table,
+                slot: 0,
+            };
+            (id as usize, t)
+        });
+        let known = tag.and_then(|(id, t)| {
+            self.by_stack
+                .get(id)
+                .copied()
+                .flatten()
+                .filter(|b| ByStack { slot: b.slot, ..t } == *b)
+        });
+        let found = match known {
+            Some(b) => Some(b.slot),
+            None => self.find_recorded(s, by_vcpu, by_task),
+        };
+        self.key_in(s, found, tag, keys, sym, extra)
+    }
+
+    /// The recorded stack of `s`, looked up by its words.
+    fn find_recorded(&mut self, s: &Sample<'_>, by_vcpu: bool, by_task: bool) -> Option<usize> {
+        self.recorded_words(s, by_vcpu, by_task);
         let words = &self.words;
         let hash = hash_recorded(words);
         let (recorded, arena) = (&self.recorded, &self.recorded_words);
-        let found = self.recorded_index.find(hash, |&i| {
-            let r = &recorded[i];
-            r.hash == hash && r.len == words.len() && arena[r.off..r.off + r.len] == words[..]
-        });
+        self.recorded_index
+            .find(hash, |&i| {
+                let r = &recorded[i];
+                r.hash == hash && r.len == words.len() && arena[r.off..r.off + r.len] == words[..]
+            })
+            .copied()
+    }
+
+    /// [`KeyMemo::key_of`] once the recorded stack is known (`found`) or not: for a new
+    /// one, its words are in `self.words`.
+    fn key_in(
+        &mut self,
+        s: &Sample<'_>,
+        found: Option<usize>,
+        tag: Option<(usize, ByStack)>,
+        keys: &KeyBuilder<'_>,
+        sym: &mut Symbolizer,
+        extra: impl FnOnce(&Sample<'_>, &mut Symbolizer) -> T,
+    ) -> Found<'_, T> {
         let (slot, cached) = match found {
-            Some(&i) => {
+            Some(i) => {
                 let r = &self.recorded[i];
                 let taken = r.asks_sp_word && KeyBuilder::caller_skipped(s, sym);
                 let cached = match (taken, s.sp_word) {
@@ -119,6 +175,7 @@ impl<T: Copy> KeyMemo<T> {
                 (i, cached)
             }
             None => {
+                let hash = hash_recorded(&self.words);
                 let i = self.recorded.len();
                 let off = self.recorded_words.len();
                 self.recorded_words.extend_from_slice(&self.words);
@@ -160,6 +217,12 @@ impl<T: Copy> KeyMemo<T> {
                 id
             }
         };
+        if let Some((entry, t)) = tag {
+            if self.by_stack.len() <= entry {
+                self.by_stack.resize(entry + 1, None);
+            }
+            self.by_stack[entry] = Some(ByStack { slot, ..t });
+        }
         let k = &self.keys[id];
         Found {
             id,

@@ -27,6 +27,10 @@ struct Chains {
 #[derive(Debug, Default)]
 pub struct StuckDetector {
     vcpus: FxHashMap<u32, Chains>,
+    /// The vCPU and chain of the last sample, and the samples like it since that one's were
+    /// counted: a vCPU's samples repeat their chain, and counting them then costs no lookup.
+    last: Option<(u32, u64)>,
+    repeats: u64,
 }
 
 /// The hash a key's caller chain (its return addresses, after `[meta, pc]`) is tracked by.
@@ -54,6 +58,12 @@ impl StuckDetector {
     /// [`StuckDetector::add`] with the key's [`chain_hash`] already known (it is per distinct
     /// key, and samples repeat keys).
     pub fn add_chain(&mut self, vcpu: u32, key: &[u64], hash: u64) {
+        if self.last == Some((vcpu, hash)) {
+            self.repeats += 1;
+            return;
+        }
+        self.count_repeats();
+        self.last = Some((vcpu, hash));
         let c = self.vcpus.entry(vcpu).or_default();
         c.samples += 1;
         if c.moved_on {
@@ -69,9 +79,23 @@ impl StuckDetector {
         }
     }
 
+    /// Counts the repeats of the last sample where its first was counted.
+    fn count_repeats(&mut self) {
+        let (Some((vcpu, hash)), n) = (self.last, std::mem::take(&mut self.repeats)) else {
+            return;
+        };
+        let Some(c) = self.vcpus.get_mut(&vcpu) else { return };
+        c.samples += n;
+        if let Some((count, _)) = c.chains.get_mut(&hash) {
+            *count += n;
+        }
+    }
+
     /// The vCPUs that stayed in one stack, when the recording has others that did not (a
     /// single-vCPU guest spinning on purpose is its own business).
-    pub fn stuck(&self) -> Vec<Stuck> {
+    pub fn stuck(&mut self) -> Vec<Stuck> {
+        self.count_repeats();
+        self.last = None;
         let mut out: Vec<Stuck> = self
             .vcpus
             .iter()

@@ -206,7 +206,10 @@ struct Run {
     body: Vec<u8>,
     at: usize,
     left: u32,
+    count: u32,
     vcpu: u32,
+    /// The record's offset, for errors.
+    offset: u64,
 }
 
 /// A file that is no raw file, or one that is compressed (which [`RawReader::open`] reads).
@@ -300,7 +303,7 @@ impl<R: Read> RawReader<R> {
     pub fn next_record(&mut self) -> Result<Option<Record<'_>>, FormatError> {
         loop {
             if self.run.left > 0 {
-                return Ok(Some(Record::Sample(self.next_in_run())));
+                return self.next_in_run().map(|s| Some(Record::Sample(s)));
             }
             if self.truncation.is_some() || self.src.at_eof()? {
                 return Ok(None);
@@ -312,12 +315,18 @@ impl<R: Read> RawReader<R> {
         self.next_plain_record()
     }
 
-    /// The next reference of the run being read.
-    fn next_in_run(&mut self) -> SampleRef<'_> {
-        self.run.left -= 1;
-        let r = self
-            .stacks
-            .next(self.run.vcpu, &self.run.body, &mut self.run.at);
+    /// The next reference of the run being read; a bad one ends the run.
+    fn next_in_run(&mut self) -> Result<SampleRef<'_>, FormatError> {
+        let run = &mut self.run;
+        let i = run.count - run.left;
+        run.left -= 1;
+        let r = self.stacks.next(
+            run.vcpu,
+            &run.body,
+            &mut run.at,
+            (i, run.count, run.offset),
+        );
+        let r = r.inspect_err(|_| self.run.left = 0)?;
         let def = self.stacks.definition(r.stack);
         let mut s = decode_sample_v2(def, self.width, 0).expect("checked when defined");
         s.vcpu = r.vcpu;
@@ -325,7 +334,7 @@ impl<R: Read> RawReader<R> {
         s.icount = r.icount;
         s.sp_word = r.sp_word.unwrap_or(0);
         s.stack = Some(r.stack);
-        s
+        Ok(s)
     }
 
     /// Takes in a version-4 stack or sample-run record if one is next; false when the next
@@ -360,7 +369,9 @@ impl<R: Read> RawReader<R> {
                 body: run,
                 at: 8,
                 left: count,
+                count,
                 vcpu,
+                offset,
             };
         }
         Ok(true)

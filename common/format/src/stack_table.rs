@@ -286,8 +286,8 @@ impl StackTable {
         Ok(())
     }
 
-    /// Checks a run record, whole, against the table; returns its vCPU and count. Nothing
-    /// of the table changes: [`StackTable::next`] does that, reference by reference.
+    /// Checks a run record's head; returns its vCPU and count. Its references are checked
+    /// one by one as [`StackTable::next`] reads them.
     pub(crate) fn check_run(&self, body: &[u8], offset: u64) -> Result<(u32, u32), FormatError> {
         if body.len() < 8 {
             return Err(corrupt(offset, "sample-run record too short".into()));
@@ -296,50 +296,60 @@ impl StackTable {
         if vcpu >= MAX_VCPU {
             return Err(corrupt(offset, format!("sample run of vCPU {vcpu}")));
         }
-        let mut at = 8;
-        for i in 0..count {
-            let bad =
-                |what: &str| corrupt(offset, format!("sample reference {i} of {count}: {what}"));
-            let id = read_varint(body, &mut at).ok_or_else(|| bad("runs past the record"))?;
-            if id >= self.spans.len() as u64 {
-                return Err(bad(&format!(
-                    "names stack {id}, past the table's {}",
-                    self.spans.len()
-                )));
-            }
-            let fields = 2 + carries_sp_word(self.definition(id as u32)) as usize;
-            for _ in 0..fields {
-                read_varint(body, &mut at).ok_or_else(|| bad("runs past the record"))?;
-            }
-        }
-        if at != body.len() {
+        // A reference takes at least 3 bytes, and a run holds at least one.
+        if count == 0 || (count as usize).saturating_mul(3) > body.len() - 8 {
             return Err(corrupt(
                 offset,
-                format!(
-                    "sample-run record has {} bytes after its {count} references",
-                    body.len() - at
-                ),
+                format!("sample-run record of {} bytes cannot hold {count} references", body.len()),
             ));
         }
         Ok((vcpu, count))
     }
 
-    /// The reference at `body[*at..]` of a run of `vcpu` checked by
-    /// [`StackTable::check_run`], its deltas applied.
-    pub(crate) fn next(&mut self, vcpu: u32, body: &[u8], at: &mut usize) -> Resolved {
-        let mut num = || read_varint(body, at).unwrap_or(0);
-        let (stack, dt, di) = (num() as u32, num(), num());
-        let sp_word = carries_sp_word(self.definition(stack)).then(num);
+    /// Reference `i` of `count` at `body[*at..]` of a run of `vcpu` (the record at `offset`),
+    /// its deltas applied; after the last, the record must end.
+    pub(crate) fn next(
+        &mut self,
+        vcpu: u32,
+        body: &[u8],
+        at: &mut usize,
+        (i, count, offset): (u32, u32, u64),
+    ) -> Result<Resolved, FormatError> {
+        let bad = |what: String| corrupt(offset, format!("sample reference {i} of {count}: {what}"));
+        let past = || bad("runs past the record".into());
+        let stack = read_varint(body, at).ok_or_else(past)?;
+        if stack >= self.spans.len() as u64 {
+            return Err(bad(format!(
+                "names stack {stack}, past the table's {}",
+                self.spans.len()
+            )));
+        }
+        let stack = stack as u32;
+        let dt = read_varint(body, at).ok_or_else(past)?;
+        let di = read_varint(body, at).ok_or_else(past)?;
+        let sp_word = match carries_sp_word(self.definition(stack)) {
+            true => Some(read_varint(body, at).ok_or_else(past)?),
+            false => None,
+        };
+        if i + 1 == count && *at != body.len() {
+            return Err(corrupt(
+                offset,
+                format!(
+                    "sample-run record has {} bytes after its {count} references",
+                    body.len() - *at
+                ),
+            ));
+        }
         let last = last_of(&mut self.last, vcpu);
         last.time_ns = last.time_ns.wrapping_add(unzigzag(dt));
         last.icount = last.icount.wrapping_add(unzigzag(di));
-        Resolved {
+        Ok(Resolved {
             stack,
             vcpu,
             time_ns: last.time_ns,
             icount: last.icount,
             sp_word,
-        }
+        })
     }
 }
 

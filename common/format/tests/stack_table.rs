@@ -238,7 +238,26 @@ fn lies_are_errors_naming_the_offset() {
         p[4..8].copy_from_slice(&100_000u32.to_le_bytes())
     });
     let msg = read_all(&bad).3.unwrap().to_string();
+    assert!(msg.contains("cannot hold 100000 references"), "{msg}");
+    // ... or fewer than it does, or one whose last reference runs past its end: the
+    // references before the bad one are read.
+    let count = |at: usize| u32::from_le_bytes(good[at + 9..at + 13].try_into().unwrap());
+    let long = *runs[1..].iter().max_by_key(|&&at| count(at)).unwrap();
+    let (n, before) = (count(long), read_all(&good[..long]).0.len());
+    assert!(n > 2, "{n}");
+    let bad = edit(&good, long, |p| p[4..8].copy_from_slice(&(n - 1).to_le_bytes()));
+    let (got, _, _, err) = read_all(&bad);
+    let msg = err.unwrap().to_string();
+    assert!(msg.contains("bytes after its"), "{msg}");
+    // The record is found malformed at what it says is its last reference.
+    assert_eq!(got.len(), before + n as usize - 2);
+    let bad = edit(&good, long, |p| {
+        p.pop();
+    });
+    let (got, _, _, err) = read_all(&bad);
+    let msg = err.unwrap().to_string();
     assert!(msg.contains("runs past the record"), "{msg}");
+    assert_eq!(got.len(), before + n as usize - 1);
     // A stack defined out of order.
     let bad = edit(&good, stacks[1], |p| {
         p[0..4].copy_from_slice(&7u32.to_le_bytes())
