@@ -6,10 +6,17 @@ min/median/max and their ratios round by round, so that a slowdown shows as a ra
 machine and under any load, not as a figure to compare with another machine's. The pinned
 build is made once, by `git archive` and `cargo build` with its own target directory, and
 kept in $KP_OUT/bench-cache.
+
+Then the stack table (format version 4, the plugin's stacks=on, which `record` passes): the
+same workload recorded with stacks=on, and that recording made 10 times longer (its sample
+runs repeated after it, their times going on: the same stacks, 10 times the samples), each
+drawn raw -> folded: samples/s by wall and by CPU time, and peak RSS, which must stay flat
+from 10 M to 100 M samples.
 """
 
 import math
 import os
+import struct
 import re
 import shlex
 import shutil
@@ -38,6 +45,10 @@ AGG_SAMPLES_RE = re.compile(r"(\d+) of (\d+) samples")
 # e.g. the 2026-11-23 build the issue found faster (d1feec9), names frames differently.
 BASE_COMMIT = "1b25cd426df5e956796a45c3ce79e0d3f648b772"
 BASE_ENV = "KP_BENCH_AGG_BASE"
+TARGET_TABLE_SAMPLES_PER_S = 30e6   # raw v4 -> folded, on 100 M samples
+TABLE_COPIES = 10                   # the long recording: the big one's runs 10 times
+TABLE_RSS_GROWTH = 1.5              # peak RSS at 100 M samples over that at 10 M, at most
+KIND_STATS, KIND_STACK, KIND_RUN = 3, 11, 12
 SIDE_ROUNDS = 5               # alternated rounds of the side-by-side comparison
 
 
@@ -66,6 +77,89 @@ def record_big_raw(b):
     info = dict(meta, samples=samples, dropped=dropped, bytes=os.path.getsize(path),
                 record_wall_s=wall, append=append)
     return b.made(path, info)
+
+def record_table_raw(b):
+    """The big recording's workload with stacks=on: format version 4."""
+    path = os.path.join(b.data, "big-stacks.raw")
+    rounds = math.ceil(big_samples(b) * 1.03 * BIG_PERIOD / b.insns_per_round)
+    meta = {"kernel_sha256": b.kernel_sha, "plugin_sha256": b.plugin_sha,
+            "period": BIG_PERIOD, "rounds": rounds, "stacks": True}
+    old = b.kept(path, meta, "samples")
+    if old:
+        return path, old
+    append = f"rounds={rounds} alloc_rounds=0"
+    say(f"recording with the stack table: {append}, period={BIG_PERIOD}, stacks=on")
+    argv = b.qemu_cmd(os.path.join(b.data, "big-stacks-com1.txt"), "none", append,
+                      f"out={path},period={BIG_PERIOD},stacks=on")
+    wall, _, _, _, err = b.run_qemu(argv, "big-stacks-record", 1200)
+    samples, dropped = b.parse_summary(err, "big-stacks-record")
+    info = dict(meta, samples=samples, dropped=dropped, bytes=os.path.getsize(path),
+                record_wall_s=wall, append=append)
+    return b.made(path, info)
+
+
+def lengthen(src, dst, copies):
+    """`src` (a plain version-4 recording) with its sample runs written `copies` times: the
+    stacks once, then the runs again and again (their time deltas go on from where the last
+    left off), the statistics record last with its sample count multiplied."""
+    data = open(src, "rb").read()
+    at = struct.unpack_from("<H", data, 10)[0]
+    head, runs, rest, stats = [data[:at]], [], [], None
+    while at + 5 <= len(data):
+        kind, n = data[at], struct.unpack_from("<I", data, at + 1)[0]
+        rec = data[at:at + 5 + n]
+        at += 5 + n
+        if kind == KIND_STATS:
+            body = bytearray(rec)
+            samples = struct.unpack_from("<Q", body, 5)[0]
+            struct.pack_into("<Q", body, 5, samples * copies)
+            stats = bytes(body)
+            continue
+        rest.append(rec)
+        if kind == KIND_RUN:
+            runs.append(rec)
+    with open(dst + ".tmp", "wb") as f:
+        f.write(b"".join(head + rest))
+        for _ in range(copies - 1):
+            f.write(b"".join(runs))
+        if stats:
+            f.write(stats)
+    os.replace(dst + ".tmp", dst)
+
+
+def measure_table(b, raw10, samples10):
+    """raw -> folded on the stack-table recording and on it made TABLE_COPIES times longer."""
+    raw100 = os.path.join(b.data, "big-stacks-x10.raw")
+    lengthen(raw10, raw100, TABLE_COPIES)
+    out = {}
+    for name, raw, samples in (("10x", raw100, samples10 * TABLE_COPIES),
+                               ("1x", raw10, samples10)):
+        with open(raw, "rb") as f:
+            while f.read(1 << 20):
+                pass
+        d = {"wall_s": [], "user_s": [], "sys_s": [], "rss_kb": []}
+        for r in range(b.agg_runs):
+            outp = os.path.join(b.data, f"table-{name}.folded")
+            se = os.path.join(b.data, f"table-{name}.stderr")
+            cmd = [b.kp, raw, b.kernel, "-f", "folded", "-o", outp]
+            status, wall, user, sys_, rss = run_measured(
+                cmd, os.path.join(b.data, f"table-{name}.stdout"), se, 900)
+            if status != 0:
+                raise BenchError(f"kern-profile failed ({status}): {shlex.join(cmd)}\n{tail(se)}")
+            m = AGG_SAMPLES_RE.search(open(se, errors="replace").read())
+            if not m or int(m.group(2)) != samples:
+                raise BenchError(f"kern-profile read {m and m.group(2)} samples from {raw}, "
+                                 f"{samples} expected")
+            add_run(d, wall, user, sys_, rss)
+            say(f"  stack table x{name[:-1]} raw -> folded run {r + 1}/{b.agg_runs}: "
+                f"{wall:.2f} s, {samples / wall / 1e6:.2f} M samples/s, {rss / 1024:.0f} MB")
+        d["cpu_s"] = [u + k for u, k in zip(d["user_s"], d["sys_s"])]
+        out[name] = {"samples": samples, "bytes": os.path.getsize(raw), "runs": d,
+                     "median_wall_s": median(d["wall_s"]), "median_cpu_s": median(d["cpu_s"]),
+                     "peak_rss_mb": max(d["rss_kb"]) / 1024}
+    os.remove(raw100)
+    return out
+
 
 def base_binary(b):
     """The pinned aggregator build: (commit, its date, the binary), built into
@@ -188,6 +282,11 @@ def measure(b):
                                "rss_upper_bound_only": max(d["rss_kb"]) <= rss_floor_kb(),
                                "output_bytes": os.path.getsize(os.path.join(b.data, f"big.{fmt}"))}
     res["side_by_side"] = side_by_side(b, raw, samples)
+    raw4, info4 = record_table_raw(b)
+    res["table_input"] = {"samples": info4["samples"], "bytes": info4["bytes"],
+                          "plain_bytes_per_sample": info["bytes"] / samples,
+                          "table_bytes_per_sample": info4["bytes"] / info4["samples"]}
+    res["table"] = measure_table(b, raw4, info4["samples"])
     b.results["aggregator"] = res
 
 
@@ -210,6 +309,25 @@ def table(b):
         rows.append((f"kern-profile raw -> {fmt}", fmt_s(r["median_wall_s"]),
                      f"{fmt_rate(r['samples_per_s'])} samples/s",
                      fmt_s(r["median_cpu_s"]), fmt_int(ag["input"]["samples"]) + " samples",
+                     fmt_rss(r["peak_rss_mb"] * 1024, rss_floor_kb()),
+                     ", ".join(targets), result))
+    t = ag["table"]
+    rss_flat = t["10x"]["peak_rss_mb"] <= TABLE_RSS_GROWTH * max(t["1x"]["peak_rss_mb"], 1)
+    for name in ("1x", "10x"):
+        r = t[name]
+        targets, fails = [], []
+        if name == "10x":
+            targets = [f"≥{TARGET_TABLE_SAMPLES_PER_S / 1e6:g} M/s",
+                       f"RSS ≤{TABLE_RSS_GROWTH:g}x the 1x run's"]
+            fails = (["throughput"] if r["samples"] / r["median_wall_s"]
+                     < TARGET_TABLE_SAMPLES_PER_S else []) + ([] if rss_flat else ["RSS"])
+        result = judge(targets, fails) if targets else ""
+        if targets:
+            checks.append(("aggregator stack table raw -> folded, 100 M samples", result))
+        rows.append((f"stack table (v4) raw -> folded, {name}", fmt_s(r["median_wall_s"]),
+                     f"{fmt_rate(r['samples'] / r['median_wall_s'])} samples/s "
+                     f"({fmt_rate(r['samples'] / r['median_cpu_s'])}/s of CPU)",
+                     fmt_s(r["median_cpu_s"]), fmt_int(r["samples"]) + " samples",
                      fmt_rss(r["peak_rss_mb"] * 1024, rss_floor_kb()),
                      ", ".join(targets), result))
     text = "Aggregator:\n" + format_table(TOOL_HEAD, [(None, rows)], TOOL_RIGHT)
@@ -244,4 +362,8 @@ def notes(b):
     return [f"aggregator input: {fmt_int(ag['samples'])} samples, {ag['bytes'] / 1e6:.0f} MB "
             f"(period={ag['period']}, rounds={ag['rounds']}"
             + (f", recorded in {ag['record_wall_s']:.1f} s" if ag["record_wall_s"] else ", reused (--keep)")
-            + f"); median of {b.agg_runs}, input in the page cache; peak RSS = max of the runs."]
+            + f"); median of {b.agg_runs}, input in the page cache; peak RSS = max of the runs.",
+            f"stack table: {b.results['aggregator']['table_input']['table_bytes_per_sample']:.1f} "
+            f"bytes a sample (stacks=on, plain) against "
+            f"{b.results['aggregator']['table_input']['plain_bytes_per_sample']:.1f} without; "
+            f"1x is that recording, 10x its runs repeated {TABLE_COPIES} times."]

@@ -104,7 +104,8 @@ LINUX_CONFIGS = [
     ("amd64 ORC", "x86_64", "delay=100,elf={vmlinuz}"),
     ("amd64 ORC, no tasks", "x86_64", "delay=100,elf={vmlinuz},tasks=off"),
     ("amd64 ORC, no switches", "x86_64", "delay=100,elf={vmlinuz},switches=off"),
-    ("amd64 ORC, compressed", "x86_64", "delay=100,elf={vmlinuz},compress=on"),
+    # record's default: a compressed stack table (format version 4).
+    ("amd64 ORC, compressed", "x86_64", "delay=100,elf={vmlinuz},compress=on,stacks=on"),
     ("amd64 frame pointers", "x86_64", "delay=100"),
     ("i386 frame pointers", "i386", "delay=100"),
 ]
@@ -243,11 +244,12 @@ def table(b):
         cresult = judge([f"≤{COMPRESS_RATIO:g}x", f"≤{BYTES_PER_SAMPLE:g} B"], cfail)
         checks.append(("sample_cost Linux compressed recording", cresult))
         text_linux += (
-            f"Compressed recording (compress=on, record's default) against plain, amd64 ORC, "
+            f"Compact recording (compress=on and stacks=on, record's default) against plain, "
+            f"amd64 ORC, "
             f"whole run: wall {fmt_spread(cwall, 'x') if cwall else '-'}, user CPU "
             f"{fmt_spread(cr.get('user_s'), 'x') if cr.get('user_s') else '-'}; bytes a sample "
             f"{fmt_spread(sz.get('amd64 ORC'), ' B') if sz.get('amd64 ORC') else '-'} plain, "
-            f"{fmt_spread(packed, ' B') if packed else '-'} compressed (target "
+            f"{fmt_spread(packed, ' B') if packed else '-'} compact (target "
             f"≤{COMPRESS_RATIO:g}x wall, ≤{BYTES_PER_SAMPLE:g} B): {cresult}\n")
     if not rows:
         if text_linux:

@@ -84,7 +84,9 @@ impl StuckDetector {
         let (Some((vcpu, hash)), n) = (self.last, std::mem::take(&mut self.repeats)) else {
             return;
         };
-        let Some(c) = self.vcpus.get_mut(&vcpu) else { return };
+        let Some(c) = self.vcpus.get_mut(&vcpu) else {
+            return;
+        };
         c.samples += n;
         if let Some((count, _)) = c.chains.get_mut(&hash) {
             *count += n;

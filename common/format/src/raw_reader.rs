@@ -320,12 +320,9 @@ impl<R: Read> RawReader<R> {
         let run = &mut self.run;
         let i = run.count - run.left;
         run.left -= 1;
-        let r = self.stacks.next(
-            run.vcpu,
-            &run.body,
-            &mut run.at,
-            (i, run.count, run.offset),
-        );
+        let r = self
+            .stacks
+            .next(run.vcpu, &run.body, &mut run.at, (i, run.count, run.offset));
         let r = r.inspect_err(|_| self.run.left = 0)?;
         let def = self.stacks.definition(r.stack);
         let mut s = decode_sample_v2(def, self.width, 0).expect("checked when defined");

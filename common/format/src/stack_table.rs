@@ -300,7 +300,10 @@ impl StackTable {
         if count == 0 || (count as usize).saturating_mul(3) > body.len() - 8 {
             return Err(corrupt(
                 offset,
-                format!("sample-run record of {} bytes cannot hold {count} references", body.len()),
+                format!(
+                    "sample-run record of {} bytes cannot hold {count} references",
+                    body.len()
+                ),
             ));
         }
         Ok((vcpu, count))
@@ -315,7 +318,8 @@ impl StackTable {
         at: &mut usize,
         (i, count, offset): (u32, u32, u64),
     ) -> Result<Resolved, FormatError> {
-        let bad = |what: String| corrupt(offset, format!("sample reference {i} of {count}: {what}"));
+        let bad =
+            |what: String| corrupt(offset, format!("sample reference {i} of {count}: {what}"));
         let past = || bad("runs past the record".into());
         let stack = read_varint(body, at).ok_or_else(past)?;
         if stack >= self.spans.len() as u64 {

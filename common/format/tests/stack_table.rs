@@ -245,7 +245,9 @@ fn lies_are_errors_naming_the_offset() {
     let long = *runs[1..].iter().max_by_key(|&&at| count(at)).unwrap();
     let (n, before) = (count(long), read_all(&good[..long]).0.len());
     assert!(n > 2, "{n}");
-    let bad = edit(&good, long, |p| p[4..8].copy_from_slice(&(n - 1).to_le_bytes()));
+    let bad = edit(&good, long, |p| {
+        p[4..8].copy_from_slice(&(n - 1).to_le_bytes())
+    });
     let (got, _, _, err) = read_all(&bad);
     let msg = err.unwrap().to_string();
     assert!(msg.contains("bytes after its"), "{msg}");
