@@ -135,3 +135,70 @@ fn max_size_bounds_the_recording() {
     let folded = folded_of(&run.raw, &kernel(), &[]);
     assert!(samples_under(&folded, "kmain") > 5000);
 }
+
+/// SIGUSR1 to `record --flight` writes the ring while the guest runs on (a hang: the guest
+/// spins); SIGTERM then stops it, and the recording holds the ring and what came after.
+#[test]
+fn sigusr1_writes_the_ring_while_the_guest_runs() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("flight-usr1");
+    let q = qemu_console("rounds=20000 spin_panic=60");
+    let qemu: Vec<OsString> = std::iter::once(q.get_program().to_os_string())
+        .chain(q.get_args().map(|a| a.to_os_string()))
+        .collect();
+    let mut c = Command::new(bin());
+    c.current_dir(&dir)
+        .args(["record", "--flight", "2", "-o", "out", "--"])
+        .args(&qemu)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .env("XDG_CACHE_HOME", dir.join("cache"));
+    let child = c.spawn().unwrap();
+    let partial = dir.join("out/cpu.raw.recording");
+    let kill = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([format!("-{sig}"), child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig}");
+    };
+    // The ring holds nothing for a while: only the header is written.
+    let t = std::time::Instant::now();
+    while !partial.exists() {
+        assert!(t.elapsed() < LIMIT, "no recording started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let before = std::fs::metadata(&partial).unwrap().len();
+    kill("USR1");
+    let t = std::time::Instant::now();
+    while std::fs::metadata(&partial).map_or(0, |m| m.len()) < before + 4096 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "SIGUSR1 wrote nothing"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    kill("TERM");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(before < 4096, "{before} bytes written before SIGUSR1");
+    assert!(
+        stderr.contains("SIGUSR1: the flight recorder writes its ring"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("from the trigger on, everything"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.join("out/cpu.raw.dump").exists(),
+        "the trigger file is left"
+    );
+    let raw = dir.join("out/cpu.raw");
+    assert!(census(&raw).samples > 100);
+}

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread::{self, JoinHandle};
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 
 use crate::flight::{Evicted, FlightConfig, FlightRing};
 use kern_profile_format::stack_table::Compactor;
@@ -44,7 +44,7 @@ pub trait Output: Write {
 }
 
 /// Writer settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WriterConfig {
     /// Batches the channel holds before senders start dropping.
     pub channel_batches: usize,
@@ -52,6 +52,10 @@ pub struct WriterConfig {
     pub batch_bytes: usize,
     /// `flight=`: keep the last seconds in a ring instead of writing.
     pub flight: Option<FlightConfig>,
+    /// `flight_dump=`: a file whose appearance writes the ring, as [`Writer::dump`] does
+    /// (`kern-profile record` makes it on SIGUSR1); looked for every [`DUMP_POLL`], and
+    /// removed once seen.
+    pub dump_file: Option<std::path::PathBuf>,
     /// `max_size=`: write no batch that would take the output past this many bytes.
     pub max_size: Option<u64>,
     /// `stacks=on`: the guest's word width; samples are written as references to a stack
@@ -65,11 +69,15 @@ impl Default for WriterConfig {
             channel_batches: 256,
             batch_bytes: 64 << 10,
             flight: None,
+            dump_file: None,
             max_size: None,
             stack_table: None,
         }
     }
 }
+
+/// How often the writer thread looks for `dump_file`.
+pub const DUMP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Called once, from the writer thread, with the first write error.
 pub type OnError = Box<dyn Fn(&io::Error) + Send>;
@@ -114,6 +122,7 @@ impl<W: Output + Send + 'static> Writer<W> {
     pub fn spawn(out: W, cfg: WriterConfig, on_error: OnError) -> io::Result<Self> {
         let (tx, rx) = bounded(cfg.channel_batches.max(1));
         let (pool_tx, pool) = bounded(cfg.channel_batches.max(1));
+        let batch_bytes = cfg.batch_bytes;
         let thread = thread::Builder::new()
             .name("kern-profile-writer".into())
             .spawn(move || run(out, cfg, rx, pool_tx, on_error))?;
@@ -122,7 +131,7 @@ impl<W: Output + Send + 'static> Writer<W> {
             pool,
             dropped: AtomicU64::new(0),
             dropped_events: AtomicU64::new(0),
-            batch_bytes: cfg.batch_bytes,
+            batch_bytes,
             thread: Mutex::new(Some(thread)),
         })
     }
@@ -220,8 +229,20 @@ fn run<W: Output>(
         bytes.clear();
         let _ = pool.try_send(bytes);
     };
+    let dump_file = cfg.dump_file.filter(|_| ring.is_some());
     loop {
-        match rx.recv() {
+        let msg = match &dump_file {
+            Some(path) if ring.is_some() => match std::fs::remove_file(path) {
+                Ok(()) => Ok(Msg::Dump),
+                Err(_) => match rx.recv_timeout(DUMP_POLL) {
+                    Ok(m) => Ok(m),
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => Err(()),
+                },
+            },
+            _ => rx.recv().map_err(|_| ()),
+        };
+        match msg {
             Ok(Msg::Batch(b)) => match ring.as_mut() {
                 Some(r) => r.push(b).into_iter().for_each(recycle),
                 None => {
@@ -587,5 +608,33 @@ mod tests {
         assert_eq!(f.samples_written, 6);
         assert_eq!(f.samples_over_size, 5);
         assert!(f.full);
+    }
+
+    /// `dump_file`: its appearance writes the ring, and it is removed.
+    #[test]
+    fn a_dump_file_writes_the_ring() {
+        let sink = Sink::default();
+        let path = std::env::temp_dir().join(format!("kp-dump-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let cfg = WriterConfig {
+            dump_file: Some(path.clone()),
+            ..flight(1_000)
+        };
+        let w = Writer::spawn(sink.clone(), cfg, quiet()).unwrap();
+        w.submit_blocking(at(1, 10));
+        std::fs::write(&path, b"").unwrap();
+        let t = Instant::now();
+        while sink.bytes().is_empty() {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "the ring was not written"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!path.exists(), "the file is removed");
+        w.submit_blocking(at(2, 20));
+        let f = w.finish().unwrap();
+        assert!(f.dumped);
+        assert_eq!(f.samples_written, 2);
     }
 }

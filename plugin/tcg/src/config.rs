@@ -72,6 +72,9 @@ pub struct Config {
     /// `flight_trigger=` (repeated): the functions that write the flight ring (`panic`: the
     /// preset of kern_profile_sampler::flight_trigger).
     pub flight_triggers: Vec<String>,
+    /// `flight_dump=PATH`: with `flight=`, a file whose appearance writes the ring (looked
+    /// for five times a second, removed once seen): `kern-profile record` makes it on SIGUSR1.
+    pub flight_dump: Option<PathBuf>,
     /// `max_size=BYTES` (suffix K, M or G): no batch is written past this many bytes.
     pub max_size: Option<u64>,
     /// `stacks=on`: each distinct stack written once, samples as references to it (format
@@ -159,7 +162,7 @@ pub struct AllocConfig {
 /// What is wrong with the arguments. Each message names the argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off|example|POINTER->ID,NAME, switches=auto|on|off|example|FUNCTION, compress=on|off, stacks=on|off, flight=SECS, flight_trigger=panic|FUNCTION, max_size=BYTES)")]
+    #[error("unknown argument '{0}' (known: out=PATH, delay=MICROSECONDS, period=INSTRUCTIONS, depth=N, exact=on|off|only, trigger=block|interrupt, window=0xSTART-0xEND, alloc=SPEC, elf=FILE, user=FILE, symbols=FILE, tasks=auto|on|off|example|POINTER->ID,NAME, switches=auto|on|off|example|FUNCTION, compress=on|off, stacks=on|off, flight=SECS, flight_trigger=panic|FUNCTION, flight_dump=PATH, max_size=BYTES)")]
     Unknown(String),
     #[error(transparent)]
     Tasks(#[from] TaskDescriptionError),
@@ -195,10 +198,8 @@ pub enum ConfigError {
     ElfAndSymbols,
     #[error("tasks=on and switches=on read the guest's tasks where elf= says they are: add elf=KERNEL (a Linux image or vmlinux with BTF)")]
     TasksWithoutElf,
-    #[error(
-        "flight_trigger= writes the flight recorder's ring, and there is none: add flight=SECS"
-    )]
-    TriggerWithoutFlight,
+    #[error("{0}= writes the flight recorder's ring, and there is none: add flight=SECS")]
+    TriggerWithoutFlight(&'static str),
     #[error("flight_trigger= finds its functions in the kernel's symbols: add elf=KERNEL")]
     TriggerWithoutElf,
     #[error("exact=on counts every block of the whole run, and flight= keeps only its last seconds: drop one of them")]
@@ -280,13 +281,14 @@ impl Config {
         let mut flight = None;
         let mut max_size = None;
         let mut flight_triggers = Vec::new();
+        let mut flight_dump = None;
         let mut user = Vec::new();
         for arg in args {
             let Some((key, value)) = arg.split_once('=') else {
                 return Err(match arg {
                     "out" | "delay" | "period" | "depth" | "exact" | "window" | "alloc" | "elf"
                     | "symbols" | "trigger" | "user" | "tasks" | "switches" | "compress"
-                    | "flight" | "flight_trigger" | "max_size" | "stacks" => {
+                    | "flight" | "flight_trigger" | "max_size" | "stacks" | "flight_dump" => {
                         ConfigError::NoValue(arg.to_string())
                     }
                     _ => ConfigError::Unknown(arg.to_string()),
@@ -325,6 +327,11 @@ impl Config {
                     "flight",
                     number("flight", value, 1, MAX_FLIGHT_SECS)?,
                 )?,
+                "flight_dump" => set(
+                    &mut flight_dump,
+                    "flight_dump",
+                    PathBuf::from(non_empty("flight_dump", value)?),
+                )?,
                 "flight_trigger" => {
                     flight_triggers.push(non_empty("flight_trigger", value)?);
                 }
@@ -361,7 +368,10 @@ impl Config {
             return Err(ConfigError::SwitchesWithoutTasks);
         }
         if !flight_triggers.is_empty() && flight.is_none() {
-            return Err(ConfigError::TriggerWithoutFlight);
+            return Err(ConfigError::TriggerWithoutFlight("flight_trigger"));
+        }
+        if flight_dump.is_some() && flight.is_none() {
+            return Err(ConfigError::TriggerWithoutFlight("flight_dump"));
         }
         if !flight_triggers.is_empty() && elf.is_none() {
             return Err(ConfigError::TriggerWithoutElf);
@@ -407,6 +417,7 @@ impl Config {
             compress: compress.unwrap_or(false),
             flight_secs: flight,
             flight_triggers,
+            flight_dump,
             max_size,
             stack_table: stacks.unwrap_or(false),
         })
@@ -494,6 +505,7 @@ mod tests {
                 compress: false,
                 flight_secs: None,
                 flight_triggers: Vec::new(),
+                flight_dump: None,
                 max_size: None,
                 stack_table: false,
             }
@@ -687,7 +699,11 @@ mod tests {
         assert!(parse("out=o,stacks=on").unwrap().stack_table);
         assert_eq!(
             parse("out=o,flight_trigger=panic,elf=k").unwrap_err(),
-            ConfigError::TriggerWithoutFlight
+            ConfigError::TriggerWithoutFlight("flight_trigger")
+        );
+        assert_eq!(
+            parse("out=o,flight_dump=/d").unwrap_err(),
+            ConfigError::TriggerWithoutFlight("flight_dump")
         );
         assert_eq!(
             parse("out=o,flight=5,flight_trigger=panic").unwrap_err(),

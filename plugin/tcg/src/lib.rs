@@ -394,6 +394,7 @@ fn open_output(
     });
     let writer_cfg = WriterConfig {
         flight,
+        dump_file: cfg.flight_dump.clone(),
         max_size: cfg.max_size,
         stack_table: cfg.stack_table.then_some(header.ptr_width()),
         ..WriterConfig::default()

@@ -78,8 +78,9 @@ pub struct RecordArgs {
     exact: bool,
 
     /// Flight recorder: keep only the last SECS seconds of samples, in memory, and write them
-    /// when QEMU exits (Ctrl-C included) or when the guest reaches a --flight-trigger
-    /// function; from a trigger on, everything is recorded up to the end. The profile of the
+    /// when QEMU exits (Ctrl-C included), when kern-profile gets SIGUSR1 (`kill -USR1`: a
+    /// hang), or when the guest reaches a --flight-trigger function; from then on,
+    /// everything is recorded up to the end. The profile of the
     /// seconds before a hang or a panic, at the cost of a normal recording but no disk
     /// (`flight=`; the ring holds at most --max-size, default 1G, of samples)
     #[arg(long, value_name = "SECS", help_heading = "Recording",

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::{Handle, Signals};
 
 use super::RecordError;
@@ -35,7 +35,18 @@ pub struct Guest {
 
 impl Guest {
     /// Starts `cmd` with `console`, forwarding SIGINT, SIGTERM and SIGHUP to it.
-    pub fn spawn(mut cmd: Command, console: &Console, program: &str) -> Result<Self, RecordError> {
+    pub fn spawn(cmd: Command, console: &Console, program: &str) -> Result<Self, RecordError> {
+        Guest::spawn_with(cmd, console, program, None)
+    }
+
+    /// [`Guest::spawn`], and with `usr1`, SIGUSR1 creates that file instead of being passed
+    /// on (the plugin's `flight_dump=`: the flight recorder's ring is written).
+    pub fn spawn_with(
+        mut cmd: Command,
+        console: &Console,
+        program: &str,
+        usr1: Option<std::path::PathBuf>,
+    ) -> Result<Self, RecordError> {
         let spawn_err = |source| RecordError::Spawn {
             program: program.to_string(),
             source,
@@ -53,7 +64,9 @@ impl Guest {
         }
         // Catch the signals before the child exists: one arriving in between must not kill
         // us and orphan QEMU.
-        let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(spawn_err)?;
+        let mut wanted = vec![SIGINT, SIGTERM, SIGHUP];
+        wanted.extend(usr1.is_some().then_some(SIGUSR1));
+        let mut signals = Signals::new(wanted).map_err(spawn_err)?;
         let handle = signals.handle();
         let child = match cmd.spawn() {
             Ok(c) => c,
@@ -67,6 +80,15 @@ impl Guest {
         let (p, s) = (Arc::clone(&pid), Arc::clone(&signalled));
         let forwarder = std::thread::spawn(move || {
             for sig in signals.forever() {
+                if let (SIGUSR1, Some(path)) = (sig, &usr1) {
+                    match std::fs::File::create(path) {
+                        Ok(_) => crate::say!(
+                            "kern-profile: SIGUSR1: the flight recorder writes its ring; the recording goes on to the end"
+                        ),
+                        Err(e) => crate::say!("kern-profile: SIGUSR1: cannot create {}: {e}", path.display()),
+                    }
+                    continue;
+                }
                 s.store(true, Ordering::Relaxed);
                 let pid = p.load(Ordering::Relaxed);
                 if pid > 0 {

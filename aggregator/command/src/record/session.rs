@@ -89,6 +89,8 @@ pub struct Session {
     pub out: OutputDir,
     plugin_args: String,
     console: Console,
+    /// `--flight`: the file SIGUSR1 creates for the plugin's `flight_dump=`.
+    flight_dump: Option<PathBuf>,
 }
 
 impl Session {
@@ -151,6 +153,10 @@ impl Session {
             &sources.user_binaries,
             spec.compress,
         );
+        let flight_dump = spec
+            .sampling
+            .flight_secs
+            .map(|_| flight_dump(&out.raw_partial()));
         let console = match spec.console {
             ConsoleSpec::Terminal => Console::Inherit,
             ConsoleSpec::LogFile => Console::Log(out.join("console.log")),
@@ -165,6 +171,7 @@ impl Session {
             out,
             plugin_args,
             console,
+            flight_dump,
         })
     }
 
@@ -176,7 +183,8 @@ impl Session {
     /// Starts QEMU with the plugin.
     pub fn start(self) -> Result<Running, RecordError> {
         let cmd = self.qemu.with_plugin(&self.plugin.path, &self.plugin_args);
-        match Guest::spawn(cmd, &self.console, &self.qemu.name()) {
+        let usr1 = self.flight_dump.clone();
+        match Guest::spawn_with(cmd, &self.console, &self.qemu.name(), usr1) {
             Ok(guest) => Ok(Running {
                 session: self,
                 guest,
@@ -252,10 +260,19 @@ fn plugin_args(
     for t in &s.flight_triggers {
         a.push(format!("flight_trigger={t}"));
     }
+    if s.flight_secs.is_some() {
+        a.push(format!("flight_dump={}", flight_dump(raw).display()));
+    }
     if let Some(m) = s.max_size {
         a.push(format!("max_size={m}"));
     }
     a.join(",")
+}
+
+/// `flight_dump=`: the file beside the recording whose appearance writes the flight ring
+/// (`record` makes it on SIGUSR1).
+pub fn flight_dump(raw: &Path) -> PathBuf {
+    raw.with_extension("dump")
 }
 
 /// A session whose QEMU runs.
@@ -285,6 +302,10 @@ impl Running {
     /// else removes it and says the guest stopped at once.
     pub fn finish(mut self) -> Result<Recorded, RecordError> {
         let status = self.guest.wait()?;
+        // A SIGUSR1 the plugin had no time to see.
+        if let Some(p) = &self.session.flight_dump {
+            let _ = std::fs::remove_file(p);
+        }
         let interrupted = self.guest.was_signalled();
         let partial = self.raw_partial();
         if !holds_data(&partial) {
