@@ -3,13 +3,27 @@
 //! seconds only; the ring written at exit when nothing triggers it; a recording cut at its
 //! size and still read.
 
-use std::ffi::OsString;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use kern_profile_e2e::*;
 
 const LIMIT: Duration = Duration::from_secs(300);
+
+/// `kern-profile record ARGS -o out -- QEMU` on the example kernel (`append`), in `dir`.
+fn record(dir: &std::path::Path, args: &[&str], append: &str) -> Command {
+    let q = qemu_console(append);
+    let mut c = Command::new(bin());
+    c.current_dir(dir)
+        .arg("record")
+        .args(args)
+        .args(["-o", "out", "--"])
+        .arg(q.get_program())
+        .args(q.get_args())
+        .stdin(Stdio::null())
+        .env("XDG_CACHE_HOME", dir.join("cache"));
+    c
+}
 
 /// Stacks holding `function`, and their samples.
 fn samples_under(folded: &[(Vec<String>, u64)], function: &str) -> u64 {
@@ -29,25 +43,11 @@ fn record_flight_keeps_the_seconds_before_the_panic() {
         return;
     }
     let dir = scratch("flight-record");
-    let q = qemu_console("rounds=30000 spin_panic=4");
-    let qemu: Vec<OsString> = std::iter::once(q.get_program().to_os_string())
-        .chain(q.get_args().map(|a| a.to_os_string()))
-        .collect();
-    let mut c = Command::new(bin());
-    c.current_dir(&dir)
-        .args([
-            "record",
-            "--flight",
-            "2",
-            "--flight-trigger",
-            "panic",
-            "-o",
-            "out",
-            "--",
-        ])
-        .args(&qemu)
-        .stdin(Stdio::null())
-        .env("XDG_CACHE_HOME", dir.join("cache"));
+    let c = record(
+        &dir,
+        &["--flight", "2", "--flight-trigger", "panic"],
+        "rounds=30000 spin_panic=4",
+    );
     let out = output_with_timeout(c, LIMIT);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(35), "the panic's status\n{stderr}");
@@ -144,18 +144,8 @@ fn sigusr1_writes_the_ring_while_the_guest_runs() {
         return;
     }
     let dir = scratch("flight-usr1");
-    let q = qemu_console("rounds=20000 spin_panic=60");
-    let qemu: Vec<OsString> = std::iter::once(q.get_program().to_os_string())
-        .chain(q.get_args().map(|a| a.to_os_string()))
-        .collect();
-    let mut c = Command::new(bin());
-    c.current_dir(&dir)
-        .args(["record", "--flight", "2", "-o", "out", "--"])
-        .args(&qemu)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .env("XDG_CACHE_HOME", dir.join("cache"));
+    let mut c = record(&dir, &["--flight", "2"], "rounds=20000 spin_panic=60");
+    c.stdout(Stdio::null()).stderr(Stdio::piped());
     let child = c.spawn().unwrap();
     let partial = dir.join("out/cpu.raw.recording");
     let kill = |sig: &str| {

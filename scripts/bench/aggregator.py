@@ -56,43 +56,28 @@ def big_samples(b):
     return BIG_SAMPLES // 10 if b.a.quick else BIG_SAMPLES
 
 
-def record_big_raw(b):
-    path = os.path.join(b.data, "big.raw")
+def record_big_raw(b, stacks=False):
+    """The aggregator's input: the example kernel at period=BIG_PERIOD; with `stacks`, the
+    plugin's stacks=on (format version 4)."""
+    name = "big-stacks" if stacks else "big"
+    path = os.path.join(b.data, f"{name}.raw")
     # 3% over the target: firmware and boot add few samples; drops would remove some.
     rounds = math.ceil(big_samples(b) * 1.03 * BIG_PERIOD / b.insns_per_round)
     meta = {"kernel_sha256": b.kernel_sha, "plugin_sha256": b.plugin_sha,
-            "period": BIG_PERIOD, "rounds": rounds}
+            "period": BIG_PERIOD, "rounds": rounds, "stacks": stacks}
     old = b.kept(path, meta, "samples")
     if old:
         return path, old
     append = f"rounds={rounds} alloc_rounds=0"
-    say(f"recording the aggregator's input: {append}, period={BIG_PERIOD} (~{big_samples(b) / 1e6:g} M samples)")
-    argv = b.qemu_cmd(os.path.join(b.data, "big-com1.txt"), "none", append,
-                         f"out={path},period={BIG_PERIOD}")
-    wall, _, _, _, err = b.run_qemu(argv, "big-record", 1200)
-    samples, dropped = b.parse_summary(err, "big-record")
+    pargs = f"out={path},period={BIG_PERIOD}" + (",stacks=on" if stacks else "")
+    say(f"recording the aggregator's input: {append}, {pargs[len(path) + 5:]} "
+        f"(~{big_samples(b) / 1e6:g} M samples)")
+    argv = b.qemu_cmd(os.path.join(b.data, f"{name}-com1.txt"), "none", append, pargs)
+    wall, _, _, _, err = b.run_qemu(argv, f"{name}-record", 1200)
+    samples, dropped = b.parse_summary(err, f"{name}-record")
     if samples < big_samples(b):
         raise BenchError(f"the recording holds {samples} samples ({dropped} dropped), "
                          f"fewer than the {big_samples(b)} wanted")
-    info = dict(meta, samples=samples, dropped=dropped, bytes=os.path.getsize(path),
-                record_wall_s=wall, append=append)
-    return b.made(path, info)
-
-def record_table_raw(b):
-    """The big recording's workload with stacks=on: format version 4."""
-    path = os.path.join(b.data, "big-stacks.raw")
-    rounds = math.ceil(big_samples(b) * 1.03 * BIG_PERIOD / b.insns_per_round)
-    meta = {"kernel_sha256": b.kernel_sha, "plugin_sha256": b.plugin_sha,
-            "period": BIG_PERIOD, "rounds": rounds, "stacks": True}
-    old = b.kept(path, meta, "samples")
-    if old:
-        return path, old
-    append = f"rounds={rounds} alloc_rounds=0"
-    say(f"recording with the stack table: {append}, period={BIG_PERIOD}, stacks=on")
-    argv = b.qemu_cmd(os.path.join(b.data, "big-stacks-com1.txt"), "none", append,
-                      f"out={path},period={BIG_PERIOD},stacks=on")
-    wall, _, _, _, err = b.run_qemu(argv, "big-stacks-record", 1200)
-    samples, dropped = b.parse_summary(err, "big-stacks-record")
     info = dict(meta, samples=samples, dropped=dropped, bytes=os.path.getsize(path),
                 record_wall_s=wall, append=append)
     return b.made(path, info)
@@ -282,7 +267,7 @@ def measure(b):
                                "rss_upper_bound_only": max(d["rss_kb"]) <= rss_floor_kb(),
                                "output_bytes": os.path.getsize(os.path.join(b.data, f"big.{fmt}"))}
     res["side_by_side"] = side_by_side(b, raw, samples)
-    raw4, info4 = record_table_raw(b)
+    raw4, info4 = record_big_raw(b, stacks=True)
     res["table_input"] = {"samples": info4["samples"], "bytes": info4["bytes"],
                           "plain_bytes_per_sample": info["bytes"] / samples,
                           "table_bytes_per_sample": info4["bytes"] / info4["samples"]}
