@@ -70,20 +70,19 @@ pub struct KeyMemo<T> {
     /// The sample's recorded words, then a key being built.
     words: Vec<u64>,
     key: Vec<u64>,
-    /// Format version 4: per stack-table entry, the recorded stack its last sample had and
-    /// what besides the entry made it that one (see [`ByStack`]).
-    by_stack: Vec<Option<ByStack>>,
+    /// Format version 4: per stack-table entry, what besides the entry made its last
+    /// sample's recorded stack (see [`BesidesEntry`]), and that recorded stack.
+    by_stack: Vec<Option<(BesidesEntry, usize)>>,
 }
 
 /// What a sample's recorded stack is made of besides its stack-table entry: its vCPU and
 /// task where keys carry them, and its address space (whose program can change over the
 /// recording). Equal entries and equal these, equal recorded stacks: no hashing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ByStack {
+struct BesidesEntry {
     vcpu_tag: u64,
     task: Option<u32>,
     page_table: Option<u64>,
-    slot: usize,
 }
 
 impl<T> Default for KeyMemo<T> {
@@ -117,30 +116,32 @@ impl<T: Copy> KeyMemo<T> {
     ) -> Found<'_, T> {
         let (by_vcpu, by_task) = (keys.by_vcpu(), keys.by_task());
         let tag = s.stack.map(|id| {
-            let t = ByStack {
+            let besides = BesidesEntry {
                 vcpu_tag: if by_vcpu { s.vcpu as u64 + 1 } else { 0 },
                 task: s.task.filter(|_| by_task).map(|t| t.id),
                 page_table: s.page_table,
-                slot: 0,
             };
-            (id as usize, t)
+            (id as usize, besides)
         });
-        let known = tag.and_then(|(id, t)| {
-            self.by_stack
-                .get(id)
-                .copied()
-                .flatten()
-                .filter(|b| ByStack { slot: b.slot, ..t } == *b)
+        let known = tag.and_then(|(id, besides)| match self.by_stack.get(id) {
+            Some(&Some((b, slot))) if b == besides => Some(slot),
+            _ => None,
         });
         let found = match known {
-            Some(b) => Some(b.slot),
+            Some(slot) => Ok(slot),
             None => self.find_recorded(s, by_vcpu, by_task),
         };
         self.key_in(s, found, tag, keys, sym, extra)
     }
 
-    /// The recorded stack of `s`, looked up by its words.
-    fn find_recorded(&mut self, s: &Sample<'_>, by_vcpu: bool, by_task: bool) -> Option<usize> {
+    /// The recorded stack of `s`, looked up by its words; when there is none, the hash of
+    /// its words (left in `self.words`).
+    fn find_recorded(
+        &mut self,
+        s: &Sample<'_>,
+        by_vcpu: bool,
+        by_task: bool,
+    ) -> Result<usize, u64> {
         self.recorded_words(s, by_vcpu, by_task);
         let words = &self.words;
         let hash = hash_recorded(words);
@@ -151,21 +152,22 @@ impl<T: Copy> KeyMemo<T> {
                 r.hash == hash && r.len == words.len() && arena[r.off..r.off + r.len] == words[..]
             })
             .copied()
+            .ok_or(hash)
     }
 
-    /// [`KeyMemo::key_of`] once the recorded stack is known (`found`) or not: for a new
-    /// one, its words are in `self.words`.
+    /// [`KeyMemo::key_of`] once the recorded stack is known (`found`), or not (the hash of
+    /// its words, which are in `self.words`).
     fn key_in(
         &mut self,
         s: &Sample<'_>,
-        found: Option<usize>,
-        tag: Option<(usize, ByStack)>,
+        found: Result<usize, u64>,
+        tag: Option<(usize, BesidesEntry)>,
         keys: &KeyBuilder<'_>,
         sym: &mut Symbolizer,
         extra: impl FnOnce(&Sample<'_>, &mut Symbolizer) -> T,
     ) -> Found<'_, T> {
         let (slot, cached) = match found {
-            Some(i) => {
+            Ok(i) => {
                 let r = &self.recorded[i];
                 let taken = r.asks_sp_word && KeyBuilder::caller_skipped(s, sym);
                 let cached = match (taken, s.sp_word) {
@@ -174,8 +176,7 @@ impl<T: Copy> KeyMemo<T> {
                 };
                 (i, cached)
             }
-            None => {
-                let hash = hash_recorded(&self.words);
+            Err(hash) => {
                 let i = self.recorded.len();
                 let off = self.recorded_words.len();
                 self.recorded_words.extend_from_slice(&self.words);
@@ -217,11 +218,11 @@ impl<T: Copy> KeyMemo<T> {
                 id
             }
         };
-        if let Some((entry, t)) = tag {
+        if let Some((entry, besides)) = tag {
             if self.by_stack.len() <= entry {
                 self.by_stack.resize(entry + 1, None);
             }
-            self.by_stack[entry] = Some(ByStack { slot, ..t });
+            self.by_stack[entry] = Some((besides, slot));
         }
         let k = &self.keys[id];
         Found {

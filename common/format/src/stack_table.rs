@@ -13,7 +13,7 @@ use rustc_hash::FxHashMap;
 use crate::error::FormatError;
 use crate::raw_reader::corrupt;
 use crate::raw_writer::{begin, finish};
-use crate::source::{u32_at, u64_at, word_at};
+use crate::source::{u16_at, u32_at, u64_at, word_at};
 use crate::{kind, sample_flags};
 
 /// Most stacks a table holds; past it the writer writes full sample records again, and a
@@ -155,8 +155,12 @@ impl Compactor {
     fn sample(&mut self, body: &[u8], out: &mut Vec<u8>) -> bool {
         let w = self.width;
         if body.len() < FIXED + 4 * w
-            || body.len() != FIXED + (4 + usize::from(u16::from_le_bytes([body[6], body[7]]))) * w
+            || body.len() != FIXED + (4 + usize::from(u16_at(body, 6))) * w
         {
+            return false;
+        }
+        let vcpu = u32_at(body, 0);
+        if vcpu >= MAX_VCPU {
             return false;
         }
         self.key.clear();
@@ -179,10 +183,6 @@ impl Compactor {
                 id
             }
         };
-        let vcpu = u32_at(body, 0);
-        if vcpu >= MAX_VCPU {
-            return false;
-        }
         if self.run_len > 0 && self.run_vcpu != vcpu {
             self.end_run(out);
         }

@@ -205,7 +205,7 @@ fn run<W: Output>(
     pool: Sender<Vec<u8>>,
     on_error: OnError,
 ) -> Finished<W> {
-    let mut w = Sink {
+    let mut w = Outlet {
         f: Finished {
             out,
             samples_written: 0,
@@ -229,9 +229,9 @@ fn run<W: Output>(
         bytes.clear();
         let _ = pool.try_send(bytes);
     };
-    let dump_file = cfg.dump_file.filter(|_| ring.is_some());
     loop {
-        let msg = match &dump_file {
+        // Once the ring is written, the dump file means nothing.
+        let msg = match &cfg.dump_file {
             Some(path) if ring.is_some() => match std::fs::remove_file(path) {
                 Ok(()) => Ok(Msg::Dump),
                 Err(_) => match rx.recv_timeout(DUMP_POLL) {
@@ -263,7 +263,7 @@ fn run<W: Output>(
 }
 
 /// The writer thread's side of the output: its counts, its bounds and the stack table.
-struct Sink<W: Output> {
+struct Outlet<W: Output> {
     f: Finished<W>,
     max_size: Option<u64>,
     compactor: Option<Compactor>,
@@ -272,7 +272,7 @@ struct Sink<W: Output> {
     on_error: OnError,
 }
 
-impl<W: Output> Sink<W> {
+impl<W: Output> Outlet<W> {
     /// Writes what the ring holds of its window, oldest first.
     fn write_ring(&mut self, ring: Option<FlightRing>) {
         let Some(mut ring) = ring else { return };
@@ -283,12 +283,17 @@ impl<W: Output> Sink<W> {
     }
 
     /// Writes one batch, or counts it as failed once an error has been seen, or as over
-    /// the size once the output is full.
+    /// the size once the output is full (neither is compacted then: nothing follows).
     fn write(&mut self, b: &Batch) {
         let f = &mut self.f;
         if f.error.is_some() {
             f.samples_failed += b.samples;
             f.events_failed += b.events;
+            return;
+        }
+        if f.full {
+            f.samples_over_size += b.samples;
+            f.events_over_size += b.events;
             return;
         }
         let bytes = match &mut self.compactor {
@@ -300,10 +305,9 @@ impl<W: Output> Sink<W> {
             None => &b.bytes,
         };
         // A compressed output grows by less than the batch: the bound holds either way.
-        f.full = f.full
-            || self
-                .max_size
-                .is_some_and(|max| f.out.size() + bytes.len() as u64 > max);
+        f.full = self
+            .max_size
+            .is_some_and(|max| f.out.size() + bytes.len() as u64 > max);
         if f.full {
             f.samples_over_size += b.samples;
             f.events_over_size += b.events;
