@@ -192,3 +192,60 @@ fn sigusr1_writes_the_ring_while_the_guest_runs() {
     let raw = dir.join("out/cpu.raw");
     assert!(census(&raw).samples > 100);
 }
+
+/// Debian's amd64 Linux panicking for real (no init: "VFS: Unable to mount root fs"), with
+/// `flight_trigger=panic` found in the bzImage's kallsyms (its vmlinux has no symbols): the
+/// ring is written at `panic`, the profile holds the panic path, and the boot before the
+/// window is left out.
+#[test]
+fn a_linux_panic_writes_the_ring() {
+    let dir = root().join("target/linux/x86_64");
+    let vmlinuz = dir.join("vmlinuz");
+    if !linux_guest_present(&dir, std::slice::from_ref(&vmlinuz)) {
+        return;
+    }
+    let out_dir = scratch("flight-linux");
+    let mut c = Command::new("bash");
+    c.arg(root().join("scripts/guests/run-linux.sh"))
+        .args([
+            "--arch",
+            "x86_64",
+            "--timeout",
+            "600",
+            "--append",
+            "rdinit=/nonexistent",
+        ])
+        .arg("--out")
+        .arg(&out_dir)
+        .arg("--plugin")
+        .arg(format!(
+            "flight=2,flight_trigger=panic,elf={},stacks=on,compress=on",
+            vmlinuz.display()
+        ))
+        .env("KP_PLUGIN", plugin());
+    let out = output_with_timeout(c, Duration::from_secs(700));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let console = std::fs::read_to_string(out_dir.join("console.log")).unwrap_or_default();
+    assert!(console.contains("Kernel panic"), "{console}");
+    assert!(stderr.contains("reached panic after"), "{stderr}");
+    let left_out: u64 = stderr
+        .lines()
+        .find_map(|l| {
+            l.split("kern-profile: flight recorder: the last 2 s kept, ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no flight line: {stderr}"));
+    assert!(left_out > 0, "{stderr}");
+    let folded = folded_of(&out_dir.join("cpu.raw"), &vmlinuz, &[]);
+    let total: u64 = folded.iter().map(|(_, n)| n).sum();
+    let panicking = samples_under(&folded, "panic");
+    println!("{total} samples, {panicking} under panic, {left_out} left out");
+    assert!(
+        total > 100 && panicking >= 1,
+        "{total} samples, {panicking} under panic"
+    );
+}

@@ -15,19 +15,20 @@ use qemu_plugin_sys as sys;
 
 use crate::{guard, lock_within, stderr_line, EXIT_LOCK_WAIT, PLUGIN};
 
-/// The functions `flight_trigger=` names in the kernel `image` (at `path`); an error when
-/// none of a value's functions is there.
+/// The functions `flight_trigger=` names in the kernel `image` (at `path`): in its ELF
+/// symbols, else in its kallsyms (a distribution's bzImage holds a vmlinux without
+/// symbols); an error when none of a value's functions is in either.
 pub fn find(image: &KernelImage, values: &[String], path: &Path) -> Result<Vec<Trigger>, String> {
     let mut all = Vec::new();
     for value in values {
         let names = wanted(std::slice::from_ref(value));
-        let found = match image.is_elf() {
+        let mut found = match image.is_elf() {
             true => elf_triggers(&image.bytes, &names),
-            false => {
-                let k = image
-                    .kallsyms()
-                    .map_err(|e| format!("elf={}: {e}", path.display()))?;
-                names
+            false => Vec::new(),
+        };
+        if found.is_empty() {
+            if let Ok(k) = image.kallsyms() {
+                found = names
                     .iter()
                     .filter_map(|n| {
                         k.address_of(n).map(|entry| Trigger {
@@ -35,9 +36,9 @@ pub fn find(image: &KernelImage, values: &[String], path: &Path) -> Result<Vec<T
                             entry,
                         })
                     })
-                    .collect()
+                    .collect();
             }
-        };
+        }
         if found.is_empty() {
             return Err(format!(
                 "flight_trigger={value}: elf={} has no function {}",

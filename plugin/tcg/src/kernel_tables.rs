@@ -198,4 +198,33 @@ mod tests {
             "{err}"
         );
     }
+
+    /// `flight_trigger=panic` on Debian's kernels: their panic and oops entries, from kallsyms
+    /// (a bzImage) or the symbol table (the i386 -dbg vmlinux).
+    #[test]
+    fn the_panic_preset_on_debian_kernels() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/linux");
+        for (file, arch) in [
+            ("x86_64/vmlinuz", Arch::X86_64),
+            ("i386/vmlinux", Arch::I386),
+        ] {
+            let path = root.join(file);
+            if !path.exists() {
+                eprintln!("skipped: no {}", path.display());
+                continue;
+            }
+            let off = TaskArgs {
+                tasks: crate::config::AutoOnOff::Off,
+                switches: crate::config::AutoOnOff::Off,
+                ..TaskArgs::default()
+            };
+            let t = load(&path, arch, off, &["panic".to_string()]).unwrap();
+            let names: Vec<&str> = t.flight_triggers.iter().map(|t| t.name.as_str()).collect();
+            for want in ["panic", "oops_enter"] {
+                assert!(names.contains(&want), "{file}: {names:?}");
+            }
+            let err = load(&path, arch, off, &["no_such_function".to_string()]).unwrap_err();
+            assert!(err.contains("has no function no_such_function"), "{err}");
+        }
+    }
 }

@@ -97,13 +97,15 @@ fn linux_spec(image: &KernelImage, arch: Arch) -> Result<SwitchSpec, String> {
     })
 }
 
-/// `switches=FUNCTION`: the function by name (the ELF's symbols, or a Linux image's kallsyms),
-/// its first two arguments by the C convention.
+/// `switches=FUNCTION`: the function by name (the ELF's symbols, else a Linux image's
+/// kallsyms: a distribution's bzImage holds a vmlinux without symbols), its first two
+/// arguments by the C convention.
 fn named_spec(image: &KernelImage, arch: Arch, name: &str) -> Result<SwitchSpec, String> {
-    let entry = match image.is_elf() {
-        true => function_address(&image.bytes, name),
-        false => image.kallsyms().ok().and_then(|k| k.address_of(name)),
-    };
+    let entry = image
+        .is_elf()
+        .then(|| function_address(&image.bytes, name))
+        .flatten()
+        .or_else(|| image.kallsyms().ok().and_then(|k| k.address_of(name)));
     let entry = entry.ok_or_else(|| format!("it has no function `{name}`"))?;
     Ok(SwitchSpec {
         entry,
