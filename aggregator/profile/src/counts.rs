@@ -265,9 +265,14 @@ pub struct IdRuns {
 
 impl IdRuns {
     pub fn add(&mut self, vcpu: u32, id: usize) {
+        self.add_n(vcpu, id, 1);
+    }
+
+    /// Adds `samples` samples of `vcpu` with key `id`.
+    pub fn add_n(&mut self, vcpu: u32, id: usize, samples: u64) {
         let v = vcpu as usize;
         if v >= RunCoalescer::MAX_VCPUS {
-            self.end_run(id, 1);
+            self.end_run(id, samples);
             return;
         }
         if v >= self.runs.len() {
@@ -275,13 +280,13 @@ impl IdRuns {
         }
         let (run, n) = self.runs[v];
         if n > 0 && run == id {
-            self.runs[v].1 += 1;
+            self.runs[v].1 += samples;
             return;
         }
         if n > 0 {
             self.end_run(run, n);
         }
-        self.runs[v] = (id, 1);
+        self.runs[v] = (id, samples);
     }
 
     fn end_run(&mut self, id: usize, n: u64) {

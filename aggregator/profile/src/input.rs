@@ -17,6 +17,7 @@ use crate::address_space::{self, CodeSamples};
 use crate::error::ProfileError;
 use crate::off_cpu::OffCpu;
 use crate::progress;
+use crate::run_groups::{RunGroups, WordUse};
 use crate::tasks::{SampleTask, TaskOf, Tasks};
 use crate::unnamed::CpuState;
 
@@ -48,6 +49,9 @@ pub struct Sample<'a> {
     /// Format version 4: its stack-table entry; samples with equal entries have equal
     /// fields but for vCPU, time, the word at `[SP]`, address space and task.
     pub stack: Option<u32>,
+    /// The samples this one stands for: 1, but for a run counted by stack
+    /// ([`crate::run_groups`]), where its time is that of the last of them.
+    pub weight: u64,
 }
 
 impl<'a> Sample<'a> {
@@ -70,6 +74,7 @@ impl<'a> Sample<'a> {
             page_table: None,
             task: None,
             stack: None,
+            weight: 1,
         }
     }
 
@@ -92,6 +97,7 @@ impl<'a> Sample<'a> {
             page_table: address_space::of_sample(arch, s.mode(), s.page_table_base()),
             task: None,
             stack: s.stack,
+            weight: 1,
         }
     }
 }
@@ -193,15 +199,18 @@ impl CpuInput {
         })
     }
 
-    /// Streams every sample to `on_sample`; collects exact counts when `want_exact`.
+    /// Streams every sample to `on_sample`; collects exact counts when `want_exact`. With
+    /// `by_stack`, a version-4 run's samples come counted by stack (a [`Sample::weight`]),
+    /// `on_sample` telling it which stacks' words at `[SP]` matter.
     pub fn for_each(
         self,
         want_exact: bool,
+        by_stack: Option<&WordUse>,
         mut on_sample: impl FnMut(&Sample<'_>),
     ) -> Result<ReadSummary, ProfileError> {
         let mut sum = ReadSummary::default();
         match self.reader {
-            Reader::Raw(r) => read_raw(r, want_exact, &mut sum, &mut on_sample),
+            Reader::Raw(r) => read_raw(r, want_exact, by_stack, &mut sum, &mut on_sample),
             Reader::Legacy(r) => read_legacy(r, &mut sum, &mut on_sample),
         }
         .map_err(|source| ProfileError::Format {
@@ -213,34 +222,58 @@ impl CpuInput {
 }
 
 /// Decodes the records of `r` up to its end, or to the last whole one: each record goes to
-/// `on_record`, each code record to `code` (in file order: it tells which program an address
-/// space runs from there on), each task record to `tasks` (which task its vCPU runs from
-/// there on), then each sample, as a [`Sample`] whose address space is `code`'s key and
-/// whose task is its vCPU's, to `on_sample`. The one decode loop of raw files, for whole
-/// files and for `top`'s growing one alike.
+/// `on_record` (with the samples it stands for), each code record to `code` (in file order:
+/// it tells which program an address space runs from there on), each task record to `tasks`
+/// (which task its vCPU runs from there on), then each sample, as a [`Sample`] whose address
+/// space is `code`'s key and whose task is its vCPU's, to `on_sample`. With `by_stack`, a
+/// version-4 run's samples come counted by stack ([`crate::run_groups`]): for readers of
+/// counts, not of times, which say there which stacks' words at `[SP]` matter to them. The one decode loop of raw files, for whole files and for `top`'s
+/// growing one alike.
 pub fn decode_raw<R: Read>(
     r: &mut RawReader<R>,
     code: &mut CodeSamples,
     tasks: &mut Tasks,
-    mut on_record: impl FnMut(&Record<'_>),
+    by_stack: Option<&WordUse>,
+    mut on_record: impl FnMut(&Record<'_>, u64),
     mut on_sample: impl FnMut(&Sample<'_>),
 ) -> Result<(), FormatError> {
     let mut addrs: Vec<u64> = Vec::with_capacity(256);
     let arch = Some(r.header().arch);
-    while let Some(rec) = r.next_record()? {
-        on_record(&rec);
+    let mut groups = RunGroups::default();
+    let mut sample = |s: &SampleRef<'_>, n: u64, code: &mut CodeSamples, tasks: &mut Tasks| {
+        addrs.clear();
+        addrs.push(s.pc);
+        s.extend_frames(&mut addrs);
+        let mut sample = Sample::of_raw(s, &addrs, arch);
+        sample.page_table = sample.page_table.map(|id| code.key(id));
+        sample.task = tasks.samples_on(s.vcpu, n);
+        sample.weight = n;
+        on_sample(&sample);
+    };
+    loop {
+        if let Some(words) = by_stack.filter(|_| r.run_left() > 0) {
+            let read = groups.read_run(r, words);
+            // The samples before a bad reference count.
+            for g in groups.take() {
+                let s = r.sample_of(&g.reference);
+                let rec = Record::Sample(s);
+                on_record(&rec, g.samples);
+                sample(&s, g.samples, code, tasks);
+                std::mem::forget(rec);
+            }
+            read?;
+            continue;
+        }
+        let Some(rec) = r.next_record()? else {
+            break;
+        };
+        on_record(&rec, 1);
         // By value: a sample, the usual record, then needs no drop.
         match rec {
             Record::CodeBytes(c) => code.add(arch, &c),
             Record::Task(t) => tasks.record(&t),
             Record::Sample(s) => {
-                addrs.clear();
-                addrs.push(s.pc);
-                s.extend_frames(&mut addrs);
-                let mut sample = Sample::of_raw(&s, &addrs, arch);
-                sample.page_table = sample.page_table.map(|id| code.key(id));
-                sample.task = tasks.sample_on(s.vcpu);
-                on_sample(&sample);
+                sample(&s, 1, code, tasks);
                 // A sample owns nothing: skip the drop glue every other record needs.
                 std::mem::forget(rec);
             }
@@ -253,6 +286,7 @@ pub fn decode_raw<R: Read>(
 fn read_raw(
     mut r: RawReader<Box<dyn Read>>,
     want_exact: bool,
+    by_stack: Option<&WordUse>,
     sum: &mut ReadSummary,
     on_sample: &mut impl FnMut(&Sample<'_>),
 ) -> Result<(), FormatError> {
@@ -263,8 +297,12 @@ fn read_raw(
         &mut r,
         &mut sum.code,
         &mut sum.tasks,
-        |rec| {
-            tally.add(rec);
+        by_stack,
+        |rec, n| {
+            match rec {
+                Record::Sample(s) => tally.add_samples(s, n),
+                _ => tally.add(rec),
+            }
             match rec {
                 Record::ExactBlocks(blocks) if want_exact => add_exact(exact, blocks),
                 Record::Sample(s) => off_cpu.saw_time(s.time_ns),

@@ -196,16 +196,13 @@ impl<T: Copy> KeyMemo<T> {
         };
         let id = match cached {
             Some((id, built)) => {
-                if built.cut {
-                    sym.count_no_code_cut();
-                }
-                if built.register_checked {
-                    KeyBuilder::caller_in_register(s, sym);
-                }
+                retell(built, s, sym, s.weight);
                 id
             }
             None => {
                 let built = keys.build_kept(s, sym, &mut self.key);
+                // Building it told the first of the samples it stands for.
+                retell(built, s, sym, s.weight.saturating_sub(1));
                 let id = self.intern_key();
                 let r = &mut self.recorded[slot];
                 r.asks_sp_word = built.sp_word_asked;
@@ -293,6 +290,19 @@ impl<T: Copy> KeyMemo<T> {
 
 /// The hash recorded stacks are looked up by: Fx over the words' bytes, fewer instructions
 /// than [`hash_words`] (which the counts keep: their tables' order is the outputs').
+/// Tells the symbolizer again, `times` times, what building a key told it (its counts are
+/// per sample).
+fn retell(built: Built, s: &Sample<'_>, sym: &mut Symbolizer, times: u64) {
+    if built.cut {
+        sym.count_no_code_cuts(times);
+    }
+    if built.register_checked {
+        for _ in 0..times {
+            KeyBuilder::caller_in_register(s, sym);
+        }
+    }
+}
+
 fn hash_recorded(words: &[u64]) -> u64 {
     let mut h = FxHasher::default();
     words.hash(&mut h);

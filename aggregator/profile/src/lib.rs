@@ -21,6 +21,7 @@ pub mod percent;
 pub mod place;
 pub mod profile;
 pub mod progress;
+pub mod run_groups;
 pub mod stacks;
 pub mod stuck;
 pub mod tasks;

@@ -74,9 +74,9 @@ impl Place {
 pub struct StopsByPlace([StopCounts; 5]);
 
 impl StopsByPlace {
-    /// Counts the stop `stop` of a sample taken at `place`.
-    pub fn add(&mut self, place: Place, stop: u8) {
-        self.0[place as usize].add_byte(stop);
+    /// Counts the stop `stop` of `samples` samples taken at `place`.
+    pub fn add(&mut self, place: Place, stop: u8, samples: u64) {
+        self.0[place as usize].add_n(stop, samples);
     }
 
     /// The stops of `place`.
@@ -125,10 +125,10 @@ mod tests {
     #[test]
     fn counts_per_place() {
         let mut s = StopsByPlace::default();
-        s.add(Place::Kernel, 0);
-        s.add(Place::Kernel, 0);
-        s.add(Place::User, 2);
+        s.add(Place::Kernel, 0, 1);
+        s.add(Place::Kernel, 0, 3);
+        s.add(Place::User, 2, 1);
         let places: Vec<_> = s.nonempty().map(|(p, c)| (p, c.total())).collect();
-        assert_eq!(places, [(Place::Kernel, 2), (Place::User, 1)]);
+        assert_eq!(places, [(Place::Kernel, 4), (Place::User, 1)]);
     }
 }

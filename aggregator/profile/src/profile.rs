@@ -15,6 +15,7 @@ use crate::filter::SampleFilter;
 use crate::input::{CpuInput, ReadSummary, Sample};
 use crate::key_memo::KeyMemo;
 use crate::place::{Place, StopsByPlace};
+use crate::run_groups::WordUse;
 use crate::stacks::{meta_unhidden, meta_user, meta_vcpu, KeyBuilder};
 use crate::stuck::{Stuck, StuckDetector};
 use crate::symbolize::Symbolizer;
@@ -122,31 +123,39 @@ impl CpuProfile {
         let mut stops_by_place = StopsByPlace::default();
         let mut walk_tally = WalkTally::default();
         let mut seq = 0u64;
-        let summary = input.for_each(want_exact, |s| {
+        // Counts alone can be taken per distinct stack of a run; sinks and a time window
+        // want every sample at its time.
+        let words = WordUse::default();
+        let by_stack = (sinks.is_empty() && !filter.time.is_set()).then_some(&words);
+        let summary = input.for_each(want_exact, by_stack, |s| {
             let index = seq;
-            seq += 1;
+            let n = s.weight;
+            seq += n;
             if !keys.keeps(s) {
                 return;
             }
             let found = memo.key_of(s, &keys, sym, |s, sym| Where::of(s, sym, markers));
+            if let (Some(id), Some(_), true) = (s.stack, s.sp_word, by_stack.is_some()) {
+                words.set(id, KeyBuilder::word_may_matter(s, sym));
+            }
             for sink in sinks.iter_mut() {
                 sink.sample(s, found.key, index);
             }
-            runs.add(s.vcpu, found.id);
-            stuck.add_chain(s.vcpu, found.key, found.chain);
-            kept += 1;
+            runs.add_n(s.vcpu, found.id, n);
+            stuck.add_chain_n(s.vcpu, found.key, found.chain, n);
+            kept += n;
             if let Some(stop) = s.stop {
-                stops_by_place.add(found.extra.place, stop);
+                stops_by_place.add(found.extra.place, stop, n);
             }
             walk_tally.add(s, found.extra.outside);
             match per_vcpu_low.get_mut(s.vcpu as usize) {
-                Some(n) => *n += 1,
-                None => *per_vcpu.entry(s.vcpu).or_insert(0) += 1,
+                Some(c) => *c += n,
+                None => *per_vcpu.entry(s.vcpu).or_insert(0) += n,
             }
             if s.user {
                 match user_low.get_mut(s.vcpu as usize) {
-                    Some(n) => *n += 1,
-                    None => *per_vcpu_user.entry(s.vcpu).or_insert(0) += 1,
+                    Some(c) => *c += n,
+                    None => *per_vcpu_user.entry(s.vcpu).or_insert(0) += n,
                 }
             }
         })?;

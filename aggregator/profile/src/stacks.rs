@@ -326,6 +326,16 @@ impl<'f> KeyBuilder<'f> {
         }
     }
 
+    /// Whether the word at `[SP]` of a kernel sample like `s` can change its key (a user
+    /// sample's program can change with its address space: always).
+    pub(crate) fn word_may_matter(s: &Sample<'_>, sym: &mut Symbolizer) -> bool {
+        match (s.user, s.addrs.first()) {
+            (false, Some(&pc)) => sym.word_may_be_caller(pc),
+            (false, None) => false,
+            (true, _) => true,
+        }
+    }
+
     /// Whether the word at `[SP]` of `s` (which has one) is the caller its walk missed, asked
     /// of the program or kernel its PC is in.
     pub(crate) fn caller_skipped(s: &Sample<'_>, sym: &mut Symbolizer) -> bool {

@@ -58,21 +58,26 @@ impl StuckDetector {
     /// [`StuckDetector::add`] with the key's [`chain_hash`] already known (it is per distinct
     /// key, and samples repeat keys).
     pub fn add_chain(&mut self, vcpu: u32, key: &[u64], hash: u64) {
+        self.add_chain_n(vcpu, key, hash, 1);
+    }
+
+    /// [`StuckDetector::add_chain`] for `samples` samples.
+    pub fn add_chain_n(&mut self, vcpu: u32, key: &[u64], hash: u64, samples: u64) {
         if self.last == Some((vcpu, hash)) {
-            self.repeats += 1;
+            self.repeats += samples;
             return;
         }
         self.count_repeats();
         self.last = Some((vcpu, hash));
         let c = self.vcpus.entry(vcpu).or_default();
-        c.samples += 1;
+        c.samples += samples;
         if c.moved_on {
             return;
         }
         if let Some((n, _)) = c.chains.get_mut(&hash) {
-            *n += 1;
+            *n += samples;
         } else if c.chains.len() < MAX_CHAINS {
-            c.chains.insert(hash, (1, key.to_vec()));
+            c.chains.insert(hash, (samples, key.to_vec()));
         } else {
             c.moved_on = true;
             c.chains = FxHashMap::default();

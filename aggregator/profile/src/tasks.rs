@@ -110,6 +110,12 @@ impl Tasks {
     /// The task `vcpu` runs now, counting a sample read in it.
     #[inline]
     pub fn sample_on(&mut self, vcpu: u32) -> Option<SampleTask<'_>> {
+        self.samples_on(vcpu, 1)
+    }
+
+    /// [`Tasks::sample_on`] for `n` samples.
+    #[inline]
+    pub fn samples_on(&mut self, vcpu: u32, n: u64) -> Option<SampleTask<'_>> {
         // A recording without task records pays this test alone.
         if self.records == 0 {
             return None;
@@ -121,7 +127,7 @@ impl Tasks {
         };
         match id {
             Some(id) => {
-                self.samples[id as usize] += 1;
+                self.samples[id as usize] += n;
                 Some(SampleTask {
                     id,
                     state: &self.list[id as usize],

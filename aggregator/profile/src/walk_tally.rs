@@ -29,7 +29,7 @@ pub struct WalkTally {
 const ENOUGH: u64 = 50;
 
 impl WalkTally {
-    /// Counts `s`; `outside_kernel` when its pc is no kernel code: below all of it (a
+    /// Counts `s` (its [`Sample::weight`] samples); `outside_kernel` when its pc is no kernel code: below all of it (a
     /// decompressor with paging on), or with paging off where the kernel's symbols do not
     /// reach (early boot at physical addresses; a kernel that never turns paging on, as the
     /// example kernels, runs its own code there).
@@ -37,23 +37,25 @@ impl WalkTally {
         let Some(stop) = s.stop else {
             return;
         };
+        let n = s.weight;
         if s.user {
-            self.user_ends.add_byte(stop);
+            self.user_ends.add_n(stop, n);
             return;
         }
         let boot = s.cpu.firmware || s.cpu.mode == CpuMode::Real || outside_kernel;
         if boot {
-            self.boot += 1;
+            self.boot += n;
             return;
         }
-        self.kernel_ends.add_byte(stop);
-        self.samples += 1;
+        self.kernel_ends.add_n(stop, n);
+        self.samples += n;
         if matches!(
             WalkEnd::of_byte(stop).walker(),
             None | Some(Walker::FramePointers)
         ) {
-            self.by_frame_pointers += 1;
-            self.addresses = self.addresses.saturating_add(s.addrs.len() as u64);
+            self.by_frame_pointers += n;
+            let addrs = (s.addrs.len() as u64).saturating_mul(n);
+            self.addresses = self.addresses.saturating_add(addrs);
         }
     }
 

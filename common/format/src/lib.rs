@@ -52,6 +52,7 @@ pub use raw_writer::{
 };
 pub use source::Truncation;
 pub use stack_summary::StackSummary;
+pub use stack_table::Reference;
 pub use stats::Stats;
 pub use stop_reason::{StopCounts, StopReason};
 pub use summary::{RawSummary, StopsFrom, VcpuCounts};

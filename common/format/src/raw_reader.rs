@@ -9,7 +9,7 @@ use crate::header::{Header, HEADER_FIXED_LEN};
 use crate::kind;
 use crate::machine::{CpuMode, Privilege};
 use crate::source::{u16_at, u32_at, u64_at, word_at, words, Source, Truncation};
-use crate::stack_table::StackTable;
+use crate::stack_table::{Reference, StackTable};
 use crate::stats::Stats;
 use crate::stop_reason::StopReason;
 use crate::switch_record::SwitchRecord;
@@ -317,13 +317,39 @@ impl<R: Read> RawReader<R> {
 
     /// The next reference of the run being read; a bad one ends the run.
     fn next_in_run(&mut self) -> Result<SampleRef<'_>, FormatError> {
+        let r = self.next_reference()?;
+        Ok(self.sample_of(&r))
+    }
+
+    /// References left in the version-4 sample run being read: while there are, they can
+    /// be taken with [`RawReader::next_reference`], without building a sample for each (a
+    /// reader that counts by stack builds one per distinct stack with
+    /// [`RawReader::sample_of`]).
+    pub fn run_left(&self) -> u32 {
+        self.run.left
+    }
+
+    /// The next reference of the run being read ([`RawReader::run_left`] must be above 0);
+    /// a bad one ends the run.
+    #[inline]
+    pub fn next_reference(&mut self) -> Result<Reference, FormatError> {
         let run = &mut self.run;
+        if run.left == 0 {
+            return Err(corrupt(
+                run.offset,
+                "no sample reference left in the run".into(),
+            ));
+        }
         let i = run.count - run.left;
         run.left -= 1;
         let r = self
             .stacks
             .next(run.vcpu, &run.body, &mut run.at, (i, run.count, run.offset));
-        let r = r.inspect_err(|_| self.run.left = 0)?;
+        r.inspect_err(|_| self.run.left = 0)
+    }
+
+    /// The sample `r` (a reference this reader returned) stands for.
+    pub fn sample_of(&self, r: &Reference) -> SampleRef<'_> {
         let def = self.stacks.definition(r.stack);
         let mut s = decode_sample_v2(def, self.width, 0).expect("checked when defined");
         s.vcpu = r.vcpu;
@@ -331,7 +357,7 @@ impl<R: Read> RawReader<R> {
         s.icount = r.icount;
         s.sp_word = r.sp_word.unwrap_or(0);
         s.stack = Some(r.stack);
-        Ok(s)
+        s
     }
 
     /// Takes in a version-4 stack or sample-run record if one is next; false when the next

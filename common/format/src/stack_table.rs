@@ -66,7 +66,15 @@ fn unzigzag(v: u64) -> u64 {
 
 /// A LEB128 number at `b[*at..]`, moving `at` past it; `None` when it runs past the end or
 /// past 64 bits.
+#[inline]
 fn read_varint(b: &[u8], at: &mut usize) -> Option<u64> {
+    // Most are one byte: a stack id below 128, a delta of a few units.
+    if let Some(&byte) = b.get(*at) {
+        if byte < 0x80 {
+            *at += 1;
+            return Some(u64::from(byte));
+        }
+    }
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let byte = *b.get(*at)?;
@@ -217,15 +225,16 @@ impl Compactor {
 /// The reader's side: the stacks defined so far and each vCPU's last reference.
 #[derive(Debug, Default)]
 pub struct StackTable {
-    /// Where each stack's definition (a sample payload) is in `bytes`.
-    spans: Vec<(u32, u32)>,
+    /// Where each stack's definition (a sample payload) is in `bytes`, and whether its
+    /// references carry the word at [SP].
+    spans: Vec<(u32, u32, bool)>,
     bytes: Vec<u8>,
     last: Vec<Last>,
 }
 
 /// One reference of a run, resolved: the stack and the sample's own fields.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Resolved {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reference {
     pub stack: u32,
     pub vcpu: u32,
     pub time_ns: u64,
@@ -246,7 +255,7 @@ impl StackTable {
 
     /// The definition of stack `id`: a version-2 sample payload without the sample's fields.
     pub(crate) fn definition(&self, id: u32) -> &[u8] {
-        let (off, len) = self.spans[id as usize];
+        let (off, len, _) = self.spans[id as usize];
         &self.bytes[off as usize..(off + len) as usize]
     }
 
@@ -281,7 +290,9 @@ impl StackTable {
             ));
         }
         check(def)?;
-        self.spans.push((self.bytes.len() as u32, def.len() as u32));
+        let carries = carries_sp_word(def);
+        self.spans
+            .push((self.bytes.len() as u32, def.len() as u32, carries));
         self.bytes.extend_from_slice(def);
         Ok(())
     }
@@ -311,27 +322,28 @@ impl StackTable {
 
     /// Reference `i` of `count` at `body[*at..]` of a run of `vcpu` (the record at `offset`),
     /// its deltas applied; after the last, the record must end.
+    #[inline]
     pub(crate) fn next(
         &mut self,
         vcpu: u32,
         body: &[u8],
         at: &mut usize,
         (i, count, offset): (u32, u32, u64),
-    ) -> Result<Resolved, FormatError> {
+    ) -> Result<Reference, FormatError> {
         let bad =
             |what: String| corrupt(offset, format!("sample reference {i} of {count}: {what}"));
         let past = || bad("runs past the record".into());
         let stack = read_varint(body, at).ok_or_else(past)?;
-        if stack >= self.spans.len() as u64 {
+        let Some(&(_, _, carries)) = self.spans.get(stack as usize) else {
             return Err(bad(format!(
                 "names stack {stack}, past the table's {}",
                 self.spans.len()
             )));
-        }
+        };
         let stack = stack as u32;
         let dt = read_varint(body, at).ok_or_else(past)?;
         let di = read_varint(body, at).ok_or_else(past)?;
-        let sp_word = match carries_sp_word(self.definition(stack)) {
+        let sp_word = match carries {
             true => Some(read_varint(body, at).ok_or_else(past)?),
             false => None,
         };
@@ -347,7 +359,7 @@ impl StackTable {
         let last = last_of(&mut self.last, vcpu);
         last.time_ns = last.time_ns.wrapping_add(unzigzag(dt));
         last.icount = last.icount.wrapping_add(unzigzag(di));
-        Ok(Resolved {
+        Ok(Reference {
             stack,
             vcpu,
             time_ns: last.time_ns,

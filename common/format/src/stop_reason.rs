@@ -110,7 +110,7 @@ impl StopCounts {
 
     /// Counts `n` stops given by their stored byte.
     #[inline]
-    fn add_n(&mut self, b: u8, n: u64) {
+    pub fn add_n(&mut self, b: u8, n: u64) {
         let i = b as usize;
         if i >= self.0.len() {
             self.0.resize(i + 1, 0);

@@ -26,14 +26,20 @@ pub struct VcpuCounts {
 impl VcpuCounts {
     #[inline]
     pub fn add(&mut self, vcpu: u32) {
+        self.add_n(vcpu, 1);
+    }
+
+    /// Counts `n` samples of `vcpu`.
+    #[inline]
+    pub fn add_n(&mut self, vcpu: u32, n: u64) {
         let i = vcpu as usize;
         if i < DENSE_VCPUS {
             if i >= self.dense.len() {
                 self.dense.resize(i + 1, 0);
             }
-            self.dense[i] += 1;
+            self.dense[i] += n;
         } else {
-            *self.sparse.entry(vcpu).or_insert(0) += 1;
+            *self.sparse.entry(vcpu).or_insert(0) += n;
         }
     }
 
@@ -139,12 +145,18 @@ impl RawSummary {
 
     #[inline]
     pub fn add_sample(&mut self, s: &SampleRef<'_>) {
-        self.samples += 1;
-        self.user_samples += s.user() as u64;
-        self.sp_words += s.sp_word().is_some() as u64;
-        self.entry_resolved += s.entry_resolved() as u64;
-        self.stops.add_byte(s.stop);
-        self.per_vcpu.add(s.vcpu);
+        self.add_samples(s, 1);
+    }
+
+    /// Counts `n` samples like `s` (a reader counting a run's samples by stack).
+    #[inline]
+    pub fn add_samples(&mut self, s: &SampleRef<'_>, n: u64) {
+        self.samples += n;
+        self.user_samples += s.user() as u64 * n;
+        self.sp_words += s.sp_word().is_some() as u64 * n;
+        self.entry_resolved += s.entry_resolved() as u64 * n;
+        self.stops.add_n(s.stop, n);
+        self.per_vcpu.add_n(s.vcpu, n);
     }
 
     /// The run's unwind stops and where they come from: the statistics record's (which also

@@ -410,7 +410,12 @@ impl Symbolizer {
 
     /// Counts a stack cut at a return address that is no code.
     pub fn count_no_code_cut(&mut self) {
-        self.no_code_cuts += 1;
+        self.count_no_code_cuts(1);
+    }
+
+    /// [`Symbolizer::count_no_code_cut`] for `n` stacks.
+    pub fn count_no_code_cuts(&mut self, n: u64) {
+        self.no_code_cuts = self.no_code_cuts.saturating_add(n);
     }
 
     /// Stacks cut so far at a return address that is no code.
@@ -557,18 +562,27 @@ impl Symbolizer {
     /// may be a few instructions before the PC: the check keeps a `ret` sampled inside a
     /// block (`add esp, 8; pop ebp; ret`) from taking a local variable for a caller.
     pub fn caller_skipped(&mut self, pc: u64, sp_word: u64) -> bool {
-        let setup = match self.skip_memo.get(&pc) {
+        match self.frame_setup_memo(pc) {
+            FrameSetup::Done => false,
+            FrameSetup::Missing { start } => self.follows_call(sp_word, start, true),
+            FrameSetup::MaybeMissing { start } => self.follows_call(sp_word, Some(start), false),
+        }
+    }
+
+    /// Whether [`Symbolizer::caller_skipped`] asks about the word at all for a sample at
+    /// `pc` (false: the function set up its frame there, whatever the word).
+    pub fn word_may_be_caller(&mut self, pc: u64) -> bool {
+        !matches!(self.frame_setup_memo(pc), FrameSetup::Done)
+    }
+
+    fn frame_setup_memo(&mut self, pc: u64) -> FrameSetup {
+        match self.skip_memo.get(&pc) {
             Some(&s) => s,
             None => {
                 let s = self.frame_setup(pc);
                 self.skip_memo.insert(pc, s);
                 s
             }
-        };
-        match setup {
-            FrameSetup::Done => false,
-            FrameSetup::Missing { start } => self.follows_call(sp_word, start, true),
-            FrameSetup::MaybeMissing { start } => self.follows_call(sp_word, Some(start), false),
         }
     }
 

@@ -200,6 +200,7 @@ fn print_vcpu(out: &mut String, i: u32, v: &VcpuStack, arch: Arch, sym: Option<&
                 page_table: None,
                 task: None,
                 stack: None,
+                weight: 1,
             };
             KeyBuilder::new(&filter)
                 .with_markers(true)

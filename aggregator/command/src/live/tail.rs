@@ -78,7 +78,8 @@ impl RawTail {
             &mut r,
             &mut self.code,
             &mut self.tasks,
-            |rec| *finished |= matches!(rec, Record::Stats(_)),
+            None,
+            |rec, _| *finished |= matches!(rec, Record::Stats(_)),
             |s| {
                 on_sample(s);
                 n += 1;
