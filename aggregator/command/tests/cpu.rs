@@ -159,6 +159,7 @@ fn firefox_profile_has_one_thread_per_vcpu() {
     assert!(meta["categories"].as_array().unwrap().len() >= 3);
     let threads = v["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 2);
+    let shared = &v["shared"];
     let mut total = 0;
     for (i, t) in threads.iter().enumerate() {
         assert_eq!(t["name"], format!("vCPU {i}"));
@@ -169,33 +170,63 @@ fn firefox_profile_has_one_thread_per_vcpu() {
         total += samples["weight"]
             .as_array()
             .map_or(n as i64, |w| w.iter().map(|x| x.as_i64().unwrap()).sum());
-        let stacks = &t["stackTable"];
-        let ns = stacks["length"].as_u64().unwrap() as usize;
-        assert_eq!(stacks["frame"].as_array().unwrap().len(), ns);
-        assert_eq!(stacks["prefix"].as_array().unwrap().len(), ns);
-        let frames = &t["frameTable"];
-        let nf = frames["length"].as_u64().unwrap() as usize;
-        assert_eq!(frames["func"].as_array().unwrap().len(), nf);
-        let funcs = &t["funcTable"];
-        let nfn = funcs["length"].as_u64().unwrap() as usize;
-        let names = funcs["name"].as_array().unwrap();
-        assert_eq!(names.len(), nfn);
-        let strings = t["stringArray"].as_array().unwrap();
-        let func_names: Vec<&str> = names
+        // The thread's samples' stacks, through the tables its threads share.
+        let func_names: Vec<&str> = samples["stack"]
+            .as_array()
+            .unwrap()
             .iter()
-            .map(|i| strings[i.as_u64().unwrap() as usize].as_str().unwrap())
+            .flat_map(|s| shared_stack(shared, s))
             .collect();
         assert!(func_names.contains(&"leaf"), "{func_names:?}");
         assert!(func_names.contains(&"kernel::work"), "{func_names:?}");
-        // Every stack's frame, every frame's func: in range.
-        for f in stacks["frame"].as_array().unwrap() {
-            assert!((f.as_u64().unwrap() as usize) < nf);
-        }
-        for f in frames["func"].as_array().unwrap() {
-            assert!((f.as_u64().unwrap() as usize) < nfn);
-        }
     }
     assert_eq!(total, 45);
+    // The tables are shared (processed format 60), no thread has its own.
+    assert_eq!(meta["preprocessedProfileVersion"], 60);
+    assert!(threads.iter().all(|t| t.get("stackTable").is_none()));
+    let stacks = &shared["stackTable"];
+    let ns = stacks["length"].as_u64().unwrap() as usize;
+    assert_eq!(stacks["frame"].as_array().unwrap().len(), ns);
+    assert_eq!(stacks["prefix"].as_array().unwrap().len(), ns);
+    let frames = &shared["frameTable"];
+    let nf = frames["length"].as_u64().unwrap() as usize;
+    assert_eq!(frames["func"].as_array().unwrap().len(), nf);
+    let funcs = &shared["funcTable"];
+    let nfn = funcs["length"].as_u64().unwrap() as usize;
+    assert_eq!(funcs["name"].as_array().unwrap().len(), nfn);
+    // Every stack's frame and earlier prefix, every frame's func, every name: in range.
+    for (i, (f, p)) in stacks["frame"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(stacks["prefix"].as_array().unwrap())
+        .enumerate()
+    {
+        assert!((f.as_u64().unwrap() as usize) < nf);
+        assert!(p.as_u64().is_none_or(|p| (p as usize) < i));
+    }
+    for f in frames["func"].as_array().unwrap() {
+        assert!((f.as_u64().unwrap() as usize) < nfn);
+    }
+    let strings = shared["stringArray"].as_array().unwrap();
+    for n in funcs["name"].as_array().unwrap() {
+        assert!((n.as_u64().unwrap() as usize) < strings.len());
+    }
+}
+
+/// The function names of a sample's stack (`null`: none), leaf first, through the
+/// profile's shared tables.
+fn shared_stack<'a>(shared: &'a serde_json::Value, stack: &serde_json::Value) -> Vec<&'a str> {
+    let mut names = Vec::new();
+    let mut at = stack.as_u64();
+    while let Some(s) = at.map(|s| s as usize) {
+        let frame = shared["stackTable"]["frame"][s].as_u64().unwrap() as usize;
+        let func = shared["frameTable"]["func"][frame].as_u64().unwrap() as usize;
+        let name = shared["funcTable"]["name"][func].as_u64().unwrap() as usize;
+        names.push(shared["stringArray"][name].as_str().unwrap());
+        at = shared["stackTable"]["prefix"][s].as_u64();
+    }
+    names
 }
 
 #[test]
@@ -788,8 +819,8 @@ fn firefox_kernel_entries_are_markers() {
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["meta"]["symbolicated"], true);
     let mut found = Vec::new();
+    let strings = v["shared"]["stringArray"].as_array().unwrap();
     for (tid, t) in v["threads"].as_array().unwrap().iter().enumerate() {
-        let strings = t["stringArray"].as_array().unwrap();
         let m = &t["markers"];
         let n = m["length"].as_u64().unwrap() as usize;
         for i in 0..n {

@@ -244,24 +244,29 @@ fn firefox_puts_user_frames_in_the_user_category() {
         .collect();
     let user = cats.iter().position(|c| *c == "User").unwrap() as u64;
     let kernel = cats.iter().position(|c| *c == "Kernel").unwrap() as u64;
-    let t = &v["threads"][1];
-    let strings = t["stringArray"].as_array().unwrap();
-    let func_names = t["funcTable"]["name"].as_array().unwrap();
-    let frames = &t["frameTable"];
+    // The frames of thread 1's samples' stacks, through the tables the threads share.
+    let shared = &v["shared"];
+    let strings = shared["stringArray"].as_array().unwrap();
+    let func_names = shared["funcTable"]["name"].as_array().unwrap();
+    let (stacks, frames) = (&shared["stackTable"], &shared["frameTable"]);
     let mut seen = 0;
-    for (i, func) in frames["func"].as_array().unwrap().iter().enumerate() {
-        let name = strings[func_names[func.as_u64().unwrap() as usize]
-            .as_u64()
-            .unwrap() as usize]
-            .as_str()
-            .unwrap();
-        let cat = frames["category"][i].as_u64().unwrap();
-        match name {
-            "middle" | "[user] tiny.elf" => assert_eq!(cat, user, "{name}"),
-            "sys_work" | "syscall_entry" => assert_eq!(cat, kernel, "{name}"),
-            _ => continue,
+    for stack in v["threads"][1]["samples"]["stack"].as_array().unwrap() {
+        let mut at = stack.as_u64();
+        while let Some(s) = at.map(|s| s as usize) {
+            let i = stacks["frame"][s].as_u64().unwrap() as usize;
+            let func = frames["func"][i].as_u64().unwrap() as usize;
+            let name = strings[func_names[func].as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap();
+            let cat = frames["category"][i].as_u64().unwrap();
+            at = stacks["prefix"][s].as_u64();
+            match name {
+                "middle" | "[user] tiny.elf" => assert_eq!(cat, user, "{name}"),
+                "sys_work" | "syscall_entry" => assert_eq!(cat, kernel, "{name}"),
+                _ => continue,
+            }
+            seen += 1;
         }
-        seen += 1;
     }
     assert!(seen >= 4, "{seen}");
 }

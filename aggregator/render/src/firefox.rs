@@ -14,6 +14,9 @@
 //! `[no task]` or `[task unknown]` one), so that either set of threads adds up to the kept
 //! samples.
 //!
+//! The profile is written with its tables shared by its threads ([`crate::firefox_shared`]),
+//! a stack on a vCPU's thread and on a task's stored once.
+//!
 //! Names are embedded (a symbolicated profile: it opens offline, no symbol server). Kernel
 //! entries are markers too: each run of a vCPU's consecutive samples inside a `[syscall]`,
 //! `[interrupt]` or `[exception]` frame is an interval marker of that name, as `-f trace`
@@ -40,6 +43,7 @@ use kern_profile_profile::tasks::{TaskId, Tasks};
 use kern_profile_profile::timed::TimedSamples;
 use kern_profile_profile::ProfileError;
 
+use crate::firefox_shared::write_shared;
 use crate::task_tracks::TaskTracks;
 
 /// A distinct address stack of a thread: its interned stack (`None`: empty) and the kernel
@@ -235,10 +239,7 @@ pub fn write_firefox(
         b.add(vcpu, user, key, ns, task, namer);
     }
     let kept = b.kept;
-    b.finish(out).map_err(|source| ProfileError::Write {
-        what: "the Firefox profile".into(),
-        source,
-    })?;
+    b.finish(out)?;
     Ok((kept, task_tracks))
 }
 
@@ -524,13 +525,11 @@ impl Builder {
         }
     }
 
-    fn finish(mut self, out: impl Write) -> std::io::Result<()> {
+    fn finish(mut self, out: impl Write) -> Result<(), ProfileError> {
         if !self.declared {
             self.declare_interval();
         }
         self.add_entry_markers(self.interval_ns.max(1));
-        let mut out = std::io::BufWriter::new(out);
-        serde_json::to_writer(&mut out, &self.profile).map_err(std::io::Error::other)?;
-        out.flush()
+        write_shared(&self.profile, out)
     }
 }

@@ -16,6 +16,7 @@ pub mod diff;
 pub mod disassemble;
 pub mod exact;
 pub mod firefox;
+pub mod firefox_shared;
 pub mod folded;
 pub mod formats;
 pub mod gate;
