@@ -239,7 +239,7 @@ pub struct Reference {
     pub vcpu: u32,
     pub time_ns: u64,
     pub icount: u64,
-    /// The word at [SP], where the stack's references carry it.
+    /// The word at `[SP]`, where the stack's references carry it.
     pub sp_word: Option<u64>,
 }
 
