@@ -65,6 +65,11 @@ enum Track {
 /// dropped by `--focus`/`--exclude`), with its kernel-entry bits.
 type Named = Option<(Rc<[FrameInfo]>, u8)>;
 
+/// Most vCPUs given a track before any sample of theirs: more than TCG runs (i386's limit is
+/// 255), and a header that claims more (a damaged one) does not make an empty thread each,
+/// which the shared tables' pass would hold in memory. A vCPU with samples has its track.
+const IDLE_TRACKS: u32 = 256;
+
 /// The boundary frames that become markers.
 const ENTRIES: [&str; 3] = [SYSCALL_FRAME, INTERRUPT_FRAME, EXCEPTION_FRAME];
 
@@ -314,7 +319,7 @@ impl Builder {
         b.add_task_threads();
         // One track per vCPU QEMU ran, even an idle one.
         if let Some(h) = header {
-            for v in 0..h.vcpus.min(4096) {
+            for v in 0..h.vcpus.min(IDLE_TRACKS) {
                 if filter.cpus.as_ref().is_none_or(|c| c.contains(v)) {
                     b.thread(v);
                 }
