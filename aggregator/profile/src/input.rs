@@ -227,8 +227,8 @@ impl CpuInput {
 /// (which task its vCPU runs from there on), then each sample, as a [`Sample`] whose address
 /// space is `code`'s key and whose task is its vCPU's, to `on_sample`. With `by_stack`, a
 /// version-4 run's samples come counted by stack ([`crate::run_groups`]): for readers of
-/// counts, not of times, which say there which stacks' words at `[SP]` matter to them. The one decode loop of raw files, for whole files and for `top`'s
-/// growing one alike.
+/// counts, not of times, which say there which stacks' words at `[SP]` matter to them. The
+/// one decode loop of raw files, for whole files and for `top`'s growing one alike.
 pub fn decode_raw<R: Read>(
     r: &mut RawReader<R>,
     code: &mut CodeSamples,

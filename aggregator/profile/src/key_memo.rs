@@ -288,8 +288,6 @@ impl<T: Copy> KeyMemo<T> {
     }
 }
 
-/// The hash recorded stacks are looked up by: Fx over the words' bytes, fewer instructions
-/// than [`hash_words`] (which the counts keep: their tables' order is the outputs').
 /// Tells the symbolizer again, `times` times, what building a key told it (its counts are
 /// per sample).
 fn retell(built: Built, s: &Sample<'_>, sym: &mut Symbolizer, times: u64) {
@@ -303,6 +301,8 @@ fn retell(built: Built, s: &Sample<'_>, sym: &mut Symbolizer, times: u64) {
     }
 }
 
+/// The hash recorded stacks are looked up by: Fx over the words' bytes, fewer instructions
+/// than [`hash_words`] (which the counts keep: their tables' order is the outputs').
 fn hash_recorded(words: &[u64]) -> u64 {
     let mut h = FxHasher::default();
     words.hash(&mut h);

@@ -29,10 +29,10 @@ pub struct WalkTally {
 const ENOUGH: u64 = 50;
 
 impl WalkTally {
-    /// Counts `s` (its [`Sample::weight`] samples); `outside_kernel` when its pc is no kernel code: below all of it (a
-    /// decompressor with paging on), or with paging off where the kernel's symbols do not
-    /// reach (early boot at physical addresses; a kernel that never turns paging on, as the
-    /// example kernels, runs its own code there).
+    /// Counts `s` (its [`Sample::weight`] samples); `outside_kernel` when its pc is no kernel
+    /// code: below all of it (a decompressor with paging on), or with paging off where the
+    /// kernel's symbols do not reach (early boot at physical addresses; a kernel that never
+    /// turns paging on, as the example kernels, runs its own code there).
     pub fn add(&mut self, s: &Sample<'_>, outside_kernel: bool) {
         let Some(stop) = s.stop else {
             return;

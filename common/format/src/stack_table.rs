@@ -226,7 +226,7 @@ impl Compactor {
 #[derive(Debug, Default)]
 pub struct StackTable {
     /// Where each stack's definition (a sample payload) is in `bytes`, and whether its
-    /// references carry the word at [SP].
+    /// references carry the word at `[SP]`.
     spans: Vec<(u32, u32, bool)>,
     bytes: Vec<u8>,
     last: Vec<Last>,
