@@ -1,8 +1,11 @@
 //! The writer thread: receives batches of encoded records over a bounded channel and writes
 //! each one to the output as it comes (no buffer of its own: the operating system's page
-//! cache keeps what a killed QEMU wrote). Senders never block: a batch that does not fit in
-//! the channel is dropped and its samples counted. A sample counts as written only once its
-//! bytes reached the output; the first write error is reported when it happens, through
+//! cache keeps what a killed QEMU wrote). A sender whose batch does not fit in the channel
+//! waits for room, at most [`SUBMIT_WAIT`] and only while the writer keeps up: a writer
+//! starved of CPU (more busy vCPUs than host cores) then runs, and nothing is lost; a stuck
+//! writer costs one wait, after which a batch that does not fit is dropped at once and its
+//! samples counted, until the channel has room again. A sample counts as written only once
+//! its bytes reached the output; the first write error is reported when it happens, through
 //! the `on_error` hook, and every later batch is counted as failed.
 //!
 //! Two bounds change what is written: `flight` keeps batches in a ring
@@ -11,11 +14,13 @@
 //! the drops.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread::{self, JoinHandle};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{
+    bounded, Receiver, RecvTimeoutError, SendTimeoutError, Sender, TrySendError,
+};
 
 use crate::flight::{Evicted, FlightConfig, FlightRing};
 use kern_profile_format::stack_table::Compactor;
@@ -50,6 +55,8 @@ pub struct WriterConfig {
     pub channel_batches: usize,
     /// Capacity of fresh batch buffers.
     pub batch_bytes: usize,
+    /// The longest a sender waits for room ([`SUBMIT_WAIT`]).
+    pub submit_wait: std::time::Duration,
     /// `flight=`: keep the last seconds in a ring instead of writing.
     pub flight: Option<FlightConfig>,
     /// `flight_dump=`: a file whose appearance writes the ring, as [`Writer::dump`] does
@@ -68,6 +75,7 @@ impl Default for WriterConfig {
         WriterConfig {
             channel_batches: 256,
             batch_bytes: 64 << 10,
+            submit_wait: SUBMIT_WAIT,
             flight: None,
             dump_file: None,
             max_size: None,
@@ -75,6 +83,10 @@ impl Default for WriterConfig {
         }
     }
 }
+
+/// The longest a vCPU waits for room in the channel before it drops its batch: a few of the
+/// host scheduler's time slices, so that a writer thread sharing a core with busy vCPUs runs.
+pub const SUBMIT_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// How often the writer thread looks for `dump_file`.
 pub const DUMP_POLL: std::time::Duration = std::time::Duration::from_millis(200);
@@ -113,6 +125,9 @@ pub struct Writer<W: Output + Send + 'static> {
     pool: Receiver<Vec<u8>>,
     dropped: AtomicU64,
     dropped_events: AtomicU64,
+    /// A wait for room timed out, and the channel has had no room since: drop, do not wait.
+    stalled: AtomicBool,
+    submit_wait: std::time::Duration,
     batch_bytes: usize,
     thread: Mutex<Option<JoinHandle<Finished<W>>>>,
 }
@@ -122,7 +137,7 @@ impl<W: Output + Send + 'static> Writer<W> {
     pub fn spawn(out: W, cfg: WriterConfig, on_error: OnError) -> io::Result<Self> {
         let (tx, rx) = bounded(cfg.channel_batches.max(1));
         let (pool_tx, pool) = bounded(cfg.channel_batches.max(1));
-        let batch_bytes = cfg.batch_bytes;
+        let (batch_bytes, submit_wait) = (cfg.batch_bytes, cfg.submit_wait);
         let thread = thread::Builder::new()
             .name("kern-profile-writer".into())
             .spawn(move || run(out, cfg, rx, pool_tx, on_error))?;
@@ -131,6 +146,8 @@ impl<W: Output + Send + 'static> Writer<W> {
             pool,
             dropped: AtomicU64::new(0),
             dropped_events: AtomicU64::new(0),
+            stalled: AtomicBool::new(false),
+            submit_wait,
             batch_bytes,
             thread: Mutex::new(Some(thread)),
         })
@@ -142,23 +159,36 @@ impl<W: Output + Send + 'static> Writer<W> {
             .unwrap_or_else(|_| Vec::with_capacity(self.batch_bytes))
     }
 
-    /// Hands a batch to the writer without blocking. When the channel is full (or the writer
-    /// is gone) the batch is dropped and its samples are counted; its buffer is returned,
-    /// emptied, for reuse.
+    /// Hands a batch to the writer. When the channel is full it waits for room, at most
+    /// `submit_wait` and not while the writer is stalled (see the module's comment); a
+    /// batch that still does not fit (or whose writer is gone) is dropped and its samples
+    /// are counted, and its buffer is returned, emptied, for reuse.
     pub fn submit(&self, batch: Batch) -> Option<Vec<u8>> {
         if batch.bytes.is_empty() {
             return Some(batch.bytes);
         }
-        match self.tx.try_send(Msg::Batch(batch)) {
-            Ok(()) => None,
-            Err(TrySendError::Full(m)) | Err(TrySendError::Disconnected(m)) => {
-                let Msg::Batch(mut b) = m else { return None };
-                self.dropped.fetch_add(b.samples, Ordering::Relaxed);
-                self.dropped_events.fetch_add(b.events, Ordering::Relaxed);
-                b.bytes.clear();
-                Some(b.bytes)
+        let m = match self.tx.try_send(Msg::Batch(batch)) {
+            Ok(()) => {
+                self.stalled.store(false, Ordering::Relaxed);
+                return None;
             }
-        }
+            Err(TrySendError::Full(m)) if !self.stalled.load(Ordering::Relaxed) => {
+                match self.tx.send_timeout(m, self.submit_wait) {
+                    Ok(()) => return None,
+                    Err(SendTimeoutError::Timeout(m)) => {
+                        self.stalled.store(true, Ordering::Relaxed);
+                        m
+                    }
+                    Err(SendTimeoutError::Disconnected(m)) => m,
+                }
+            }
+            Err(TrySendError::Full(m)) | Err(TrySendError::Disconnected(m)) => m,
+        };
+        let Msg::Batch(mut b) = m else { return None };
+        self.dropped.fetch_add(b.samples, Ordering::Relaxed);
+        self.dropped_events.fetch_add(b.events, Ordering::Relaxed);
+        b.bytes.clear();
+        Some(b.bytes)
     }
 
     /// Hands a batch to the writer, waiting for room: for the exit path only.
@@ -475,6 +505,33 @@ mod tests {
         let f = w.finish().unwrap();
         assert_eq!(f.samples_written + w.dropped(), 30);
         assert_eq!(sink.bytes().len() as u64, f.samples_written / 3 * 10);
+    }
+
+    /// A writer that is slow but moving (a starved thread): the sender waits for room and
+    /// nothing is dropped.
+    #[test]
+    fn a_slow_writer_loses_nothing() {
+        let sink = Sink::default();
+        sink.close_gate();
+        let cfg = WriterConfig {
+            channel_batches: 2,
+            // Far longer than the writer is held up, however loaded the machine.
+            submit_wait: Duration::from_secs(60),
+            ..WriterConfig::default()
+        };
+        let w = Writer::spawn(sink.clone(), cfg, quiet()).unwrap();
+        let gate = sink.clone();
+        let opener = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(50));
+            gate.open_gate();
+        });
+        for _ in 0..10 {
+            assert!(w.submit(batch(1, 10, 3)).is_none());
+        }
+        opener.join().unwrap();
+        assert_eq!(w.dropped(), 0);
+        let f = w.finish().unwrap();
+        assert_eq!(f.samples_written, 30);
     }
 
     /// A failing output: nothing counts as written, and the error is reported once, when

@@ -330,7 +330,8 @@ pub fn vcpu_idle(vcpu: u32) {
     }
 }
 
-/// Hands the vCPU's batch to the writer (never blocks; drops when it is behind).
+/// Hands the vCPU's batch to the writer (waits at most `SUBMIT_WAIT` for room; drops when
+/// the writer is stuck).
 pub fn send(p: &Plugin, buffer: &mut SampleBuffer) {
     let batch = buffer.take(p.writer.fresh_buffer());
     let _ = p.writer.submit(batch);
