@@ -249,3 +249,95 @@ fn a_linux_panic_writes_the_ring() {
         "{total} samples, {panicking} under panic"
     );
 }
+
+/// A QMP command writes the ring: Debian's amd64 Linux recorded by `record --flight 3
+/// --flight-trigger nmi`, QEMU started with a QMP socket; once the workload runs, QMP's
+/// `inject-nmi` sends the vCPUs an NMI, Linux's `exc_nmi` takes it (and says so on the
+/// console), the ring is written there, and the guest goes on to finish its workload.
+#[test]
+fn a_qmp_nmi_writes_the_ring() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+
+    let dir = root().join("target/linux/x86_64");
+    let vmlinuz = dir.join("vmlinuz");
+    if !linux_guest_present(&dir, std::slice::from_ref(&vmlinuz)) {
+        return;
+    }
+    let out_dir = scratch("flight-nmi");
+    let argv = Command::new("bash")
+        .arg(root().join("scripts/guests/run-linux.sh"))
+        .args(["--arch", "x86_64", "--print0", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(argv.status.success(), "{argv:?}");
+    let argv: Vec<String> = String::from_utf8(argv.stdout)
+        .unwrap()
+        .split_terminator('\0')
+        .map(String::from)
+        .collect();
+    let sock = out_dir.join("qmp.sock");
+    let mut c = Command::new(bin());
+    c.current_dir(&out_dir)
+        .args(["record", "--flight", "3", "--flight-trigger", "nmi", "-o"])
+        .arg(out_dir.join("rec"))
+        .arg("--")
+        .args(&argv)
+        .arg("-qmp")
+        .arg(format!("unix:{},server=on,wait=off", sock.display()))
+        .stdin(Stdio::null())
+        .env("XDG_CACHE_HOME", out_dir.join("cache"));
+
+    // QMP, once the workload runs: the greeting, capabilities, then the NMI.
+    let console = out_dir.join("console.log");
+    let qmp = std::thread::spawn(move || -> Result<String, String> {
+        let t = std::time::Instant::now();
+        while !std::fs::read_to_string(&console)
+            .unwrap_or_default()
+            .contains("workload start")
+        {
+            if t.elapsed() > Duration::from_secs(500) {
+                return Err("the workload never started".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let s = UnixStream::connect(&sock).map_err(|e| format!("{}: {e}", sock.display()))?;
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut w = s;
+        let mut said = String::new();
+        for cmd in ["", "qmp_capabilities", "inject-nmi"] {
+            if !cmd.is_empty() {
+                writeln!(w, "{{\"execute\": \"{cmd}\"}}").map_err(|e| e.to_string())?;
+            }
+            let mut line = String::new();
+            r.read_line(&mut line).map_err(|e| e.to_string())?;
+            said.push_str(&line);
+        }
+        Ok(said)
+    });
+    let out = output_with_timeout(c, Duration::from_secs(700));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let console = std::fs::read_to_string(out_dir.join("console.log")).unwrap_or_default();
+    assert!(out.status.success(), "{stderr}\n{console}");
+    let said = qmp
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("QMP: {e}\n{stderr}\n{console}"));
+    assert_eq!(said.matches("\"return\": {}").count(), 2, "{said}");
+    assert!(
+        console.contains("NMI received for unknown reason"),
+        "{console}"
+    );
+    assert!(console.contains("workload done"), "{console}");
+    assert!(stderr.contains("reached exc_nmi after"), "{stderr}");
+    let folded = folded_of(&out_dir.join("rec/cpu.raw"), &vmlinuz, &[]);
+    let total: u64 = folded.iter().map(|(_, n)| n).sum();
+    let in_nmi = samples_under(&folded, "exc_nmi");
+    println!("{total} samples, {in_nmi} under exc_nmi");
+    assert!(
+        total > 100 && in_nmi >= 1,
+        "{total} samples, {in_nmi} under exc_nmi"
+    );
+}

@@ -16,6 +16,12 @@ const PANIC_FUNCTIONS: [&str; 5] = [
     "rust_begin_unwind",
 ];
 
+/// The preset for a monitor command: QEMU's `nmi` (HMP) and `inject-nmi` (QMP) send every
+/// x86 vCPU a non-maskable interrupt, and Linux's handler is `exc_nmi` (`do_nmi` before 5.8).
+/// A plugin cannot add a monitor command; this one, in every QEMU, reaches the guest.
+pub const NMI_PRESET: &str = "nmi";
+const NMI_FUNCTIONS: [&str; 2] = ["exc_nmi", "do_nmi"];
+
 /// A trigger function's entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Trigger {
@@ -30,6 +36,7 @@ pub fn wanted(values: &[String]) -> Vec<&str> {
     for v in values {
         match v.as_str() {
             PANIC_PRESET => names.extend(PANIC_FUNCTIONS),
+            NMI_PRESET => names.extend(NMI_FUNCTIONS),
             name => names.push(name),
         }
     }
@@ -105,6 +112,7 @@ mod tests {
                 "spin"
             ]
         );
+        assert_eq!(wanted(&["nmi".into()]), ["exc_nmi", "do_nmi"]);
     }
 
     /// Every example kernel has a function the preset finds.

@@ -199,7 +199,7 @@ mod tests {
         );
     }
 
-    /// `flight_trigger=panic` on Debian's kernels: their panic and oops entries, from kallsyms
+    /// `flight_trigger=panic,nmi` on Debian's kernels: their panic, oops and NMI entries, from kallsyms
     /// (a bzImage) or the symbol table (the i386 -dbg vmlinux).
     #[test]
     fn the_panic_preset_on_debian_kernels() {
@@ -218,9 +218,9 @@ mod tests {
                 switches: crate::config::AutoOnOff::Off,
                 ..TaskArgs::default()
             };
-            let t = load(&path, arch, off, &["panic".to_string()]).unwrap();
+            let t = load(&path, arch, off, &["panic".to_string(), "nmi".to_string()]).unwrap();
             let names: Vec<&str> = t.flight_triggers.iter().map(|t| t.name.as_str()).collect();
-            for want in ["panic", "oops_enter"] {
+            for want in ["panic", "oops_enter", "exc_nmi"] {
                 assert!(names.contains(&want), "{file}: {names:?}");
             }
             let err = load(&path, arch, off, &["no_such_function".to_string()]).unwrap_err();

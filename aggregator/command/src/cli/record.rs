@@ -91,8 +91,10 @@ pub struct RecordArgs {
     /// With --flight: write the ring when the guest reaches FUNCTION (its first instruction),
     /// named as in the kernel's symbols (a Rust name without its path or hash), or `panic`:
     /// Linux's panic, vpanic and oops_enter, Rust's core::panicking::panic_fmt and
-    /// rust_begin_unwind, whichever the kernel has. Needs the kernel's ELF or image (QEMU's
-    /// -kernel or --kernel); comma-separated, or repeated
+    /// rust_begin_unwind, whichever the kernel has; `nmi`: Linux's NMI handler (exc_nmi or
+    /// do_nmi), so that QEMU's monitor command `nmi` (QMP: `inject-nmi`; x86 guests) writes
+    /// the ring. Needs the kernel's ELF or image (QEMU's -kernel or --kernel); comma-separated,
+    /// or repeated
     #[arg(long, value_name = "FUNCTION", requires = "flight", help_heading = "Recording",
           value_delimiter = ',', action = clap::ArgAction::Append)]
     flight_trigger: Vec<String>,
