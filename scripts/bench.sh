@@ -81,9 +81,10 @@
 #     through QEMU's gdbstub at 100 (the default) and 1,000 looks a second, round-robin:
 #     QEMU's wall and CPU ratios to the same round's bare run, the sampler's CPU, and the
 #     looks a second, median stop and stopped share record reports (scripts/bench/gdbstub.py).
-#   - scaling (only with --only scaling): the i386 example kernel's smp=on workload and the
-#     amd64 Linux guest at -smp 1, 2, 4 and 8, delay=100 against bare at the same -smp:
-#     ratios, samples, host CPU a sample against -smp 1's, drops (scripts/bench/scaling.py).
+#   - scaling (only with --only scaling): the i386 example kernel's smp=on workload
+#     (period=100000 and period=010000: one more sample's cost) and the amd64 Linux guest
+#     (delay=100) at -smp 1, 2, 4 and 8 against bare at the same -smp: ratios, samples, host
+#     CPU a sample against -smp 1's, drops (scripts/bench/scaling.py).
 # The load average at the start and end and the CPU time other processes used are printed;
 # the notes warn when other jobs competed (load average > 1.5) and ratios are not trustworthy.
 # The binaries and kernels are copied to $KP_OUT/bench-data/bin first and measured from
