@@ -169,7 +169,10 @@ impl<W: Output + Send + 'static> Writer<W> {
         }
         let m = match self.tx.try_send(Msg::Batch(batch)) {
             Ok(()) => {
-                self.stalled.store(false, Ordering::Relaxed);
+                // Read first: every vCPU passes here, and a store would bounce the line.
+                if self.stalled.load(Ordering::Relaxed) {
+                    self.stalled.store(false, Ordering::Relaxed);
+                }
                 return None;
             }
             Err(TrySendError::Full(m)) if !self.stalled.load(Ordering::Relaxed) => {
