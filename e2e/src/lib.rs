@@ -38,7 +38,7 @@ pub use kern_profile_test_support::reports::annotate_line_counts;
 pub use kernels::{
     boot_kernel, boot_kernel_with, example_kernel, expected_of, nofp_kernel, ARCHES,
 };
-pub use linux_guests::{boot_linux_with, linux_guest_present, LinuxRun};
+pub use linux_guests::{boot_linux_with, linux_guest_present, run_linux_argv, LinuxRun};
 pub use old_qemu::qemu_72_bin;
 pub use period::{instructions_over_period, whole_run_instructions};
 pub use reports::{

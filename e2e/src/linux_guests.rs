@@ -1,5 +1,6 @@
 //! The Linux guests `scripts/setup.sh --with-linux` fetches into target/linux/.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -11,6 +12,27 @@ pub struct LinuxRun {
     pub raw: PathBuf,
     pub kallsyms: PathBuf,
     pub console: String,
+}
+
+/// The QEMU command line `scripts/guests/run-linux.sh --print0 ARGS` prints (the one place
+/// that knows how to boot the Linux guests), for tests that run it their own way.
+pub fn run_linux_argv<S: AsRef<OsStr>>(args: &[S]) -> Vec<String> {
+    let o = Command::new("bash")
+        .arg(root().join("scripts/guests/run-linux.sh"))
+        .arg("--print0")
+        .args(args)
+        .output()
+        .expect("bash not found");
+    assert!(
+        o.status.success(),
+        "scripts/guests/run-linux.sh --print0 failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .split_terminator('\0')
+        .map(String::from)
+        .collect()
 }
 
 /// Boots Linux for `arch` through scripts/guests/run-linux.sh, with the plugin when

@@ -256,6 +256,7 @@ fn a_linux_panic_writes_the_ring() {
 /// console), the ring is written there, and the guest goes on to finish its workload.
 #[test]
 fn a_qmp_nmi_writes_the_ring() {
+    use std::ffi::OsStr;
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::net::UnixStream;
 
@@ -265,18 +266,12 @@ fn a_qmp_nmi_writes_the_ring() {
         return;
     }
     let out_dir = scratch("flight-nmi");
-    let argv = Command::new("bash")
-        .arg(root().join("scripts/guests/run-linux.sh"))
-        .args(["--arch", "x86_64", "--print0", "--out"])
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    assert!(argv.status.success(), "{argv:?}");
-    let argv: Vec<String> = String::from_utf8(argv.stdout)
-        .unwrap()
-        .split_terminator('\0')
-        .map(String::from)
-        .collect();
+    let argv = run_linux_argv(&[
+        OsStr::new("--arch"),
+        "x86_64".as_ref(),
+        "--out".as_ref(),
+        out_dir.as_os_str(),
+    ]);
     let sock = out_dir.join("qmp.sock");
     let mut c = Command::new(bin());
     c.current_dir(&out_dir)

@@ -16,6 +16,7 @@
 //! The guests come from `scripts/setup.sh --with-linux` (target/linux/); without them these
 //! tests print why and pass, unless `KP_E2E=required`.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -123,20 +124,14 @@ enum Source {
 /// run-linux.sh's QEMU command for the amd64 guest booting `vmlinuz`, its console and
 /// kallsyms going to `out`.
 fn qemu_command(vmlinuz: &Path, out: &Path) -> Vec<String> {
-    let o = Command::new("bash")
-        .arg(root().join("scripts/guests/run-linux.sh"))
-        .args(["--arch", "x86_64", "--print0", "--kernel"])
-        .arg(vmlinuz)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout)
-        .unwrap()
-        .split_terminator('\0')
-        .map(String::from)
-        .collect()
+    run_linux_argv(&[
+        OsStr::new("--arch"),
+        "x86_64".as_ref(),
+        "--kernel".as_ref(),
+        vmlinuz.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ])
 }
 
 /// Boots `dir`'s kernel through `kern-profile record` (with the plugin, or `--gdb`) with the

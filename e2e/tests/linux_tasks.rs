@@ -12,6 +12,7 @@
 //! The guest comes from `scripts/setup.sh --with-linux` (target/linux/). Without it this test
 //! prints why and passes, unless `KP_E2E=required`.
 
+use std::ffi::OsStr;
 use std::process::Command;
 use std::time::Duration;
 
@@ -220,25 +221,15 @@ fn named_through_the_gdbstub(arch: &str) {
         return;
     }
     let out = scratch(&format!("linux-tasks-gdb-{arch}"));
-    let o = Command::new("bash")
-        .arg(root().join("scripts/guests/run-linux.sh"))
-        .args([
-            "--arch",
-            arch,
-            "--print0",
-            "--append",
-            "kp.workload=tasks",
-            "--out",
-        ])
-        .arg(out.join("guest"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let qemu: Vec<String> = String::from_utf8(o.stdout)
-        .unwrap()
-        .split_terminator('\0')
-        .map(String::from)
-        .collect();
+    let guest = out.join("guest");
+    let qemu = run_linux_argv(&[
+        OsStr::new("--arch"),
+        arch.as_ref(),
+        "--append".as_ref(),
+        "kp.workload=tasks".as_ref(),
+        "--out".as_ref(),
+        guest.as_os_str(),
+    ]);
     let rec = out.join("record");
     let mut c = Command::new(bin());
     c.args(["record", "--gdb", "--rate", "200", "--kernel"])
