@@ -134,6 +134,91 @@ fn the_other_kernels_sample_their_workload_at_interrupts() {
     }
 }
 
+/// `switches=` is an instruction hook placed at translation: with `trigger=interrupt`,
+/// which registers no translation callback for sampling, `switches=example` registers one
+/// and the example kernels' scheduler's switches are recorded, each leaving the task the
+/// last one ran; `switches=auto` (with `tasks=`) says at load why none are.
+#[test]
+fn switches_asked_for_are_recorded_at_interrupts() {
+    if skip_i386() || !has_discon() {
+        return;
+    }
+    let k = kernel();
+    // The scheduler is cooperative and its kernel has no timer then: few interrupts, few
+    // samples, but every switch.
+    let append = "sched=on alloc_rounds=0";
+    let tasks = format!("trigger=interrupt,elf={},tasks=example", k.display());
+    let run = boot_kernel(
+        "i386",
+        &k,
+        "trigger-interrupt-switches",
+        &format!("{tasks},switches=example"),
+        append,
+    );
+    assert!(
+        run.stderr.contains("task switches recorded at switch_to"),
+        "{}",
+        run.stderr
+    );
+    let file = std::fs::File::open(&run.raw).expect("the recording");
+    let mut r = kern_profile_format::RawReader::open(file).expect("a raw header");
+    let (mut switches, mut mismatched) = (0u64, 0u64);
+    let mut next_of = std::collections::HashMap::new();
+    while let Some(rec) = r.next_record().expect("no corrupt record") {
+        if let kern_profile_format::Record::Switch(s) = rec {
+            switches += 1;
+            if next_of.insert(s.vcpu, s.next).is_some_and(|n| n != s.prev) {
+                mismatched += 1;
+            }
+        }
+    }
+    assert!(switches > 100, "{switches} switches recorded");
+    assert_eq!(
+        mismatched, 0,
+        "every switch leaves the task the last one ran"
+    );
+    // The report gives each task its time on and off the CPU from them.
+    let text = kern_profile(&[
+        run.raw.to_str().unwrap(),
+        k.to_str().unwrap(),
+        "-f",
+        "text",
+        "--by",
+        "task",
+        "-o",
+        "-",
+    ]);
+    assert!(text.contains("On-CPU s"), "{text}");
+    for name in ["hasher", "sorter", "spinner"] {
+        assert!(text.contains(name), "{name}:\n{text}");
+    }
+    // Not asked for: a line says why none are recorded, and none are.
+    let auto = boot_kernel(
+        "i386",
+        &k,
+        "trigger-interrupt-switches-auto",
+        &tasks,
+        append,
+    );
+    assert!(
+        auto.stderr
+            .contains("task switches not recorded: trigger=interrupt places no hook"),
+        "{}",
+        auto.stderr
+    );
+    assert!(!kern_profile(&[
+        auto.raw.to_str().unwrap(),
+        k.to_str().unwrap(),
+        "-f",
+        "text",
+        "--by",
+        "task",
+        "-o",
+        "-"
+    ])
+    .contains("On-CPU s"));
+}
+
 /// Rounds for about 4,000 samples under `-icount shift=0`, where the kernels' 1 kHz timer
 /// ticks every million instructions (4 to 5 s of QEMU each).
 fn icount_rounds(arch: &str) -> u32 {

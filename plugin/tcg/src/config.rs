@@ -92,6 +92,8 @@ pub struct TaskArgs<'a> {
     pub switches: AutoOnOff,
     pub description: Option<&'a TaskDescription>,
     pub switch_function: Option<&'a str>,
+    /// `trigger=interrupt`: `switches=auto` places no hook then (see `switches::find`).
+    pub at_interrupts: bool,
 }
 
 impl Config {
@@ -101,6 +103,7 @@ impl Config {
             switches: self.switches,
             description: self.task_description.as_ref(),
             switch_function: self.switch_function.as_deref(),
+            at_interrupts: self.at_interrupts,
         }
     }
 }

@@ -317,6 +317,7 @@ unsafe fn install(
         || p.exact.is_some()
         || p.window.is_some()
         || p.alloc.is_some()
+        || p.switches.is_some()
         || !p.flight_triggers.is_empty();
     api.register_callbacks(id, translate);
     if p.cfg.at_interrupts {
