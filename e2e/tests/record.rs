@@ -127,6 +127,50 @@ fn record_draws_the_example_kernel() {
     assert!(again.contains(&hottest()));
 }
 
+/// `--timeline-samples` reaches record's Firefox profile: at most that many samples, each
+/// vCPU's every Nth weighing N, the weights adding up to the recording's samples, and a
+/// warning that says so.
+#[test]
+fn record_caps_the_firefox_timeline_it_draws() {
+    if skip_i386() {
+        return;
+    }
+    let dir = scratch("record-timeline-cap");
+    let (out, _, stderr) = run_session(
+        &dir,
+        &["record", "--timeline-samples", "200", "-o", "out"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(33), "{stderr}");
+    let o = dir.join("out");
+    let samples = census(&o.join("cpu.raw")).samples;
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(o.join("profile.json")).unwrap()).unwrap();
+    let (mut held, mut weight, mut stride) = (0, 0, 0);
+    for t in json["threads"].as_array().unwrap() {
+        let w = t["samples"]["weight"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        held += t["samples"]["length"].as_u64().unwrap();
+        weight += w.iter().map(|x| x.as_u64().unwrap()).sum::<u64>();
+        stride = stride.max(w.first().and_then(|x| x.as_u64()).unwrap_or(1));
+    }
+    println!("{samples} samples: {held} held, weighing {weight}, every {stride}th");
+    assert!(samples > 400, "only {samples} samples: nothing to thin");
+    assert!(held <= 200 && stride >= 2, "{held} held, every {stride}th");
+    assert!(
+        weight.abs_diff(samples) < stride,
+        "{weight} weighed, {samples} recorded"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "warning: the Firefox profile holds each vCPU's every {stride}th sample"
+        )) && stderr.contains("--timeline-samples 200"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn record_window_samples_only_inside_the_function() {
     if skip_i386() {

@@ -60,6 +60,7 @@ pub use folded::Folded;
 pub use kern_profile_profile::ProfileError;
 pub use options::{ModeFilter, Options, OutputFormat, ReportBy};
 pub use symbolize::{SymbolError, Symbolizer};
+pub use timed::TimelineCap;
 pub use warning::Warning;
 
 use crate::collect::Run;

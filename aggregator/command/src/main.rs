@@ -421,6 +421,7 @@ fn run(args: ReportArgs) -> Result<()> {
     if alloc.alloc {
         return run_alloc(&raw, elf, c, cpu, filter, alloc);
     }
+    let timeline_samples = filter.timeline_cap();
     let opts = Options {
         format: c.format,
         title: c.title,
@@ -448,6 +449,7 @@ fn run(args: ReportArgs) -> Result<()> {
         exclude: filter.exclude,
         from_time: filter.from_time,
         to_time: filter.to_time,
+        timeline_samples,
     };
     let target = match &c.output {
         Some(p) if p.as_os_str() == "-" => None,
@@ -480,7 +482,7 @@ fn run_alloc(
 ) -> Result<()> {
     if filter.any() {
         bail!(
-            "--focus, --exclude, --from-time and --to-time are CPU-profile options, not --alloc's"
+            "--focus, --exclude, --from-time, --to-time and --timeline-samples are CPU-profile options, not --alloc's"
         );
     }
     let Ok(format) = AllocFormat::try_from(c.format) else {

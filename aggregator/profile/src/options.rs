@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::cpu_list::CpuList;
+use crate::timed::TimelineCap;
 
 /// What to write (`-f` on the command line: each value's name and help are in the render
 /// crate's table of formats, in this order).
@@ -146,6 +147,10 @@ pub struct Options {
     pub from_time: Option<f64>,
     /// Keep only samples taken before this many seconds into the recording. Default: `None`.
     pub to_time: Option<f64>,
+    /// How many samples the outputs over time (Firefox, trace) hold at most; past it, each
+    /// vCPU's every Nth, each standing for N ([`crate::timed`]). Default:
+    /// [`TimelineCap::DEFAULT`].
+    pub timeline_samples: TimelineCap,
 }
 
 impl Default for Options {
@@ -177,6 +182,7 @@ impl Default for Options {
             exclude: Vec::new(),
             from_time: None,
             to_time: None,
+            timeline_samples: TimelineCap::DEFAULT,
         }
     }
 }

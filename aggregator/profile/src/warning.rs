@@ -83,6 +83,15 @@ pub enum Warning {
         /// The ELF's unwind sections (`.orc_unwind`, `.eh_frame`, `.debug_frame`).
         sections: Vec<&'static str>,
     },
+    /// An output over time holds each vCPU's every `stride`th kept sample, `held` of
+    /// `total`, each weighing `stride`: more than `--timeline-samples` (`cap`).
+    TimelineThinned {
+        output: &'static str,
+        held: u64,
+        total: u64,
+        stride: u64,
+        cap: u64,
+    },
     /// A `--task` or `--process` value that names no task of the recording.
     TaskFilterMatchesNothing { option: &'static str, value: String },
     /// Task-switch records that do not fit what came before them (counted and skipped over).
@@ -238,6 +247,16 @@ impl fmt::Display for Warning {
                 path.display()
             ),
             Warning::NoSamples { path } => write!(f, "{} holds no samples", path.display()),
+            Warning::TimelineThinned {
+                output,
+                held,
+                total,
+                stride,
+                cap,
+            } => write!(
+                f,
+                "the {output} holds each vCPU's every {stride}th sample, {held} of {total}, each weighing {stride}: the recording has more than --timeline-samples {cap} (the default keeps a timeline a browser opens; 0 keeps every sample); the flamegraph, the report and pprof count them all"
+            ),
             Warning::ShallowFramePointerWalks {
                 mean_depth,
                 samples,

@@ -40,7 +40,7 @@ use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::{NameRules, SampleFilter};
 use kern_profile_profile::stacks::{StackNamer, UNKNOWN_FRAME};
 use kern_profile_profile::tasks::{TaskId, Tasks};
-use kern_profile_profile::timed::TimedSamples;
+use kern_profile_profile::timed::{TimedSamples, TimelineCap};
 use kern_profile_profile::ProfileError;
 
 use crate::firefox_shared::write_shared;
@@ -174,12 +174,12 @@ impl ThreadState {
 }
 
 /// The sampled profile as a Firefox Profiler profile, one thread per vCPU (and per guest
-/// thread, with task records).
-pub struct FirefoxRenderer;
+/// thread, with task records), of at most as many samples as its cap holds.
+pub struct FirefoxRenderer(pub TimelineCap);
 
 impl CpuRenderer for FirefoxRenderer {
     fn needs(&self) -> Needs {
-        Needs::SAMPLES
+        Needs::samples(self.0)
     }
 
     fn draw(&self, run: &mut Run<'_>, collected: &Collected, out: &mut dyn Write) -> Drawn {
@@ -195,12 +195,18 @@ impl CpuRenderer for FirefoxRenderer {
             out,
         )?;
         run.warnings.extend(namer.overlap_warning());
+        run.warnings
+            .extend(collected.samples.thinned("Firefox profile"));
         let per_task = match tasks {
             0 => String::new(),
             n => format!(" and one per guest task ({n})"),
         };
+        let stride = match collected.samples.stride() {
+            1 => String::new(),
+            n => format!(" (each vCPU's every {n}th, each weighing {n})"),
+        };
         Ok(format!(
-            "{kept} of {} samples in a Firefox profile, one thread per vCPU{per_task}",
+            "{kept} of {} samples{stride} in a Firefox profile, one thread per vCPU{per_task}",
             profile.summary.tally.samples
         ))
     }
@@ -240,6 +246,7 @@ pub fn write_firefox(
     let task_tracks = tracks.tracks.len();
     let mut b = Builder::new(header, product, filter, tracks);
     b.rules = rules;
+    b.weight = i32::try_from(samples.stride()).unwrap_or(i32::MAX);
     for ((vcpu, user, key, ns), task) in samples.iter().zip(samples.tasks()) {
         b.add(vcpu, user, key, ns, task, namer);
     }
@@ -265,6 +272,8 @@ struct Builder {
     kept: u64,
     names: Vec<Rc<str>>,
     rules: NameRules,
+    /// What each sample stands for: the timeline's stride ([`TimedSamples::stride`]).
+    weight: i32,
 }
 
 fn start() -> Timestamp {
@@ -313,6 +322,7 @@ impl Builder {
             kept: 0,
             names: Vec::with_capacity(256),
             rules: NameRules::default(),
+            weight: 1,
         };
         // Task threads first: the profile gives a tid used twice a suffix, and a guest tid
         // is worth keeping as the guest says it.
@@ -404,7 +414,8 @@ impl Builder {
         t.first_ns.get_or_insert(ns);
         t.samples += 1;
         let at = Timestamp::from_nanos_since_reference(ns);
-        self.profile.add_sample(t.handle, at, stack, delta, 1);
+        self.profile
+            .add_sample(t.handle, at, stack, delta, self.weight);
         Some(delta)
     }
 

@@ -135,7 +135,7 @@ pub const FORMATS: &[Format] = &[
         inline_marks: false,
         record: Some("profile.json"),
         record_exact: None,
-        make: |_, _| Box::new(FirefoxRenderer),
+        make: |opts, _| Box::new(FirefoxRenderer(opts.timeline_samples)),
     },
     Format {
         format: OutputFormat::Folded,
@@ -224,7 +224,7 @@ pub const FORMATS: &[Format] = &[
         inline_marks: true,
         record: None,
         record_exact: None,
-        make: |_, _| Box::new(TraceRenderer),
+        make: |opts, _| Box::new(TraceRenderer(opts.timeline_samples)),
     },
 ];
 

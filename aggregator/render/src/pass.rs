@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::input::CpuInput;
 use kern_profile_profile::profile::{CpuProfile, SampleSink};
-use kern_profile_profile::timed::TimedSamples;
+use kern_profile_profile::timed::{TimedSamples, TimelineCap};
 use kern_profile_profile::ProfileError;
 
 /// What an output needs of the pass besides the stack counts.
@@ -14,8 +14,8 @@ use kern_profile_profile::ProfileError;
 pub struct Needs {
     /// The exact counts.
     pub exact: bool,
-    /// Every kept sample at its time (Firefox, trace events).
-    pub samples: bool,
+    /// The kept samples at their times (Firefox, trace events), as many as the cap holds.
+    pub samples: Option<TimelineCap>,
     /// A base run to compare with (a differential), read after the recording.
     pub base: Option<PathBuf>,
 }
@@ -24,21 +24,27 @@ impl Needs {
     /// The exact counts only.
     pub const EXACT: Needs = Needs {
         exact: true,
-        samples: false,
+        samples: None,
         base: None,
     };
-    /// The kept samples at their times only.
-    pub const SAMPLES: Needs = Needs {
-        exact: false,
-        samples: true,
-        base: None,
-    };
+
+    /// The kept samples at their times only, at most what `cap` holds.
+    pub fn samples(cap: TimelineCap) -> Needs {
+        Needs {
+            exact: false,
+            samples: Some(cap),
+            base: None,
+        }
+    }
 
     /// What two outputs drawn from one pass need (one base run at most: the first's).
     pub fn or(self, other: Needs) -> Needs {
         Needs {
             exact: self.exact || other.exact,
-            samples: self.samples || other.samples,
+            samples: match (self.samples, other.samples) {
+                (Some(a), Some(b)) => Some(a.or(b)),
+                (a, b) => a.or(b),
+            },
             base: self.base.or(other.base),
         }
     }
@@ -57,9 +63,9 @@ impl Collected {
     /// The pass: collects `input` (opened by [`Run::open`]) as `needs` say, the only place
     /// any CPU output's input is read.
     pub fn pass(run: &mut Run<'_>, input: CpuInput, needs: &Needs) -> Result<Self, ProfileError> {
-        let mut samples = TimedSamples::default();
+        let mut samples = TimedSamples::new(needs.samples.unwrap_or(TimelineCap::All));
         let mut sinks: Vec<&mut dyn SampleSink> = Vec::new();
-        if needs.samples {
+        if needs.samples.is_some() {
             sinks.push(&mut samples);
         }
         let profile = run.collect_from(input, needs.exact, &mut sinks)?;

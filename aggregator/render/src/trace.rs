@@ -47,9 +47,10 @@ use kern_profile_profile::boundary;
 use kern_profile_profile::collect::Run;
 use kern_profile_profile::filter::NameRules;
 use kern_profile_profile::stacks::{meta_user, StackNamer};
+use kern_profile_profile::timed::TimelineCap;
 
-/// The sampled stacks as a Chrome trace.
-pub struct TraceRenderer;
+/// The sampled stacks as a Chrome trace, of at most as many samples as its cap holds.
+pub struct TraceRenderer(pub TimelineCap);
 
 /// A frame of an interned stack: its name and category, both interned.
 type Token = (u32, u8);
@@ -133,7 +134,7 @@ impl Samples {
 
 impl CpuRenderer for TraceRenderer {
     fn needs(&self) -> Needs {
-        Needs::SAMPLES
+        Needs::samples(self.0)
     }
 
     /// Names and writes the samples the pass kept.
@@ -162,6 +163,7 @@ impl CpuRenderer for TraceRenderer {
             samples.task_rows.sort_by_key(|&(t, ns, _)| (t, ns));
         }
         run.warnings.extend(namer.overlap_warning());
+        run.warnings.extend(timed.thinned("trace"));
         let mut vcpus: Vec<u32> = header.as_ref().map_or(Vec::new(), |h| {
             (0..h.vcpus.min(4096))
                 .filter(|&v| filter.cpus.as_ref().is_none_or(|c| c.contains(v)))
@@ -185,6 +187,7 @@ impl CpuRenderer for TraceRenderer {
             start_unix_ns: header.as_ref().map(|h| h.start_unix_ns),
             halted,
             tracks: &tracks,
+            weight: timed.stride(),
         };
         let mut out = std::io::BufWriter::new(out);
         let slices = write_trace(&samples, &vcpus, &meta, &mut out)
@@ -211,6 +214,9 @@ struct Meta<'a> {
     halted: Vec<(u32, u64)>,
     /// The guest tasks' tracks, and the vCPU tracks' pid.
     tracks: &'a TaskTracks,
+    /// What each sample stands for: the timeline's stride
+    /// ([`kern_profile_profile::timed::TimedSamples::stride`]).
+    weight: u64,
 }
 
 /// One slice: start, duration, depth, frame, samples it spans.
@@ -354,7 +360,7 @@ fn write_trace(
                 CATEGORIES[cat as usize],
                 micros(s.start),
                 micros(s.dur),
-                s.samples
+                s.samples.saturating_mul(meta.weight)
             ));
             count += 1;
         }
@@ -368,8 +374,11 @@ fn write_trace(
         r#""source":"kern-profile","kernel":{},"input":{},"samples":{}"#,
         json_str(meta.kernel),
         json_str(&meta.input),
-        samples.rows.len()
+        (samples.rows.len() as u64).saturating_mul(meta.weight)
     );
+    if meta.weight > 1 {
+        let _ = write!(other, r#","each_sample_weighs":{}"#, meta.weight);
+    }
     if let Some(t) = meta.start_unix_ns {
         let _ = write!(other, r#","start_unix_ns":{t}"#);
     }

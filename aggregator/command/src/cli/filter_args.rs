@@ -1,7 +1,8 @@
-//! `--focus`, `--exclude`, `--from-time`, `--to-time`: for every CPU output.
+//! `--focus`, `--exclude`, `--from-time`, `--to-time`, `--timeline-samples`: for every CPU
+//! output.
 
 use clap::Args;
-use kern_profile::Options;
+use kern_profile::{Options, TimelineCap};
 
 /// Which part of the profile to show.
 #[derive(Debug, Clone, Default, Args)]
@@ -23,6 +24,12 @@ pub struct FilterArgs {
     /// Keep only samples taken less than SECS into the recording
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     pub to_time: Option<f64>,
+
+    /// The Firefox profile and the trace hold at most N samples (default 1000000): past it,
+    /// each vCPU's every 2nd, 4th, 8th... sample, each weighing that many, and a warning says
+    /// so (the flamegraph, the report and pprof count every sample); 0 keeps every sample
+    #[arg(long, value_name = "N")]
+    pub timeline_samples: Option<u64>,
 }
 
 impl FilterArgs {
@@ -33,6 +40,7 @@ impl FilterArgs {
             exclude: self.exclude.clone(),
             from_time: self.from_time,
             to_time: self.to_time,
+            timeline_samples: self.timeline_cap(),
             ..Options::default()
         }
     }
@@ -43,6 +51,13 @@ impl FilterArgs {
             || !self.exclude.is_empty()
             || self.from_time.is_some()
             || self.to_time.is_some()
+            || self.timeline_samples.is_some()
+    }
+
+    /// `--timeline-samples`, or the default cap.
+    pub fn timeline_cap(&self) -> TimelineCap {
+        self.timeline_samples
+            .map_or(TimelineCap::DEFAULT, TimelineCap::from_count)
     }
 }
 
