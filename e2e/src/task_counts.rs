@@ -8,8 +8,8 @@ use std::path::Path;
 
 use kern_profile_format::{RawReader, Record};
 
-/// Exact instructions by process id, how many switches gave them, and how many of those
-/// left a task other than the one their vCPU's previous switch ran next.
+/// Exact instructions by process id (with `period=`), how many switches there were, and how
+/// many of those left a task other than the one their vCPU's previous switch ran next.
 #[derive(Debug, Default)]
 pub struct ExactByProcess {
     pub instructions: HashMap<u32, u64>,
@@ -38,7 +38,6 @@ pub fn exact_by_process(raw: &Path) -> ExactByProcess {
     while let Some(rec) = r.next_record().expect("no corrupt record") {
         match rec {
             Record::Switch(s) => {
-                let Some(icount) = s.icount else { continue };
                 out.switches += 1;
                 if next_of
                     .insert(s.vcpu, s.next)
@@ -46,6 +45,8 @@ pub fn exact_by_process(raw: &Path) -> ExactByProcess {
                 {
                     out.mismatched += 1;
                 }
+                // Without `period=` a switch has no count: switches, no instructions.
+                let Some(icount) = s.icount else { continue };
                 if let Some((from, Some(pid))) = since.get(&s.vcpu) {
                     *out.instructions.entry(*pid).or_default() += icount.saturating_sub(*from);
                 }

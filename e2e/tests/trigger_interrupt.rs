@@ -160,34 +160,30 @@ fn switches_asked_for_are_recorded_at_interrupts() {
         "{}",
         run.stderr
     );
-    let file = std::fs::File::open(&run.raw).expect("the recording");
-    let mut r = kern_profile_format::RawReader::open(file).expect("a raw header");
-    let (mut switches, mut mismatched) = (0u64, 0u64);
-    let mut next_of = std::collections::HashMap::new();
-    while let Some(rec) = r.next_record().expect("no corrupt record") {
-        if let kern_profile_format::Record::Switch(s) = rec {
-            switches += 1;
-            if next_of.insert(s.vcpu, s.next).is_some_and(|n| n != s.prev) {
-                mismatched += 1;
-            }
-        }
-    }
+    let ExactByProcess {
+        switches,
+        mismatched,
+        ..
+    } = exact_by_process(&run.raw);
     assert!(switches > 100, "{switches} switches recorded");
     assert_eq!(
         mismatched, 0,
         "every switch leaves the task the last one ran"
     );
     // The report gives each task its time on and off the CPU from them.
-    let text = kern_profile(&[
-        run.raw.to_str().unwrap(),
-        k.to_str().unwrap(),
-        "-f",
-        "text",
-        "--by",
-        "task",
-        "-o",
-        "-",
-    ]);
+    let by_task = |raw: &std::path::Path| {
+        kern_profile(&[
+            raw.to_str().unwrap(),
+            k.to_str().unwrap(),
+            "-f",
+            "text",
+            "--by",
+            "task",
+            "-o",
+            "-",
+        ])
+    };
+    let text = by_task(&run.raw);
     assert!(text.contains("On-CPU s"), "{text}");
     for name in ["hasher", "sorter", "spinner"] {
         assert!(text.contains(name), "{name}:\n{text}");
@@ -206,17 +202,7 @@ fn switches_asked_for_are_recorded_at_interrupts() {
         "{}",
         auto.stderr
     );
-    assert!(!kern_profile(&[
-        auto.raw.to_str().unwrap(),
-        k.to_str().unwrap(),
-        "-f",
-        "text",
-        "--by",
-        "task",
-        "-o",
-        "-"
-    ])
-    .contains("On-CPU s"));
+    assert!(!by_task(&auto.raw).contains("On-CPU s"));
 }
 
 /// Rounds for about 4,000 samples under `-icount shift=0`, where the kernels' 1 kHz timer
