@@ -138,7 +138,7 @@ fn record_caps_the_firefox_timeline_it_draws() {
     let dir = scratch("record-timeline-cap");
     let (out, _, stderr) = run_session(
         &dir,
-        &["record", "--timeline-samples", "200", "-o", "out"],
+        &["record", "--timeline-samples", "50", "-o", "out"],
         "",
     );
     assert_eq!(out.status.code(), Some(33), "{stderr}");
@@ -157,8 +157,9 @@ fn record_caps_the_firefox_timeline_it_draws() {
         stride = stride.max(w.first().and_then(|x| x.as_u64()).unwrap_or(1));
     }
     println!("{samples} samples: {held} held, weighing {weight}, every {stride}th");
-    assert!(samples > 400, "only {samples} samples: nothing to thin");
-    assert!(held <= 200 && stride >= 2, "{held} held, every {stride}th");
+    // About 1,800 samples on a quiet host, fewer on a loaded one (delay= ticks late).
+    assert!(samples > 100, "only {samples} samples: nothing to thin");
+    assert!(held <= 50 && stride >= 2, "{held} held, every {stride}th");
     assert!(
         weight.abs_diff(samples) < stride,
         "{weight} weighed, {samples} recorded"
@@ -166,7 +167,7 @@ fn record_caps_the_firefox_timeline_it_draws() {
     assert!(
         stderr.contains(&format!(
             "warning: the Firefox profile holds each vCPU's every {stride}th sample"
-        )) && stderr.contains("--timeline-samples 200"),
+        )) && stderr.contains("--timeline-samples 50"),
         "{stderr}"
     );
 }
