@@ -67,3 +67,18 @@ pub fn task_table_rows(table: &str) -> Vec<(f64, u64, String, String)> {
         })
         .collect()
 }
+
+/// The reasons of a report's `# tasks:` line, "... N samples read with no task (REASON N,
+/// ...)": each reason with its count; none when every sample had its task.
+pub fn no_task_reasons(line: &str) -> Vec<(String, u64)> {
+    let Some((_, why)) = line.split_once("samples read with no task (") else {
+        return Vec::new();
+    };
+    why.trim_end_matches(')')
+        .split(", ")
+        .map(|part| {
+            let (reason, n) = part.rsplit_once(' ').expect("REASON N");
+            (reason.to_string(), n.parse().expect("a count"))
+        })
+        .collect()
+}

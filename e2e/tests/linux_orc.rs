@@ -310,14 +310,24 @@ fn debian_6_1_amd64_recorded_through_its_gdbstub() {
     let all: u64 = rows.iter().map(|r| r.1).sum();
     let unknown = samples("[task unknown]");
     println!("through the gdbstub: {unknown} of {all} samples of an unknown task");
-    // Unknown: boot code only (the decompressor and the kernel's start-up below its link
-    // address, a third of this run's looks), which has no tasks yet.
+    // Unknown: boot code (the decompressor and the kernel's start-up below its link
+    // address, a third of this run's looks), which has no tasks yet; and a look or two in
+    // entry code while the per-CPU base is still the program's (a CI run on QEMU 11.1 had
+    // one of 1,064: "current-task pointer not a kernel address"), as the stub sees no switch
+    // that would name the task.
     let line = text
         .lines()
         .find(|l| l.starts_with("# tasks:"))
         .expect("the report's tasks line");
-    let boot = format!("(boot code before the kernel's tasks {unknown})");
-    assert!(unknown == 0 || line.ends_with(&boot), "{line}");
+    let reasons = no_task_reasons(line);
+    let reasons_total: u64 = reasons.iter().map(|(_, n)| n).sum();
+    let others: u64 = reasons
+        .iter()
+        .filter(|(r, _)| r != "boot code before the kernel's tasks")
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(reasons_total, unknown, "{line}");
+    assert!(others * 50 <= all, "{others} of {all} not at boot: {line}");
     // Programs of the guest's userland (busybox: init, sh, the workload's), by name and pid.
     let programs: Vec<_> = rows
         .iter()

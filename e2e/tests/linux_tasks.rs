@@ -259,17 +259,16 @@ fn named_through_the_gdbstub(arch: &str) {
     // memory that cannot be read. The plugin names those by its switch hook; the stub sees
     // no switches.
     let total: u64 = rows.iter().map(|r| r.1).sum();
-    let mut others = 0;
-    if let Some((_, why)) = line.split_once("samples read with no task (") {
-        for part in why.trim_end_matches(')').split(", ") {
-            let (reason, n) = part.rsplit_once(' ').expect("REASON N");
-            let n: u64 = n.parse().expect("a count");
-            match reason {
-                "boot code before the kernel's tasks" | "no current-task register" => {}
-                _ => others += n,
-            }
-        }
-    }
+    let others: u64 = no_task_reasons(line)
+        .iter()
+        .filter(|(reason, _)| {
+            !matches!(
+                reason.as_str(),
+                "boot code before the kernel's tasks" | "no current-task register"
+            )
+        })
+        .map(|(_, n)| n)
+        .sum();
     assert!(others * 10 <= total, "{others} of {total}: {line}");
     let named = |pid: &str| rows.iter().any(|r| r.3 == pid && !r.2.starts_with('['));
     assert!(named("1"), "no init (pid 1):\n{text}");
