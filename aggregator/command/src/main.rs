@@ -421,7 +421,6 @@ fn run(args: ReportArgs) -> Result<()> {
     if alloc.alloc {
         return run_alloc(&raw, elf, c, cpu, filter, alloc);
     }
-    let timeline_samples = filter.timeline_cap();
     let opts = Options {
         format: c.format,
         title: c.title,
@@ -445,11 +444,8 @@ fn run(args: ReportArgs) -> Result<()> {
         symbols: c.symbols,
         user_binaries: cpu.user,
         progress: !c.no_progress,
-        focus: filter.focus,
-        exclude: filter.exclude,
-        from_time: filter.from_time,
-        to_time: filter.to_time,
-        timeline_samples,
+        // --focus, --exclude, --from-time, --to-time, --timeline-samples: as record and top.
+        ..filter.options()
     };
     let target = match &c.output {
         Some(p) if p.as_os_str() == "-" => None,

@@ -28,6 +28,7 @@ pub mod tasks;
 pub mod timed;
 pub mod unnamed;
 pub mod user_stack;
+pub mod vcpu_counts;
 pub mod walk_tally;
 pub mod warning;
 

@@ -19,6 +19,7 @@ use crate::run_groups::WordUse;
 use crate::stacks::{meta_unhidden, meta_user, meta_vcpu, KeyBuilder};
 use crate::stuck::{Stuck, StuckDetector};
 use crate::symbolize::Symbolizer;
+use crate::vcpu_counts::VcpuCounts;
 use crate::walk_tally::WalkTally;
 use crate::warning::Warning;
 
@@ -111,11 +112,9 @@ impl CpuProfile {
         let keys = KeyBuilder::new(filter).with_markers(markers);
         // Keys by recorded stack, with what a sample's stack says of where it was taken.
         let mut memo: KeyMemo<Where> = KeyMemo::default();
-        // Kept samples per vCPU: an array for the usual indices, a map for the rest.
-        let mut per_vcpu_low = vec![0u64; 256];
-        let mut per_vcpu: FxHashMap<u32, u64> = FxHashMap::default();
-        let mut user_low = vec![0u64; 256];
-        let mut per_vcpu_user: FxHashMap<u32, u64> = FxHashMap::default();
+        // Kept samples per vCPU, and those in user mode.
+        let mut per_vcpu = VcpuCounts::default();
+        let mut per_vcpu_user = VcpuCounts::default();
         let mut kept = 0u64;
         let mut runs = IdRuns::default();
         let mut stuck = StuckDetector::default();
@@ -148,27 +147,15 @@ impl CpuProfile {
                 stops_by_place.add(found.extra.place, stop, n);
             }
             walk_tally.add(s, found.extra.outside);
-            match per_vcpu_low.get_mut(s.vcpu as usize) {
-                Some(c) => *c += n,
-                None => *per_vcpu.entry(s.vcpu).or_insert(0) += n,
-            }
+            per_vcpu.add(s.vcpu, n);
             if s.user {
-                match user_low.get_mut(s.vcpu as usize) {
-                    Some(c) => *c += n,
-                    None => *per_vcpu_user.entry(s.vcpu).or_insert(0) += n,
-                }
+                per_vcpu_user.add(s.vcpu, n);
             }
         })?;
         let no_code_cuts = sym.no_code_cuts() - cuts_before;
         let counts = runs.into_counts(|id| memo.key(id));
-        let gather = |map: FxHashMap<u32, u64>, low: Vec<u64>| {
-            let mut v: Vec<(u32, u64)> = map.into_iter().collect();
-            v.extend((0u32..).zip(low).filter(|&(_, n)| n > 0));
-            v.sort_unstable();
-            v
-        };
-        let per_vcpu = gather(per_vcpu, per_vcpu_low);
-        let per_vcpu_user = gather(per_vcpu_user, user_low);
+        let per_vcpu = per_vcpu.into_sorted();
+        let per_vcpu_user = per_vcpu_user.into_sorted();
         let spaces = AddressSpaces::decide(&summary.code, header.as_ref().map(|h| h.arch), sym);
         Ok(CpuProfile {
             path,

@@ -13,6 +13,7 @@ use rustc_hash::FxHashMap;
 use crate::input::Sample;
 use crate::profile::SampleSink;
 use crate::tasks::TaskId;
+use crate::vcpu_counts::VcpuCounts;
 use crate::warning::Warning;
 
 /// How many samples the outputs over time hold at most (`--timeline-samples`).
@@ -62,14 +63,9 @@ pub struct TimedSamples {
     cap: TimelineCap,
     /// One sample in `stride` of each vCPU's is held.
     stride: u64,
-    /// Samples offered per vCPU (an array for the usual indices, a map for the rest).
-    offered: Vec<u64>,
-    offered_far: FxHashMap<u32, u64>,
-    total: u64,
+    /// Samples offered per vCPU, held or not.
+    offered: VcpuCounts,
 }
-
-/// vCPU indices counted in an array; a (corrupt or huge) index past it goes to a map.
-const NEAR_VCPUS: u32 = 1024;
 
 #[derive(Debug, Clone, Copy)]
 struct KeptSample {
@@ -89,8 +85,9 @@ impl Default for TimedSamples {
 
 impl SampleSink for TimedSamples {
     fn sample(&mut self, s: &Sample<'_>, key: &[u64], seq: u64) {
-        self.total += 1;
-        let n = self.offered(s.vcpu);
+        let offered = self.offered.slot(s.vcpu);
+        let n = *offered;
+        *offered += 1;
         if !n.is_multiple_of(self.stride) {
             return;
         }
@@ -128,26 +125,8 @@ impl TimedSamples {
             samples: Vec::new(),
             cap,
             stride: 1,
-            offered: Vec::new(),
-            offered_far: FxHashMap::default(),
-            total: 0,
+            offered: VcpuCounts::default(),
         }
-    }
-
-    /// The number of samples `vcpu` offered before this one; counts this one.
-    fn offered(&mut self, vcpu: u32) -> u64 {
-        let slot = if vcpu < NEAR_VCPUS {
-            let i = vcpu as usize;
-            if self.offered.len() <= i {
-                self.offered.resize(i + 1, 0);
-            }
-            &mut self.offered[i]
-        } else {
-            self.offered_far.entry(vcpu).or_default()
-        };
-        let n = *slot;
-        *slot += 1;
-        n
     }
 
     /// Lets every other held sample of each vCPU go: those held were each vCPU's samples
@@ -183,7 +162,7 @@ impl TimedSamples {
 
     /// The kept samples offered, held or not.
     pub fn total(&self) -> u64 {
-        self.total
+        self.offered.total()
     }
 
     /// The samples held.
@@ -203,7 +182,7 @@ impl TimedSamples {
             (stride, TimelineCap::AtMost(cap)) => Some(Warning::TimelineThinned {
                 output,
                 held: self.samples.len() as u64,
-                total: self.total,
+                total: self.total(),
                 stride,
                 cap,
             }),

@@ -40,7 +40,9 @@ impl FilterArgs {
             exclude: self.exclude.clone(),
             from_time: self.from_time,
             to_time: self.to_time,
-            timeline_samples: self.timeline_cap(),
+            timeline_samples: self
+                .timeline_samples
+                .map_or(TimelineCap::DEFAULT, TimelineCap::from_count),
             ..Options::default()
         }
     }
@@ -52,12 +54,6 @@ impl FilterArgs {
             || self.from_time.is_some()
             || self.to_time.is_some()
             || self.timeline_samples.is_some()
-    }
-
-    /// `--timeline-samples`, or the default cap.
-    pub fn timeline_cap(&self) -> TimelineCap {
-        self.timeline_samples
-            .map_or(TimelineCap::DEFAULT, TimelineCap::from_count)
     }
 }
 
