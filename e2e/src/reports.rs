@@ -45,10 +45,19 @@ pub fn cpu_stacks(per_cpu: &[(Vec<String>, u64)], cpu: usize) -> Vec<(Vec<String
 /// `kern-profile RAW SYMBOL-ARGS... -f text --by process --top 1000 -o -`: every process's
 /// row (`symbols`: the kernel file, or `--symbols FILE`).
 pub fn by_process_text(raw: &std::path::Path, symbols: &[&str]) -> String {
+    table_by(raw, symbols, "process")
+}
+
+/// [`by_process_text`] by guest thread (`--by task`).
+pub fn by_task_text(raw: &std::path::Path, symbols: &[&str]) -> String {
+    table_by(raw, symbols, "task")
+}
+
+fn table_by(raw: &std::path::Path, symbols: &[&str], by: &str) -> String {
     let raw = raw.to_str().expect("a UTF-8 path");
     let mut args = vec![raw];
     args.extend_from_slice(symbols);
-    args.extend(["-f", "text", "--by", "process", "--top", "1000", "-o", "-"]);
+    args.extend(["-f", "text", "--by", by, "--top", "1000", "-o", "-"]);
     crate::kern_profile(&args)
 }
 

@@ -15,16 +15,7 @@ const TASKS: [(&str, u32); 3] = [("hasher", 1), ("sorter", 2), ("spinner", 3)];
 
 /// `--by task`'s rows: name -> (samples, tid, pid).
 fn sampled(raw: &Path, kernel: &Path) -> BTreeMap<String, (u64, String, String)> {
-    let text = kern_profile(&[
-        raw.to_str().unwrap(),
-        kernel.to_str().unwrap(),
-        "-f",
-        "text",
-        "--by",
-        "task",
-        "-o",
-        "-",
-    ]);
+    let text = by_task_text(raw, &[kernel.to_str().unwrap()]);
     let mut rows = BTreeMap::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();

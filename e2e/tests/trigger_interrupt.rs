@@ -171,18 +171,7 @@ fn switches_asked_for_are_recorded_at_interrupts() {
         "every switch leaves the task the last one ran"
     );
     // The report gives each task its time on and off the CPU from them.
-    let by_task = |raw: &std::path::Path| {
-        kern_profile(&[
-            raw.to_str().unwrap(),
-            k.to_str().unwrap(),
-            "-f",
-            "text",
-            "--by",
-            "task",
-            "-o",
-            "-",
-        ])
-    };
+    let by_task = |raw: &std::path::Path| by_task_text(raw, &[k.to_str().unwrap()]);
     let text = by_task(&run.raw);
     assert!(text.contains("On-CPU s"), "{text}");
     for name in ["hasher", "sorter", "spinner"] {
