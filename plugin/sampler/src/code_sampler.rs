@@ -3,8 +3,11 @@
 //!
 //! The first time a vCPU samples a user-mode PC in a 4 KiB page of an address space (a
 //! page-table base), or in another 256-byte chunk of it, the plugin reads [`CODE_BYTES`]
-//! bytes of code there; later user-mode samples of that page read the page's first bytes read
-//! at a user-mode pc again and compare them. Bytes that changed say
+//! bytes of code there; a later user-mode sample of that page reads again the bytes read in
+//! its chunk (the page's first read at a user-mode pc where its chunk has none) and compares
+//! them: each chunk's, because programs may share code at one address (two builds of one
+//! source, a function moved by another put before it), and a page's first read may have
+//! fallen there. Bytes that changed say
 //! the page directory now runs another program (a kernel that reuses one for programs run
 //! one after another, as an exec that frees the old directory and gets the same page back):
 //! the address space is forgotten and the new bytes recorded, which tells the aggregator,
@@ -77,7 +80,18 @@ pub struct CodeSampler {
     from_kernel: u32,
     /// Where Linux's kernel addresses begin: user addresses lie below.
     kernel_start: u64,
+    /// (address space, pc / CHUNK) → the read at a user-mode pc in that chunk: what a later
+    /// sample there compares.
+    windows: FxHashMap<(u64, u64), Window>,
     buf: Vec<u8>,
+}
+
+/// One read at a user-mode pc: where, how many bytes of it lie in its page, their hash.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    vaddr: u64,
+    len: usize,
+    hash: u64,
 }
 
 impl CodeSampler {
@@ -90,6 +104,7 @@ impl CodeSampler {
             user_spaces: FxHashSet::default(),
             from_kernel: 0,
             kernel_start: kern_profile_arch::guest(arch).kernel_start(),
+            windows: FxHashMap::default(),
             buf: Vec::new(),
         }
     }
@@ -118,15 +133,20 @@ impl CodeSampler {
         };
         if user {
             self.user_spaces.insert(base);
-            let c = match self.seen.get(&(base, rec.pc / PAGE)).copied() {
-                Some(Some(was)) if was.user_pc && self.changed(was, &mut mem) => {
-                    self.restart(rec.vcpu, base, was.vaddr, &mut mem)
-                }
-                Some(Some(was)) if was.chunks & chunk_bit(rec.pc) == 0 => {
+            let seen = self.seen.get(&(base, rec.pc / PAGE)).copied();
+            let changed = match seen {
+                Some(Some(was)) if was.user_pc => self.changed(base, rec.pc, was, &mut mem),
+                _ => None,
+            };
+            let c = match (seen, changed) {
+                // The record at the address whose bytes changed: the aggregator starts the
+                // space's next program where a record's address repeats with other bytes.
+                (_, Some(at)) => self.restart(rec.vcpu, base, at, &mut mem),
+                (Some(Some(was)), None) if was.chunks & chunk_bit(rec.pc) == 0 => {
                     self.more(rec.vcpu, base, rec.pc, was, &mut mem)
                 }
-                Some(_) => None,
-                None => self.read(rec.vcpu, base, rec.pc, true, &mut mem),
+                (Some(_), None) => None,
+                (None, None) => self.read(rec.vcpu, base, rec.pc, true, &mut mem),
             };
             if let Some(c) = c {
                 out(&c);
@@ -201,6 +221,9 @@ impl CodeSampler {
             user_pc,
             chunks: if user_pc { chunk_bit(pc) } else { 0 },
         };
+        if user_pc {
+            self.remember(base, pc, len);
+        }
         self.seen.insert((base, page), Some(seen));
         Some(self.record(vcpu, base, pc, n))
     }
@@ -239,8 +262,20 @@ impl CodeSampler {
             };
         }
         self.seen.insert((base, page), Some(now));
-        let (n, _) = read?;
+        let (n, len) = read?;
+        self.remember(base, pc, len);
         Some(self.record(vcpu, base, pc, n))
+    }
+
+    /// Keeps the read at user-mode `pc` (its first `len` bytes, in the buffer) as its
+    /// chunk's, to compare at later samples there.
+    fn remember(&mut self, base: u64, pc: u64, len: usize) {
+        let window = Window {
+            vaddr: pc,
+            len,
+            hash: hash(&self.buf[..len]),
+        };
+        self.windows.insert((base, pc / CHUNK), window);
     }
 
     /// Counts a record of address space `base`: false past its bound.
@@ -280,17 +315,27 @@ impl CodeSampler {
         }
     }
 
-    /// Whether the code `was` read at a user-mode pc is no longer there (within the bound on
-    /// program changes).
-    fn changed<M>(&mut self, was: Seen, mem: &mut M) -> bool
+    /// Where the code read at a user-mode pc in `pc`'s chunk (else the page's first such
+    /// read, `was`) is no longer there, if it is not (within the bound on program changes).
+    fn changed<M>(&mut self, base: u64, pc: u64, was: Seen, mem: &mut M) -> Option<u64>
     where
         M: FnMut(u64, &mut [u8]) -> bool,
     {
         if self.changes >= MAX_CHANGES {
-            return false;
+            return None;
         }
-        self.buf.resize(was.len, 0);
-        mem(was.vaddr, &mut self.buf[..was.len]) && hash(&self.buf[..was.len]) != was.hash
+        let w = self
+            .windows
+            .get(&(base, pc / CHUNK))
+            .copied()
+            .unwrap_or(Window {
+                vaddr: was.vaddr,
+                len: was.len,
+                hash: was.hash,
+            });
+        self.buf.resize(w.len, 0);
+        let other = mem(w.vaddr, &mut self.buf[..w.len]) && hash(&self.buf[..w.len]) != w.hash;
+        other.then_some(w.vaddr)
     }
 
     /// The address space runs another program: forgets it, and starts afresh with the code
@@ -301,6 +346,7 @@ impl CodeSampler {
     {
         self.changes += 1;
         self.seen.retain(|&(b, _), _| b != base);
+        self.windows.retain(|&(b, _), _| b != base);
         self.per_space.remove(&base);
         self.read(vcpu, base, pc, true, mem)
     }
@@ -591,6 +637,34 @@ mod tests {
         take(&mut c, &rec(0x0400_0210, true), &user(2), program(0));
         take(&mut c, &rec(0x0400_0220, true), &user(1), program(9));
         assert!(take(&mut c, &rec(0x0400_0220, true), &user(2), program(0)).is_empty());
+    }
+
+    /// Two programs with the same code where a page was first read (a function moved into
+    /// the place of one just like it) but other code in another chunk read since: a sample
+    /// there sees the change, and records it at that chunk's read.
+    #[test]
+    fn a_change_outside_the_pages_first_read_is_seen_in_its_own_chunk() {
+        let b = |addr: u64, out: &mut [u8]| {
+            for (i, o) in out.iter_mut().enumerate() {
+                let a = addr + i as u64;
+                *o = (a as u8).wrapping_add(if a >= 0x0400_0400 { 7 } else { 0 });
+            }
+            true
+        };
+        let mut c = i386();
+        take(&mut c, &rec(0x0400_0210, true), &user(1), program(0));
+        take(&mut c, &rec(0x0400_0480, true), &user(1), program(0));
+        // The first read's bytes are the same in both: nothing there.
+        assert!(take(&mut c, &rec(0x0400_0220, true), &user(1), b).is_empty());
+        // The other chunk's are not.
+        let again = take(&mut c, &rec(0x0400_0490, true), &user(1), b);
+        assert_eq!(again.len(), 1);
+        assert_eq!((again[0].2, again[0].3[0]), (0x0400_0480, 0x87));
+        // From then on, program B's reads are the ones compared.
+        assert!(take(&mut c, &rec(0x0400_0490, true), &user(1), b).is_empty());
+        assert_eq!(take(&mut c, &rec(0x0400_0210, true), &user(1), b).len(), 1);
+        let back = take(&mut c, &rec(0x0400_0490, true), &user(1), program(0));
+        assert_eq!(back.iter().map(|r| r.2).collect::<Vec<_>>(), [0x0400_0480]);
     }
 
     /// A page first read at a return address of a kernel-mode sample's walk (maybe data):
