@@ -454,7 +454,7 @@ fn i386_busybox_system_calls_are_rooted_at_busybox() {
 /// (38% `[boot]`, 6% `[user]`) until the frame was read word by word. Checked as a user
 /// would: the workload named, user time in user space, system calls rooted in user space,
 /// and the hottest kernel functions' samples each at an instruction's first byte
-/// (`annotate` with the vmlinuz alone).
+/// (`annotate` with the vmlinuz alone), but for a rare one at code Linux patched at boot.
 fn trigger_interrupt(arch: &str, syscall_entries: &[&str], with_elf: bool) {
     if !linux_present(arch) {
         return;
@@ -541,9 +541,20 @@ fn trigger_interrupt(arch: &str, syscall_entries: &[&str], with_elf: bool) {
             text.contains(&format!("# {n} self samples of {total} ")),
             "{name}: {f} has {n} samples:\n{text}"
         );
+        // Linux patches its code at boot (paravirt calls into `cli`, `sti` or `pushf; pop`
+        // and a NOP, alternatives): a NOP at run time may lie inside the image's `call`. A
+        // CI run found 1 of __schedule's 177 samples so; a decoding gone wrong would put
+        // many more off their instructions.
+        let inside = text
+            .lines()
+            .find_map(|l| {
+                let (k, _) = l.strip_prefix("# ")?.split_once(" samples fell inside")?;
+                k.parse::<u64>().ok()
+            })
+            .unwrap_or(0);
         assert!(
-            !text.contains("fell inside an instruction"),
-            "{name}: {f}:\n{text}"
+            inside <= 1 + n / 50,
+            "{name}: {f}: {inside} of {n} inside an instruction:\n{text}"
         );
     }
 }

@@ -95,7 +95,8 @@ impl Annotation {
             writeln!(
                 out,
                 "# {} samples fell inside an instruction, not at its start: was the recording \
-                 made with this ELF?",
+                 made with this ELF? (A few are normal where the kernel patches its code at \
+                 boot, as Linux's alternatives and paravirt calls do.)",
                 self.misaligned
             )?;
         }
