@@ -291,3 +291,60 @@ fn named_through_the_gdbstub(arch: &str) {
         "no process of the workload ({procs:?}) named:\n{text}"
     );
 }
+
+/// `trigger=interrupt` on arm64 (a QEMU with the discontinuity callback: the sid pass's
+/// 11.1): no switch hook (`switches=auto` places none there), and in user mode `SP_EL0` is
+/// the program's stack pointer, so a user-mode sample is named from the per-CPU
+/// `__entry_task` (found in the entry code: Debian's arm64 kallsyms has no data symbols),
+/// read at the interrupt, at EL1. Every sample but boot code's names its task, and the
+/// processes that compute, mostly in user mode, are named by their pids.
+#[test]
+fn aarch64_trigger_interrupt_names_user_mode_samples() {
+    use kern_profile_format::qemu::{discon_qemu_version, version_at_least};
+    let dir = root().join("target/linux/aarch64");
+    let elf = dir.join("vmlinuz");
+    if !linux_guest_present(&dir, &[elf.clone(), dir.join("busybox")]) {
+        return;
+    }
+    let version = qemu_version();
+    if !version_at_least(&version, discon_qemu_version()) {
+        println!("skipped: QEMU {version} has no discontinuity callback for trigger=interrupt");
+        return;
+    }
+    let args = format!("trigger=interrupt,elf={}", elf.display());
+    let run = boot_linux_with(
+        "linux-tasks-interrupt-aarch64",
+        "aarch64",
+        Some(&args),
+        Some("kp.workload=tasks"),
+    );
+    let procs = printed(&run.console);
+    let text = by_process_text(&run.raw, &["--symbols", run.kallsyms.to_str().unwrap()]);
+    println!("{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("# tasks:"))
+        .expect("the report's tasks line");
+    let reasons = no_task_reasons(line);
+    assert!(
+        reasons
+            .iter()
+            .all(|(reason, _)| reason == "boot code before the kernel's tasks"),
+        "{line}"
+    );
+    let user: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("# kernel/user split: "))
+        .and_then(|l| l.rsplit_once('(')?.1.strip_suffix(')')?.parse().ok())
+        .expect("the report's kernel/user split");
+    assert!(user >= 50, "only {user} user-mode samples:\n{text}");
+    let rows = task_table_rows(&text);
+    let total: u64 = rows.iter().map(|r| r.1).sum();
+    for (pid, name) in procs.iter().filter(|(_, n)| n == "md5sum" || n == "gzip") {
+        let n = rows
+            .iter()
+            .find(|r| r.2 == *name && r.3 == pid.to_string())
+            .map_or(0, |r| r.1);
+        assert!(n * 100 >= total, "{name} {pid}: {n} of {total}:\n{text}");
+    }
+}

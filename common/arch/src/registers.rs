@@ -46,7 +46,8 @@ pub enum Role {
     /// `SP_EL0`, [`Role::OtherStackPointer`]. Read only to name the task (`tasks=`).
     TaskBase,
     /// The same while user code runs: x86_64 `k_gs_base` (the kernel's GS base, swapped out),
-    /// riscv64 `sscratch` ([`Role::Scratch`], which Linux sets to `current` in user mode).
+    /// riscv64 `sscratch` ([`Role::Scratch`], which Linux sets to `current` in user mode),
+    /// aarch64 `TPIDR_EL1` (Linux's per-CPU offset, in either mode: `__entry_task` is there).
     TaskBaseUser,
 }
 

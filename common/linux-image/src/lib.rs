@@ -13,6 +13,7 @@
 //! ```
 
 mod arch;
+mod arm64_entry_task;
 mod btf;
 mod bzimage;
 mod compression;

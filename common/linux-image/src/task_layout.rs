@@ -1,6 +1,6 @@
 //! Where a Linux kernel keeps its current task, and where the fields a profiler labels a
 //! sample with lie in `task_struct`, from the image alone: the offsets from its BTF, the
-//! per-CPU slot of x86's current-task pointer from its kallsyms.
+//! per-CPU slot of x86's current-task pointer (arm64's user-mode one) from its kallsyms.
 //!
 //! The BTF is checked, not trusted: each member must be byte-aligned, no bitfield, of the
 //! type every Linux gives it, and inside the struct; otherwise the plugin would read garbage
@@ -19,8 +19,11 @@ pub struct TaskLayout {
     /// FS on i386, plus this): the kallsyms value of the per-CPU symbol `current_task`
     /// (Linux 6.1, or any kernel that has the symbol; kallsyms lists per-CPU symbols at
     /// their offsets, e.g. `000000000001fb80 A current_task`), or from 6.2 `pcpu_hot` plus
-    /// the BTF offset of its member `current_task`. `None` on architectures that keep
-    /// `current` in a register (arm64 `sp_el0`, riscv64 `tp`), where it is not needed.
+    /// the BTF offset of its member `current_task`. arm64, which keeps `current` in
+    /// `sp_el0` in kernel mode only: the link address of the per-CPU `__entry_task` (the
+    /// task its entry from user mode loads `sp_el0` with; the CPU's offset is in
+    /// `tpidr_el1`), from kallsyms or the entry code that loads it. `None`
+    /// on riscv64, whose `tp` (and `sscratch` in user mode) holds `current`.
     pub per_cpu_current: Option<u64>,
     /// Byte offsets inside `task_struct` (members of anonymous structs/unions resolved, their
     /// offsets added).
@@ -71,7 +74,22 @@ impl KernelImage {
             current_task: k.address_of("current_task"),
             pcpu_hot: k.address_of("pcpu_hot"),
         });
-        read_layout(self, blob, symbols)
+        let mut layout = read_layout(self, blob, symbols)?;
+        if self.arch() == Some(Arch::Aarch64) {
+            // Optional: without it, user-mode samples are named by the last switch seen.
+            if let Ok(k) = self.kallsyms() {
+                // A raw Image's bytes start at its link base; an ELF's code is not read.
+                let base = self.virtual_base(&k);
+                let code = |at: u64, len: usize| {
+                    let start = usize::try_from(at.checked_sub(base?)?).ok()?;
+                    let bytes = self.bytes.get(start..)?;
+                    Some(&bytes[..len.min(bytes.len())])
+                };
+                layout.per_cpu_current =
+                    crate::arm64_entry_task::entry_task(|n| k.address_of(n), code);
+            }
+        }
+        Ok(layout)
     }
 }
 

@@ -26,12 +26,21 @@ pub const PF_KTHREAD: u32 = 0x0020_0000;
 pub enum Current {
     /// A register holds the task pointer in kernel mode ([`Reg::TaskBase`]: aarch64
     /// `SP_EL0`, riscv64 `tp`), another in user mode where the architecture has one
-    /// ([`Reg::TaskBaseUser`]: riscv64 `sscratch`).
+    /// ([`Reg::TaskBaseUser`]: riscv64 `sscratch`; aarch64's, `TPIDR_EL1`, holds an
+    /// offset, [`Current::RegisterElsePerCpu`]).
     InRegister,
     /// The pointer is at this offset from a per-CPU base register ([`Reg::TaskBase`] in kernel
     /// mode, [`Reg::TaskBaseUser`] in user mode: x86_64 `gs_base`, `k_gs_base`; i386 `fs_base`
     /// in kernel mode, itself an offset: the pointer is at the sum, 32 bits wide).
     PerCpu { offset: u64 },
+    /// A register holds the task pointer in kernel mode ([`Reg::TaskBase`]: aarch64
+    /// `SP_EL0`); in user mode, where that register holds the program's stack pointer, and
+    /// in entry code before the kernel loads it, the pointer is in a per-CPU slot: `offset`
+    /// (a link address) plus the per-CPU offset in [`Reg::TaskBaseUser`]. aarch64 Linux's
+    /// `__entry_task` at `TPIDR_EL1`: what its entry from user mode loads `SP_EL0` from.
+    /// Readable where the vCPU runs at EL1 (`trigger=interrupt`'s samples of user mode); a
+    /// read at EL0 may be denied, and such a sample then has no task register, as before.
+    RegisterElsePerCpu { offset: u64 },
     /// A global variable at this address holds the task pointer (null when no task runs):
     /// one for the whole machine, so one vCPU's task (per-CPU variables: not yet).
     Global { address: u64 },
@@ -90,6 +99,9 @@ pub struct TaskReader {
     after_switch: u8,
     /// The per-CPU register holds an offset to add, not the area's address (i386).
     base_is_offset: bool,
+    /// [`Reg::TaskBaseUser`] holds the task itself under [`Current::InRegister`] (riscv64),
+    /// not a per-CPU offset (aarch64).
+    user_register_is_task: bool,
 }
 
 /// Samples after a switch that take the switch's word over a stale current-task pointer.
@@ -120,6 +132,7 @@ impl TaskReader {
             described: None,
             after_switch: 0,
             base_is_offset: arch == Arch::I386,
+            user_register_is_task: arch != Arch::Aarch64,
         }
     }
 
@@ -208,16 +221,38 @@ impl TaskReader {
         let s = &self.spec;
         let task = match s.current {
             Current::InRegister => {
-                let reg = if user {
-                    Reg::TaskBaseUser
-                } else {
-                    Reg::TaskBase
+                let reg = match user {
+                    true if self.user_register_is_task => Some(Reg::TaskBaseUser),
+                    true => None,
+                    false => Some(Reg::TaskBase),
                 };
-                regs.read(reg).ok_or(TaskUnknown::NoRegister)?
+                reg.and_then(|r| regs.read(r))
+                    .ok_or(TaskUnknown::NoRegister)?
             }
             Current::PerCpu { offset } => {
                 let slot = self.per_cpu_slot(offset, user, regs)?;
                 self.word(slot, mem).ok_or(TaskUnknown::Unreadable)?
+            }
+            Current::RegisterElsePerCpu { offset } => {
+                let held = match user {
+                    true => None,
+                    false => regs.read(Reg::TaskBase),
+                };
+                let mut per_cpu = || {
+                    let slot = self.entry_slot(offset, regs)?;
+                    self.word(slot, mem).ok_or(TaskUnknown::Unreadable)
+                };
+                match held {
+                    Some(t) if self.check_pointer(t).is_ok() => t,
+                    // Entry code with the program's stack pointer still in the register:
+                    // the slot, or the register's own fault when the slot fails too.
+                    Some(_) => per_cpu().map_err(|_| TaskUnknown::BadPointer)?,
+                    // User mode: a slot that cannot be read leaves nothing that names the
+                    // task, as without one. A look at EL0 may be denied kernel memory (QEMU
+                    // 10.0's gdbstub is at every one; 11.1's is not); an interrupt's sample
+                    // reads at EL1.
+                    None => per_cpu().map_err(|_| TaskUnknown::NoRegister)?,
+                }
             }
             Current::Global { address } => {
                 self.word(address, mem).ok_or(TaskUnknown::Unreadable)?
@@ -293,6 +328,8 @@ impl TaskReader {
         match self.spec.current {
             Current::InRegister => None,
             Current::PerCpu { offset } => self.per_cpu_slot(offset, user, regs).ok(),
+            // Read ahead in kernel mode too: entry code falls back to it.
+            Current::RegisterElsePerCpu { offset } => self.entry_slot(offset, regs).ok(),
             Current::Global { address } => Some(address),
         }
     }
@@ -331,6 +368,19 @@ impl TaskReader {
         let base = regs.read(Reg::TaskBase).ok_or(TaskUnknown::NoRegister)?;
         let slot = base.wrapping_add(offset) & 0xffff_ffff;
         match slot >= self.kernel_start {
+            true => Ok(slot),
+            false => Err(TaskUnknown::BadPointer),
+        }
+    }
+
+    /// Where [`Current::RegisterElsePerCpu`]'s slot at `offset` is for this vCPU: the
+    /// per-CPU offset register is the same in either mode.
+    fn entry_slot(&self, offset: u64, regs: &mut impl RegisterReader) -> Result<u64, TaskUnknown> {
+        let base = regs
+            .read(Reg::TaskBaseUser)
+            .ok_or(TaskUnknown::NoRegister)?;
+        let slot = base.wrapping_add(offset);
+        match slot >= self.kernel_start && slot.is_multiple_of(self.align) {
             true => Ok(slot),
             false => Err(TaskUnknown::BadPointer),
         }

@@ -53,6 +53,9 @@ const FACTS: Facts = Facts {
         other_stack_pointer: &["SP_EL0", "sp_el0"],
         trap_pc: &["ELR_EL1", "elr_el1"],
         task_base: &["SP_EL0", "sp_el0"],
+        // Linux's per-CPU offset (TPIDR_EL2 under VHE at EL2, not read: QEMU's `virt`
+        // machine runs the kernel at EL1 unless asked for virtualization).
+        task_base_user: &["TPIDR_EL1", "tpidr_el1"],
         ..RegisterNames::NONE
     },
     mode_in_page_table_base: false,
@@ -89,9 +92,9 @@ const FACTS: Facts = Facts {
         page_table_base: &["TTBR0_EL1"],
         control: &["SCTLR_EL1", "SCTLR"],
         // Linux's `current` in kernel mode; in user mode it holds the program's stack
-        // pointer, and no register holds `current`.
+        // pointer, and `current` is in the per-CPU area at the offset in TPIDR_EL1.
         task_base: &["SP_EL0"],
-        task_base_user: &[],
+        task_base_user: &["TPIDR_EL1"],
     },
 };
 

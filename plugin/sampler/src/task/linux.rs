@@ -58,14 +58,18 @@ pub fn linux_image_spec(
     }
 }
 
-/// Linux's spec from its layout: x86 finds `current` in its per-CPU area, arm64 and
-/// riscv64 in a register.
+/// Linux's spec from its layout: x86 finds `current` in its per-CPU area, riscv64 in a
+/// register, arm64 in a register in kernel mode and in its per-CPU area in user mode.
 pub fn linux_spec(l: &TaskLayout, arch: Arch) -> Result<TaskSpec, LinuxSpecError> {
     let current = match arch {
         Arch::X86_64 | Arch::I386 => Current::PerCpu {
             offset: l.per_cpu_current.ok_or(LinuxSpecError::NoPerCpuCurrent)?,
         },
-        Arch::Aarch64 | Arch::Riscv64 => Current::InRegister,
+        Arch::Aarch64 => match l.per_cpu_current {
+            Some(offset) => Current::RegisterElsePerCpu { offset },
+            None => Current::InRegister,
+        },
+        Arch::Riscv64 => Current::InRegister,
     };
     Ok(TaskSpec {
         current,
@@ -90,6 +94,11 @@ pub fn describe_linux_spec(s: &TaskSpec, source: LayoutSource) -> String {
     let current = match s.current {
         Current::PerCpu { offset } => format!("per-CPU current_task at +{offset:#x}"),
         Current::InRegister => "the current-task register".to_string(),
+        Current::RegisterElsePerCpu { offset } => {
+            format!(
+                "the current-task register, in user mode the per-CPU __entry_task at {offset:#x}"
+            )
+        }
         Current::Global { address } => format!("the global pointer at {address:#x}"),
     };
     format!(
@@ -131,5 +140,13 @@ mod tests {
         );
         let arm = linux_spec(&layout(None), Arch::Aarch64).unwrap();
         assert_eq!(arm.current, Current::InRegister);
+        // arm64 with `__entry_task` in its kallsyms: the slot for user mode.
+        let arm = linux_spec(&layout(Some(0xffff_8000_0a2d_7b48)), Arch::Aarch64).unwrap();
+        assert_eq!(
+            arm.current,
+            Current::RegisterElsePerCpu {
+                offset: 0xffff_8000_0a2d_7b48
+            }
+        );
     }
 }

@@ -169,7 +169,9 @@ fn a_register_held_task_needs_no_memory_for_its_pointer() {
         .task
         .unwrap();
     assert_eq!((t.tid, t.thread().as_str()), (9, "sh"));
-    // aarch64 has no user-mode register for it: unknown, said once.
+    // aarch64 has no user-mode register for it (TPIDR_EL1 holds an offset, never taken for
+    // a task): unknown, said once.
+    regs.0.insert(Reg::TaskBaseUser, TASK);
     let rec = read(&mut r, true, false, &mut regs, &mem).unwrap();
     assert_eq!(rec.task, Err(TaskUnknown::NoRegister));
     assert_eq!(read(&mut r, true, false, &mut regs, &mem), None);
@@ -427,4 +429,59 @@ fn i386_adds_the_fs_base_offset_to_the_symbol_in_kernel_mode_only() {
         mem.read(a, o)
     });
     assert_eq!(t.unwrap().task, Err(TaskUnknown::NoRegister));
+}
+
+/// aarch64 Linux with `__entry_task` in its kallsyms: `SP_EL0` in kernel mode; in user mode
+/// (where `SP_EL0` is the program's stack pointer) and in entry code before the kernel
+/// loads it, the per-CPU slot: the symbol's link address plus `TPIDR_EL1`.
+#[test]
+fn aarch64_user_mode_reads_the_per_cpu_entry_task() {
+    const ENTRY_TASK: u64 = 0xffff_8000_0a2d_7b48;
+    const TPIDR: u64 = 0x0000_7fff_7ae4_0000;
+    let slot = ENTRY_TASK.wrapping_add(TPIDR);
+    let mut mem = Mem::default();
+    mem.task(TASK, 9, 9, b"sh", 0, TASK);
+    mem.task(LEADER, 101, 101, b"gzip", 0, LEADER);
+    mem.put(slot, &LEADER.to_le_bytes());
+    let mut regs = Regs::default();
+    regs.0.insert(Reg::TaskBase, TASK);
+    regs.0.insert(Reg::TaskBaseUser, TPIDR);
+    let spec = spec(Current::RegisterElsePerCpu { offset: ENTRY_TASK });
+    let mut r = TaskReader::new(spec, Arch::Aarch64);
+    // Kernel mode: the register, not the slot.
+    let t = read(&mut r, false, true, &mut regs, &mem)
+        .unwrap()
+        .task
+        .unwrap();
+    assert_eq!(t.thread(), "sh");
+    // User mode: the slot.
+    regs.0.insert(Reg::TaskBase, 0xffff_f000);
+    let t = read(&mut r, true, false, &mut regs, &mem)
+        .unwrap()
+        .task
+        .unwrap();
+    assert_eq!((t.tid, t.thread().as_str()), (101, "gzip"));
+    // Entry code with the program's stack pointer still in SP_EL0: the slot, nothing new.
+    assert_eq!(read(&mut r, false, false, &mut regs, &mem), None);
+    // The slot is read ahead in either mode.
+    assert_eq!(r.current_slot(true, &mut regs), Some(slot));
+    assert_eq!(r.current_slot(false, &mut regs), Some(slot));
+    // No TPIDR_EL1: user mode has no register; entry code's is a bad pointer.
+    regs.0.remove(&Reg::TaskBaseUser);
+    let rec = read(&mut r, true, false, &mut regs, &mem).unwrap();
+    assert_eq!(rec.task, Err(TaskUnknown::NoRegister));
+    let rec = read(&mut r, false, false, &mut regs, &mem).unwrap();
+    assert_eq!(rec.task, Err(TaskUnknown::BadPointer));
+    assert_eq!(r.current_slot(true, &mut regs), None);
+    // A slot whose memory cannot be read (user mode at EL0: kernel memory is denied), or
+    // that is no kernel address: in user mode nothing names the task; in entry code the
+    // register is still a bad pointer.
+    for tpidr in [TPIDR + 0x1000, 0x8000_0000_0000_0000] {
+        regs.0.insert(Reg::TaskBaseUser, tpidr);
+        let mut r = TaskReader::new(spec, Arch::Aarch64);
+        let rec = read(&mut r, true, true, &mut regs, &mem).unwrap();
+        assert_eq!(rec.task, Err(TaskUnknown::NoRegister));
+        let rec = read(&mut r, false, false, &mut regs, &mem).unwrap();
+        assert_eq!(rec.task, Err(TaskUnknown::BadPointer));
+    }
 }
