@@ -49,16 +49,13 @@ const PAGE: u64 = 0x1000;
 /// is recorded too, as one record's 64 bytes may be code that several programs share.
 const CHUNK: u64 = 256;
 
-/// What was read in one page of one address space: where, how many bytes of it lie in the
-/// page, and their hash (compared at later samples of the page); whether that was a user-mode
-/// pc (code for sure: only such reads are compared, a return address read from a kernel-mode
-/// sample's walk may be garbage in data); the chunks read at user-mode pcs.
+/// What was read in one page of one address space: the pc of its first read at a user-mode
+/// pc, whose [`Window`] a later sample compares where its own chunk has none (`None`: read
+/// only at a return address of a kernel-mode sample's walk, maybe garbage in data, never
+/// compared); the chunks read at user-mode pcs.
 #[derive(Debug, Clone, Copy)]
 struct Seen {
-    vaddr: u64,
-    len: usize,
-    hash: u64,
-    user_pc: bool,
+    first_user_pc: Option<u64>,
     chunks: u16,
 }
 
@@ -134,10 +131,8 @@ impl CodeSampler {
         if user {
             self.user_spaces.insert(base);
             let seen = self.seen.get(&(base, rec.pc / PAGE)).copied();
-            let changed = match seen {
-                Some(Some(was)) if was.user_pc => self.changed(base, rec.pc, was, &mut mem),
-                _ => None,
-            };
+            let first = seen.flatten().and_then(|s| s.first_user_pc);
+            let changed = first.and_then(|f| self.changed(base, rec.pc, f, &mut mem));
             let c = match (seen, changed) {
                 // The record at the address whose bytes changed: the aggregator starts the
                 // space's next program where a record's address repeats with other bytes.
@@ -215,10 +210,7 @@ impl CodeSampler {
             return None;
         };
         let seen = Seen {
-            vaddr: pc,
-            len,
-            hash: hash(&self.buf[..len]),
-            user_pc,
+            first_user_pc: user_pc.then_some(pc),
             chunks: if user_pc { chunk_bit(pc) } else { 0 },
         };
         if user_pc {
@@ -252,14 +244,8 @@ impl CodeSampler {
             return None;
         }
         let read = self.fill(pc, mem);
-        if let Some((_, len)) = read.filter(|_| !was.user_pc) {
-            now = Seen {
-                vaddr: pc,
-                len,
-                hash: hash(&self.buf[..len]),
-                user_pc: true,
-                chunks: now.chunks,
-            };
+        if read.is_some() && was.first_user_pc.is_none() {
+            now.first_user_pc = Some(pc);
         }
         self.seen.insert((base, page), Some(now));
         let (n, len) = read?;
@@ -316,23 +302,19 @@ impl CodeSampler {
     }
 
     /// Where the code read at a user-mode pc in `pc`'s chunk (else the page's first such
-    /// read, `was`) is no longer there, if it is not (within the bound on program changes).
-    fn changed<M>(&mut self, base: u64, pc: u64, was: Seen, mem: &mut M) -> Option<u64>
+    /// read, at `first`) is no longer there, if it is not (within the bound on program
+    /// changes).
+    fn changed<M>(&mut self, base: u64, pc: u64, first: u64, mem: &mut M) -> Option<u64>
     where
         M: FnMut(u64, &mut [u8]) -> bool,
     {
         if self.changes >= MAX_CHANGES {
             return None;
         }
-        let w = self
+        let w = *self
             .windows
             .get(&(base, pc / CHUNK))
-            .copied()
-            .unwrap_or(Window {
-                vaddr: was.vaddr,
-                len: was.len,
-                hash: was.hash,
-            });
+            .or_else(|| self.windows.get(&(base, first / CHUNK)))?;
         self.buf.resize(w.len, 0);
         let other = mem(w.vaddr, &mut self.buf[..w.len]) && hash(&self.buf[..w.len]) != w.hash;
         other.then_some(w.vaddr)
