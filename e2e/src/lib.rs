@@ -43,7 +43,7 @@ pub use old_qemu::qemu_72_bin;
 pub use period::{instructions_over_period, whole_run_instructions};
 pub use reports::{
     allocator_block, by_process_text, by_task_text, count_through, cpu_stacks, no_task_reasons,
-    report_value, task_table_rows,
+    report_value, task_table_rows, tasks_line,
 };
 pub use run_kernel::{run_kernel_args, run_kernel_command};
 pub use task_counts::{exact_by_process, ExactByProcess};

@@ -77,6 +77,13 @@ pub fn task_table_rows(table: &str) -> Vec<(f64, u64, String, String)> {
         .collect()
 }
 
+/// A text report's `# tasks:` line (`--by task` or `--by process`, a recording with tasks).
+pub fn tasks_line(text: &str) -> &str {
+    text.lines()
+        .find(|l| l.starts_with("# tasks:"))
+        .unwrap_or_else(|| panic!("no tasks line in the report:\n{text}"))
+}
+
 /// The reasons of a report's `# tasks:` line, "... N samples read with no task (REASON N,
 /// ...)": each reason with its count; none when every sample had its task.
 pub fn no_task_reasons(line: &str) -> Vec<(String, u64)> {

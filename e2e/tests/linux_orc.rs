@@ -315,10 +315,7 @@ fn debian_6_1_amd64_recorded_through_its_gdbstub() {
     // entry code while the per-CPU base is still the program's (a CI run on QEMU 11.1 had
     // one of 1,064: "current-task pointer not a kernel address"), as the stub sees no switch
     // that would name the task.
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("# tasks:"))
-        .expect("the report's tasks line");
+    let line = tasks_line(&text);
     let reasons = no_task_reasons(line);
     let reasons_total: u64 = reasons.iter().map(|(_, n)| n).sum();
     let others: u64 = reasons
